@@ -1,0 +1,132 @@
+"""Renyi-DP accountant (Mironov 2017), converted to (epsilon, delta) with Balle et al. 2020.
+
+RDP curves per event, each a valid upper bound at every order alpha > 1:
+
+* Gaussian, L2 sensitivity D, noise sigma: alpha D^2 / (2 sigma^2)                 (Mironov 2017, Prop 7)
+* Laplace, L1 sensitivity D, scale b, lambda = b / D:                              (Mironov 2017, Prop 6)
+      1/(alpha-1) log( alpha/(2 alpha - 1) e^{(alpha-1)/lambda} + (alpha-1)/(2 alpha - 1) e^{-alpha/lambda} )
+* Poisson-subsampled Gaussian: log A_alpha / (alpha - 1), add/remove relation     (Mironov, Talwar, Zhang 2019)
+* pure eps-DP (Laplace or exponential-noise report-noisy-max, PureDP): the RDP of eps-randomized
+  response, which dominates every eps-DP mechanism (exact worst case; Bun & Steinke 2016 Lemma):
+      1/(alpha-1) log( (e^{alpha eps} + e^{(1-alpha) eps}) / (1 + e^eps) )
+* eps-bounded-range (exponential mechanism, Gumbel report-noisy-max): min of the pure-DP curve and
+  alpha eps^2 / 8 (Cesar & Rogers 2021: eps-BR implies eps^2/8-zCDP; valid under adaptive composition)
+* rho-zCDP: rho alpha.
+
+Approximate-DP events (delta > 0) have no RDP curve: unsupported.
+
+Conversion (Balle, Barthe, Gaboardi, Hsu, Sato 2020, Thm 21; = Canonne, Kamath, Steinke 2020 Prop 12):
+    eps = min_alpha  rdp(alpha) + log((alpha - 1)/alpha) - (log delta + log alpha) / (alpha - 1).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import _native
+from ..events import (ADD_REMOVE, ApproxDP, Exponential, Gaussian, Laplace,
+                      PoissonSubsampledGaussian, PureDP, ReportNoisyMax, ZCDP)
+from .base import Accountant
+
+#: The order grid of dp-accounting and opacus (fractional 1.1..10.9, integers 11..63, then powers).
+DEFAULT_ORDERS = np.array([1 + x / 10.0 for x in range(1, 100)] + list(range(11, 64))
+                          + [128, 256, 512, 1024], dtype=np.float64)
+
+
+def rdp_gaussian(mu: float, orders: np.ndarray) -> np.ndarray:
+    return orders * mu * mu / 2
+
+
+def rdp_laplace(eps: float, orders: np.ndarray) -> np.ndarray:
+    # In log space: log( a/(2a-1) e^{(a-1) eps} + (a-1)/(2a-1) e^{-a eps} ) / (a - 1)
+    a = orders
+    t1 = np.log(a / (2 * a - 1)) + (a - 1) * eps
+    t2 = np.log((a - 1) / (2 * a - 1)) - a * eps
+    return np.logaddexp(t1, t2) / (a - 1)
+
+
+def rdp_pure(eps: float, orders: np.ndarray) -> np.ndarray:
+    a = orders
+    return (np.logaddexp(a * eps, (1 - a) * eps) - (eps + math.log1p(math.exp(-eps)))) / (a - 1)
+
+
+def rdp_bounded_range(eps: float, orders: np.ndarray) -> np.ndarray:
+    return np.minimum(rdp_pure(eps, orders), orders * eps * eps / 8)
+
+
+def rdp_subsampled_gaussian(q: float, sigma: float, orders: np.ndarray) -> np.ndarray:
+    if q == 1.0:
+        return rdp_gaussian(1.0 / sigma, orders)
+    log_a = _native.log_a_subsampled_gaussian(float(q), float(sigma),
+                                              np.ascontiguousarray(orders, dtype=np.float64))
+    return np.asarray(log_a) / (orders - 1)
+
+
+def rdp_curve(leaf, orders: np.ndarray) -> np.ndarray:
+    if isinstance(leaf, Gaussian):
+        return rdp_gaussian(leaf.mu, orders)
+    if isinstance(leaf, Laplace):
+        return rdp_laplace(leaf.epsilon, orders)
+    if isinstance(leaf, PoissonSubsampledGaussian):
+        return rdp_subsampled_gaussian(leaf.sample_rate, leaf.noise_multiplier, orders)
+    if isinstance(leaf, ReportNoisyMax):
+        return (rdp_bounded_range if leaf.bounded_range else rdp_pure)(leaf.epsilon, orders)
+    if isinstance(leaf, Exponential):
+        return rdp_bounded_range(leaf.epsilon, orders)
+    if isinstance(leaf, PureDP):
+        return rdp_pure(leaf.epsilon, orders)
+    if isinstance(leaf, ApproxDP) and leaf.delta == 0:
+        return rdp_pure(leaf.epsilon, orders)
+    if isinstance(leaf, ZCDP):
+        return leaf.rho * orders
+    raise TypeError(f"no RDP curve for {leaf!r}")
+
+
+def rdp_to_epsilon(orders: np.ndarray, rdp: np.ndarray, delta: float) -> tuple[float, float]:
+    """(epsilon, optimal order); epsilon >= 0."""
+    eps = rdp + np.log1p(-1 / orders) - (math.log(delta) + np.log(orders)) / (orders - 1)
+    eps = np.where(np.isfinite(eps), eps, np.inf)
+    i = int(np.argmin(eps))
+    return max(0.0, float(eps[i])), float(orders[i])
+
+
+def rdp_to_delta(orders: np.ndarray, rdp: np.ndarray, epsilon: float) -> tuple[float, float]:
+    """(delta, optimal order); delta <= 1."""
+    log_delta = (orders - 1) * (rdp - epsilon + np.log1p(-1 / orders)) - np.log(orders)
+    log_delta = np.where(np.isnan(log_delta), np.inf, log_delta)
+    i = int(np.argmin(log_delta))
+    return min(1.0, math.exp(min(0.0, float(log_delta[i])))), float(orders[i])
+
+
+class RDPAccountant(Accountant):
+    name = "rdp"
+
+    def __init__(self, orders=None):
+        self.orders = DEFAULT_ORDERS if orders is None else np.asarray(orders, dtype=np.float64)
+        if self.orders.ndim != 1 or not np.all(self.orders > 1):
+            raise ValueError("RDP orders must be a 1-D array of numbers > 1")
+
+    def supports_leaf(self, leaf, neighboring):
+        if isinstance(leaf, PoissonSubsampledGaussian):
+            # The subsampled-Gaussian RDP bound above is for add/remove neighbours.
+            return neighboring == ADD_REMOVE or leaf.sample_rate == 1.0
+        if isinstance(leaf, ApproxDP):
+            return leaf.delta == 0
+        return isinstance(leaf, (Gaussian, Laplace, ReportNoisyMax, Exponential, PureDP, ZCDP))
+
+    def rdp(self, leaves) -> np.ndarray:
+        total = np.zeros_like(self.orders)
+        for leaf, n in leaves:
+            total += n * rdp_curve(leaf, self.orders)
+        return total
+
+    def epsilon_and_order(self, event, delta):
+        leaves, _ = self._prepare(event)
+        return rdp_to_epsilon(self.orders, self.rdp(leaves), delta)
+
+    def _epsilon(self, leaves, relation, delta):
+        return rdp_to_epsilon(self.orders, self.rdp(leaves), delta)[0]
+
+    def _delta(self, leaves, relation, epsilon):
+        return rdp_to_delta(self.orders, self.rdp(leaves), epsilon)[0]

@@ -1,0 +1,157 @@
+"""Calibration: the value of one free parameter that meets a target (epsilon, delta).
+
+``calibrate(make_event, target_epsilon, target_delta, guess=...)`` brackets the root of
+``epsilon(param) = target`` by doubling/halving from the guess, then runs Brent's method and steps
+to the safe side, so the returned parameter always satisfies ``epsilon(param) <= target``
+(conservative, unlike a bisection that stops on the wrong side; opacus#346).
+
+With ``accountant="best"`` every accountant that supports the plan is calibrated separately and
+the most favourable valid answer is kept: min over accountants of epsilon(param) is monotone in the
+parameter, so its root is the most favourable of the per-accountant roots.  The cheap accountants go
+first and narrow the bracket for the expensive ones.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from ._solve import expand_bracket
+from .accountants import ACCOUNTANT_NAMES, UnsupportedEventError, get_accountant
+from .accountants.base import check_delta
+from .events import DpEvent
+
+#: evaluation cost order: cheap closed forms first, PLD last.
+_COST_ORDER = ("basic", "advanced", "rdp", "optimal", "pld")
+
+
+@dataclass
+class CalibrationResult:
+    value: float            # the calibrated parameter
+    epsilon: float          # epsilon at that value, from ``accountant``
+    accountant: str
+    evaluations: int
+    seconds: float
+    per_accountant: dict    # accountant name -> calibrated value (None when unsupported)
+
+
+def _solve_one(acc, make_event, target_epsilon, delta, guess, lower, upper, discrete, decreasing):
+    evals = 0
+
+    def eps(p):
+        nonlocal evals
+        evals += 1
+        return acc.epsilon(make_event(int(round(p)) if discrete else p), delta)
+
+    if decreasing is None:
+        e1, e2 = eps(guess), eps(guess * 1.5)
+        decreasing = e2 < e1
+    if discrete:
+        return _solve_discrete(eps, target_epsilon, guess, decreasing, lower, upper), evals
+    a, b = (lower, upper) if (lower is not None and upper is not None) else \
+        expand_bracket(eps, target_epsilon, guess, decreasing, lower=lower or 0.0)
+    from scipy.optimize import brentq
+
+    ea, eb = eps(a), eps(b)
+    safe = b if decreasing else a              # the end that satisfies the target
+    if (ea > target_epsilon) == (eb > target_epsilon):
+        good = [p for p, e in ((a, ea), (b, eb)) if e <= target_epsilon]
+        if not good:
+            raise ValueError(f"no value of the parameter in [{a}, {b}] meets epsilon <= {target_epsilon}")
+        return (min(good) if decreasing else max(good)), evals
+    def f(p):
+        e = eps(p)
+        return (e if math.isfinite(e) else 1e300) - target_epsilon
+    x = brentq(f, a, b, xtol=1e-12, rtol=1e-10)
+    # Step to the safe side until the guarantee holds.
+    step = max(abs(x) * 1e-9, 1e-15)
+    while eps(x) > target_epsilon:
+        x = x + step if decreasing else x - step
+        step *= 2
+        if (decreasing and x > safe) or (not decreasing and x < safe):
+            x = safe
+            break
+    return x, evals
+
+
+def _solve_discrete(eps, target, guess, decreasing, lower, upper):
+    """Integer parameter: the most favourable integer that meets the target."""
+    lo = max(1, int(lower) if lower is not None else 1)
+    if decreasing:   # e.g. nothing natural; smallest integer with eps <= target
+        hi = max(lo, int(guess))
+        while eps(hi) > target:
+            hi *= 2
+            if upper is not None and hi > upper:
+                raise ValueError("no integer value meets the target")
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if eps(mid) <= target:
+                hi = mid
+            else:
+                lo = mid + 1
+        return hi
+    # increasing (e.g. a count): the largest integer with eps <= target
+    if eps(lo) > target:
+        raise ValueError(f"even {lo} release(s) exceed the target epsilon {target}")
+    hi = max(lo + 1, int(guess))
+    while eps(hi) <= target:
+        lo, hi = hi, hi * 2
+        if upper is not None and hi > upper:
+            return lo
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if eps(mid) <= target:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def calibrate(make_event: Callable[[float], DpEvent], target_epsilon: float, target_delta: float,
+              *, guess: float = 1.0, accountant: str = "best", lower: float | None = None,
+              upper: float | None = None, discrete: bool = False,
+              decreasing: bool | None = None) -> CalibrationResult:
+    """Solve for the parameter of ``make_event`` so that epsilon <= target_epsilon at target_delta.
+
+    ``decreasing`` says whether epsilon falls as the parameter grows (noise scales: True;
+    epsilons, sample rates, counts: False); None detects it from two evaluations.
+    """
+    if not (isinstance(target_epsilon, (int, float)) and target_epsilon > 0
+            and math.isfinite(target_epsilon)):
+        raise ValueError(f"target epsilon must be a positive finite number, got {target_epsilon!r}")
+    delta = check_delta(target_delta)
+    if not (isinstance(guess, (int, float)) and guess > 0 and math.isfinite(guess)):
+        raise ValueError(f"the starting guess must be a positive finite number, got {guess!r}")
+    t0 = time.perf_counter()
+    names = [n for n in _COST_ORDER if n in ACCOUNTANT_NAMES] if accountant == "best" else [accountant]
+    probe = make_event(guess)
+    per, evals, best = {}, 0, None
+    for name in names:
+        acc = get_accountant(name)
+        if not acc.supports(probe):
+            per[name] = None
+            continue
+        # Start the next (more expensive) accountant from the best answer so far: its root is
+        # usually close, so bracketing takes few of its costly evaluations.
+        start = best[1] if best is not None else guess
+        try:
+            value, n = _solve_one(acc, make_event, float(target_epsilon), delta, start, lower,
+                                  upper, discrete, decreasing)
+        except (UnsupportedEventError, ValueError) as exc:
+            if accountant != "best":
+                raise
+            per[name] = None
+            continue
+        evals += n
+        per[name] = value
+        dec = decreasing if decreasing is not None else \
+            acc.epsilon(make_event(guess * 1.5), delta) < acc.epsilon(make_event(guess), delta)
+        if best is None or (value < best[1] if dec else value > best[1]):
+            best = (name, value)
+    if best is None:
+        raise UnsupportedEventError("no accountant supports the plan being calibrated")
+    name, value = best
+    eps = get_accountant(name).epsilon(make_event(value), delta)
+    return CalibrationResult(value=value, epsilon=eps, accountant=name, evaluations=evals,
+                             seconds=time.perf_counter() - t0, per_accountant=per)

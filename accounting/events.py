@@ -1,0 +1,316 @@
+"""Privacy events: mechanisms described as data.
+
+An event says *what was released* (which noise, which scale, which declared sensitivity, how many
+times) and nothing about how to account for it; accountants (``accounting.accountants``) interpret
+events and say which ones they support.  The algebra follows Google's dp-accounting ``DpEvent``.
+
+Every leaf event states the neighbouring relation under which its sensitivity was declared:
+``"add_remove"`` (one person added or removed) or ``"replace_one"`` (one person's record replaced).
+A composition must not mix relations: the guarantee would not be about one relation.
+
+All numbers are validated at construction: an event that cannot describe a real release (negative
+scale, NaN, delta outside [0, 1), ...) raises ``ValueError`` naming the field.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from typing import Iterator
+
+ADD_REMOVE = "add_remove"
+REPLACE_ONE = "replace_one"
+NEIGHBORING_RELATIONS = (ADD_REMOVE, REPLACE_ONE)
+
+RNM_NOISES = ("laplace", "gumbel", "exponential")
+
+
+def _check_positive(name: str, value, *, allow_inf: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    value = float(value)
+    if math.isnan(value) or value <= 0 or (math.isinf(value) and not allow_inf):
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    return value
+
+
+def _check_nonnegative(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    value = float(value)
+    if math.isnan(value) or value < 0 or math.isinf(value):
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return value
+
+
+def _check_relation(value) -> str:
+    if value not in NEIGHBORING_RELATIONS:
+        raise ValueError(f"neighboring must be one of {NEIGHBORING_RELATIONS}, got {value!r}")
+    return value
+
+
+class DpEvent:
+    """Base class of every privacy event."""
+
+    kind: str = "event"
+
+    def to_dict(self) -> dict:
+        """A JSON-ready description, the inverse of :func:`event_from_dict`."""
+        out = {"kind": self.kind}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, DpEvent):
+                v = v.to_dict()
+            elif isinstance(v, tuple):
+                v = [e.to_dict() for e in v]
+            out[f.name] = v
+        return out
+
+
+@dataclass(frozen=True)
+class Laplace(DpEvent):
+    """Laplace mechanism: f(D) + Lap(scale) with declared L1 sensitivity. (sensitivity/scale)-DP."""
+
+    scale: float
+    sensitivity: float = 1.0
+    neighboring: str = ADD_REMOVE
+    kind = "laplace"
+
+    def __post_init__(self):
+        object.__setattr__(self, "scale", _check_positive("scale", self.scale))
+        object.__setattr__(self, "sensitivity", _check_positive("sensitivity", self.sensitivity))
+        _check_relation(self.neighboring)
+
+    @property
+    def epsilon(self) -> float:
+        return self.sensitivity / self.scale
+
+
+@dataclass(frozen=True)
+class Gaussian(DpEvent):
+    """Gaussian mechanism: f(D) + N(0, sigma^2 I) with declared L2 sensitivity."""
+
+    sigma: float
+    sensitivity: float = 1.0
+    neighboring: str = ADD_REMOVE
+    kind = "gaussian"
+
+    def __post_init__(self):
+        object.__setattr__(self, "sigma", _check_positive("sigma", self.sigma))
+        object.__setattr__(self, "sensitivity", _check_positive("sensitivity", self.sensitivity))
+        _check_relation(self.neighboring)
+
+    @property
+    def mu(self) -> float:
+        """The Gaussian-DP parameter sensitivity / sigma (exact: Dong, Roth, Su 2022)."""
+        return self.sensitivity / self.sigma
+
+
+@dataclass(frozen=True)
+class PoissonSubsampledGaussian(DpEvent):
+    """One step of DP-SGD: each record joins the batch with probability ``sample_rate``, the
+    clipped sum (L2 sensitivity 1 after clipping) gets N(0, noise_multiplier^2)."""
+
+    noise_multiplier: float
+    sample_rate: float
+    neighboring: str = ADD_REMOVE
+    kind = "poisson_subsampled_gaussian"
+
+    def __post_init__(self):
+        object.__setattr__(self, "noise_multiplier",
+                           _check_positive("noise_multiplier", self.noise_multiplier))
+        q = _check_positive("sample_rate", self.sample_rate)
+        if q > 1:
+            raise ValueError(f"sample_rate must be in (0, 1], got {self.sample_rate!r}")
+        object.__setattr__(self, "sample_rate", q)
+        _check_relation(self.neighboring)
+
+
+@dataclass(frozen=True)
+class ReportNoisyMax(DpEvent):
+    """Report-noisy-max: argmax_i (score_i + Z_i), each score with declared sensitivity D.
+
+    The privacy of the three noises (all (2D/scale)-DP under any neighbouring relation for which
+    each score moves by at most D; the factor 2 covers scores that move in opposite directions):
+
+    * ``laplace``: Z ~ Lap(scale).  (2D/scale)-DP (Dwork & Roth 2014, Claim 3.9).  No bounded-range
+      guarantee is known, so it is accounted as a pure-DP event.
+    * ``gumbel``: Z ~ Gumbel(scale).  Exactly the exponential mechanism with epsilon = 2D/scale
+      (McSherry & Talwar 2007; the Gumbel-max trick), hence (2D/scale)-DP *and* (2D/scale)-bounded
+      range (Durfee & Rogers 2019), which composes as (2D/scale)^2/8-zCDP (Cesar & Rogers 2021).
+    * ``exponential``: Z ~ Exp(scale), one-sided.  Equals permute-and-flip (Ding et al. 2021,
+      McKenna & Sheldon 2020): (2D/scale)-DP and NOT bounded-range (the error of opendp#2911).
+    """
+
+    noise: str
+    scale: float
+    sensitivity: float = 1.0
+    neighboring: str = ADD_REMOVE
+    kind = "report_noisy_max"
+
+    def __post_init__(self):
+        if self.noise not in RNM_NOISES:
+            raise ValueError(f"noise must be one of {RNM_NOISES}, got {self.noise!r}")
+        object.__setattr__(self, "scale", _check_positive("scale", self.scale))
+        object.__setattr__(self, "sensitivity", _check_positive("sensitivity", self.sensitivity))
+        _check_relation(self.neighboring)
+
+    @property
+    def epsilon(self) -> float:
+        return 2.0 * self.sensitivity / self.scale
+
+    @property
+    def bounded_range(self) -> bool:
+        return self.noise == "gumbel"
+
+
+@dataclass(frozen=True)
+class Exponential(DpEvent):
+    """An epsilon-bounded-range selection (the exponential mechanism with privacy parameter
+    epsilon): epsilon-DP and epsilon-BR (Durfee & Rogers 2019)."""
+
+    epsilon: float
+    neighboring: str = ADD_REMOVE
+    kind = "exponential"
+
+    def __post_init__(self):
+        object.__setattr__(self, "epsilon", _check_positive("epsilon", self.epsilon))
+        _check_relation(self.neighboring)
+
+    @property
+    def bounded_range(self) -> bool:
+        return True
+
+
+@dataclass(frozen=True)
+class PureDP(DpEvent):
+    """Any epsilon-DP release."""
+
+    epsilon: float
+    neighboring: str = ADD_REMOVE
+    kind = "pure_dp"
+
+    def __post_init__(self):
+        object.__setattr__(self, "epsilon", _check_positive("epsilon", self.epsilon))
+        _check_relation(self.neighboring)
+
+
+@dataclass(frozen=True)
+class ApproxDP(DpEvent):
+    """Any (epsilon, delta)-DP release."""
+
+    epsilon: float
+    delta: float
+    neighboring: str = ADD_REMOVE
+    kind = "approx_dp"
+
+    def __post_init__(self):
+        object.__setattr__(self, "epsilon", _check_nonnegative("epsilon", self.epsilon))
+        d = _check_nonnegative("delta", self.delta)
+        if d >= 1:
+            raise ValueError(f"delta must be in [0, 1), got {self.delta!r}")
+        object.__setattr__(self, "delta", d)
+        if self.epsilon == 0 and d == 0:
+            raise ValueError("approx_dp with epsilon = 0 and delta = 0 releases nothing; drop it")
+        _check_relation(self.neighboring)
+
+
+@dataclass(frozen=True)
+class ZCDP(DpEvent):
+    """A rho-zCDP release (Bun & Steinke 2016): Renyi divergence <= rho * alpha for every alpha."""
+
+    rho: float
+    neighboring: str = ADD_REMOVE
+    kind = "zcdp"
+
+    def __post_init__(self):
+        object.__setattr__(self, "rho", _check_positive("rho", self.rho))
+        _check_relation(self.neighboring)
+
+
+@dataclass(frozen=True)
+class SelfComposed(DpEvent):
+    """``event`` released ``count`` times, each release possibly chosen adaptively."""
+
+    event: DpEvent
+    count: int
+    kind = "self_composed"
+
+    def __post_init__(self):
+        if not isinstance(self.event, DpEvent):
+            raise ValueError(f"event must be a DpEvent, got {self.event!r}")
+        if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
+            raise ValueError(f"count must be an integer >= 1, got {self.count!r}")
+
+
+@dataclass(frozen=True)
+class Composed(DpEvent):
+    """Adaptive composition of a list of events."""
+
+    events: tuple = field(default_factory=tuple)
+    kind = "composed"
+
+    def __post_init__(self):
+        evs = tuple(self.events)
+        if not evs:
+            raise ValueError("events must be a non-empty list of DpEvent")
+        for e in evs:
+            if not isinstance(e, DpEvent):
+                raise ValueError(f"events must hold DpEvent objects, got {e!r}")
+        object.__setattr__(self, "events", evs)
+
+
+LEAF_TYPES = {cls.kind: cls for cls in (Laplace, Gaussian, PoissonSubsampledGaussian,
+                                         ReportNoisyMax, Exponential, PureDP, ApproxDP, ZCDP)}
+
+
+def event_from_dict(data: dict) -> DpEvent:
+    """Rebuild an event from :meth:`DpEvent.to_dict` output (validating every field)."""
+    if not isinstance(data, dict) or "kind" not in data:
+        raise ValueError(f"not an event description: {data!r}")
+    data = dict(data)
+    kind = data.pop("kind")
+    if kind == "self_composed":
+        return SelfComposed(event_from_dict(data["event"]), data["count"])
+    if kind == "composed":
+        return Composed(tuple(event_from_dict(e) for e in data["events"]))
+    if kind not in LEAF_TYPES:
+        raise ValueError(f"unknown event kind {kind!r}")
+    cls = LEAF_TYPES[kind]
+    known = {f.name for f in fields(cls)}
+    unknown = set(data) - known
+    if unknown:
+        raise ValueError(f"unknown field(s) {sorted(unknown)} for event kind {kind!r}")
+    return cls(**data)
+
+
+def flatten(event: DpEvent) -> list[tuple[DpEvent, int]]:
+    """The leaves of an event with their multiplicities, identical leaves merged (order kept)."""
+    counts: dict[DpEvent, int] = {}
+
+    def walk(e: DpEvent, mult: int) -> None:
+        if isinstance(e, SelfComposed):
+            walk(e.event, mult * e.count)
+        elif isinstance(e, Composed):
+            for sub in e.events:
+                walk(sub, mult)
+        elif isinstance(e, DpEvent) and type(e) in LEAF_TYPES.values():
+            counts[e] = counts.get(e, 0) + mult
+        else:
+            raise ValueError(f"not a privacy event: {e!r}")
+
+    walk(event, 1)
+    return list(counts.items())
+
+
+def neighboring_of(event: DpEvent) -> str:
+    """The one neighbouring relation of all leaves; ValueError when they disagree."""
+    relations = {leaf.neighboring for leaf, _ in flatten(event)}
+    if len(relations) != 1:
+        raise ValueError(f"the events mix neighbouring relations {sorted(relations)}; "
+                         "state every release under the same relation")
+    return relations.pop()
+
+
+def iter_leaves(event: DpEvent) -> Iterator[DpEvent]:
+    for leaf, _ in flatten(event):
+        yield leaf

@@ -1,0 +1,3 @@
+from vflpriv.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,54 @@
+"""Entry point of the ``vflpriv`` command.
+
+Subcommands register themselves from their own modules (``SUBCOMMANDS`` below), so adding one
+touches only its module and this list.  Bad input of any kind ends with one line on stderr and
+exit code 2; a refused plan (over its target) exits 1.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+#: module (under vflpriv.cli) -> its subcommand registers itself
+SUBCOMMANDS = ["certify", "bench", "demo"]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse's own usage errors: one line, exit 2
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="vflpriv", description="Differentially private federated sparse "
+                     "learning with a rigorous privacy accountant.")
+    parser.add_argument("--version", action="version",
+                        version=f"vflpriv {importlib.import_module('vflpriv').__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in SUBCOMMANDS:
+        importlib.import_module(f"vflpriv.cli.{name}").register(sub)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, OSError, KeyError) as exc:
+        # Bad input (events, plans, files) raises ValueError/OSError naming the value: one line.
+        msg = str(exc) if not isinstance(exc, OSError) else \
+            f"{exc.strerror}: {exc.filename!r}" if exc.filename else str(exc)
+        sys.stderr.write(f"vflpriv {args.command}: error: {msg}\n")
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("vflpriv: interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,5 @@
+"""Errors the command line turns into one line and exit code 2 (bad input, never a traceback)."""
+
+
+class InputError(ValueError):
+    """The user's input is invalid; the message names the offending value."""

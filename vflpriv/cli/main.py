@@ -39,7 +39,7 @@ def main(argv=None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except (ValueError, OSError, KeyError) as exc:
+    except (ValueError, OSError) as exc:
         # Bad input (events, plans, files) raises ValueError/OSError naming the value: one line.
         msg = str(exc) if not isinstance(exc, OSError) else \
             f"{exc.strerror}: {exc.filename!r}" if exc.filename else str(exc)

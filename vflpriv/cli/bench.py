@@ -1,0 +1,28 @@
+"""``vflpriv bench TARGET``: benchmarks (figures for the notes; never timed assertions in tests).
+
+Each target is a module ``vflpriv.bench.<target>`` with ``add_arguments(parser)`` and
+``run(args) -> int``; add its name to TARGETS.
+"""
+from __future__ import annotations
+
+import importlib
+
+TARGETS = {
+    "accounting": "accounting: import time, DP-SGD epsilon (RDP, PLD), calibration; vs dp-accounting and opacus",
+}
+
+
+def register(sub):
+    p = sub.add_parser("bench", help="run a benchmark and print its figures",
+                       description="Run a benchmark. Each target prints a table; --json FILE "
+                       "writes the figures.")
+    targets = p.add_subparsers(dest="target", metavar="TARGET", parser_class=type(p))
+    for name, help_text in TARGETS.items():
+        tp = targets.add_parser(name, help=help_text, description=help_text)
+        tp.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")
+        mod = f"vflpriv.bench.{name}"
+        adder = getattr(importlib.import_module(mod), "add_arguments", None)
+        if adder:
+            adder(tp)
+        tp.set_defaults(func=lambda args, mod=mod: importlib.import_module(mod).run(args))
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])

@@ -237,12 +237,25 @@ class BudgetFilter:
         self.accountant = get_accountant(accountant)
         self.per_party = per_party
 
+    def _with(self, event, party):
+        return _compose([r.event for r in self.ledger.records
+                         if not self.per_party or r.party == str(party)] + [event])
+
     def would_spend(self, event: DpEvent, party="server") -> float:
-        prior = self.ledger.event(party=party if self.per_party else None)
-        total = event if prior is None else _compose(
-            [r.event for r in self.ledger.records
-             if not self.per_party or r.party == str(party)] + [event])
-        return self.accountant.epsilon(total, self.delta)
+        """Epsilon (by the filter's accountant) after releasing ``event``."""
+        return self.accountant.epsilon(self._with(event, party), self.delta)
+
+    def fits(self, event: DpEvent, party="server") -> bool:
+        """Whether the spend after ``event`` stays within the budget.
+
+        With the ``best`` accountant the minimum over accountants is within budget exactly when
+        one of them is, so the cheap ones are asked first and the costly PLD only when needed.
+        """
+        total = self._with(event, party)
+        for acc in getattr(self.accountant, "accountants", [self.accountant]):
+            if acc.supports(total) and acc.epsilon(total, self.delta) <= self.epsilon:
+                return True
+        return False
 
     def spent(self, party=None) -> float:
         ev = self.ledger.event(party=party if self.per_party else None)
@@ -251,9 +264,8 @@ class BudgetFilter:
     def charge(self, event: DpEvent, *, party="server", round: int = 0, note: str = "") -> LedgerRecord:
         if math.isinf(self.epsilon):
             return self.ledger.append(event, party=party, round=round, note=note)
-        after = self.would_spend(event, party)
-        if after > self.epsilon:
-            before = self.spent(party)
+        if not self.fits(event, party):
+            before, after = self.spent(party), self.would_spend(event, party)
             raise BudgetExceeded(
                 f"release refused: it would take the spend from epsilon={before:.6g} to "
                 f"{after:.6g}, past the budget epsilon={self.epsilon:g} at delta={self.delta:g} "

@@ -14,6 +14,8 @@ from .pld import PLDAccountant
 from .rdp import RDPAccountant
 
 ACCOUNTANT_NAMES = ("basic", "advanced", "optimal", "rdp", "pld")
+#: the same accountants, cheapest first (used where any one valid answer suffices)
+COST_ORDER = ("basic", "advanced", "rdp", "optimal", "pld")
 
 
 def _make(name: str) -> Accountant:
@@ -68,7 +70,7 @@ class BestAccountant(Accountant):
 
     name = "best"
 
-    def __init__(self, accountants=ACCOUNTANT_NAMES):
+    def __init__(self, accountants=COST_ORDER):
         self.accountants = [(_make(a) if isinstance(a, str) else a) for a in accountants]
 
     def supports_leaf(self, leaf, neighboring):

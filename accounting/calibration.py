@@ -123,6 +123,9 @@ def calibrate(make_event: Callable[[float], DpEvent], target_epsilon: float, tar
     delta = check_delta(target_delta)
     if not (isinstance(guess, (int, float)) and guess > 0 and math.isfinite(guess)):
         raise ValueError(f"the starting guess must be a positive finite number, got {guess!r}")
+    if discrete:
+        # Every event the solver builds has an integer parameter; so must the probes below.
+        make_event = (lambda f: lambda p: f(int(round(p))))(make_event)
     t0 = time.perf_counter()
     names = [n for n in _COST_ORDER if n in ACCOUNTANT_NAMES] if accountant == "best" else [accountant]
     probe = make_event(guess)

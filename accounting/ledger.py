@@ -159,6 +159,7 @@ class Ledger:
             if not contents.header:
                 self._write_header(budget)
                 contents = read_ledger(self.path)
+            self._end_last_line()
             self.header = contents.header
             self.records = contents.records
         else:
@@ -185,6 +186,18 @@ class Ledger:
             pass
         finally:
             os.close(fd)
+
+    def _end_last_line(self):
+        # A crash can cut the write just before a record's newline: the record is complete and
+        # read (counted), but without its newline the next append would join its line.
+        with open(self.path, "rb") as fh:
+            fh.seek(-1, os.SEEK_END)
+            last = fh.read(1)
+        if last != b"\n":
+            with open(self.path, "ab") as fh:
+                fh.write(b"\n")
+                fh.flush()
+                os.fsync(fh.fileno())
 
     def _truncate_torn(self, contents):
         size = os.path.getsize(self.path)

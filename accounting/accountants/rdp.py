@@ -25,7 +25,7 @@ import math
 import numpy as np
 
 from .. import _native
-from ..events import (ADD_REMOVE, ApproxDP, Exponential, Gaussian, Laplace,
+from ..events import (ADD_REMOVE, REPLACE_ONE, ApproxDP, Exponential, Gaussian, Laplace,
                       PoissonSubsampledGaussian, PureDP, ReportNoisyMax, ZCDP)
 from .base import Accountant
 
@@ -69,6 +69,10 @@ def rdp_curve(leaf, orders: np.ndarray) -> np.ndarray:
     if isinstance(leaf, Laplace):
         return rdp_laplace(leaf.epsilon, orders)
     if isinstance(leaf, PoissonSubsampledGaussian):
+        if leaf.neighboring == REPLACE_ONE:
+            # Only q = 1 is supported here.  Replacing one record (norm <= 1) moves the clipped
+            # sum by up to 2: L2 sensitivity 2, as dp-accounting's REPLACE_ONE PLD assumes.
+            return rdp_gaussian(2.0 / leaf.noise_multiplier, orders)
         return rdp_subsampled_gaussian(leaf.sample_rate, leaf.noise_multiplier, orders)
     if isinstance(leaf, ReportNoisyMax):
         return (rdp_bounded_range if leaf.bounded_range else rdp_pure)(leaf.epsilon, orders)

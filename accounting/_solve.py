@@ -37,15 +37,18 @@ def smallest_x_with(g: Callable[[float], float], target: float, lo: float, hi: f
 
 
 def expand_bracket(g: Callable[[float], float], target: float, start: float,
-                   decreasing: bool, lower: float = 0.0, max_steps: int = 200):
-    """Find [a, b] around the root of g(x) = target starting from ``start`` (> lower)."""
+                   decreasing: bool, lower: float = 0.0, max_steps: int = 200,
+                   factor: float = 2.0):
+    """Find [a, b] around the root of g(x) = target starting from ``start`` (> lower).
+
+    Steps grow geometrically by ``factor``; a factor near 1 suits a start known to be close.
+    """
     a = b = float(start)
     ga = g(a)
-    factor = 2.0
     for _ in range(max_steps):
         over = ga > target
         if over == decreasing:   # need to move right
-            b = a * factor
+            b = lower + (a - lower) * factor
             gb = g(b)
             if (gb > target) != over:
                 return a, b
@@ -56,4 +59,5 @@ def expand_bracket(g: Callable[[float], float], target: float, start: float,
             ga = g(a)
             if (ga > target) != over:
                 return a, b
+        factor = min(2.0, factor * factor)   # accelerate if the start was not close after all
     raise ValueError(f"could not bracket the target {target} starting from {start}")

@@ -36,7 +36,8 @@ class CalibrationResult:
     per_accountant: dict    # accountant name -> calibrated value (None when unsupported)
 
 
-def _solve_one(acc, make_event, target_epsilon, delta, guess, lower, upper, discrete, decreasing):
+def _solve_one(acc, make_event, target_epsilon, delta, guess, lower, upper, discrete, decreasing,
+               factor=2.0, rtol=1e-7):
     evals = 0
 
     def eps(p):
@@ -50,7 +51,7 @@ def _solve_one(acc, make_event, target_epsilon, delta, guess, lower, upper, disc
     if discrete:
         return _solve_discrete(eps, target_epsilon, guess, decreasing, lower, upper), evals
     a, b = (lower, upper) if (lower is not None and upper is not None) else \
-        expand_bracket(eps, target_epsilon, guess, decreasing, lower=lower or 0.0)
+        expand_bracket(eps, target_epsilon, guess, decreasing, lower=lower or 0.0, factor=factor)
     from scipy.optimize import brentq
 
     ea, eb = eps(a), eps(b)
@@ -63,9 +64,11 @@ def _solve_one(acc, make_event, target_epsilon, delta, guess, lower, upper, disc
     def f(p):
         e = eps(p)
         return (e if math.isfinite(e) else 1e300) - target_epsilon
-    x = brentq(f, a, b, xtol=1e-12, rtol=1e-10)
+    # rtol 1e-7 on the parameter is far below anything a deployment can tell apart, and each
+    # evaluation of a PLD accountant costs ~0.3 s.
+    x = brentq(f, a, b, xtol=1e-12, rtol=rtol)
     # Step to the safe side until the guarantee holds.
-    step = max(abs(x) * 1e-9, 1e-15)
+    step = max(abs(x) * rtol, 1e-15)
     while eps(x) > target_epsilon:
         x = x + step if decreasing else x - step
         step *= 2
@@ -130,6 +133,16 @@ def calibrate(make_event: Callable[[float], DpEvent], target_epsilon: float, tar
     names = [n for n in _COST_ORDER if n in ACCOUNTANT_NAMES] if accountant == "best" else [accountant]
     probe = make_event(guess)
     per, evals, best = {}, 0, None
+    seed = None
+    if accountant in ("pld", "optimal") and not discrete and get_accountant("rdp").supports(probe):
+        # A cheap RDP answer is a close starting point for the costly accountant (RDP bounds
+        # are looser, so the root is near and usually on a known side).
+        try:
+            seed, n = _solve_one(get_accountant("rdp"), make_event, float(target_epsilon), delta,
+                                 guess, lower, upper, discrete, decreasing)
+            evals += n
+        except ValueError:
+            seed = None
     for name in names:
         acc = get_accountant(name)
         if not acc.supports(probe):
@@ -137,10 +150,12 @@ def calibrate(make_event: Callable[[float], DpEvent], target_epsilon: float, tar
             continue
         # Start the next (more expensive) accountant from the best answer so far: its root is
         # usually close, so bracketing takes few of its costly evaluations.
-        start = best[1] if best is not None else guess
+        start = best[1] if best is not None else (seed or guess)
+        close = best is not None or seed is not None
         try:
             value, n = _solve_one(acc, make_event, float(target_epsilon), delta, start, lower,
-                                  upper, discrete, decreasing)
+                                  upper, discrete, decreasing,
+                                  factor=1.05 if close else 2.0)
         except (UnsupportedEventError, ValueError) as exc:
             if accountant != "best":
                 raise

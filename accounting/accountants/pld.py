@@ -16,6 +16,7 @@ convolution, and the result is an upper bound on the exact privacy profile.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 from ..events import (REPLACE_ONE, ApproxDP, Exponential, Gaussian, Laplace,
                       PoissonSubsampledGaussian, PureDP, ReportNoisyMax)
@@ -39,7 +40,6 @@ class PLDAccountant(Accountant):
     def build(self, leaves, relation):
         """The composed PrivacyLossDistribution of the leaves."""
         from dp_accounting import NeighboringRelation
-        from dp_accounting.pld import common
         from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
         plds = []
@@ -51,24 +51,8 @@ class PLDAccountant(Accountant):
         rel = (NeighboringRelation.REPLACE_ONE if relation == REPLACE_ONE
                else NeighboringRelation.ADD_OR_REMOVE_ONE)
         for leaf, n in leaves:
-            if isinstance(leaf, Gaussian):
-                continue
-            if isinstance(leaf, Laplace):
-                pld = pld_lib.from_laplace_mechanism(
-                    leaf.scale, sensitivity=leaf.sensitivity,
-                    value_discretization_interval=self.interval)
-            elif isinstance(leaf, PoissonSubsampledGaussian):
-                pld = pld_lib.from_gaussian_mechanism(
-                    leaf.noise_multiplier, sensitivity=1.0, sampling_prob=leaf.sample_rate,
-                    neighboring_relation=rel, value_discretization_interval=self.interval)
-            else:
-                eps, d0 = dp_params(leaf)
-                pld = pld_lib.from_privacy_parameters(
-                    common.DifferentialPrivacyParameters(eps, d0),
-                    value_discretization_interval=self.interval)
-            if n > 1:
-                pld = pld.self_compose(n)
-            plds.append(pld)
+            if not isinstance(leaf, Gaussian):
+                plds.append(_leaf_pld(leaf, n, rel, self.interval))
         total = plds[0]
         for pld in plds[1:]:
             total = total.compose(pld)
@@ -79,3 +63,23 @@ class PLDAccountant(Accountant):
 
     def _delta(self, leaves, relation, epsilon):
         return self.build(leaves, relation).get_delta_for_epsilon(epsilon)
+
+
+@lru_cache(maxsize=16)
+def _leaf_pld(leaf, n, rel, interval):
+    """PLD of ``n`` adaptive repeats of one leaf (cached: ledgers and certificates repeat leaves)."""
+    from dp_accounting.pld import common
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    if isinstance(leaf, Laplace):
+        pld = pld_lib.from_laplace_mechanism(leaf.scale, sensitivity=leaf.sensitivity,
+                                             value_discretization_interval=interval)
+    elif isinstance(leaf, PoissonSubsampledGaussian):
+        pld = pld_lib.from_gaussian_mechanism(
+            leaf.noise_multiplier, sensitivity=1.0, sampling_prob=leaf.sample_rate,
+            neighboring_relation=rel, value_discretization_interval=interval)
+    else:
+        eps, d0 = dp_params(leaf)
+        pld = pld_lib.from_privacy_parameters(common.DifferentialPrivacyParameters(eps, d0),
+                                              value_discretization_interval=interval)
+    return pld.self_compose(n) if n > 1 else pld

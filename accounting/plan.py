@@ -1,0 +1,233 @@
+"""Release plans: the TOML file ``vflpriv certify`` reads, turned into privacy events.
+
+A plan names the releases a deployment will make and the guarantee it must meet::
+
+    name = "dpsgd-example"           # optional
+    delta = 1e-5                     # or: epsilon = 1.0 (then delta is reported)
+    target_epsilon = 3.0             # optional verdict (with epsilon = ...: target_delta)
+    neighboring = "add_remove"       # or "replace_one"
+    [[release]]
+    mechanism = "poisson_subsampled_gaussian"
+    noise_multiplier = 1.1
+    sample_rate = 0.004266666666666667
+    count = 14100                    # default 1
+
+Every field is checked; an error names the field (``release[0].noise_multiplier``).
+"""
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass, field
+
+from .accountants import ACCOUNTANT_NAMES, report
+from .calibration import calibrate
+from .events import (NEIGHBORING_RELATIONS, ApproxDP, Composed, Exponential, Gaussian, Laplace,
+                     PoissonSubsampledGaussian, PureDP, ReportNoisyMax, SelfComposed, ZCDP)
+
+#: mechanism -> (event class, required parameters, optional parameters with defaults)
+MECHANISMS = {
+    "laplace": (Laplace, ("scale",), {"sensitivity": 1.0}),
+    "gaussian": (Gaussian, ("sigma",), {"sensitivity": 1.0}),
+    "poisson_subsampled_gaussian": (PoissonSubsampledGaussian, ("noise_multiplier", "sample_rate"), {}),
+    "report_noisy_max": (ReportNoisyMax, ("noise", "scale"), {"sensitivity": 1.0}),
+    "exponential": (Exponential, ("epsilon",), {}),
+    "pure_dp": (PureDP, ("epsilon",), {}),
+    "approx_dp": (ApproxDP, ("epsilon", "delta"), {}),
+    "zcdp": (ZCDP, ("rho",), {}),
+}
+
+#: parameters whose growth lowers epsilon (noise); the others raise it
+NOISE_PARAMETERS = ("noise_multiplier", "sigma", "scale")
+TOP_LEVEL_KEYS = ("name", "delta", "epsilon", "target_epsilon", "target_delta", "neighboring",
+                  "release")
+
+
+def _number(where: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{where} must be a number, got {value!r}")
+    return float(value)
+
+
+@dataclass
+class Plan:
+    releases: list
+    delta: float | None = None
+    epsilon: float | None = None
+    target_epsilon: float | None = None
+    target_delta: float | None = None
+    neighboring: str = "add_remove"
+    name: str = ""
+    source: str = ""
+    _events: list = field(default_factory=list, repr=False)
+
+    def event(self, overrides: dict | None = None):
+        """The plan as one composed event; ``overrides`` maps (release index, param) -> value."""
+        parts = []
+        for i, rel in enumerate(self.releases):
+            params = dict(rel["params"])
+            count = rel["count"]
+            for (j, key), value in (overrides or {}).items():
+                if j == i:
+                    if key == "count":
+                        count = int(value)
+                    else:
+                        params[key] = value
+            cls = MECHANISMS[rel["mechanism"]][0]
+            try:
+                ev = cls(**params, neighboring=self.neighboring)
+                if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                    raise ValueError(f"count must be an integer >= 1, got {count!r}")
+            except ValueError as exc:
+                raise ValueError(f"release[{i}] ({rel['mechanism']}): {exc}") from None
+            parts.append(ev if count == 1 else SelfComposed(ev, count))
+        return parts[0] if len(parts) == 1 else Composed(tuple(parts))
+
+    def parameter_sites(self, name: str) -> list[int]:
+        return [i for i, rel in enumerate(self.releases)
+                if name in rel["params"] or (name == "count")]
+
+
+def parse_plan(data: dict, source: str = "<plan>") -> Plan:
+    if not isinstance(data, dict):
+        raise ValueError(f"{source}: a plan is a TOML table")
+    unknown = [k for k in data if k not in TOP_LEVEL_KEYS]
+    if unknown:
+        raise ValueError(f"{source}: unknown field(s) {', '.join(map(repr, unknown))}; "
+                         f"expected some of {', '.join(TOP_LEVEL_KEYS)}")
+    has_delta, has_eps = "delta" in data, "epsilon" in data
+    if has_delta == has_eps:
+        raise ValueError(f"{source}: give exactly one of 'delta' (to compute epsilon) or "
+                         "'epsilon' (to compute delta)")
+    plan = Plan(releases=[], name=str(data.get("name", "")), source=source)
+    if has_delta:
+        d = _number("delta", data["delta"])
+        if not 0 < d < 1:
+            raise ValueError(f"delta must be in (0, 1), got {data['delta']!r}")
+        plan.delta = d
+    else:
+        e = _number("epsilon", data["epsilon"])
+        if not (e >= 0 and math.isfinite(e)):
+            raise ValueError(f"epsilon must be a finite number >= 0, got {data['epsilon']!r}")
+        plan.epsilon = e
+    if "target_epsilon" in data:
+        t = _number("target_epsilon", data["target_epsilon"])
+        if not (t > 0 and math.isfinite(t)):
+            raise ValueError(f"target_epsilon must be a positive finite number, got {data['target_epsilon']!r}")
+        if not has_delta:
+            raise ValueError("target_epsilon needs 'delta' (with 'epsilon' given, use target_delta)")
+        plan.target_epsilon = t
+    if "target_delta" in data:
+        t = _number("target_delta", data["target_delta"])
+        if not 0 < t < 1:
+            raise ValueError(f"target_delta must be in (0, 1), got {data['target_delta']!r}")
+        if has_delta:
+            raise ValueError("target_delta goes with 'epsilon' (with 'delta' given, use target_epsilon)")
+        plan.target_delta = t
+    rel = data.get("neighboring", "add_remove")
+    if rel not in NEIGHBORING_RELATIONS:
+        raise ValueError(f"neighboring must be one of {', '.join(NEIGHBORING_RELATIONS)}, got {rel!r}")
+    plan.neighboring = rel
+    releases = data.get("release")
+    if not isinstance(releases, list) or not releases:
+        raise ValueError(f"{source}: the plan needs at least one [[release]] table")
+    for i, r in enumerate(releases):
+        where = f"release[{i}]"
+        if not isinstance(r, dict):
+            raise ValueError(f"{where} must be a table")
+        mech = r.get("mechanism")
+        if mech not in MECHANISMS:
+            raise ValueError(f"{where}.mechanism must be one of {', '.join(MECHANISMS)}, got {mech!r}")
+        _, required, optional = MECHANISMS[mech]
+        allowed = set(required) | set(optional) | {"mechanism", "count"}
+        extra = [k for k in r if k not in allowed]
+        if extra:
+            raise ValueError(f"{where}: unknown parameter(s) {', '.join(map(repr, extra))} for "
+                             f"{mech} (expects {', '.join(required + tuple(optional))})")
+        params = dict(optional)
+        for key in required:
+            if key not in r:
+                raise ValueError(f"{where}.{key} is missing (required for {mech})")
+        for key in set(required) | set(optional):
+            if key in r:
+                params[key] = r[key] if key == "noise" else _number(f"{where}.{key}", r[key])
+        count = r.get("count", 1)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError(f"{where}.count must be an integer >= 1, got {count!r}")
+        plan.releases.append({"mechanism": mech, "params": params, "count": count})
+    plan.event()      # validate every event now, with field names
+    return plan
+
+
+def load_plan(path) -> Plan:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: not valid TOML ({exc})") from None
+    return parse_plan(data, source=str(path))
+
+
+def _calibration_target(plan: Plan, param: str):
+    if plan.delta is None or plan.target_epsilon is None:
+        raise ValueError("--calibrate needs a plan with 'delta' and 'target_epsilon'")
+    if param == "count":
+        sites = list(range(len(plan.releases)))
+    else:
+        sites = [i for i, rel in enumerate(plan.releases) if param in rel["params"]]
+    if param == "noise" or (sites and param != "count"
+                            and not isinstance(plan.releases[sites[0]]["params"][param], float)):
+        raise ValueError(f"cannot calibrate {param!r}: not a numeric parameter")
+    if not sites:
+        names = sorted({k for rel in plan.releases for k in rel["params"] if k != "noise"} | {"count"})
+        raise ValueError(f"--calibrate {param}: no release has that parameter "
+                         f"(calibratable: {', '.join(names)})")
+    if len(sites) > 1:
+        raise ValueError(f"--calibrate {param}: {len(sites)} releases have that parameter; "
+                         "the plan must have exactly one")
+    return sites[0]
+
+
+def certify(plan: Plan, calibrate_param: str | None = None, accountants=ACCOUNTANT_NAMES) -> dict:
+    """Evaluate the plan with every accountant; optionally calibrate one parameter first.
+
+    Returns the JSON-ready certificate (see ``vflpriv certify --help``).
+    """
+    overrides, calibrated = {}, None
+    if calibrate_param:
+        site = _calibration_target(plan, calibrate_param)
+        rel = plan.releases[site]
+        guess = rel["count"] if calibrate_param == "count" else rel["params"][calibrate_param]
+        upper = 1.0 if calibrate_param == "sample_rate" else None
+        result = calibrate(lambda v: plan.event({(site, calibrate_param): v}), plan.target_epsilon,
+                           plan.delta, guess=guess, discrete=calibrate_param == "count",
+                           decreasing=calibrate_param in NOISE_PARAMETERS,
+                           upper=upper, lower=0.0 if upper else None)
+        value = int(result.value) if calibrate_param == "count" else float(result.value)
+        overrides[(site, calibrate_param)] = value
+        calibrated = {calibrate_param: value, "accountant": result.accountant,
+                      "seconds": result.seconds}
+    event = plan.event(overrides)
+    if plan.delta is not None:
+        rep = report(event, delta=plan.delta, accountants=accountants)
+        out = {"name": plan.name or None, "delta": plan.delta, "epsilon": rep.values,
+               "best": {"accountant": rep.best_accountant, "epsilon": rep.best_value},
+               "target_epsilon": plan.target_epsilon}
+        out["certified"] = (None if plan.target_epsilon is None
+                            else bool(rep.best_value <= plan.target_epsilon))
+    else:
+        rep = report(event, epsilon=plan.epsilon, accountants=accountants)
+        out = {"name": plan.name or None, "epsilon": plan.epsilon, "delta": rep.values,
+               "best": {"accountant": rep.best_accountant, "delta": rep.best_value},
+               "target_delta": plan.target_delta}
+        out["certified"] = (None if plan.target_delta is None
+                            else bool(rep.best_value <= plan.target_delta))
+    out["neighboring"] = plan.neighboring
+    out["unsupported"] = rep.unsupported
+    if calibrated is not None:
+        out["calibrated"] = calibrated
+    return out

@@ -11,6 +11,8 @@ from setuptools import Extension, setup
 EXTENSIONS = {
     # module name                     source file
     "accounting._kernels": "_ext/accounting_kernels.pyx",
+    "vflpriv.kernels._noisy_argmax": "_ext/noisy_argmax.pyx",
+    "vflpriv.kernels._sketch": "_ext/sketch.pyx",
 }
 
 extensions = [

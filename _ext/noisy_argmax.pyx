@@ -1,0 +1,124 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Fused report-noisy-max (module ``vflpriv.kernels._noisy_argmax``).
+
+One pass over the scores: for each candidate draw one 64-bit word from the numpy Generator's bit
+generator (``bitgen_t.next_uint64``, the C-API of numpy.random, taken from
+``rng.bit_generator.capsule``), turn it into noise by an inverse CDF, add it to the score and keep
+the running maximum.  No noise vector is materialized and the scores are read once.
+
+Distribution transforms (the numpy twin in ``vflpriv/kernels/reference.py`` applies the same ones
+to the same words, so both paths return the same index from the same seed):
+
+* uniform  U = ((w >> 11) + 0.5) * 2^-53, the midpoints of the 2^53-point grid: U lies in
+  [2^-54, 1 - 2^-54], never 0, 1 or 1/2, so no logarithm below can see 0;
+* laplace      Z = scale * log(2U)            if U < 1/2
+               Z = -scale * log(2(1 - U))     otherwise          (inverse CDF of Lap(scale));
+* gumbel       Z = -scale * log(-log U)                          (inverse CDF of Gumbel(0, scale));
+* exponential  Z = -scale * log(U)                               (inverse CDF of Exp(scale), 1 - U ~ U).
+
+Two exact shortcuts skip the logarithms of candidates that cannot win (the returned index is the
+same as without them): a candidate with score v can only beat the running maximum M if
+v + scale * zmax > M, where zmax is the largest value the transform reaches on the grid; and a
+Laplace candidate with U < 1/2 has negative noise, so it cannot win when v <= M.
+Ties keep the first maximum, like ``numpy.argmax``.
+"""
+from cpython.pycapsule cimport PyCapsule_IsValid, PyCapsule_GetPointer
+from libc.math cimport log, isfinite
+from libc.stdint cimport uint64_t
+from numpy.random cimport bitgen_t
+
+ctypedef fused real:
+    float
+    double
+
+cdef enum:
+    LAPLACE = 0
+    GUMBEL = 1
+    EXPONENTIAL = 2
+
+cdef double TWO_M53 = 1.1102230246251565e-16  # 2^-53
+
+
+cdef inline double _uniform(uint64_t w) noexcept nogil:
+    return ((<double> (w >> 11)) + 0.5) * TWO_M53
+
+
+cdef inline double _zmax(int kind) noexcept nogil:
+    # Largest noise (for scale 1) over the uniform grid, rounded up by a relative 1e-9 so that
+    # libm's rounding can never make a real draw exceed it.
+    cdef double umin = 0.5 * TWO_M53
+    if kind == LAPLACE:
+        return -log(2.0 * umin) * (1.0 + 1e-9)
+    if kind == GUMBEL:
+        return -log(-log(1.0 - umin)) * (1.0 + 1e-9)
+    return -log(umin) * (1.0 + 1e-9)
+
+
+cdef inline bint _offer(double v, double scale, double bound, int kind, bitgen_t *bg,
+                        double *best) noexcept nogil:
+    """Draw the noise of candidate value v; return True (and update *best) if v + noise wins."""
+    cdef double u = _uniform(bg.next_uint64(bg.state))
+    cdef double x
+    if v + bound <= best[0]:
+        return False
+    if kind == LAPLACE:
+        if u < 0.5:
+            if v <= best[0]:
+                return False
+            x = v + scale * log(2.0 * u)
+        else:
+            x = v + (-scale) * log(2.0 * (1.0 - u))
+    elif kind == GUMBEL:
+        x = v + (-scale) * log(-log(u))
+    else:
+        x = v + (-scale) * log(u)
+    if x > best[0]:
+        best[0] = x
+        return True
+    return False
+
+
+cdef bitgen_t *_bitgen(object rng) except NULL:
+    capsule = rng.bit_generator.capsule
+    if not PyCapsule_IsValid(capsule, "BitGenerator"):
+        raise ValueError(f"rng must be a numpy Generator, got {rng!r}")
+    return <bitgen_t *> PyCapsule_GetPointer(capsule, "BitGenerator")
+
+
+cdef Py_ssize_t _run(const real[:] s, double scale, int kind, bint signed, bitgen_t *bg,
+                     Py_ssize_t *bad) noexcept nogil:
+    cdef Py_ssize_t i, n = s.shape[0], arg = 0
+    cdef double v, best = -1.0 / 0.0
+    cdef double bound = scale * _zmax(kind)
+    bad[0] = -1
+    for i in range(n):
+        v = s[i]
+        if not isfinite(v):
+            bad[0] = i
+            return -1
+        if signed:
+            if _offer(v, scale, bound, kind, bg, &best):
+                arg = 2 * i
+            if _offer(-v, scale, bound, kind, bg, &best):
+                arg = 2 * i + 1
+        else:
+            if _offer(v, scale, bound, kind, bg, &best):
+                arg = i
+    return arg
+
+
+def noisy_argmax(const real[:] scores, double scale, int kind, object rng, bint signed=False):
+    """argmax_k (c_k + Z_k) over candidates c = scores (or, if ``signed``, the interleaved list
+    +scores[0], -scores[0], +scores[1], ... whose candidate k is (k // 2, +1 if k even else -1)).
+
+    ``kind``: 0 laplace, 1 gumbel, 2 exponential.  Draws exactly one 64-bit word per candidate
+    (until a non-finite score is met).  Returns the candidate index, or -(i + 1) if scores[i] is NaN
+    or infinite; the caller turns that into a ValueError.  Arguments are validated by the caller.
+    """
+    cdef bitgen_t *bg = _bitgen(rng)
+    cdef Py_ssize_t arg, bad
+    with rng.bit_generator.lock, nogil:
+        arg = _run(scores, scale, kind, signed, bg, &bad)
+    if bad >= 0:
+        return -(bad + 1)
+    return arg

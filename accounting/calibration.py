@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from ._solve import expand_bracket
+from ._solve import brentq, expand_bracket
 from .accountants import ACCOUNTANT_NAMES, UnsupportedEventError, get_accountant
 from .accountants.base import check_delta
 from .events import DpEvent
@@ -52,8 +52,6 @@ def _solve_one(acc, make_event, target_epsilon, delta, guess, lower, upper, disc
         return _solve_discrete(eps, target_epsilon, guess, decreasing, lower, upper), evals
     a, b = (lower, upper) if (lower is not None and upper is not None) else \
         expand_bracket(eps, target_epsilon, guess, decreasing, lower=lower or 0.0, factor=factor)
-    from scipy.optimize import brentq
-
     ea, eb = eps(a), eps(b)
     safe = b if decreasing else a              # the end that satisfies the target
     if (ea > target_epsilon) == (eb > target_epsilon):

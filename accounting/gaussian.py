@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from ._solve import smallest_x_with
+from ._solve import brentq, smallest_x_with
 
 
 def gaussian_delta(mu: float, epsilon: float) -> float:
@@ -54,8 +54,6 @@ def gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> fl
 
 
 def _largest_mu(epsilon, delta, lo, hi):
-    from scipy.optimize import brentq
-
     mu = brentq(lambda m: gaussian_delta(m, epsilon) - delta, lo, hi, xtol=1e-14, rtol=1e-15)
     step = mu * 1e-13
     while gaussian_delta(mu, epsilon) > delta:

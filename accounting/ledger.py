@@ -243,7 +243,8 @@ class BudgetFilter:
     def __init__(self, ledger: Ledger, epsilon: float, delta: float, *, accountant: str = "best",
                  per_party: bool = False):
         self.ledger = ledger
-        self.epsilon = check_epsilon(epsilon) if math.isfinite(epsilon) else math.inf
+        # Only +inf means "no budget"; NaN and -inf are bad input, not an unlimited budget.
+        self.epsilon = math.inf if epsilon == math.inf else check_epsilon(epsilon)
         if not self.epsilon > 0:
             raise ValueError(f"budget epsilon must be positive, got {epsilon!r}")
         self.delta = check_delta(delta)

@@ -7,7 +7,7 @@ import math
 EXACT_NOTE = {
     "basic": "upper bound (sum of epsilons)",
     "advanced": "upper bound (Dwork-Rothblum-Vadhan)",
-    "optimal": "exact (KOV / mu-GDP), or PLD of RR for mixed pure-DP",
+    "optimal": "optimal composition of the (eps, delta) guarantees (KOV); exact mu-GDP for Gaussians",
     "rdp": "upper bound (RDP, Balle et al. 2020 conversion)",
     "pld": "upper bound (PLD, pessimistic)",
 }

@@ -1,0 +1,170 @@
+"""``vflpriv ledger verify|show FILE``: check a privacy ledger and recompute what it spent.
+
+``verify`` parses the ledger with :func:`accounting.read_ledger` (header, per-record CRC-32,
+sequence numbers; a torn last line left by a crash is reported, not an error), recomputes the
+spend from the recorded events with the accountant, and compares it with the budget in the
+header when there is one.  ``--json`` prints ``{"valid": bool, "records": n, "epsilon_spent":
+..., "torn_tail": bool, ...}``.  Exit codes: 0 valid (and within its budget), 1 valid but the
+recomputed spend exceeds the header's budget, 2 unreadable or corrupt file or bad arguments.
+
+``show`` prints the records and the spend per party and in total.
+
+Delta: ``--delta`` or else the header's budget delta; when neither exists the ledger must hold
+only pure-DP releases (then the spend is their pure epsilon, delta = 0).  Accountant:
+``--accountant`` or else the header's, else ``best``.  The budget verdict is relative to that
+accountant: a weaker one (e.g. ``basic``) can report more than the filter that admitted the
+releases computed.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import sys
+
+
+def register(sub):
+    p = sub.add_parser("ledger", help="verify or show a privacy ledger",
+                       description="Check a ledger's integrity and recompute its privacy spend.")
+    cmds = p.add_subparsers(dest="ledger_command", metavar="ACTION", parser_class=type(p))
+    for name, help_text in (("verify", "check integrity and recompute the spend"),
+                            ("show", "print the records and the spend per party and total")):
+        c = cmds.add_parser(name, help=help_text, description=help_text)
+        c.add_argument("file", metavar="FILE", help="ledger file (JSON lines)")
+        c.add_argument("--delta", type=float, default=None,
+                       help="delta at which to report epsilon (default: the header's budget "
+                       "delta; required unless every release is pure DP)")
+        c.add_argument("--accountant", default=None,
+                       help="accountant: basic|advanced|optimal|rdp|pld|best (default: the "
+                       "header's, else best)")
+        if name == "verify":
+            c.add_argument("--json", action="store_true", help="print the result as JSON")
+        c.set_defaults(func=verify if name == "verify" else show)
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def _budget(contents) -> dict:
+    b = contents.header.get("budget") if contents.header else None
+    return b if isinstance(b, dict) else {}
+
+
+def _settings(args, contents):
+    from accounting import ACCOUNTANT_NAMES, get_accountant
+
+    budget = _budget(contents)
+    delta = args.delta if args.delta is not None else budget.get("delta")
+    if delta is not None and (isinstance(delta, bool) or not isinstance(delta, (int, float))
+                              or not 0 < delta < 1):
+        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+    acc = args.accountant or budget.get("accountant") or "best"
+    if acc not in ACCOUNTANT_NAMES and acc != "best":
+        names = ", ".join(list(ACCOUNTANT_NAMES) + ["best"])
+        raise ValueError(f"unknown accountant {acc!r}; choose from {names}")
+    get_accountant(acc)
+    return delta, acc, budget
+
+
+def _spend(contents, delta, acc, party=None) -> float:
+    """Epsilon of the records (of one party) at ``delta``; with delta None, their pure epsilon."""
+    from accounting import get_accountant
+
+    ev = contents.event(party=party)
+    if ev is None:
+        return 0.0
+    if delta is not None:
+        return get_accountant(acc).epsilon(ev, delta)
+    basic = get_accountant("basic")
+    eps = basic.epsilon(ev, 0.5) if basic.supports(ev) else math.inf
+    if not math.isfinite(eps) or basic.delta(ev, eps) != 0.0:
+        raise ValueError("the ledger holds releases that are not pure DP and its header has no "
+                         "budget delta: give --delta")
+    return eps
+
+
+def _read(path):
+    from accounting import read_ledger
+
+    return read_ledger(path)  # LedgerCorrupt (a ValueError) -> one line, exit 2
+
+
+def _parties(contents):
+    seen = []
+    for r in contents.records:
+        if r.party not in seen:
+            seen.append(r.party)
+    return seen
+
+
+def verify(args) -> int:
+    from accounting import LedgerCorrupt
+
+    try:
+        contents = _read(args.file)
+    except LedgerCorrupt as exc:
+        if args.json:
+            print(json.dumps({"valid": False, "error": str(exc), "records": None,
+                              "epsilon_spent": None, "torn_tail": None}))
+        raise
+    delta, acc, budget = _settings(args, contents)
+    total = _spend(contents, delta, acc)
+    per_party = {p: _spend(contents, delta, acc, party=p) for p in _parties(contents)}
+    b_eps = budget.get("epsilon")
+    per_party_budget = bool(budget.get("per_party", False))
+    within = None
+    if isinstance(b_eps, (int, float)) and not isinstance(b_eps, bool):
+        spent = max(per_party.values(), default=0.0) if per_party_budget else total
+        # The filter admitted a release when its spend was <= the budget; allow the last-digit
+        # noise of recomputing the same number.
+        within = spent <= b_eps * (1 + 1e-9)
+    out = {"valid": True, "records": len(contents.records), "epsilon_spent": total,
+           "torn_tail": contents.torn_tail, "delta": delta if delta is not None else 0.0,
+           "accountant": acc, "epsilon_spent_per_party": per_party,
+           "run_ids": sorted({r.run_id for r in contents.records}),
+           "budget": budget or None, "within_budget": within}
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        print(f"{args.file}: valid ledger, {out['records']} record(s)"
+              + (", torn tail (an unfinished last write, cut off; never acknowledged)"
+                 if contents.torn_tail else ""))
+        print(f"epsilon spent: {total:.6g} at delta={out['delta']:g} ({acc} accountant)")
+        if within is not None:
+            scope = "per party" if per_party_budget else "total"
+            print(f"budget: epsilon={b_eps:g} ({scope}): "
+                  f"{'within budget' if within else 'EXCEEDED'}")
+    sys.stdout.flush()
+    return 0 if within in (None, True) else 1
+
+
+def _event_text(d: dict) -> str:
+    kind = d.get("kind", "?")
+    if kind == "self_composed":
+        return f"{d.get('count')} x {_event_text(d.get('event', {}))}"
+    if kind == "composed":
+        return " + ".join(_event_text(e) for e in d.get("events", []))
+    params = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                       for k, v in d.items() if k not in ("kind", "neighboring"))
+    return f"{kind}({params})"
+
+
+def show(args) -> int:
+    contents = _read(args.file)
+    delta, acc, budget = _settings(args, contents)
+    rows = [("seq", "run", "party", "round", "time (UTC)", "event", "note")]
+    for r in contents.records:
+        when = datetime.datetime.fromtimestamp(r.time, datetime.timezone.utc)
+        rows.append((str(r.seq), r.run_id[:8], r.party, str(r.round),
+                     when.strftime("%Y-%m-%d %H:%M:%S"), _event_text(r.event.to_dict()), r.note))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+    if contents.torn_tail:
+        print("(torn tail: the last line was an unfinished write and is not a record)")
+    d_txt = f"delta={delta:g}" if delta is not None else "pure DP (delta=0)"
+    print(f"\nspend ({acc} accountant, {d_txt}):")
+    for p in _parties(contents):
+        print(f"  {p}: epsilon {_spend(contents, delta, acc, party=p):.6g}")
+    print(f"  total: epsilon {_spend(contents, delta, acc):.6g}")
+    if budget:
+        print(f"budget in header: {json.dumps(budget, sort_keys=True)}")
+    return 0

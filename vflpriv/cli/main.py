@@ -11,7 +11,7 @@ import importlib
 import sys
 
 #: module (under vflpriv.cli) -> its subcommand registers itself
-SUBCOMMANDS = ["certify", "bench", "demo"]
+SUBCOMMANDS = ["certify", "bench", "demo", "audit", "ledger"]
 
 
 class _Parser(argparse.ArgumentParser):

@@ -1,0 +1,114 @@
+"""Loaders: svmlight/LIBSVM (scikit-learn's reader), CSV/parquet (pandas), paper 004's synthetic data.
+
+``load(spec, label=None)`` returns ``(A, y, feature_names)``; ``spec`` is a path or
+``synthetic:n=2000,d=20000,density=0.01,sparsity=0.01,seed=0``.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import InputError
+from .dataset import as_labels, as_matrix
+
+SVMLIGHT_EXT = (".svm", ".svmlight", ".libsvm", ".txt", ".bz2", ".gz", ".t", ".scale")
+SYNTHETIC_DEFAULTS = dict(n=2000, d=20000, density=0.01, sparsity=0.01, seed=0, noise=0.001)
+
+
+def make_synthetic(n=2000, d=20000, density=0.01, sparsity=0.01, seed=0, noise=0.001):
+    """Paper 004, Section V: A (n x d) with a fraction ``density`` of N(0,1) nonzeros (CSC), a
+    ground truth x with a fraction ``sparsity`` of N(0,1) nonzeros (at least one), and
+    y = A x + e with e ~ N(0, noise) (``noise`` read as the variance, the usual N(mu, sigma^2)).
+
+    Returns ``(A, y, x_true)``.
+    """
+    n, d, seed = _int("n", n, 1), _int("d", d, 1), _int("seed", seed, 0)
+    density, sparsity, noise = _frac("density", density), _frac("sparsity", sparsity), float(noise)
+    if not (noise >= 0 and np.isfinite(noise)):
+        raise InputError(f"synthetic noise variance must be >= 0, got {noise!r}")
+    rng = np.random.default_rng(seed)
+    A = sp.random(n, d, density=density, format="csc", random_state=rng,
+                  data_rvs=rng.standard_normal, dtype=np.float64)
+    k = max(1, int(round(sparsity * d)))
+    x = np.zeros(d)
+    x[rng.choice(d, size=k, replace=False)] = rng.standard_normal(k)
+    y = A @ x + np.sqrt(noise) * rng.standard_normal(n)
+    return A, y, x
+
+
+def _int(name, v, lo):
+    try:
+        iv = int(v)
+    except (TypeError, ValueError):
+        raise InputError(f"synthetic {name} must be an integer, got {v!r}") from None
+    if iv != float(v) or iv < lo:
+        raise InputError(f"synthetic {name} must be an integer >= {lo}, got {v!r}")
+    return iv
+
+
+def _frac(name, v):
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        raise InputError(f"synthetic {name} must be a number in (0, 1], got {v!r}") from None
+    if not (0 < f <= 1):
+        raise InputError(f"synthetic {name} must be in (0, 1], got {v!r}")
+    return f
+
+
+def parse_synthetic(spec: str) -> dict:
+    """``synthetic:n=2000,d=20000`` -> keyword arguments of :func:`make_synthetic`."""
+    body = spec.split(":", 1)[1] if ":" in spec else ""
+    kw = dict(SYNTHETIC_DEFAULTS)
+    for item in filter(None, (s.strip() for s in body.split(","))):
+        if "=" not in item:
+            raise InputError(f"synthetic option {item!r} must be key=value (in {spec!r})")
+        key, val = (s.strip() for s in item.split("=", 1))
+        if key not in SYNTHETIC_DEFAULTS:
+            raise InputError(f"unknown synthetic option {key!r}; known: {sorted(SYNTHETIC_DEFAULTS)}")
+        kw[key] = val
+    return kw
+
+
+def load(spec: str, label: str | None = None):
+    """Load ``(A, y, feature_names)`` from a path or a ``synthetic:`` spec."""
+    if not isinstance(spec, str) or not spec:
+        raise InputError(f"data must be a file path or 'synthetic:...', got {spec!r}")
+    if spec == "synthetic" or spec.startswith("synthetic:"):
+        A, y, _ = make_synthetic(**parse_synthetic(spec))
+        return A, y, None
+    if not os.path.exists(spec):
+        raise InputError(f"data file {spec!r} does not exist")
+    low = spec.lower()
+    if low.endswith((".csv", ".csv.gz", ".tsv")) or low.endswith(".parquet"):
+        import pandas as pd
+
+        if low.endswith(".parquet"):
+            try:
+                df = pd.read_parquet(spec)
+            except ImportError as exc:
+                raise InputError(f"reading {spec!r} needs a parquet engine (pyarrow): {exc}") from None
+        else:
+            df = pd.read_csv(spec, sep="\t" if low.endswith(".tsv") else ",")
+        if label is None:
+            raise InputError(f"{spec!r} is a table: name its label column with --label")
+        if label not in df.columns:
+            raise InputError(f"label column {label!r} is not in {spec!r} (columns: "
+                             f"{', '.join(map(str, list(df.columns)[:8]))}...)")
+        feats = df.drop(columns=[label])
+        nonnum = [c for c in feats.columns if not np.issubdtype(feats[c].dtype, np.number)]
+        if nonnum:
+            raise InputError(f"column {nonnum[0]!r} of {spec!r} is not numeric")
+        A = as_matrix(feats.to_numpy(dtype=np.float64))
+        y = as_labels(df[label].to_numpy(dtype=np.float64), A.shape[0])
+        return A, y, [str(c) for c in feats.columns]
+    from sklearn.datasets import load_svmlight_file
+
+    try:
+        A, y = load_svmlight_file(spec)
+    except ValueError as exc:
+        raise InputError(f"cannot read {spec!r} as svmlight/LIBSVM: {exc}") from None
+    A = as_matrix(sp.csc_matrix(A))
+    return A, as_labels(y, A.shape[0]), None

@@ -1,0 +1,176 @@
+"""Sensitivities, noise calibration and budget bookkeeping for DP-BCFW-AS (paper 004, Algorithm 2).
+
+The derivation is in ``docs/sensitivity.md``; in short, with declared bounds |a_ij| <= B_a,
+|y_j| <= B_y (the engine clips the data to them), per-party radius eta, K blocks and n rows
+(n public; neighbours replace one person's row, ``replace_one``):
+
+* per-sample predictor bound  R = B_a * K * eta        (|a_j^T x| <= B_a ||x||_1)
+* derivative bound            L = loss.derivative_bound(R, B_y)
+* score sensitivity           Delta_idx = 2 B_a L / n  (score_i = a_i^T r / n, r_j = l'(u_j, y_j))
+* feature sensitivity         Delta_feat = 2 B_a max_j ||J e_j||  (per party and round)
+
+One round with K_t sampled parties releases K_t report-noisy-max selections (one event each,
+composed as ``SelfComposed(ReportNoisyMax, K_t)``) and, for the K' parties whose selected
+feature was not released before, one Gaussian with sensitivity sqrt(K') Delta_feat (a person's
+row moves all K' released vectors at once; they compose as one Gaussian).
+
+Calibration ``accountant`` (default): with split s, the index noise b0 alone would meet
+(s eps, delta/2) and the feature noise sigma0 alone ((1 - s) eps, delta/2); both are then scaled
+by one factor c so that the whole worst-case plan meets (eps, delta) exactly under the chosen
+accountant (the split fixes the ratio b/sigma, the accountant composes the two parts jointly).
+Calibration ``paper``: the closed forms of paper 004 (Section IV-C, eq. 17), then the accountant
+says what they really give; a plan over the target is refused before any release.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from accounting import (REPLACE_ONE, Composed, Gaussian, ReportNoisyMax, SelfComposed,
+                        calibrate, get_accountant)
+from accounting.ledger import Ledger, LedgerRecord
+
+from ..errors import InputError
+
+RNM_NOISES = ("laplace", "gumbel", "exponential")
+CALIBRATIONS = ("accountant", "paper")
+
+
+def check_bound(name, v):
+    if v is None:
+        raise InputError(f"a private run needs a declared {name} (sensitivities come from declared "
+                         "bounds, never from the data)")
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or \
+            not (v > 0 and math.isfinite(v)):
+        raise InputError(f"{name} must be a positive finite number, got {v!r}")
+    return float(v)
+
+
+@dataclass
+class Sensitivity:
+    z_bound: float          # R
+    derivative_bound: float  # L
+    index: float            # Delta_idx (each score, replace-one)
+    feature: float          # Delta_feat (one party's released vector, L2, replace-one)
+
+
+def sensitivities(loss, feature_bound, label_bound, radius_sum, n, max_column_norm) -> Sensitivity:
+    Ba = check_bound("feature_bound", feature_bound)
+    By = check_bound("label_bound", label_bound)
+    R = Ba * radius_sum
+    L = float(loss.derivative_bound(R, By))
+    return Sensitivity(R, L, 2.0 * Ba * L / n, 2.0 * Ba * float(max_column_norm))
+
+
+def index_event(noise, scale, sens, count=1):
+    e = ReportNoisyMax(noise, scale, sens, neighboring=REPLACE_ONE)
+    return e if count == 1 else SelfComposed(e, int(count))
+
+
+def feature_event(sigma, sens, count=1):
+    """One round's feature releases by ``count`` parties: one Gaussian, sqrt(count) x sensitivity."""
+    return Gaussian(sigma, math.sqrt(count) * sens, neighboring=REPLACE_ONE)
+
+
+def plan_event(noise, b, sigma, sens: Sensitivity, rounds, parties, feature_rounds=None,
+               features=True):
+    """The worst-case plan: every round ``parties`` selections and ``parties`` new features."""
+    parts = [SelfComposed(index_event(noise, b, sens.index, parties), rounds)]
+    if features:
+        fr = rounds if feature_rounds is None else feature_rounds
+        if fr > 0:
+            parts.append(SelfComposed(feature_event(sigma, sens.feature, parties), fr))
+    return parts[0] if len(parts) == 1 else Composed(tuple(parts))
+
+
+@dataclass
+class NoisePlan:
+    mode: str
+    noise: str
+    index_scale: float
+    feature_sigma: float | None
+    epsilon: float          # of the worst-case plan, by ``accountant``
+    delta: float
+    accountant: str
+    event: object
+    details: dict = field(default_factory=dict)
+
+    def to_dict(self):
+        return {"mode": self.mode, "rnm": self.noise, "index_scale": self.index_scale,
+                "feature_sigma": self.feature_sigma, "epsilon": self.epsilon, "delta": self.delta,
+                "accountant": self.accountant, **self.details}
+
+
+def calibrate_accountant(noise, sens, epsilon, delta, rounds, parties, split=0.5, accountant="rdp",
+                         features=True, feature_rounds=None) -> NoisePlan:
+    """Calibration by the accountant (module docstring)."""
+    if not (0 < split < 1) and features:
+        raise InputError(f"split must be in (0, 1) (share of epsilon for the index releases), got {split!r}")
+    n_idx = rounds * parties
+    fr = rounds if feature_rounds is None else feature_rounds
+    eps_i = epsilon * split if features else epsilon
+    b0 = calibrate(lambda b: index_event(noise, b, sens.index, n_idx), eps_i,
+                   delta / 2 if features else delta, guess=2 * sens.index * n_idx / eps_i,
+                   accountant=accountant, decreasing=True).value
+    if not features:
+        ev = plan_event(noise, b0, None, sens, rounds, parties, features=False)
+        eps = get_accountant(accountant).epsilon(ev, delta)
+        return NoisePlan("accountant", noise, b0, None, eps, delta, accountant, ev,
+                         {"split": None, "scale_factor": 1.0})
+    s0 = calibrate(lambda s: SelfComposed(feature_event(s, sens.feature, parties), fr),
+                   epsilon * (1 - split), delta / 2, guess=sens.feature * math.sqrt(parties * fr) / epsilon,
+                   accountant=accountant, decreasing=True).value
+    joint = calibrate(lambda c: plan_event(noise, c * b0, c * s0, sens, rounds, parties, fr),
+                      epsilon, delta, guess=1.0, accountant=accountant, decreasing=True)
+    c = joint.value
+    ev = plan_event(noise, c * b0, c * s0, sens, rounds, parties, fr)
+    return NoisePlan("accountant", noise, c * b0, c * s0, joint.epsilon, delta, joint.accountant,
+                     ev, {"split": split, "scale_factor": c, "index_scale_alone": b0,
+                          "feature_sigma_alone": s0})
+
+
+def calibrate_paper(noise, sens, epsilon, delta, rounds, parties, eta, n, feature_bound,
+                    spectral_norm, accountant="rdp", features=True, feature_rounds=None) -> NoisePlan:
+    """Paper 004's closed forms (Section IV-C), in this engine's units, then accounted.
+
+    * index: pert ~ Lap((2 G eta / (K n)) sqrt(2 T log(2/delta)) / ((eps / 2K) / 2))
+      = Lap(8 G eta sqrt(2 T log(2/delta)) / (n eps)), with G the declared bound B_a L on
+      |grad_i f| (the paper's G is the data's gradient norm; we never read it from the data);
+    * feature, eq. (17): pi = sigma(J) sqrt(KT) sqrt(2 (ln(1/delta) + eps/2)) / (n eps / 2) for
+      J a / n; our vector is J a with |a_ij| <= B_a, hence sigma = n B_a pi.
+    """
+    G = feature_bound * sens.derivative_bound
+    b = 8.0 * G * eta * math.sqrt(2.0 * rounds * math.log(2.0 / delta)) / (n * epsilon)
+    sigma = None
+    if features:
+        sigma = feature_bound * spectral_norm * math.sqrt(parties * rounds) * \
+            math.sqrt(2.0 * (math.log(1.0 / delta) + epsilon / 2.0)) / (epsilon / 2.0)
+    ev = plan_event(noise, b, sigma, sens, rounds, parties, feature_rounds, features=features)
+    eps = get_accountant(accountant).epsilon(ev, delta)
+    return NoisePlan("paper", noise, b, sigma, eps, delta, accountant, ev,
+                     {"G": G, "spectral_norm": spectral_norm})
+
+
+class MemoryLedger(Ledger):
+    """A Ledger kept in memory (no file): same records, same composition, for runs without
+    ``--ledger``.  BudgetFilter only needs ``records``, ``append`` and ``event``."""
+
+    def __init__(self, *, budget=None, run_id=None):
+        import threading
+        import uuid
+
+        self.path = None
+        self.run_id = run_id or uuid.uuid4().hex
+        self._lock = threading.Lock()
+        self.repaired_torn_tail = False
+        self.header = {"budget": budget}
+        self.records = []
+
+    def append(self, event, *, party="server", round=0, note=""):
+        with self._lock:
+            rec = LedgerRecord(seq=len(self.records), run_id=self.run_id, party=str(party),
+                               round=int(round), time=0.0, event=event, note=str(note))
+            self.records.append(rec)
+            return rec

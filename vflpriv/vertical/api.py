@@ -265,3 +265,30 @@ def _centralized(data, loss, eta, T, algorithm, epsilon, delta, Ba, By, accounta
         sol.reference = reference_optimum(data.A, data.y, loss, blocks=data.blocks, eta=float(eta),
                                           on_failure="flag")
     return sol
+
+
+def calibration_comparison(data, *, loss="squared", eta=1.0, iterations=100, epsilon=1.0,
+                           delta=1e-5, rnm="laplace", sketch="identity", sketch_dim=None,
+                           split=0.5, feature_bound=None, label_bound=None, accountant="rdp",
+                           sampling="elementary", seed=0, **_ignored) -> dict:
+    """Both calibrations of the same run side by side: noise scales and what each really spends.
+
+    ``accountant``: noise solved so that the worst-case plan meets (epsilon, delta) exactly;
+    ``paper``: paper 004's closed forms, accounted by the same accountant (and by every accountant
+    in ``REPORT_ACCOUNTANTS`` but PLD, to keep this quick).
+    """
+    loss = get_loss(loss)
+    epsilon = _check_eps(epsilon, delta)
+    smp = parse_sampling(sampling, data.blocks)
+    sk = Sketch(sketch, data.n, sketch_dim, _seeds(seed)[0])
+    sens = P.sensitivities(loss, feature_bound, label_bound, data.K * float(eta), data.n,
+                           sk.max_column_norm())
+    T, K = int(iterations), smp.max_parties
+    out = {}
+    for name, plan in (
+            ("accountant", P.calibrate_accountant(rnm, sens, epsilon, delta, T, K, split, accountant)),
+            ("paper", P.calibrate_paper(rnm, sens, epsilon, delta, T, K, float(eta), data.n,
+                                        float(feature_bound), sk.spectral_norm(), accountant))):
+        values, best = _privacy_report(plan.event, delta, ("basic", "advanced", "optimal", "rdp"))
+        out[name] = dict(plan.to_dict(), epsilon_by_accountant=values, best_accountant=best)
+    return out

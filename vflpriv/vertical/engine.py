@@ -51,19 +51,18 @@ class Party:
     def __init__(self, k, A_k, y, loss, eta, *, noise=None, index_scale=0.0, feature_sigma=0.0,
                  clip=None, noise_seed=None, dfw=False):
         self.k, self.loss, self.eta = k, loss, float(eta)
+        # CSC always: the sketch kernels read columns, and A_k^T r costs O(nnz(A_k)).
+        A_k = sp.csc_matrix(A_k, dtype=np.float64)
         self.n = A_k.shape[0]
         self.p = A_k.shape[1]
         self.private = clip is not None
         if self.private:
             Ba, By, self.R, self.L = clip
             A_k = A_k.copy()
-            if sp.issparse(A_k):
-                np.clip(A_k.data, -Ba, Ba, out=A_k.data)
-            else:
-                np.clip(A_k, -Ba, Ba, out=A_k)
+            np.clip(A_k.data, -Ba, Ba, out=A_k.data)
             y = np.clip(y, -By, By)
         self.A, self.y = A_k, y
-        self.AT = A_k.T.tocsr() if sp.issparse(A_k) else A_k.T
+        self.AT = A_k.T.tocsr()
         self.noise, self.b, self.sigma = noise, float(index_scale), float(feature_sigma or 0.0)
         self.rng = np.random.default_rng(noise_seed) if self.private else None
         self.dfw = dfw

@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 __all__ = ["AuditMechanism", "REGISTRY", "AUDIT_MODULES", "register", "register_mechanism",
-           "mechanisms", "claimed_epsilon", "audit_mechanism", "run_suite"]
+           "registered", "claimed_epsilon", "audit_mechanism", "run_suite"]
 
 #: modules whose import registers audit mechanisms (each calls :func:`register`)
 AUDIT_MODULES = ["vflpriv.audit.mechanisms"]
@@ -102,7 +102,7 @@ def register_mechanism(name: str, factory: Callable, *, replace: bool = False) -
     REGISTRY[name] = factory
 
 
-def mechanisms() -> dict:
+def registered() -> dict:
     """The registry after importing every module of :data:`AUDIT_MODULES`."""
     for mod in AUDIT_MODULES:
         importlib.import_module(mod)
@@ -118,7 +118,7 @@ def claimed_epsilon(event, delta: float, accountant: str = "best") -> float:
     basic = get_accountant("basic")
     # Basic composition sums the per-release (eps, delta); with every delta 0 its epsilon does
     # not depend on the delta asked for, and delta(event, eps) == 0 confirms it is pure.
-    eps = basic.epsilon(event, 0.5)
+    eps = basic.epsilon(event, 0.5) if basic.supports(event) else math.inf
     if not math.isfinite(eps) or basic.delta(event, eps) != 0.0:
         raise ValueError(f"event {event!r} is not pure DP; audit it with delta > 0")
     return eps
@@ -161,7 +161,7 @@ def run_suite(names=None, samples: int = 100_000, seed: int = 0,
     """
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
-    reg = mechanisms()
+    reg = registered()
     names = list(reg) if names is None else list(names)
     unknown = [n for n in names if n not in reg]
     if unknown:

@@ -45,10 +45,10 @@ def _fmt(x, nd=4):
 
 
 def run(args) -> int:
-    from vflpriv.audit import mechanisms, run_suite
+    from vflpriv.audit import registered, run_suite
 
     if args.list:
-        for name in mechanisms():
+        for name in registered():
             print(name)
         return 0
     samples = _positive_int(args.samples)

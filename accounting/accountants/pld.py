@@ -6,7 +6,8 @@ convolution, and the result is an upper bound on the exact privacy profile.
 
 * Gaussian events are first merged exactly (sqrt(sum mu_i^2)-GDP), so their PLD is that of a single
   Gaussian: no discretisation error accumulates over repeats.
-* Laplace and Poisson-subsampled Gaussian: dp-accounting's own mechanism PLDs.
+* Laplace and Poisson-subsampled Gaussian: dp-accounting's own mechanism PLDs (for the subsampled
+  Gaussian under add/remove, built with a vectorized hockey-stick curve, ``_fast_pld``).
 * pure-DP releases (Laplace/exponential/Gumbel report-noisy-max, exponential mechanism, PureDP) and
   (eps, delta)-DP releases: the randomized-response dominating pair (``from_privacy_parameters``),
   which is valid for adaptive composition.  Bounded-range selections are accounted as pure DP here,
@@ -20,6 +21,7 @@ from functools import lru_cache
 
 from ..events import (REPLACE_ONE, ApproxDP, Exponential, Gaussian, Laplace,
                       PoissonSubsampledGaussian, PureDP, ReportNoisyMax)
+from ._fast_pld import subsampled_gaussian_pld
 from .base import Accountant
 from ._dp_params import dp_params
 
@@ -74,6 +76,8 @@ def _leaf_pld(leaf, n, rel, interval):
     if isinstance(leaf, Laplace):
         pld = pld_lib.from_laplace_mechanism(leaf.scale, sensitivity=leaf.sensitivity,
                                              value_discretization_interval=interval)
+    elif isinstance(leaf, PoissonSubsampledGaussian) and rel.name == "ADD_OR_REMOVE_ONE":
+        pld = subsampled_gaussian_pld(leaf.noise_multiplier, leaf.sample_rate, interval)
     elif isinstance(leaf, PoissonSubsampledGaussian):
         pld = pld_lib.from_gaussian_mechanism(
             leaf.noise_multiplier, sensitivity=1.0, sampling_prob=leaf.sample_rate,

@@ -57,6 +57,9 @@ class ReferenceResult:
     iterations: int
     seconds: float
     lasso_alpha: float | None = None
+    #: ||grad_{P_k} f(x)||_inf per block: at the optimum, the KKT multiplier of ball k (the
+    #: Lasso penalty that gives the same solution for one ball; ~0 for a ball that does not bind)
+    multipliers: np.ndarray | None = None
 
 
 class _Problem:
@@ -78,6 +81,10 @@ class _Problem:
         for idx, r in zip(self.blocks, self.radii):
             out[idx] = _project(v[idx], r)
         return out
+
+    def multipliers(self, x):
+        g = self.grad_from_z(self.matvec(x))
+        return np.array([np.max(np.abs(g[idx])) for idx in self.blocks])
 
     def certificate(self, x):
         z = self.matvec(x)
@@ -180,27 +187,25 @@ def _polish_squared(prob, x, rel_active=1e-6):
     return prob.project(out)
 
 
-def _lasso_route(prob, tol, max_iter):
-    """One block, squared loss: bracket eta on scikit-learn's lasso path, then Brent on alpha."""
+def _lasso_route(prob, max_iter):
+    """One block, squared loss: find alpha with ||x_lasso(alpha)||_1 = eta with scikit-learn.
+
+    Walks down the regularization path alpha_max * 2^-k with warm-started ``Lasso`` fits until
+    the l1 norm reaches eta (the path's norm is non-increasing in alpha), then Brent's method on
+    log(alpha) inside the last bracket.  The fits only need to identify the support and signs: the
+    KKT polish then solves the constrained problem on that support exactly, and the FW gap decides.
+    Returns (x, alpha), or None when even alpha_max * 2^-40 stays inside the ball (the constraint
+    may be inactive; FISTA handles that case).
+    """
     from scipy.optimize import brentq
     from sklearn.exceptions import ConvergenceWarning
-    from sklearn.linear_model import Lasso, lasso_path
+    from sklearn.linear_model import Lasso
 
     A, y, eta, n = prob.A, prob.y, float(prob.radii[0]), prob.n
     alpha_max = float(np.max(np.abs(np.asarray(A.T @ y).ravel()))) / n
     if alpha_max == 0.0:
         return np.zeros(A.shape[1]), 0.0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        alphas, coefs, _ = lasso_path(A, y, eps=1e-4, n_alphas=40, max_iter=max_iter, tol=1e-10)
-    norms = np.abs(coefs).sum(axis=0)
-    above = np.flatnonzero(norms >= eta)
-    if above.size == 0:
-        return None                                  # constraint may be inactive: use FISTA
-    i = int(above[0])                                # alphas decrease along the path
-    lo_alpha = float(alphas[i])
-    hi_alpha = float(alphas[i - 1]) if i > 0 else alpha_max
-    model = Lasso(alpha=hi_alpha, fit_intercept=False, tol=1e-12, max_iter=max_iter,
+    model = Lasso(alpha=alpha_max, fit_intercept=False, tol=1e-8, max_iter=max_iter,
                   warm_start=True, selection="cyclic")
 
     def norm_minus_eta(log_alpha):
@@ -210,13 +215,19 @@ def _lasso_route(prob, tol, max_iter):
             model.fit(A, y)
         return float(np.abs(model.coef_).sum()) - eta
 
-    a, b = math.log(lo_alpha), math.log(hi_alpha)
-    if norm_minus_eta(b) >= 0:
-        alpha = hi_alpha
+    if eta == 0.0:
+        return np.zeros(A.shape[1]), alpha_max
+    hi = math.log(alpha_max)                         # norm 0 < eta there
+    for k in range(1, 41):
+        lo = math.log(alpha_max) - k * math.log(2.0)
+        if norm_minus_eta(lo) >= 0:
+            break
+        hi = lo
     else:
-        alpha = math.exp(brentq(norm_minus_eta, a, b, xtol=1e-13, rtol=1e-13))
-        norm_minus_eta(math.log(alpha))
-    return np.asarray(model.coef_, dtype=float).copy(), alpha
+        return None
+    log_alpha = brentq(norm_minus_eta, lo, hi, xtol=1e-10, rtol=1e-10, maxiter=60)
+    norm_minus_eta(log_alpha)
+    return np.asarray(model.coef_, dtype=float).copy(), math.exp(log_alpha)
 
 
 def reference_optimum(A, y, loss="squared", blocks=None, eta=1.0, tol=1e-8, *,
@@ -246,7 +257,7 @@ def reference_optimum(A, y, loss="squared", blocks=None, eta=1.0, tol=1e-8, *,
 
     x0, used, alpha = np.zeros(A.shape[1]), "fista", None
     if squared and len(blocks) == 1 and solver in ("auto", "lasso"):
-        found = _lasso_route(prob, tol, max_iter)
+        found = _lasso_route(prob, max_iter)
         if found is not None:
             x0, alpha = found
             x0 = prob.project(x0)
@@ -261,11 +272,12 @@ def reference_optimum(A, y, loss="squared", blocks=None, eta=1.0, tol=1e-8, *,
             if certs[k][2] <= tol:
                 f, gap, rel = certs[k]
                 return ReferenceResult(x0, f, gap, rel, True, used, 0,
-                                       time.perf_counter() - t0, alpha)
+                                       time.perf_counter() - t0, alpha, prob.multipliers(x0))
             used += "+fista"
     (x, f, gap, rel), iters = _fista(prob, x0, tol, max_iter, polish=polish)
     certified = rel <= tol
-    res = ReferenceResult(x, f, gap, rel, certified, used, iters, time.perf_counter() - t0, alpha)
+    res = ReferenceResult(x, f, gap, rel, certified, used, iters, time.perf_counter() - t0, alpha,
+                          prob.multipliers(x))
     if not certified:
         msg = (f"reference optimum not certified: relative FW gap {rel:.3g} > tol {tol:g} after "
                f"{iters} iterations of {used}")

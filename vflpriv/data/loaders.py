@@ -98,7 +98,7 @@ def load(spec: str, label: str | None = None):
             raise InputError(f"label column {label!r} is not in {spec!r} (columns: "
                              f"{', '.join(map(str, list(df.columns)[:8]))}...)")
         feats = df.drop(columns=[label])
-        nonnum = [c for c in feats.columns if not np.issubdtype(feats[c].dtype, np.number)]
+        nonnum = [c for c in feats.columns if not pd.api.types.is_numeric_dtype(feats[c])]
         if nonnum:
             raise InputError(f"column {nonnum[0]!r} of {spec!r} is not numeric")
         A = as_matrix(feats.to_numpy(dtype=np.float64))

@@ -115,13 +115,14 @@ def test_index_outputs_through_a_score():
     assert 0.85 < lb <= 1.0  # false-failure rate of the upper side <= 0.05
 
 
-def test_rnm_sampler_matches_the_exponential_mechanism():
+@pytest.mark.parametrize("use_kernels", [True, False])
+def test_rnm_sampler_matches_the_exponential_mechanism(use_kernels):
     # Gumbel noise with scale b gives P[i] = softmax(s / b) (the Gumbel-max trick): an
     # independent closed form.  4 candidates, 200k draws; each frequency within 5 standard
     # errors (false-failure rate < 4 * 6e-7).
     rng = np.random.default_rng(5)
     s = np.array([1.0, -1.0, 0.0, 0.5])
-    out = rnm_sample("gumbel", 2.0, s, 200_000, rng)
+    out = rnm_sample("gumbel", 2.0, s, 200_000, rng, use_kernels=use_kernels)
     p = np.exp(s / 2.0) / np.exp(s / 2.0).sum()
     freq = np.bincount(out, minlength=4) / out.size
     assert np.all(np.abs(freq - p) < 5 * np.sqrt(p * (1 - p) / out.size))

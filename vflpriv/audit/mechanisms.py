@@ -40,10 +40,14 @@ RNM_SCALE = 2.0
 
 
 def _kernels():
-    """vflpriv.kernels when it offers what we need, else None (numpy is used directly)."""
+    """vflpriv.kernels (the engine's fused noisy argmax and seeded sketches) when it is
+    importable: auditing the engine's own kernels is the point; numpy otherwise."""
     try:
         from vflpriv import kernels
     except ImportError:
+        return None
+    if not all(hasattr(kernels, f) for f in ("noisy_argmax", "sketch_columns",
+                                             "sketch_column_norms")):
         return None
     return kernels
 
@@ -86,12 +90,18 @@ def rnm_scores(k: int):
     return s0, s1
 
 
-def rnm_sample(noise: str, scale: float, scores, n: int, rng, chunk: int = 1 << 20):
-    """n draws of argmax_i(scores_i + Z_i), Z_i iid from ``noise`` with ``scale`` (numpy)."""
+def rnm_sample(noise: str, scale: float, scores, n: int, rng, chunk: int = 1 << 20,
+               use_kernels: bool = True):
+    """n draws of argmax_i(scores_i + Z_i), Z_i iid from ``noise`` with ``scale``: through the
+    engine's ``vflpriv.kernels.noisy_argmax`` when available, else numpy."""
     import numpy as np
 
     scores = np.asarray(scores, dtype=float)
     k = scores.size
+    kern = _kernels() if use_kernels else None
+    if kern is not None:
+        return np.fromiter((kern.noisy_argmax(scores, noise, scale, rng) for _ in range(n)),
+                           dtype=np.int64, count=n)
     out = np.empty(n, dtype=np.int64)
     step = max(1, chunk // k)  # bound the (rows x k) noise block held in memory
     for lo in range(0, n, step):
@@ -148,9 +158,16 @@ def search_rnm_pairs(noise: str, ks=(2, 4, 8, 16, 32, 64), samples: int = 100_00
 
 
 def sketch_matrix(m: int, n: int, seed: int):
-    """A seeded Gaussian JL sketch, entries N(0, 1/m) (paper 004's sketch; public, from a seed)."""
+    """The m x n Gaussian JL sketch (entries N(0, 1/m)) regenerated from ``seed``: the engine's
+    seeded sketch from ``vflpriv.kernels`` when available, else a numpy Generator's."""
     import numpy as np
 
+    kern = _kernels()
+    if kern is not None:
+        import scipy.sparse as sp
+
+        return kern.sketch_columns(sp.identity(n, format="csc"), np.arange(n), m, seed,
+                                   "gaussian")
     return np.random.default_rng(seed).standard_normal((m, n)) / np.sqrt(m)
 
 
@@ -163,6 +180,10 @@ def sketch_gaussian_mechanism(m: int = 32, n: int = 256, feature_bound: float = 
 
     J = sketch_matrix(m, n, sketch_seed)
     norms = np.linalg.norm(J, axis=0)
+    kern = _kernels()
+    if kern is not None:
+        # the engine's sensitivity source: column norms computed from the seed
+        norms = np.asarray(kern.sketch_column_norms(n, m, sketch_seed, "gaussian"))
     i = int(np.argmax(norms))
     sensitivity = 2.0 * feature_bound * float(norms[i])
     sigma = calibrate(lambda s: Gaussian(sigma=s, sensitivity=sensitivity), TARGET_EPSILON,
@@ -174,7 +195,7 @@ def sketch_gaussian_mechanism(m: int = 32, n: int = 256, feature_bound: float = 
     a1 = a0.copy()
     a1[i] = feature_bound
     c0, c1 = J @ a0, J @ a1
-    u = J[:, i] / norms[i]
+    u = J[:, i] / np.linalg.norm(J[:, i])
 
     def sample(k, rng):
         return (c0 + rng.normal(0.0, sigma, (k, m)), c1 + rng.normal(0.0, sigma, (k, m)))

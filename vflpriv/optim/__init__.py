@@ -7,12 +7,12 @@ See docs/optim.md.
 from .losses import LOSSES, ClippedLoss, LogisticLoss, SmoothedHingeLoss, SquaredLoss, get_loss
 from .l1ball import (check_blocks, check_radii, fw_gap, lmo_l1_ball, lmo_l1_balls, project_l1_ball,
                      project_l1_balls)
-from .frank_wolfe import FWResult, dp_frank_wolfe, frank_wolfe, score_sensitivity
+from .frank_wolfe import FWResult, dp_frank_wolfe, frank_wolfe, noisy_lmo, score_sensitivity
 from .reference import ReferenceNotCertified, ReferenceResult, reference_optimum
 
 __all__ = [
     "SquaredLoss", "LogisticLoss", "SmoothedHingeLoss", "ClippedLoss", "LOSSES", "get_loss",
     "project_l1_ball", "project_l1_balls", "lmo_l1_ball", "lmo_l1_balls", "fw_gap",
     "check_blocks", "check_radii", "frank_wolfe", "dp_frank_wolfe", "FWResult",
-    "score_sensitivity", "reference_optimum", "ReferenceResult", "ReferenceNotCertified",
+    "score_sensitivity", "noisy_lmo", "reference_optimum", "ReferenceResult", "ReferenceNotCertified",
 ]

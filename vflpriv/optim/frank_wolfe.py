@@ -135,6 +135,21 @@ def score_sensitivity(loss, n, feature_bound, label_bound, radii, derivative_cli
     return 2.0 * B_a * L / int(n)
 
 
+def noisy_lmo(g, scale, rng):
+    """Report-noisy-max with Laplace(scale) noise over the 2 |g| vertices of one l1 ball.
+
+    Scores are interleaved: entry 2j is the vertex -eta e_j (score g_j), entry 2j+1 the vertex
+    +eta e_j (score -g_j), so with ``scale = 0`` the argmax is the exact LMO with the same
+    tie-breaking as :func:`vflpriv.optim.l1ball.lmo_l1_ball`.  Returns (j, sign)."""
+    scores = np.empty(2 * g.size)
+    scores[0::2] = g
+    scores[1::2] = -g
+    if scale > 0:
+        scores += rng.laplace(0.0, scale, size=scores.size)
+    w = int(np.argmax(scores))
+    return w // 2, (-1.0 if w % 2 == 0 else 1.0)
+
+
 def _clip_data(A, y, B_a, B_y):
     if sp.issparse(A):
         A = A.copy()
@@ -207,25 +222,15 @@ def dp_frank_wolfe(A, y, loss="squared", eta=1.0, *, iterations=100, feature_bou
     used_loss = ClippedLoss(loss, c) if (c is not None and scale > 0) else loss
 
     def select(t, g):
-        if scale == 0.0:
-            return _lmo_blocks(g, blocks)
         coords = np.empty(K, dtype=np.int64)
         signs = np.empty(K)
         for k, idx in enumerate(blocks):
-            if budget_filter is not None:
+            if budget_filter is not None and event is not None:
                 # Charged before the noise is drawn: an overspend raises and nothing is released.
                 budget_filter.charge(event, party=party, round=t,
                                      note=f"dp-fw selection, block {k}")
-            gb = g[idx]
-            # Interleaved scores: 2j -> vertex -eta e_j (score g_j), 2j+1 -> +eta e_j (score
-            # -g_j); without noise the argmax is the exact LMO with the same tie-breaking.
-            scores = np.empty(2 * idx.size)
-            scores[0::2] = gb
-            scores[1::2] = -gb
-            scores += rng.laplace(0.0, scale, size=scores.size)
-            w = int(np.argmax(scores))
-            coords[k] = idx[w // 2]
-            signs[k] = -1.0 if w % 2 == 0 else 1.0
+            coords[k], signs[k] = noisy_lmo(g[idx], scale, rng)
+            coords[k] = idx[coords[k]]
         return coords, signs
 
     result = _run(A_c, y_c, used_loss, blocks, radii, T, select)

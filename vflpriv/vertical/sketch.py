@@ -6,9 +6,10 @@ regenerates the same J.  Three kinds:
 * ``identity``: J = I_n (m = n).  Exact per-sample predictors; needed by the logistic and smoothed
   hinge losses (DESIGN.md).  Column norms 1.
 * ``gaussian``: J_ij ~ N(0, 1/m) i.i.d. (the paper's Gaussian sketch, E[J^T J] = I), from the
-  counter-based generator of :mod:`vflpriv.kernels` keyed by the seed.  J a is applied by the
-  compiled kernel without J; J^T q (per-sample predictors) uses J itself, rebuilt once from the
-  seed (m x n floats, the O(m n) memory allowed).
+  counter-based generator of :mod:`vflpriv.kernels` keyed by the seed
+  (``kernels.reference.sketch_operator``), rebuilt once per process (m x n floats, the O(m n)
+  memory allowed).  Both J a and J^T q (per-sample predictors) use this one explicit J, so they
+  are exact adjoints whatever build of the compiled kernels is installed.
 * ``countsketch``: column j has one entry s_j in {-1, +1} at row h_j (Charikar et al. 2002;
   E[J^T J] = I).  Column norms exactly 1; O(n) memory.
 
@@ -65,7 +66,12 @@ class Sketch:
             lo, hi = A.indptr[j], A.indptr[j + 1]
             out[A.indices[lo:hi]] = A.data[lo:hi]
             return out
-        return kernels.sketch_columns(A, np.array([j]), self.m, self.seed, self.kind)[:, 0].copy()
+        lo, hi = A.indptr[j], A.indptr[j + 1]
+        rows, vals = A.indices[lo:hi], A.data[lo:hi]
+        if self.kind == "gaussian":
+            return _gaussian(self.n, self.m, self.seed)[:, rows] @ vals
+        h, s = _countsketch(self.n, self.m, self.seed)
+        return np.bincount(h[rows], weights=s[rows] * vals, minlength=self.m).astype(float)
 
     def transpose_apply(self, q: np.ndarray) -> np.ndarray:
         """J^T q (an n-vector): the per-sample predictor estimate from the aggregate q = J A x."""
@@ -78,9 +84,9 @@ class Sketch:
 
     # -- public constants ----------------------------------------------------------------------
     def column_norms(self) -> np.ndarray:
-        if self.kind == "identity":
-            return np.ones(self.n)
-        return kernels.sketch_column_norms(self.n, self.m, self.seed, self.kind)
+        if self.kind == "gaussian":
+            return np.linalg.norm(_gaussian(self.n, self.m, self.seed), axis=0)
+        return np.ones(self.n)
 
     def max_column_norm(self) -> float:
         return float(self.column_norms().max())

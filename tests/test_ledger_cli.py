@@ -130,3 +130,16 @@ def test_cli_subprocess_no_traceback(tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_budget_verdict_uses_the_best_accountant_not_the_reported_one(tmp_path, capsys):
+    # 100 releases of Laplace(scale 100) (0.01-DP each): basic composition reports exactly 1.0,
+    # above the budget 0.5, but advanced composition gives about 0.16 at delta = 1e-5, so the
+    # releases fit the budget (the "best" accountant, as BudgetFilter uses, decides).
+    p = tmp_path / "i.ledger"
+    led = Ledger(p, budget={"epsilon": 0.5, "delta": 1e-5})
+    for t in range(100):
+        led.append(Laplace(scale=100.0), party="server", round=t)
+    code, doc = run_json(["ledger", "verify", str(p), "--json", "--accountant", "basic"], capsys)
+    assert doc["epsilon_spent"] == pytest.approx(1.0)
+    assert doc["budget_accountant"] == "best" and doc["within_budget"] is True and code == 0

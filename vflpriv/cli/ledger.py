@@ -11,9 +11,10 @@ recomputed spend exceeds the header's budget, 2 unreadable or corrupt file or ba
 
 Delta: ``--delta`` or else the header's budget delta; when neither exists the ledger must hold
 only pure-DP releases (then the spend is their pure epsilon, delta = 0).  Accountant:
-``--accountant`` or else the header's, else ``best``.  The budget verdict is relative to that
-accountant: a weaker one (e.g. ``basic``) can report more than the filter that admitted the
-releases computed.
+``--accountant`` (the spend reported) or else the header's, else ``best``.  The budget verdict
+always uses the header's accountant, else ``best`` (as :class:`accounting.BudgetFilter` does):
+every accountant gives a valid upper bound, so a weaker one (``basic``, or ``pld`` on
+bounded-range events) reporting more than the budget is not an overspend.
 """
 from __future__ import annotations
 
@@ -110,9 +111,17 @@ def verify(args) -> int:
     per_party = {p: _spend(contents, delta, acc, party=p) for p in _parties(contents)}
     b_eps = budget.get("epsilon")
     per_party_budget = bool(budget.get("per_party", False))
-    within = None
+    within, b_acc = None, budget.get("accountant") or "best"
     if isinstance(b_eps, (int, float)) and not isinstance(b_eps, bool):
-        spent = max(per_party.values(), default=0.0) if per_party_budget else total
+        # The verdict uses the budget's own accountant (the header's, else "best" as in
+        # BudgetFilter): every accountant gives a valid upper bound, so the smallest decides;
+        # --accountant only changes the spend reported.
+        if b_acc == acc:
+            tot_b, per_b = total, per_party
+        else:
+            tot_b = _spend(contents, delta, b_acc)
+            per_b = {p: _spend(contents, delta, b_acc, party=p) for p in per_party}
+        spent = max(per_b.values(), default=0.0) if per_party_budget else tot_b
         # The filter admitted a release when its spend was <= the budget; allow the last-digit
         # noise of recomputing the same number.
         within = spent <= b_eps * (1 + 1e-9)
@@ -120,7 +129,8 @@ def verify(args) -> int:
            "torn_tail": contents.torn_tail, "delta": delta if delta is not None else 0.0,
            "accountant": acc, "epsilon_spent_per_party": per_party,
            "run_ids": sorted({r.run_id for r in contents.records}),
-           "budget": budget or None, "within_budget": within}
+           "budget": budget or None, "budget_accountant": b_acc if within is not None else None,
+           "within_budget": within}
     if args.json:
         print(json.dumps(out, indent=2))
     else:
@@ -130,7 +140,7 @@ def verify(args) -> int:
         print(f"epsilon spent: {total:.6g} at delta={out['delta']:g} ({acc} accountant)")
         if within is not None:
             scope = "per party" if per_party_budget else "total"
-            print(f"budget: epsilon={b_eps:g} ({scope}): "
+            print(f"budget: epsilon={b_eps:g} ({scope}, {b_acc} accountant): "
                   f"{'within budget' if within else 'EXCEEDED'}")
     sys.stdout.flush()
     return 0 if within in (None, True) else 1

@@ -35,7 +35,7 @@ DELTA_GAUSS = 1e-5
 TARGET_EPSILON = 1.0
 
 #: candidates per report-noisy-max audit, fixed from search_rnm_pairs (docs/audit.md)
-RNM_CANDIDATES = {"laplace": 32, "gumbel": 128, "exponential": 2}
+RNM_CANDIDATES = {"laplace": 32, "gumbel": 32, "exponential": 2}
 RNM_SCALE = 2.0
 
 

@@ -155,7 +155,8 @@ class Ledger:
             contents = read_ledger(self.path)
             if contents.torn_tail:
                 self._truncate_torn(contents)
-                contents = read_ledger(self.path)
+                # a torn header leaves an empty file: rewrite the header below, do not re-read
+                contents = read_ledger(self.path) if contents.header else contents
             if not contents.header:
                 self._write_header(budget)
                 contents = read_ledger(self.path)

@@ -214,13 +214,13 @@ def test_accepted_spend_never_exceeds_the_budget(tmp_path):
     """Random streams of releases against the RDP filter: every refusal leaves the file as it
     was, and the spend recomputed from the file never passes the budget."""
     rng = random.Random(20240607)
-    for trial in range(4):
+    for trial in range(3):
         path = tmp_path / f"r{trial}.ledger"
         led = Ledger(path)
-        budget = rng.choice([0.5, 1.0, 3.0])
+        budget = rng.choice([0.5, 1.0, 2.0])
         filt = BudgetFilter(led, epsilon=budget, delta=1e-6, accountant="rdp")
         refused = 0
-        for _ in range(60):
+        for _ in range(40):
             ev = rng.choice([PureDP(rng.uniform(0.01, 0.3)), Laplace(rng.uniform(2, 40)),
                              Gaussian(rng.uniform(2, 20)), ReportNoisyMax("gumbel", rng.uniform(5, 50)),
                              PoissonSubsampledGaussian(rng.uniform(0.8, 3), rng.uniform(0.001, 0.1))])

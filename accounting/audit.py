@@ -60,6 +60,7 @@ samples) to one real number per sample, e.g. the projection on a direction or ``
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 __all__ = ["epsilon_lower_bound", "audit_samples", "AuditBound", "clopper_pearson"]
@@ -183,7 +184,7 @@ def _check_args(delta, confidence, method, thresholds, pilot_fraction):
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    if isinstance(thresholds, (int,)) and not isinstance(thresholds, bool):
+    if isinstance(thresholds, numbers.Integral) and not isinstance(thresholds, bool):
         if thresholds < 1:
             raise ValueError(f"thresholds must be >= 1, got {thresholds!r}")
     if not 0 < pilot_fraction < 1:

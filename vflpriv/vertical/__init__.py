@@ -3,7 +3,7 @@
 Paper 004 (Lou & Cheung 2021), Algorithms 1 and 2; see docs/vertical.md and docs/sensitivity.md.
 """
 from .api import ALGORITHMS, Solution, solve
-from .engine import Party, RunResult, run_vertical
+from .engine import Party, RunResult, Server, run_vertical
 from .messages import (HEADER_BYTES, Feature, FeatureRequest, Index, IndexGap, Round, Setup,
                        decode, encode)
 from .privacy import MemoryLedger, NoisePlan, calibrate_accountant, calibrate_paper, sensitivities
@@ -11,7 +11,7 @@ from .sampling import Sampling, parse_sampling
 from .sketch import Sketch
 from .transport import DOWN, UP, InProcessTransport, Meter, Transport
 
-__all__ = ["solve", "Solution", "ALGORITHMS", "run_vertical", "RunResult", "Party", "Sampling",
+__all__ = ["solve", "Solution", "ALGORITHMS", "run_vertical", "RunResult", "Party", "Server", "Sampling",
            "parse_sampling", "Sketch", "Transport", "InProcessTransport", "Meter", "UP", "DOWN",
            "encode", "decode", "HEADER_BYTES", "Setup", "Round", "Index", "FeatureRequest",
            "Feature", "IndexGap", "MemoryLedger", "NoisePlan", "sensitivities",

@@ -163,130 +163,160 @@ def _seeds(seed):
             int(sa.generate_state(1, np.uint64)[0] >> np.uint64(1)), no)
 
 
-def run_vertical(data, loss, eta, iterations, *, algorithm="bcfw", sampling=None, sketch="identity",
-                 sketch_dim=None, seed=0, noise_plan=None, budget_filter=None, clip=None,
-                 release_cache=True, callback=None, transport_factory=InProcessTransport):
-    """Run BCFW-AS / DP-BCFW-AS (``algorithm="bcfw"``) or dFW (``"dfw"``) on ``data``.
+class Server:
+    """The server of the protocol, one round per :meth:`step` (for teaching and custom loops).
+
+    >>> from vflpriv.data import VerticalData, make_synthetic
+    >>> from vflpriv.optim import SquaredLoss
+    >>> A, y, _ = make_synthetic(n=50, d=40, density=0.2, seed=0)
+    >>> srv = Server(VerticalData.from_arrays(A, y, "balanced", parties=2), SquaredLoss(), eta=1.0)
+    >>> rec = srv.step()              # one round: indices, features, update
+    >>> [k for k, _, _ in rec["selections"]], srv.meter.total(0, "uplink") == 4 + 8 * 50
+    ([0, 1], True)
 
     ``noise_plan`` (a :class:`privacy.NoisePlan`), ``budget_filter`` (an accounting.BudgetFilter)
     and ``clip = (B_a, B_y, R, L)`` make the run private; all three or none.
     """
-    if algorithm not in ("bcfw", "dfw"):
-        raise InputError(f"algorithm must be 'bcfw' or 'dfw' here, got {algorithm!r}")
-    if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)) or iterations < 1:
-        raise InputError(f"iterations must be a positive integer, got {iterations!r}")
-    if not (isinstance(eta, (int, float, np.integer, np.floating)) and eta > 0 and math.isfinite(eta)):
-        raise InputError(f"eta (per-party l1 radius) must be a positive finite number, got {eta!r}")
-    private = noise_plan is not None
-    if private and (budget_filter is None or clip is None):
-        raise InputError("a private run needs a noise plan, a budget filter and clipping bounds")
-    K, n = data.K, data.n
-    sampling = sampling or Sampling("elementary", data.blocks)
-    if algorithm == "dfw" and sampling.kind != "elementary":
-        raise InputError("dFW asks every party every round; use the elementary sampling")
-    sk_seed, sa_seed, noise_ss = _seeds(seed)
-    probe = Sketch(sketch, n, sketch_dim, sk_seed)
-    m = probe.m
-    party_seeds = noise_ss.spawn(K)
-    parties = [Party(k, data.block(k), data.y, loss, eta,
-                     noise=noise_plan.noise if private else None,
-                     index_scale=noise_plan.index_scale if private else 0.0,
-                     feature_sigma=noise_plan.feature_sigma if private else 0.0,
-                     clip=clip if private else None, noise_seed=party_seeds[k],
-                     dfw=algorithm == "dfw") for k in range(K)]
-    transport = transport_factory(parties)
-    meter = transport.meter
-    setup = M.Setup(sk_seed, sa_seed, n, m, sketch, K)
-    for p in parties:
-        p.sampling = sampling
-        p._K = K
-        p.setup(setup, data.blocks)
-        transport.request(p.k, setup, 0)
 
-    A = data.A
-    y = data.y
-    sampling_rng = np.random.default_rng(sa_seed)
-    x = np.zeros(data.d)
-    u_blocks = np.zeros((K, n))       # exact A_k x_k, for the objective history only
-    q_blocks = np.zeros((K, m))       # the server's aggregate of released features
-    cache = {}                        # (party, local index) -> a_hat
-    released = [0] * K
-    naive = [0] * K
-    fullgrad = [0] * K
-    selections = []
-    history = []
-    f0 = loss.objective(None, None, y, Ax=np.zeros(n))
-    Acsc = A if sp.issparse(A) else None
-    t0 = time.perf_counter()
-    for t in range(iterations):
-        q_hat = q_blocks.sum(axis=0)
-        if algorithm == "dfw":
+    def __init__(self, data, loss, eta, *, algorithm="bcfw", sampling=None, sketch="identity",
+                 sketch_dim=None, seed=0, noise_plan=None, budget_filter=None, clip=None,
+                 release_cache=True, transport_factory=InProcessTransport):
+        if algorithm not in ("bcfw", "dfw"):
+            raise InputError(f"algorithm must be 'bcfw' or 'dfw' here, got {algorithm!r}")
+        if isinstance(eta, bool) or not (isinstance(eta, (int, float, np.integer, np.floating))
+                                         and eta > 0 and math.isfinite(eta)):
+            raise InputError(f"eta (per-party l1 radius) must be a positive finite number, got {eta!r}")
+        self.private = noise_plan is not None
+        if self.private and (budget_filter is None or clip is None):
+            raise InputError("a private run needs a noise plan, a budget filter and clipping bounds")
+        self.data, self.loss, self.eta, self.algorithm = data, loss, float(eta), algorithm
+        self.K, self.n = K, n = data.K, data.n
+        self.sampling = sampling = sampling or Sampling("elementary", data.blocks)
+        if algorithm == "dfw" and sampling.kind != "elementary":
+            raise InputError("dFW asks every party every round; use the elementary sampling")
+        self.noise_plan, self.budget_filter, self.release_cache = noise_plan, budget_filter, release_cache
+        sk_seed, sa_seed, noise_ss = _seeds(seed)
+        self.m = m = Sketch(sketch, n, sketch_dim, sk_seed).m
+        party_seeds = noise_ss.spawn(K)
+        private = self.private
+        self.parties = [Party(k, data.block(k), data.y, loss, eta,
+                              noise=noise_plan.noise if private else None,
+                              index_scale=noise_plan.index_scale if private else 0.0,
+                              feature_sigma=noise_plan.feature_sigma if private else 0.0,
+                              clip=clip if private else None, noise_seed=party_seeds[k],
+                              dfw=algorithm == "dfw") for k in range(K)]
+        self.transport = transport_factory(self.parties)
+        self.meter = self.transport.meter
+        setup = M.Setup(sk_seed, sa_seed, n, m, sketch, K)
+        for p in self.parties:
+            p.sampling = sampling
+            p._K = K
+            p.setup(setup, data.blocks)
+            self.transport.request(p.k, setup, 0)
+        self.sampling_rng = np.random.default_rng(sa_seed)
+        self.t = 0
+        self.x = np.zeros(data.d)
+        self.u_blocks = np.zeros((K, n))     # exact A_k x_k, for the objective history only
+        self.q_blocks = np.zeros((K, m))     # the server's aggregate of released features
+        self.cache = {}                      # (party, local index) -> a_hat
+        self.released = [0] * K
+        self.naive = [0] * K
+        self.fullgrad = [0] * K
+        self.selections = []
+        self.history = []
+        self.initial_objective = loss.objective(None, None, data.y, Ax=np.zeros(n))
+        self._Acsc = data.A if sp.issparse(data.A) else None
+
+    def step(self) -> dict:
+        """Run round t and return ``{"round", "selections", "gamma", "new", "objective"}``."""
+        from .privacy import feature_event, index_event
+
+        t, K, n, data, tr = self.t, self.K, self.n, self.data, self.transport
+        plan, eta = self.noise_plan, self.eta
+        q_hat = self.q_blocks.sum(axis=0)
+        if self.algorithm == "dfw":
             active = list(range(K))
         else:
-            draw = sampling.draw(sampling_rng)
+            draw = self.sampling.draw(self.sampling_rng)
             active = [k for k in range(K) if draw[k] is not None]
-        if private and active:
-            from .privacy import index_event
-            budget_filter.charge(index_event(noise_plan.noise, noise_plan.index_scale,
-                                             noise_plan.details["sens_index"], len(active)),
-                                 party=",".join(map(str, active)), round=t, note="signed index")
-        picks = {}
-        gaps = {}
+        if self.private and active:
+            # Charged before any party is asked (and so before any index noise is drawn).
+            self.budget_filter.charge(index_event(plan.noise, plan.index_scale,
+                                                  plan.details["sens_index"], len(active)),
+                                      party=",".join(map(str, active)), round=t,
+                                      note="signed index")
+        picks, gaps = {}, {}
         for k in active:
-            reply = transport.request(k, M.Round(q_hat), t)
-            i, sign = M.unsign_index(reply.signed_index)
-            picks[k] = (i, sign)
-            if algorithm == "dfw":
+            reply = tr.request(k, M.Round(q_hat), t)
+            picks[k] = M.unsign_index(reply.signed_index)
+            if self.algorithm == "dfw":
                 gaps[k] = reply.gap
-            fullgrad[k] += 8 * len(data.blocks[k])
-            naive[k] += 4
-        if algorithm == "dfw":
-            winner = max(active, key=lambda k: (gaps[k], -k))
-            movers = [winner]
+            self.fullgrad[k] += 8 * len(data.blocks[k])
+            self.naive[k] += 4
+        if self.algorithm == "dfw":
+            movers = [max(active, key=lambda k: (gaps[k], -k))]
             gamma = 2.0 / (t / K + 2.0)
         else:
             movers = active
-            gamma = sampling.step(t)
-        new = [k for k in movers if not (release_cache and (k, picks[k][0]) in cache)]
-        if private and new:
-            from .privacy import feature_event
-            budget_filter.charge(feature_event(noise_plan.feature_sigma,
-                                               noise_plan.details["sens_feature"], len(new)),
-                                 party=",".join(map(str, new)), round=t, note="active feature")
+            gamma = self.sampling.step(t)
+        new = [k for k in movers if not (self.release_cache and (k, picks[k][0]) in self.cache)]
+        if self.private and new:
+            # One Gaussian for the round's K' new features (sqrt(K') x sensitivity), before noise.
+            self.budget_filter.charge(feature_event(plan.feature_sigma, plan.details["sens_feature"],
+                                                    len(new)),
+                                      party=",".join(map(str, new)), round=t, note="active feature")
         for k in movers:
-            i = picks[k][0]
+            i, sign = picks[k]
             if k in new:
-                reply = transport.request(k, M.FeatureRequest(1), t)
-                cache[(k, i)] = reply.a_hat
-                released[k] += 1
-                naive[k] += 8 * n
-                a_hat = reply.a_hat
+                a_hat = tr.request(k, M.FeatureRequest(1), t).a_hat
+                self.cache[(k, i)] = a_hat
+                self.released[k] += 1
+                self.naive[k] += 8 * n
             else:
-                if algorithm == "dfw":
-                    transport.request(k, M.FeatureRequest(0), t)
-                a_hat = cache[(k, i)]
-            sign = picks[k][1]
+                if self.algorithm == "dfw":
+                    tr.request(k, M.FeatureRequest(0), t)
+                a_hat = self.cache[(k, i)]
             gcol = int(data.blocks[k][i])
-            blk = data.blocks[k]
-            x[blk] *= 1.0 - gamma
-            x[gcol] += gamma * eta * sign
-            q_blocks[k] *= 1.0 - gamma
-            q_blocks[k] += (gamma * eta * sign) * a_hat
-            u_blocks[k] *= 1.0 - gamma
-            if Acsc is not None:
-                lo, hi = Acsc.indptr[gcol], Acsc.indptr[gcol + 1]
-                u_blocks[k][Acsc.indices[lo:hi]] += (gamma * eta * sign) * Acsc.data[lo:hi]
+            step = gamma * eta * sign
+            self.x[data.blocks[k]] *= 1.0 - gamma
+            self.x[gcol] += step
+            self.q_blocks[k] *= 1.0 - gamma
+            self.q_blocks[k] += step * a_hat
+            self.u_blocks[k] *= 1.0 - gamma
+            if self._Acsc is not None:
+                lo, hi = self._Acsc.indptr[gcol], self._Acsc.indptr[gcol + 1]
+                self.u_blocks[k][self._Acsc.indices[lo:hi]] += step * self._Acsc.data[lo:hi]
             else:
-                u_blocks[k] += (gamma * eta * sign) * A[:, gcol]
-        selections.append([(k, int(data.blocks[k][picks[k][0]]), picks[k][1]) for k in movers])
-        history.append(loss.objective(None, None, y, Ax=u_blocks.sum(axis=0)))
+                self.u_blocks[k] += step * data.A[:, gcol]
+        sel = [(k, int(data.blocks[k][picks[k][0]]), picks[k][1]) for k in movers]
+        self.selections.append(sel)
+        self.history.append(self.loss.objective(None, None, data.y, Ax=self.u_blocks.sum(axis=0)))
+        self.t += 1
+        return {"round": t, "selections": sel, "gamma": gamma, "new": new,
+                "objective": self.history[-1]}
+
+    def result(self, seconds=0.0) -> RunResult:
+        return RunResult(algorithm="dfw" if self.algorithm == "dfw" else
+                         ("dp-bcfw" if self.private else "bcfw"), x=self.x.copy(),
+                         objective=list(self.history), initial_objective=self.initial_objective,
+                         meter=self.meter, K=self.K, n=self.n, m=self.m, blocks=self.data.blocks,
+                         seconds=seconds, released=list(self.released),
+                         selections=self.selections, naive_uplink=list(self.naive),
+                         full_gradient_uplink=list(self.fullgrad),
+                         ledger=self.budget_filter.ledger if self.budget_filter is not None else None,
+                         noise_plan=self.noise_plan,
+                         p_min=self.sampling.p_min if self.algorithm == "bcfw" else 1.0 / self.K)
+
+
+def run_vertical(data, loss, eta, iterations, *, callback=None, **kwargs) -> RunResult:
+    """Run BCFW-AS / DP-BCFW-AS (``algorithm="bcfw"``) or dFW (``"dfw"``) for ``iterations``
+    rounds; keyword arguments as :class:`Server`."""
+    if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)) or iterations < 1:
+        raise InputError(f"iterations must be a positive integer, got {iterations!r}")
+    server = Server(data, loss, eta, **kwargs)
+    t0 = time.perf_counter()
+    for t in range(iterations):
+        rec = server.step()
         if callback is not None:
-            callback(t, history[-1])
-    seconds = time.perf_counter() - t0
-    return RunResult(algorithm="dfw" if algorithm == "dfw" else
-                     ("dp-bcfw" if private else "bcfw"), x=x, objective=history,
-                     initial_objective=f0, meter=meter, K=K, n=n, m=m, blocks=data.blocks,
-                     seconds=seconds, released=released, selections=selections,
-                     naive_uplink=naive, full_gradient_uplink=fullgrad,
-                     ledger=budget_filter.ledger if budget_filter is not None else None,
-                     noise_plan=noise_plan, p_min=sampling.p_min if algorithm == "bcfw" else 1.0 / K)
+            callback(t, rec["objective"])
+    return server.result(time.perf_counter() - t0)

@@ -16,15 +16,19 @@ to the same words, so both paths return the same index from the same seed):
 * gumbel       Z = -scale * log(-log U)                          (inverse CDF of Gumbel(0, scale));
 * exponential  Z = -scale * log(U)                               (inverse CDF of Exp(scale), 1 - U ~ U).
 
-Two exact shortcuts skip the logarithms of candidates that cannot win (the returned index is the
-same as without them): a candidate with score v can only beat the running maximum M if
-v + scale * zmax > M, where zmax is the largest value the transform reaches on the grid; and a
-Laplace candidate with U < 1/2 has negative noise, so it cannot win when v <= M.
+Logarithms cost more than drawing the words (numpy's vectorized log beats a scalar libm call), so
+the kernel skips them for candidates that cannot win, exactly (the returned index is the one the
+full computation gives): the noise is at most -scale log y for y = 1 - U (gumbel),
+2 min(U, 1 - U) (laplace) or U (exponential), and -log y <= k log 2 where 2^-k <= y is read from
+the exponent bits of y, so a candidate with v + scale k log 2 (plus a rounding margin) <= M, the
+running maximum, is rejected without a log.  Once M settles only a few candidates pass the filter
+(those whose noisy value comes within scale log 2 of the maximum).
 Ties keep the first maximum, like ``numpy.argmax``.
 """
 from cpython.pycapsule cimport PyCapsule_IsValid, PyCapsule_GetPointer
-from libc.math cimport log, isfinite
+from libc.math cimport log, isfinite, fmin
 from libc.stdint cimport uint64_t
+from libc.string cimport memcpy
 from numpy.random cimport bitgen_t
 
 ctypedef fused real:
@@ -43,28 +47,50 @@ cdef inline double _uniform(uint64_t w) noexcept nogil:
     return ((<double> (w >> 11)) + 0.5) * TWO_M53
 
 
-cdef inline double _zmax(int kind) noexcept nogil:
-    # Largest noise (for scale 1) over the uniform grid, rounded up by a relative 1e-9 so that
-    # libm's rounding can never make a real draw exceed it.
-    cdef double umin = 0.5 * TWO_M53
-    if kind == LAPLACE:
-        return -log(2.0 * umin) * (1.0 + 1e-9)
-    if kind == GUMBEL:
-        return -log(-log(1.0 - umin)) * (1.0 + 1e-9)
-    return -log(umin) * (1.0 + 1e-9)
+cdef double LN2 = 0.6931471805599453
 
 
-cdef inline bint _offer(double v, double scale, double bound, int kind, bitgen_t *bg,
+cdef inline int _exponent(double y) noexcept nogil:
+    """floor(log2 y) for a normal positive double: y >= 2^e (exact, read from the bits)."""
+    cdef uint64_t bits
+    memcpy(&bits, &y, 8)
+    return <int> ((bits >> 52) & 0x7FF) - 1023
+
+
+cdef void _fill_bounds(int kind, double scale, double *table) noexcept nogil:
+    """table[k] >= the noise of any draw whose filter argument y has floor(log2 y) = -k.
+
+    The filter argument is y = 1 - U (gumbel), 2 min(U, 1 - U) (laplace) or U (exponential), all
+    in [2^-54, 1], and the noise is at most -scale log y: for exponential and laplace with U >= 1/2
+    it is equal, laplace with U < 1/2 has negative noise, and for gumbel -log(-log U) <= -log(1 - U) because -log U >= 1 - U.  With y >= 2^-k,
+    -log y <= k log 2; the margin (relative 1e-9 plus 1e-9) absorbs libm's rounding, so the filter
+    only ever rejects candidates that cannot win.
+    """
+    cdef int k
+    for k in range(56):
+        table[k] = scale * (k * LN2 * (1.0 + 1e-9) + 1e-9)
+
+
+cdef inline bint _offer(double v, double scale, int kind, const double *table, bitgen_t *bg,
                         double *best) noexcept nogil:
-    """Draw the noise of candidate value v; return True (and update *best) if v + noise wins."""
+    """Draw the noise of candidate value v; return True (and update *best) if v + noise wins.
+
+    The log is only evaluated when the exponent bound says v + noise could exceed *best; the
+    comparison is then the exact one of the reference (numpy) implementation.
+    """
     cdef double u = _uniform(bg.next_uint64(bg.state))
-    cdef double x
-    if v + bound <= best[0]:
+    cdef double x, y
+    # Filter (branch-free up to the rarely taken comparison): y bounds the noise as documented.
+    if kind == LAPLACE:
+        y = 2.0 * fmin(u, 1.0 - u)  # exact: 2u if u < 1/2, else 2(1 - u) (Sterbenz)
+    elif kind == GUMBEL:
+        y = 1.0 - u
+    else:
+        y = u
+    if v + table[-_exponent(y)] <= best[0]:
         return False
     if kind == LAPLACE:
         if u < 0.5:
-            if v <= best[0]:
-                return False
             x = v + scale * log(2.0 * u)
         else:
             x = v + (-scale) * log(2.0 * (1.0 - u))
@@ -89,7 +115,8 @@ cdef Py_ssize_t _run(const real[:] s, double scale, int kind, bint signed, bitge
                      Py_ssize_t *bad) noexcept nogil:
     cdef Py_ssize_t i, n = s.shape[0], arg = 0
     cdef double v, best = -1.0 / 0.0
-    cdef double bound = scale * _zmax(kind)
+    cdef double table[56]
+    _fill_bounds(kind, scale, table)
     bad[0] = -1
     for i in range(n):
         v = s[i]
@@ -97,12 +124,12 @@ cdef Py_ssize_t _run(const real[:] s, double scale, int kind, bint signed, bitge
             bad[0] = i
             return -1
         if signed:
-            if _offer(v, scale, bound, kind, bg, &best):
+            if _offer(v, scale, kind, table, bg, &best):
                 arg = 2 * i
-            if _offer(-v, scale, bound, kind, bg, &best):
+            if _offer(-v, scale, kind, table, bg, &best):
                 arg = 2 * i + 1
         else:
-            if _offer(v, scale, bound, kind, bg, &best):
+            if _offer(v, scale, kind, table, bg, &best):
                 arg = i
     return arg
 

@@ -90,7 +90,8 @@ def sketch_columns(A_csc, columns, m, seed, kind="gaussian") -> np.ndarray:
 
     J is the m x n sketch (n = A.shape[0]) regenerated from ``seed`` (an integer in [0, 2**64)):
 
-    * ``"gaussian"``: J_ri ~ N(0, 1/m) iid, from a counter-based stream keyed by (seed, i, r), so
+    * ``"gaussian"``: J_ri ~ N(0, 1/m) iid, each a function of (seed, r, i) alone (a SplitMix64
+      counter-based stream and the inverse normal CDF, see ``_ext/sketch.pyx``), so
       E||J a||^2 = ||a||^2 (Johnson-Lindenstrauss; paper 004's sketch).  O(m nnz) time.
     * ``"countsketch"``: J[:, i] = s(i) e_{h(i)}, bucket h(i) in [0, m) and sign s(i) = +-1 hashed
       from (seed, i) (Charikar, Chen, Farach-Colton 2002; Clarkson & Woodruff 2013).  O(nnz) time.
@@ -124,6 +125,8 @@ def sketch_matrix(A, m, seed, kind="gaussian") -> np.ndarray:
     A = check_csc(A)
     if not compiled:
         return reference.sketch_matrix(A, m, seed, kind)
+    if kind == "countsketch":  # O(nnz) column by column; each result column stays in cache
+        return sketch_columns(A, np.arange(A.shape[1]), m, seed, kind)
     m = check_m(m)
     code = check_kind(kind)
     key = sketch_key(seed, kind)

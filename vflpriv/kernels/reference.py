@@ -93,25 +93,70 @@ def _column_base(key: int, rows: np.ndarray) -> np.ndarray:
     return _mix(np.uint64(key) ^ _mix(rows.astype(np.uint64) + np.uint64(GOLD)))
 
 
+# Wichura's AS 241 (PPND16) coefficients, highest degree first (for np.polyval-like Horner).
+_AS241 = {
+    "a": (2.5090809287301226727e+3, 3.3430575583588128105e+4, 6.7265770927008700853e+4,
+          4.5921953931549871457e+4, 1.3731693765509461125e+4, 1.9715909503065514427e+3,
+          1.3314166789178437745e+2, 3.3871328727963666080e0),
+    "b": (5.2264952788528545610e+3, 2.8729085735721942674e+4, 3.9307895800092710610e+4,
+          2.1213794301586595867e+4, 5.3941960214247511077e+3, 6.8718700749205790830e+2,
+          4.2313330701600911252e+1, 1.0),
+    "c": (7.74545014278341407640e-4, 2.27238449892691845833e-2, 2.41780725177450611770e-1,
+          1.27045825245236838258e0, 3.64784832476320460504e0, 5.76949722146069140550e0,
+          4.63033784615654529590e0, 1.42343711074968357734e0),
+    "d": (1.05075007164441684324e-9, 5.47593808499534494600e-4, 1.51986665636164571966e-2,
+          1.48103976427480074590e-1, 6.89767334985100004550e-1, 1.67638483018380384940e0,
+          2.05319162663775882187e0, 1.0),
+    "e": (2.01033439929228813265e-7, 2.71155556874348757815e-5, 1.24266094738807843860e-3,
+          2.65321895265761230930e-2, 2.96560571828504891230e-1, 1.78482653991729133580e0,
+          5.46378491116411436990e0, 6.65790464350110377720e0),
+    "f": (2.04426310338993978564e-15, 1.42151175831644588870e-7, 1.84631831751005468180e-5,
+          7.86869131145613259100e-4, 1.48753612908506148525e-2, 1.36929880922735805310e-1,
+          5.99832206555887937690e-1, 1.0),
+}
+
+
+def _horner(coefs, r):
+    acc = coefs[0] * r + coefs[1]
+    for c in coefs[2:]:
+        acc = acc * r + c
+    return acc
+
+
+def ndtri_as241(p: np.ndarray) -> np.ndarray:
+    """Phi^{-1}(p) by Wichura's AS 241 (PPND16), the same operations as ``_ext/sketch.pyx``."""
+    p = np.asarray(p, dtype=np.float64)
+    q = p - 0.5
+    out = np.empty_like(p)
+    central = np.abs(q) <= 0.425
+    qc = q[central]
+    r = 0.180625 - qc * qc
+    out[central] = qc * _horner(_AS241["a"], r) / _horner(_AS241["b"], r)
+    tail = ~central
+    qt, pt = q[tail], p[tail]
+    r = np.sqrt(-np.log(np.where(qt < 0.0, pt, 1.0 - pt)))
+    near = r <= 5.0
+    val = np.empty_like(r)
+    rn = r[near] - 1.6
+    val[near] = _horner(_AS241["c"], rn) / _horner(_AS241["d"], rn)
+    rf = r[~near] - 5.0
+    val[~near] = _horner(_AS241["e"], rf) / _horner(_AS241["f"], rf)
+    out[tail] = np.where(qt < 0.0, -val, val)
+    return out
+
+
 def gaussian_block(rows, m: int, key: int) -> np.ndarray:
     """J[:, rows] of the gaussian sketch with stream root ``key`` (m x len(rows), float64).
 
-    Box-Muller on the counter-based words: r = sqrt(-2 log(u1) / m), J[2p] = r cos(2 pi u2),
-    J[2p+1] = r sin(2 pi u2), with u1 in (0, 1) and u2 in [0, 1) (see ``_ext/sketch.pyx``).
+    J[r, i] = Phi^{-1}(u) / sqrt(m), u = ((w >> 11) + 1/2) 2^-53, w = mix(c_i + (r + 1) G), with
+    Phi^{-1} by AS 241 (see ``_ext/sketch.pyx``).
     """
     rows = np.asarray(rows, dtype=np.int64)
-    pairs = (m + 1) // 2
     base = _column_base(key, rows)
-    steps = np.arange(1, 2 * pairs + 1, dtype=np.uint64) * np.uint64(GOLD)
+    steps = np.arange(1, m + 1, dtype=np.uint64) * np.uint64(GOLD)
     words = _mix(base[None, :] + steps[:, None])
-    u1 = ((words[0::2] >> np.uint64(11)).astype(np.float64) + 0.5) * TWO_M53
-    u2 = (words[1::2] >> np.uint64(11)).astype(np.float64) * TWO_M53
-    rad = np.sqrt(-2.0 * np.log(u1) / m)
-    t = 2.0 * np.pi * u2
-    J = np.empty((2 * pairs, rows.shape[0]), dtype=np.float64)
-    J[0::2] = rad * np.cos(t)
-    J[1::2] = rad * np.sin(t)
-    return J[:m]
+    u = ((words >> np.uint64(11)).astype(np.float64) + 0.5) * TWO_M53
+    return ndtri_as241(u) * (1.0 / np.sqrt(float(m)))
 
 
 def countsketch_cells(rows, m: int, key: int) -> tuple[np.ndarray, np.ndarray]:

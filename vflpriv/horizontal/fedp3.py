@@ -1,0 +1,676 @@
+"""FedP3 and LDP-FedP3: personalized layer-wise pruning, optionally with record-level DP per client.
+
+Source: Yi, Gazagnadou, Richtarik, Lyu, "FedP3: Federated Personalized and Privacy-friendly Network
+Pruning under Model Heterogeneity", ICLR 2024 (paper 002): Algorithms 1-3 (FedP3), Algorithm 5 and
+Theorem 2 / eq. (18) (LDP-FedP3).  Decisions where the paper is silent or wrong follow
+``papers/notes-fedelasticnet-fedp3.md`` part B and are listed in ``docs/fedp3.md``.
+
+One round t (Alg. 1), for every participating client i in C_t:
+
+1. the server sends W_t^l dense for l in L_i and P_i (.) W_t^l for the other layers (global pruning,
+   keep ratio r, random or magnitude mask; biases and the final layer FFC are never pruned);
+2. the client runs K local steps (Alg. 2) on the deployed model
+   {W^l : l in L_i} u {q_{i,k} (.) P_i (.) W^l : l not in L_i}, training the layers of L_i only (Alg. 2
+   line 3 keeps the others at the server's pruned copy); Q_i (local pruning) is fixed (q = 1),
+   uniform (fresh Bernoulli(q) mask, q ~ U[p, 1]) or ordered dropout (prefix of ceil(q * units));
+3. the client sends back {W^l : l in L_i} (weights, with their layer indices);
+4. the server averages each layer over its contributors S_t^l (Alg. 3): simply, or weighted with
+   alpha_i^l = |L_i| / sum_{j in S_t^l} |L_j| (normalized; the paper's literal weights do not sum to
+   one).  A layer nobody sent keeps its weights.
+
+LDP-FedP3 (Alg. 5, made accountable; notes B.8): each local step draws a Poisson minibatch (every
+record joins with probability q = b/m), clips every per-sample gradient to L2 norm C, and adds
+N(0, z^2 C^2 I) to the clipped SUM before dividing by b:
+
+    g_hat = ( sum_{j in B} clip_C(grad f_j(w)) + N(0, z^2 C^2 I) ) / b,     w <- w - lr * g_hat.
+
+The paper adds its noise to the model u = w - gamma g but calibrates it in gradient units; putting it
+on the clipped minibatch gradient is what its proof uses (M = gamma g - gamma zeta) and what makes
+the calibration right.  Each step is a ``PoissonSubsampledGaussian(z, q)`` release w.r.t. the client's
+own records (add/remove neighbours); a client's whole training is
+``SelfComposed(PoissonSubsampledGaussian(z, q), rounds * K)``, and z is calibrated by the accountant
+so that this is (epsilon, delta)-DP.  Before each round the client's round of releases is charged to
+a per-client :class:`accounting.BudgetFilter`; a charge that would overspend is refused before any
+noise is drawn and the client stops training.  The paper's closed form (eq. 18)
+sigma^2 = c K C^2 log(1/delta) / (m^2 epsilon^2) (sigma = std on the averaged gradient, so
+z = sigma b / C) is available with a user-given c, for comparison; its spend is still computed by the
+accountant.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call, grad, vmap
+
+from accounting import BudgetExceeded, BudgetFilter, Ledger, PoissonSubsampledGaussian, \
+    SelfComposed, calibrate
+from ..errors import InputError
+from . import wire
+
+SCHEMES = ("fedavg", "lowerb", "opu2", "opu3", "opr2", "opu1-2-3", "opu2-3")
+GLOBAL_PRUNING = ("random", "magnitude")
+LOCAL_PRUNING = ("fixed", "uniform", "ordered_dropout")
+AGGREGATIONS = ("simple", "weighted")
+NOISE = ("calibrate", "paper")
+
+
+# ---------------------------------------------------------------------------------------------
+# Models with named layers.  ``layer_names`` lists the trainable layers in forward order; the last
+# is the final fully connected layer (FFC, always trained and uploaded).  ``flatten_channels``
+# maps the first FC layer after a convolution to the number of channels that were flattened into
+# it, so ordered dropout can drop whole channels there.
+
+class LayeredModel(nn.Module):
+    layer_names: tuple = ()
+    flatten_channels: dict = {}
+
+    def layer(self, name):
+        return getattr(self, name)
+
+
+class MLP(LayeredModel):
+    """Fully connected ReLU network ``n_inputs -> hidden... -> n_classes``; layers fc1.., ffc."""
+
+    def __init__(self, n_inputs: int, n_classes: int, hidden=(128, 128, 128), bias=True):
+        super().__init__()
+        sizes = [int(n_inputs), *map(int, hidden)]
+        names = []
+        for k in range(len(hidden)):
+            setattr(self, f"fc{k + 1}", nn.Linear(sizes[k], sizes[k + 1], bias=bias))
+            names.append(f"fc{k + 1}")
+        self.ffc = nn.Linear(sizes[-1], int(n_classes), bias=bias)
+        self.layer_names = (*names, "ffc")
+        self.flatten_channels = {}
+
+    def forward(self, x):
+        x = x.flatten(1)
+        for name in self.layer_names[:-1]:
+            x = F.relu(getattr(self, name)(x))
+        return self.ffc(x)
+
+
+class SmallCNN(LayeredModel):
+    """Two 3x3 convolutions, a 2x2 max-pool, two FC layers and the FFC: the paper's 5-layer CNN
+    shape (Table 4) shrunk for 8x8 digits so it trains on a CPU in seconds."""
+
+    def __init__(self, in_channels=1, image_size=8, n_classes=10, channels=(8, 16), hidden=(64, 64)):
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_channels, channels[0], 3, padding=1)
+        self.conv2 = nn.Conv2d(channels[0], channels[1], 3, padding=1)
+        flat = channels[1] * (image_size // 2) ** 2
+        self.fc1 = nn.Linear(flat, hidden[0])
+        self.fc2 = nn.Linear(hidden[0], hidden[1])
+        self.ffc = nn.Linear(hidden[1], n_classes)
+        self.layer_names = ("conv1", "conv2", "fc1", "fc2", "ffc")
+        self.flatten_channels = {"fc1": channels[1]}
+        self.image_shape = (in_channels, image_size, image_size)
+
+    def forward(self, x):
+        x = x.reshape(x.shape[0], *self.image_shape)
+        x = F.relu(self.conv1(x))
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = F.relu(self.fc1(x.flatten(1)))
+        x = F.relu(self.fc2(x))
+        return self.ffc(x)
+
+
+class PaperCNN(LayeredModel):
+    """Paper 002, Table 4 (CIFAR10/100, FashionMNIST): conv5x5x64-ReLU-pool, conv5x5x64-ReLU-pool,
+    FC 1600x1024-ReLU, FC 1024x1024-ReLU, FC 1024xclasses.  A 28x28 input needs padding 2 on the
+    first convolution to reach the table's 1600-dim flatten (notes B.10)."""
+
+    def __init__(self, in_channels=3, n_classes=10, image_size=32):
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_channels, 64, 5, padding=2 if image_size == 28 else 0)
+        self.conv2 = nn.Conv2d(64, 64, 5)
+        self.fc1 = nn.Linear(1600, 1024)
+        self.fc2 = nn.Linear(1024, 1024)
+        self.ffc = nn.Linear(1024, n_classes)
+        self.layer_names = ("conv1", "conv2", "fc1", "fc2", "ffc")
+        self.flatten_channels = {"fc1": 64}
+        self.image_shape = (in_channels, image_size, image_size)
+
+    def forward(self, x):
+        x = x.reshape(x.shape[0], *self.image_shape)
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = F.relu(self.fc1(x.flatten(1)))
+        x = F.relu(self.fc2(x))
+        return self.ffc(x)
+
+
+def paper_mlp(n_classes=10):
+    """Paper 002, Table 4 (EMNIST-L): FC 784x1024, 1024x1024, 1024x1024 (ReLU), FC 1024x10."""
+    return MLP(784, n_classes, hidden=(1024, 1024, 1024))
+
+
+def paper_layer_counts(model: LayeredModel) -> dict:
+    """Parameters per layer as paper 002's Table 4 counts them: convolutions with their biases,
+    fully connected layers without (e.g. Conv1 on 3 channels 4,864; FC 1600x1024 1,638,400)."""
+    out = {}
+    for name in model.layer_names:
+        mod = model.layer(name)
+        n = mod.weight.numel()
+        if isinstance(mod, nn.Conv2d) and mod.bias is not None:
+            n += mod.bias.numel()
+        out[name] = n
+    return out
+
+
+def build_model(name: str, n_inputs: int, n_classes: int, image_shape=None) -> LayeredModel:
+    """``mlp`` (any data) or ``cnn`` (image data only)."""
+    if name == "mlp":
+        return MLP(n_inputs, n_classes)
+    if name == "cnn":
+        if image_shape is None:
+            raise InputError("model 'cnn' needs image data (use --model mlp for this data set)")
+        c, h, w = image_shape
+        return SmallCNN(c, h, n_classes)
+    raise InputError(f"unknown model {name!r}; choose mlp or cnn")
+
+
+# ---------------------------------------------------------------------------------------------
+# Layer sets L_i (notes B.5).  Non-final layers are indexed 0..H-1; client i of n starts at
+# d1 = floor(i H / n) (= floor(i / 25) for the paper's 100 clients and 4 layers) and takes k
+# consecutive layers cyclically, so every layer gets the same number of clients.
+
+def scheme_layer_count(scheme: str, rng) -> int | None:
+    """Number of non-final layers a client trains; None = redrawn every round (OPR2)."""
+    fixed = {"lowerb": 1, "opu2": 2, "opu3": 3}
+    if scheme in fixed:
+        return fixed[scheme]
+    if scheme == "opu1-2-3":
+        return int(rng.integers(1, 4))
+    if scheme == "opu2-3":
+        return int(rng.integers(2, 4))
+    return None
+
+
+def cyclic_layers(client: int, n_clients: int, n_hidden: int, k: int) -> tuple:
+    d1 = (client * n_hidden) // n_clients
+    return tuple(sorted({(d1 + j) % n_hidden for j in range(k)}))
+
+
+# ---------------------------------------------------------------------------------------------
+# Pruning masks.
+
+def kept_count(numel: int, keep_ratio: float) -> int:
+    """ceil(r |W|) weights survive global pruning (notes B.12)."""
+    return min(numel, max(1, int(math.ceil(keep_ratio * numel - 1e-9))))
+
+
+def magnitude_mask(w: torch.Tensor, keep_ratio: float) -> np.ndarray:
+    """Keep the ceil(r |W|) largest |w| (the released code's global pruning)."""
+    flat = w.detach().reshape(-1).abs()
+    keep = torch.topk(flat, kept_count(flat.numel(), keep_ratio)).indices
+    mask = np.zeros(flat.numel(), dtype=bool)
+    mask[keep.numpy()] = True
+    return mask
+
+
+def ordered_dropout_masks(model: LayeredModel, name: str, q: float, first: bool):
+    """FjORD ordered dropout at width q for layer ``name``: keep the first ceil(q d_out) output units
+    (channels) and the first ceil(q d_in) input units; the network input is never pruned.  Returns
+    (weight mask, bias mask) as float tensors of the parameter shapes."""
+    w = model.layer(name).weight
+    out_units, in_units = w.shape[0], w.shape[1]
+    wm = torch.zeros_like(w)
+    ko = int(math.ceil(q * out_units))
+    if first:
+        ki = in_units
+    elif name in model.flatten_channels:
+        ch = model.flatten_channels[name]
+        ki = int(math.ceil(q * ch)) * (in_units // ch)      # whole flattened channels
+    else:
+        ki = int(math.ceil(q * in_units))
+    wm[:ko, :ki] = 1.0
+    bias = model.layer(name).bias
+    bm = None
+    if bias is not None:
+        bm = torch.zeros_like(bias)
+        bm[:ko] = 1.0
+    return wm, bm
+
+
+# ---------------------------------------------------------------------------------------------
+# Gradients: per-sample (torch.func vmap + grad), clipping, noise.
+
+def _loss_one(model, trainable, fixed, x, y):
+    out = functional_call(model, {**fixed, **trainable}, (x.unsqueeze(0),))
+    return F.cross_entropy(out, y.unsqueeze(0))
+
+
+def per_sample_gradients(model, trainable: dict, fixed: dict, X, y) -> dict:
+    """name -> tensor of shape (batch, *param.shape): the gradient of each record's loss."""
+    g = grad(lambda tr, x, t: _loss_one(model, tr, fixed, x, t))
+    return vmap(g, in_dims=(None, 0, 0))(trainable, X, y)
+
+
+def clip_per_sample(grads: dict, clip: float):
+    """Scale each record's whole gradient (all trainable tensors together) to L2 norm <= clip:
+    g_j <- g_j * min(1, C / ||g_j||).  Returns (clipped grads, per-sample norms before clipping)."""
+    flat = torch.cat([g.reshape(g.shape[0], -1) for g in grads.values()], dim=1)
+    norms = flat.norm(dim=1)
+    if math.isinf(clip):
+        return grads, norms
+    factor = torch.clamp(clip / (norms + 1e-12), max=1.0)
+    return {k: g * factor.view(-1, *([1] * (g.dim() - 1))) for k, g in grads.items()}, norms
+
+
+def private_gradient(model, trainable, fixed, X, y, *, clip: float, noise_multiplier: float,
+                     expected_batch: float, generator) -> dict:
+    """(sum of clipped per-sample gradients + N(0, z^2 C^2 I)) / b; the noise goes on the clipped
+    minibatch gradient (notes B.8), so its scale is in gradient units, as eq. (18) assumes."""
+    if X.shape[0] > 0:
+        clipped, _ = clip_per_sample(per_sample_gradients(model, trainable, fixed, X, y), clip)
+        total = {k: g.sum(0) for k, g in clipped.items()}
+    else:
+        total = {k: torch.zeros_like(v) for k, v in trainable.items()}
+    if noise_multiplier > 0:
+        std = noise_multiplier * clip
+        total = {k: g + std * torch.randn(g.shape, generator=generator, dtype=g.dtype)
+                 for k, g in total.items()}
+    return {k: g / expected_batch for k, g in total.items()}
+
+
+def nonprivate_gradient(model, trainable, fixed, X, y, *, expected_batch: float) -> dict:
+    """Plain autograd gradient of sum_j loss_j / b (same normalization as the private path)."""
+    if X.shape[0] == 0:
+        return {k: torch.zeros_like(v) for k, v in trainable.items()}
+    params = {k: v.detach().requires_grad_(True) for k, v in trainable.items()}
+    out = functional_call(model, {**fixed, **params}, (X,))
+    loss = F.cross_entropy(out, y, reduction="sum") / expected_batch
+    gs = torch.autograd.grad(loss, list(params.values()))
+    return dict(zip(params.keys(), gs))
+
+
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class _ClientPlan:
+    m: int
+    q: float
+    steps: int              # local steps per round (K)
+    noise_multiplier: float = 0.0
+    sigma: float = 0.0      # std on the averaged gradient = z C / b (the paper's sigma)
+    sigma_paper: float | None = None
+    implied_c: float | None = None
+
+
+class FedP3:
+    """FedP3 (paper 002, Alg. 1-3) with optional LDP-FedP3 noise (Alg. 5, Thm. 2).
+
+    Parameters
+    ----------
+    model : "mlp" | "cnn" | callable () -> LayeredModel
+    scheme : layer sets L_i, one of ``SCHEMES`` ("fedavg" = every layer, no global pruning).
+    keep_ratio : r in (0, 1], fraction of each non-L_i layer's weights the server sends.
+    global_pruning : "random" (Def. 1; the positions travel as a seed) or "magnitude" (a bitmap).
+    local_pruning : "fixed" | "uniform" | "ordered_dropout"; ``local_p``: q ~ U[local_p, 1] per step.
+    aggregation : "simple" | "weighted" (normalized over the layer's contributors).
+    participation : fraction of clients per round (fixed-size uniform sample; 1.0 = all).
+    rounds, local_epochs, local_steps : K = local_steps, or ceil(local_epochs m_i / b) if None.
+    batch_size : b; each local step is a Poisson minibatch with q_i = b / m_i (expected size b).
+    lr : local SGD step size.
+    epsilon, delta : per-client record-level budget; ``epsilon=inf`` runs non-private FedP3 (no
+        clipping, no noise, nothing charged).
+    clip : C, the per-sample L2 clipping norm.
+    noise : "calibrate" (accountant) or "paper" (eq. 18 with constant ``paper_c``).
+    accountant : accountant used for calibration and the budget filter ("rdp" is fast; "pld" and
+        "best" are tighter and slower).
+    ledger : a path or :class:`accounting.Ledger` (None: a ledger file in a temporary directory).
+    threads : torch intra-op threads during ``fit`` (restored afterwards).
+
+    Fitted attributes: ``global_weights_``, ``client_accuracy_``, ``accuracy_``,
+    ``accuracy_history_``, ``epsilon_spent_``, ``noise_multiplier_``, ``sigma_``, ``sigma_paper_``,
+    ``implied_c_``, ``uplink_bytes_``, ``downlink_bytes_``, ``uplink_bytes_full_``,
+    ``downlink_bytes_full_``, ``comm_log_``, ``stopped_round_``, ``layer_sets_``, ``ledger_``.
+    """
+
+    def __init__(self, *, model="mlp", scheme="opu2", keep_ratio=0.9, global_pruning="random",
+                 local_pruning="fixed", local_p=0.9, aggregation="simple", participation=1.0,
+                 rounds=20, local_epochs=1.0, local_steps=None, batch_size=16, lr=0.1,
+                 epsilon=math.inf, delta=1e-5, clip=1.0, noise="calibrate", paper_c=None,
+                 accountant="rdp", ledger=None, seed=0, threads=1):
+        self.model, self.scheme, self.keep_ratio = model, scheme, keep_ratio
+        self.global_pruning, self.local_pruning, self.local_p = global_pruning, local_pruning, local_p
+        self.aggregation, self.participation, self.rounds = aggregation, participation, rounds
+        self.local_epochs, self.local_steps, self.batch_size, self.lr = \
+            local_epochs, local_steps, batch_size, lr
+        self.epsilon, self.delta, self.clip, self.noise, self.paper_c = \
+            epsilon, delta, clip, noise, paper_c
+        self.accountant, self.ledger, self.seed, self.threads = accountant, ledger, seed, threads
+
+    # -- validation ---------------------------------------------------------------------------
+    def _check(self):
+        def choice(name, value, options):
+            if value not in options:
+                raise InputError(f"{name} must be one of {', '.join(options)}; got {value!r}")
+        choice("scheme", self.scheme, SCHEMES)
+        choice("global pruning", self.global_pruning, GLOBAL_PRUNING)
+        choice("local pruning", self.local_pruning, LOCAL_PRUNING)
+        choice("aggregation", self.aggregation, AGGREGATIONS)
+        choice("noise", self.noise, NOISE)
+
+        def number(name, value, lo, hi, lo_open=True, allow_inf=False):
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and \
+                not math.isnan(value) and (allow_inf or math.isfinite(value))
+            ok = ok and (value > lo if lo_open else value >= lo) and value <= hi
+            if not ok:
+                raise InputError(f"{name} must be in {'(' if lo_open else '['}{lo}, {hi}]; "
+                                 f"got {value!r}")
+        number("keep ratio", self.keep_ratio, 0, 1)
+        number("local pruning p", self.local_p, 0, 1)
+        number("participation", self.participation, 0, 1)
+        number("learning rate", self.lr, 0, math.inf)
+        number("epsilon", self.epsilon, 0, math.inf, allow_inf=True)
+        number("delta", self.delta, 0, 1)
+        if self.delta >= 1:
+            raise InputError(f"delta must be in (0, 1); got {self.delta!r}")
+        number("clip", self.clip, 0, math.inf)
+        for name, v in (("rounds", self.rounds), ("batch size", self.batch_size),
+                        ("threads", self.threads)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise InputError(f"{name} must be a positive integer; got {v!r}")
+        if self.local_steps is None:
+            number("local epochs", self.local_epochs, 0, math.inf)
+        elif isinstance(self.local_steps, bool) or not isinstance(self.local_steps, int) \
+                or self.local_steps < 1:
+            raise InputError(f"local steps must be a positive integer; got {self.local_steps!r}")
+        if self.noise == "paper" and math.isfinite(self.epsilon):
+            if self.paper_c is None:
+                raise InputError("noise 'paper' needs the constant c of eq. (18) (paper_c)")
+            number("paper constant c", self.paper_c, 0, math.inf)
+
+    def _make_model(self, n_inputs, n_classes, image_shape):
+        if callable(self.model):
+            return self.model()
+        return build_model(self.model, n_inputs, n_classes, image_shape)
+
+    # -- privacy plan -------------------------------------------------------------------------
+    def _plan(self, client) -> _ClientPlan:
+        m = client.m
+        if self.batch_size > m:
+            raise InputError(f"batch size {self.batch_size} exceeds a client's {m} training records")
+        q = self.batch_size / m
+        steps = self.local_steps or max(1, int(math.ceil(self.local_epochs * m / self.batch_size)))
+        plan = _ClientPlan(m=m, q=q, steps=steps)
+        if math.isinf(self.epsilon):
+            return plan
+        total = self.rounds * steps
+        log_term = math.log(1 / self.delta)
+        if self.noise == "calibrate":
+            res = calibrate(lambda z: SelfComposed(PoissonSubsampledGaussian(z, q), total),
+                            self.epsilon, self.delta, guess=1.0, accountant=self.accountant,
+                            decreasing=True)
+            z = res.value
+        else:
+            # eq. (18): sigma^2 = c K C^2 log(1/delta) / (m^2 eps^2), sigma on the averaged gradient
+            sigma_p = math.sqrt(self.paper_c * total * self.clip ** 2 * log_term) / (m * self.epsilon)
+            z = sigma_p * self.batch_size / self.clip
+            plan.sigma_paper = sigma_p
+        plan.noise_multiplier = z
+        plan.sigma = z * self.clip / self.batch_size
+        # the c that eq. (18) would need to give this z: c = z^2 eps^2 / (q^2 K log(1/delta))
+        plan.implied_c = z ** 2 * self.epsilon ** 2 / (q ** 2 * total * log_term)
+        if self.paper_c is not None and plan.sigma_paper is None:
+            plan.sigma_paper = math.sqrt(self.paper_c * total * self.clip ** 2 * log_term) / \
+                (m * self.epsilon)
+        return plan
+
+    # -- messages -----------------------------------------------------------------------------
+    def _downlink(self, W, L_i, client, rnd, full=False):
+        """Serialize what the server sends client i (P_i applied to the layers outside L_i)."""
+        entries = []
+        for li, name in enumerate(self.layer_names_):
+            for ti, suffix in enumerate(("weight", "bias")):
+                key = f"{name}.{suffix}"
+                if key not in W:
+                    continue
+                v = W[key].detach().numpy().ravel()
+                prune = (not full and suffix == "weight" and name not in L_i
+                         and self.keep_ratio < 1 and self.scheme != "fedavg")
+                if not prune:
+                    entries.append((li, ti, v, wire.DENSE, None))
+                elif self.global_pruning == "magnitude":
+                    mask = magnitude_mask(W[key], self.keep_ratio)
+                    entries.append((li, ti, v, wire.BITMAP, mask))
+                else:
+                    seed = int(np.random.SeedSequence([self.seed, rnd, client, 1, li])
+                               .generate_state(1, dtype=np.uint64)[0])
+                    entries.append((li, ti, v, wire.SEEDED, (seed, kept_count(v.size, self.keep_ratio))))
+        return wire.encode(entries, wire.DOWN)
+
+    def _uplink(self, params, L_i, full=False):
+        entries = []
+        for li, name in enumerate(self.layer_names_):
+            if not full and name not in L_i:
+                continue
+            for ti, suffix in enumerate(("weight", "bias")):
+                key = f"{name}.{suffix}"
+                if key in params:
+                    entries.append((li, ti, params[key].detach().numpy().ravel(), wire.DENSE, None))
+        return wire.encode(entries, wire.UP)
+
+    def _unpack(self, data):
+        _, entries = wire.decode(data)
+        out, masks = {}, {}
+        for li, ti, vals, mask in entries:
+            key = f"{self.layer_names_[li]}.{('weight', 'bias')[ti]}"
+            out[key] = torch.from_numpy(vals).reshape(self.shapes_[key])
+            if mask is not None:
+                masks[key] = mask
+        return out, masks
+
+    # -- local training (Alg. 2) --------------------------------------------------------------
+    def _local_masks(self, L_i, rng):
+        """Q_i at one local step: name -> multiplicative mask for the non-L_i tensors (or {})."""
+        if self.local_pruning == "fixed":
+            return {}
+        q = float(rng.uniform(self.local_p, 1.0))
+        masks = {}
+        for idx, name in enumerate(self.layer_names_[:-1]):
+            if name in L_i:
+                continue
+            key = f"{name}.weight"
+            if self.local_pruning == "uniform":
+                masks[key] = torch.from_numpy(rng.random(self.shapes_[key]) < q).float()
+            else:
+                wm, bm = ordered_dropout_masks(self.net_, name, q, first=(idx == 0))
+                masks[key] = wm
+                if bm is not None:
+                    masks[f"{name}.bias"] = bm
+        return masks
+
+    def _train_client(self, params, L_i, client, plan, rng, gen):
+        trainable = {k: v.clone() for k, v in params.items() if k.split(".")[0] in L_i}
+        fixed = {k: v for k, v in params.items() if k not in trainable}
+        X = torch.from_numpy(client.X_train)
+        y = torch.from_numpy(client.y_train)
+        private = math.isfinite(self.epsilon)
+        for _ in range(plan.steps):
+            batch = np.flatnonzero(rng.random(plan.m) < plan.q)   # Poisson sampling, rate b/m
+            masks = self._local_masks(L_i, rng)
+            fx = {k: (v * masks[k] if k in masks else v) for k, v in fixed.items()}
+            Xb, yb = X[batch], y[batch]
+            if private:
+                g = private_gradient(self.net_, trainable, fx, Xb, yb, clip=self.clip,
+                                     noise_multiplier=plan.noise_multiplier,
+                                     expected_batch=self.batch_size, generator=gen)
+            else:
+                g = nonprivate_gradient(self.net_, trainable, fx, Xb, yb,
+                                        expected_batch=self.batch_size)
+            with torch.no_grad():
+                trainable = {k: v - self.lr * g[k] for k, v in trainable.items()}
+        return {**fixed, **trainable}, trainable
+
+    def _accuracy(self, params, X, y) -> float:
+        with torch.no_grad():
+            out = functional_call(self.net_, params, (torch.from_numpy(X),))
+            return float((out.argmax(1).numpy() == y).mean())
+
+    # -- the main loop (Alg. 1) ---------------------------------------------------------------
+    def fit(self, clients, n_classes=None, image_shape=None):
+        """Train on ``clients`` (list of :class:`~vflpriv.horizontal.partition.ClientData`)."""
+        self._check()
+        # The models are tiny: torch's intra-op threads cost far more than they save (30x slower
+        # on a busy 2-core machine), so fit runs on ``threads`` threads and restores the setting.
+        before = torch.get_num_threads()
+        torch.set_num_threads(self.threads)
+        try:
+            return self._fit(clients, n_classes, image_shape)
+        finally:
+            torch.set_num_threads(before)
+
+    def _fit(self, clients, n_classes, image_shape):
+        if not clients:
+            raise InputError("no clients given")
+        n = len(clients)
+        if n_classes is None:
+            n_classes = int(max(int(c.y_train.max()) for c in clients) + 1)
+        torch.manual_seed(self.seed)
+        self.net_ = self._make_model(clients[0].X_train.shape[1], n_classes, image_shape)
+        self.layer_names_ = tuple(self.net_.layer_names)
+        hidden = self.layer_names_[:-1]
+        W = {k: v.detach().clone() for k, v in self.net_.named_parameters()}
+        self.shapes_ = {k: tuple(v.shape) for k, v in W.items()}
+        setup_rng = np.random.default_rng([self.seed, 7])
+
+        # layer sets L_i (fixed per client, except OPR2 which is redrawn per round)
+        counts = [None if self.scheme == "fedavg" else scheme_layer_count(self.scheme, setup_rng)
+                  for _ in range(n)]
+        need = max([c for c in counts if c is not None] or [2 if self.scheme == "opr2" else 0])
+        if need > len(hidden):
+            raise InputError(f"scheme {self.scheme!r} trains {need} non-final layers but the model "
+                             f"has only {len(hidden)}")
+        fixed_sets = [tuple(hidden) if self.scheme == "fedavg" else
+                      None if counts[i] is None else
+                      tuple(hidden[j] for j in cyclic_layers(i, n, len(hidden), counts[i]))
+                      for i in range(n)]
+
+        plans = [self._plan(c) for c in clients]
+        private = math.isfinite(self.epsilon)
+        if private:
+            led = self.ledger if isinstance(self.ledger, Ledger) else None
+            if led is None:
+                path = self.ledger
+                if path is None:
+                    import tempfile
+                    path = tempfile.mkstemp(prefix="fedp3-", suffix=".ledger")[1]
+                    open(path, "w").close()
+                led = Ledger(path, budget={"epsilon": self.epsilon, "delta": self.delta,
+                                           "per_party": True})
+            self.ledger_ = led
+            budget = BudgetFilter(led, self.epsilon, self.delta, accountant=self.accountant,
+                                  per_party=True)
+        else:
+            self.ledger_ = None
+
+        k_part = n if self.participation >= 1 else max(1, int(round(self.participation * n)))
+        self.uplink_bytes_ = [0] * n
+        self.downlink_bytes_ = [0] * n
+        self.uplink_bytes_full_ = [0] * n
+        self.downlink_bytes_full_ = [0] * n
+        self.comm_log_, self.accuracy_history_ = [], []
+        self.client_accuracy_ = [None] * n
+        trained_once = [False] * n
+        self.stopped_round_ = [None] * n
+        self.layer_sets_ = [list(s) if s is not None else None for s in fixed_sets]
+        for t in range(self.rounds):
+            round_rng = np.random.default_rng([self.seed, t, 11])
+            chosen = np.sort(round_rng.choice(n, size=k_part, replace=False)) if k_part < n \
+                else np.arange(n)
+            uploads = []
+            for i in map(int, chosen):
+                if self.stopped_round_[i] is not None:
+                    continue
+                plan = plans[i]
+                if private:
+                    event = SelfComposed(PoissonSubsampledGaussian(plan.noise_multiplier, plan.q),
+                                         plan.steps)
+                    try:   # charged before the round's noise is drawn
+                        budget.charge(event, party=f"client-{i}", round=t,
+                                      note=f"FedP3 round {t}: {plan.steps} DP-SGD steps")
+                    except BudgetExceeded:
+                        self.stopped_round_[i] = t
+                        continue
+                L_i = fixed_sets[i]
+                if L_i is None:   # OPR2: two random non-final layers, redrawn every round
+                    pick = round_rng.choice(len(hidden), size=2, replace=False)
+                    L_i = tuple(hidden[j] for j in sorted(pick))
+                L_i = (*L_i, self.layer_names_[-1])
+                down = self._downlink(W, L_i, i, t)
+                params, _ = self._unpack(down)                 # what the client reconstructs
+                rng = np.random.default_rng([self.seed, t, i, 3])
+                gen = torch.Generator().manual_seed(int(rng.integers(2 ** 62)))
+                local, trained = self._train_client(params, L_i, clients[i], plan, rng, gen)
+                self.client_accuracy_[i] = self._accuracy(local, clients[i].X_test, clients[i].y_test)
+                trained_once[i] = True
+                up = self._uplink(trained, L_i)
+                received, _ = self._unpack(up)
+                uploads.append((i, L_i, received))
+                full_down, full_up = len(self._downlink(W, L_i, i, t, full=True)), \
+                    len(self._uplink(W, L_i, full=True))
+                self.downlink_bytes_[i] += len(down)
+                self.uplink_bytes_[i] += len(up)
+                self.downlink_bytes_full_[i] += full_down
+                self.uplink_bytes_full_[i] += full_up
+                self.comm_log_.append({"round": t, "client": i, "layers": list(L_i),
+                                       "down": len(down), "up": len(up),
+                                       "down_full": full_down, "up_full": full_up})
+            W = self._aggregate(W, uploads)
+            for i in range(n):   # clients not trained yet are scored with the current global model
+                if not trained_once[i]:
+                    self.client_accuracy_[i] = self._accuracy(W, clients[i].X_test, clients[i].y_test)
+            self.accuracy_history_.append(float(np.mean(self.client_accuracy_)))
+        self.global_weights_ = W
+        self.accuracy_ = self.accuracy_history_[-1]
+        self.noise_multiplier_ = [p.noise_multiplier for p in plans]
+        self.sigma_ = [p.sigma for p in plans]
+        self.sigma_paper_ = [p.sigma_paper for p in plans]
+        self.implied_c_ = [p.implied_c for p in plans]
+        self.sample_rate_ = [p.q for p in plans]
+        self.local_steps_ = [p.steps for p in plans]
+        self.epsilon_spent_ = [budget.spent(f"client-{i}") if private else math.inf
+                               for i in range(n)]
+        return self
+
+    def _aggregate(self, W, uploads):
+        """Alg. 3, layer by layer over the contributors S_t^l; empty S_t^l keeps W_t^l."""
+        new = dict(W)
+        for name in self.layer_names_:
+            contrib = [(i, L, p) for i, L, p in uploads if name in L]
+            if not contrib:
+                continue
+            if self.aggregation == "weighted":
+                sizes = np.array([len(L) for _, L, _ in contrib], dtype=float)
+                alphas = sizes / sizes.sum()
+            else:
+                alphas = np.full(len(contrib), 1.0 / len(contrib))
+            for suffix in ("weight", "bias"):
+                key = f"{name}.{suffix}"
+                if key in W:
+                    new[key] = sum(float(a) * p[key] for a, (_, _, p) in zip(alphas, contrib))
+        return new
+
+    def summary(self) -> dict:
+        """The run's figures as plain JSON-able values."""
+        def num(x):
+            return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
+        return {
+            "accuracy": self.accuracy_, "accuracy_history": self.accuracy_history_,
+            "client_accuracy": self.client_accuracy_,
+            "epsilon_spent": [num(e) for e in self.epsilon_spent_],
+            "uplink_bytes": self.uplink_bytes_, "uplink_bytes_full": self.uplink_bytes_full_,
+            "downlink_bytes": self.downlink_bytes_,
+            "downlink_bytes_full": self.downlink_bytes_full_,
+            "noise_multiplier": self.noise_multiplier_, "sigma": self.sigma_,
+            "sigma_paper": self.sigma_paper_, "implied_c": self.implied_c_,
+            "sample_rate": self.sample_rate_, "local_steps": self.local_steps_,
+            "stopped_round": self.stopped_round_, "layer_sets": self.layer_sets_,
+        }

@@ -149,3 +149,25 @@ def test_bad_data():
     A2[0, 0] = np.inf
     with pytest.raises(InputError, match="non-finite"):
         reference_optimum(A2, y)
+
+
+def test_inactive_constraint_gives_least_squares():
+    # n > d and a large ball: the optimum is numpy's least-squares solution, by either route.
+    A, y = _sparse_regression(9, n=100, d=10, k=3)
+    x_ls = np.linalg.lstsq(A, y, rcond=None)[0]
+    for solver in ("auto", "fista"):
+        res = reference_optimum(A, y, eta=10 * np.abs(x_ls).sum(), solver=solver)
+        assert res.certified
+        np.testing.assert_allclose(res.x, x_ls, atol=1e-7)
+        assert res.multipliers[0] < 1e-8
+
+
+def test_interpolating_problem_is_certified_against_the_decrease():
+    # d > n, noiseless labels, a ball that contains the truth: f* = 0 and the relative gap is
+    # measured against f(0) - f(x) (module docstring), which FISTA + polish reach.
+    A, y = _sparse_regression(10, n=40, d=100, k=3, noise=0.0)
+    res = reference_optimum(sp.csc_matrix(A), y, blocks=[np.arange(50), np.arange(50, 100)],
+                            eta=100.0)
+    assert res.certified and res.objective < 1e-10
+    f0 = SquaredLoss().objective(A, np.zeros(100), y)
+    assert res.gap <= 1e-8 * f0

@@ -9,8 +9,9 @@ the running maximum.  No noise vector is materialized and the scores are read on
 Distribution transforms (the numpy twin in ``vflpriv/kernels/reference.py`` applies the same ones
 to the same words, so both paths return the same index from the same seed):
 
-* uniform  U = ((w >> 11) + 0.5) * 2^-53, the midpoints of the 2^53-point grid: U lies in
-  [2^-54, 1 - 2^-54], never 0, 1 or 1/2, so no logarithm below can see 0;
+* uniform  U = ((w >> 12) + 0.5) * 2^-52, the midpoints of the 2^52-point grid, computed exactly
+  (k + 0.5 < 2^52 needs 53 bits; with 53 bits of w the top grid point would round to 1.0): U lies
+  in [2^-53, 1 - 2^-53], never 0, 1 or 1/2, so no logarithm below can see 0;
 * laplace      Z = scale * log(2U)            if U < 1/2
                Z = -scale * log(2(1 - U))     otherwise          (inverse CDF of Lap(scale));
 * gumbel       Z = -scale * log(-log U)                          (inverse CDF of Gumbel(0, scale));
@@ -40,11 +41,11 @@ cdef enum:
     GUMBEL = 1
     EXPONENTIAL = 2
 
-cdef double TWO_M53 = 1.1102230246251565e-16  # 2^-53
+cdef double TWO_M52 = 2.220446049250313e-16  # 2^-52
 
 
 cdef inline double _uniform(uint64_t w) noexcept nogil:
-    return ((<double> (w >> 11)) + 0.5) * TWO_M53
+    return ((<double> (w >> 12)) + 0.5) * TWO_M52
 
 
 cdef double LN2 = 0.6931471805599453
@@ -61,7 +62,7 @@ cdef void _fill_bounds(int kind, double scale, double *table) noexcept nogil:
     """table[k] >= the noise of any draw whose filter argument y has floor(log2 y) = -k.
 
     The filter argument is y = 1 - U (gumbel), 2 min(U, 1 - U) (laplace) or U (exponential), all
-    in [2^-54, 1], and the noise is at most -scale log y: for exponential and laplace with U >= 1/2
+    in [2^-53, 1], and the noise is at most -scale log y: for exponential and laplace with U >= 1/2
     it is equal, laplace with U < 1/2 has negative noise, and for gumbel -log(-log U) <= -log(1 - U) because -log U >= 1 - U.  With y >= 2^-k,
     -log y <= k log 2; the margin (relative 1e-9 plus 1e-9) absorbs libm's rounding, so the filter
     only ever rejects candidates that cannot win.

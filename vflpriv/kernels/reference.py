@@ -18,7 +18,7 @@ from ._common import (GOLD, NOISES, check_columns, check_csc, check_kind, check_
                       check_noise, check_rng, check_rows, check_scale, check_scores, csc_row_check,
                       nonfinite_error, sketch_key)
 
-TWO_M53 = 2.0 ** -53
+TWO_M52 = 2.0 ** -52
 _BLOCK = 2048  # rows of J generated at once by the whole-matrix paths (m * 2048 doubles)
 
 __all__ = ["noisy_argmax", "signed_noisy_argmax", "sketch_columns", "sketch_matrix",
@@ -30,12 +30,12 @@ __all__ = ["noisy_argmax", "signed_noisy_argmax", "sketch_columns", "sketch_matr
 def noise_from_words(words: np.ndarray, noise: str, scale: float) -> np.ndarray:
     """Noise from 64-bit words, by the inverse CDFs documented in ``_ext/noisy_argmax.pyx``.
 
-    U = ((w >> 11) + 0.5) 2^-53 lies in [2^-54, 1 - 2^-54], so no log sees 0:
+    U = ((w >> 12) + 0.5) 2^-52 lies in [2^-53, 1 - 2^-53] (exactly), so no log sees 0:
     laplace Z = scale log(2U) (U < 1/2) or -scale log(2(1-U)); gumbel Z = -scale log(-log U);
     exponential Z = -scale log U.
     """
     code = check_noise(noise)
-    u = ((words >> np.uint64(11)).astype(np.float64) + 0.5) * TWO_M53
+    u = ((words >> np.uint64(12)).astype(np.float64) + 0.5) * TWO_M52
     if code == NOISES["laplace"]:
         low = u < 0.5
         logs = np.log(np.where(low, 2.0 * u, 2.0 * (1.0 - u)))
@@ -148,14 +148,14 @@ def ndtri_as241(p: np.ndarray) -> np.ndarray:
 def gaussian_block(rows, m: int, key: int) -> np.ndarray:
     """J[:, rows] of the gaussian sketch with stream root ``key`` (m x len(rows), float64).
 
-    J[r, i] = Phi^{-1}(u) / sqrt(m), u = ((w >> 11) + 1/2) 2^-53, w = mix(c_i + (r + 1) G), with
+    J[r, i] = Phi^{-1}(u) / sqrt(m), u = ((w >> 12) + 1/2) 2^-52, w = mix(c_i + (r + 1) G), with
     Phi^{-1} by AS 241 (see ``_ext/sketch.pyx``).
     """
     rows = np.asarray(rows, dtype=np.int64)
     base = _column_base(key, rows)
     steps = np.arange(1, m + 1, dtype=np.uint64) * np.uint64(GOLD)
     words = _mix(base[None, :] + steps[:, None])
-    u = ((words >> np.uint64(11)).astype(np.float64) + 0.5) * TWO_M53
+    u = ((words >> np.uint64(12)).astype(np.float64) + 0.5) * TWO_M52
     return ndtri_as241(u) * (1.0 / np.sqrt(float(m)))
 
 

@@ -139,3 +139,17 @@ def test_bad_inputs(kwargs, match):
     D = _data(20, 40, 2)
     with pytest.raises(InputError, match=match):
         solve(D, **{"algorithm": "bcfw", "iterations": 5, **kwargs})
+
+
+def test_centralized_baselines_report_objective_on_given_data():
+    # DP-FW works on clipped data; the engine reports f(x_t) on the data as given, like the
+    # distributed runs, so excess risks compare.  Checked against a direct evaluation of f.
+    from vflpriv.optim import SquaredLoss
+    D = _data(120, 200, 2, seed=3)
+    sol = solve(D, algorithm="dpfw", eta=1.0, iterations=15, epsilon=5.0, delta=1e-5,
+                feature_bound=0.5, label_bound=0.5, report_accountants=("rdp",))
+    assert sol.final_objective == pytest.approx(SquaredLoss().objective(D.A, sol.x, D.y), rel=1e-10)
+    assert sol.privacy["epsilon_spent"]["rdp"] <= 5.0
+    fw = solve(D, algorithm="fw", eta=1.0, iterations=15)
+    bc = solve(D, algorithm="bcfw", eta=1.0, iterations=15)
+    np.testing.assert_allclose(fw.objective, bc.objective, rtol=1e-10)

@@ -229,6 +229,23 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
     return sol
 
 
+def _replay_objective(data, loss, r, eta):
+    """f(x_t), t = 1..T, on the data as given, from DP-FW's vertices and step sizes."""
+    import scipy.sparse as sp
+
+    A = sp.csc_matrix(data.A)
+    z = np.zeros(data.n)
+    out = []
+    for t in range(r.iterations):
+        g = r.step_sizes[t]
+        z *= 1.0 - g
+        for j, s in zip(r.coords[t], r.signs[t]):
+            lo, hi = A.indptr[j], A.indptr[j + 1]
+            z[A.indices[lo:hi]] += g * s * eta * A.data[lo:hi]
+        out.append(float(loss.objective(None, None, data.y, Ax=z)))
+    return out
+
+
 def _open_ledger(ledger, epsilon, delta):
     budget = {"epsilon": epsilon, "delta": delta}
     if ledger is None:
@@ -257,8 +274,13 @@ def _centralized(data, loss, eta, T, algorithm, epsilon, delta, Ba, By, accounta
                    "target_epsilon": epsilon, "budget_accountant": accountant,
                    "calibration": {k: v for k, v in (r.privacy or {}).items() if k != "event"},
                    "releases": len(led.records), "neighboring": "replace_one"}
-    sol = Solution(algorithm=algorithm, x=r.x, objective=[float(v) for v in r.objective[1:]],
-                   initial_objective=float(r.objective[0]), iterations=T,
+    # DP-FW records f on the clipped data; replay its iterates to report f on the data as given,
+    # like every other algorithm here (the vertices and steps are in the result).
+    objective = _replay_objective(data, loss, r, float(eta)) if algorithm == "dpfw" else \
+        [float(v) for v in r.objective[1:]]
+    sol = Solution(algorithm=algorithm, x=r.x, objective=objective,
+                   initial_objective=float(loss.objective(None, None, data.y,
+                                                          Ax=np.zeros(data.n))), iterations=T,
                    seconds=time.perf_counter() - t0, K=data.K, n=data.n, seed=seed,
                    privacy=privacy, ledger=led)
     if reference:

@@ -62,7 +62,7 @@ class Party:
             np.clip(A_k.data, -Ba, Ba, out=A_k.data)
             y = np.clip(y, -By, By)
         self.A, self.y = A_k, y
-        self.AT = A_k.T.tocsr()
+        self.AT = A_k.T          # CSR view of the CSC block (no copy)
         self.noise, self.b, self.sigma = noise, float(index_scale), float(feature_sigma or 0.0)
         self.rng = np.random.default_rng(noise_seed) if self.private else None
         self.dfw = dfw
@@ -246,8 +246,8 @@ class Server:
                                       party=",".join(map(str, active)), round=t,
                                       note="signed index")
         picks, gaps = {}, {}
-        for k in active:
-            reply = tr.request(k, M.Round(q_hat), t)
+        replies = tr.request_many([(k, M.Round(q_hat)) for k in active], t)
+        for k, reply in zip(active, replies):
             picks[k] = M.unsign_index(reply.signed_index)
             if self.algorithm == "dfw":
                 gaps[k] = reply.gap
@@ -265,16 +265,17 @@ class Server:
             self.budget_filter.charge(feature_event(plan.feature_sigma, plan.details["sens_feature"],
                                                     len(new)),
                                       party=",".join(map(str, new)), round=t, note="active feature")
+        asked = [k for k in movers if k in new or self.algorithm == "dfw"]
+        got = dict(zip(asked, tr.request_many(
+            [(k, M.FeatureRequest(1 if k in new else 0)) for k in asked], t)))
         for k in movers:
             i, sign = picks[k]
             if k in new:
-                a_hat = tr.request(k, M.FeatureRequest(1), t).a_hat
+                a_hat = got[k].a_hat
                 self.cache[(k, i)] = a_hat
                 self.released[k] += 1
                 self.naive[k] += 8 * n
             else:
-                if self.algorithm == "dfw":
-                    tr.request(k, M.FeatureRequest(0), t)
                 a_hat = self.cache[(k, i)]
             gcol = int(data.blocks[k][i])
             step = gamma * eta * sign
@@ -315,8 +316,11 @@ def run_vertical(data, loss, eta, iterations, *, callback=None, **kwargs) -> Run
         raise InputError(f"iterations must be a positive integer, got {iterations!r}")
     server = Server(data, loss, eta, **kwargs)
     t0 = time.perf_counter()
-    for t in range(iterations):
-        rec = server.step()
-        if callback is not None:
-            callback(t, rec["objective"])
+    try:
+        for t in range(iterations):
+            rec = server.step()
+            if callback is not None:
+                callback(t, rec["objective"])
+    finally:
+        server.transport.close()
     return server.result(time.perf_counter() - t0)

@@ -56,31 +56,67 @@ class Meter:
 
 
 class Transport:
-    """Interface: ``request(party, message, round) -> reply`` and ``close()``."""
+    """Interface: ``request(party, message, round) -> reply``, ``request_many([(party, message),
+    ...], round) -> [reply, ...]`` (the parties may work concurrently; replies come back in the
+    order asked) and ``close()``."""
 
     meter: Meter
 
     def request(self, party: int, message, round: int):
         raise TypeError(f"{type(self).__name__} does not implement request")
 
+    def request_many(self, requests, round: int) -> list:
+        return [self.request(p, msg, round) for p, msg in requests]
+
     def close(self):
         pass
 
 
 class InProcessTransport(Transport):
-    """Parties are objects in this process; every message is still serialized and metered."""
+    """Parties are objects in this process; every message is still serialized and metered.
 
-    def __init__(self, parties, meter: Meter | None = None):
+    ``workers > 1`` lets the parties of one ``request_many`` compute in threads (numpy/scipy
+    release the GIL in the heavy kernels), as separate machines would; framing and metering stay
+    in the calling thread and replies are processed in party order, so results do not depend on
+    the number of workers.
+    """
+
+    def __init__(self, parties, meter: Meter | None = None, workers: int | None = None):
+        import os
+
         self.parties = list(parties)
         self.meter = meter or Meter()
+        self.workers = min(len(self.parties), os.cpu_count() or 1) if workers is None else int(workers)
+        self._pool = None
 
-    def request(self, party: int, message, round: int):
+    def _send(self, party, message, round):
         frame = encode(message, party, round)
         self.meter.record(party, DOWN, round, len(frame), type(message).__name__)
-        msg, p, t = decode(frame)
-        reply = self.parties[p].handle(msg, t)
+        return decode(frame)
+
+    def _reply(self, party, reply, round):
         if reply is None:
             return None
         frame = encode(reply, party, round)
         self.meter.record(party, UP, round, len(frame), type(reply).__name__)
         return decode(frame)[0]
+
+    def request(self, party: int, message, round: int):
+        msg, p, t = self._send(party, message, round)
+        return self._reply(party, self.parties[p].handle(msg, t), round)
+
+    def request_many(self, requests, round: int) -> list:
+        if self.workers <= 1 or len(requests) <= 1:
+            return super().request_many(requests, round)
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="vflpriv-party")
+        delivered = [self._send(party, message, round) for party, message in requests]
+        futures = [self._pool.submit(self.parties[p].handle, msg, t) for msg, p, t in delivered]
+        return [self._reply(party, f.result(), round) for (party, _), f in zip(requests, futures)]
+
+    def close(self):
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None

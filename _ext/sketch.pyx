@@ -211,3 +211,48 @@ def countsketch_cells(const int64_t[:] rows, Py_ssize_t m, uint64_t key, int64_t
 cdef object cython_empty(Py_ssize_t k):
     import numpy as np
     return np.empty(k, dtype=np.float64)
+
+
+def countsketch_csc(const real[:] data, const index[:] indices, const index[:] indptr,
+                    Py_ssize_t n, Py_ssize_t m, uint64_t key, double[::1] out_data,
+                    int64_t[::1] out_indices, int64_t[::1] out_indptr, int64_t[::1] slot,
+                    const int64_t[::1] btab, const double[::1] stab):
+    """Countsketch J @ A of a CSC matrix as a CSC result (one entry per occupied bucket): O(nnz).
+
+    ``out_*`` have room for nnz(A) entries and ncols + 1 pointers; ``slot`` (length m) is filled
+    with -1 by the caller and remembers where each bucket's entry of the current column is.
+    ``btab``/``stab``: h(i), s(i) for all n rows (precomputed when nnz > n, so each row is hashed
+    once), or empty to hash per nonzero.
+    Row indices within a result column come in order of first occurrence (unsorted).  Returns
+    (entries written, offending row index or -1)."""
+    cdef Py_ssize_t j, k, t, start, pos = 0, bucket, bad = -1
+    cdef Py_ssize_t ncols = indptr.shape[0] - 1
+    cdef bint use_tab = btab.shape[0] == n and n > 0
+    cdef index row
+    cdef double sign
+    with nogil:
+        out_indptr[0] = 0
+        for j in range(ncols):
+            start = pos
+            for k in range(indptr[j], indptr[j + 1]):
+                row = indices[k]
+                if row < 0 or row >= n:
+                    bad = <Py_ssize_t> row if row >= 0 else n
+                    break
+                if use_tab:
+                    bucket = btab[row]
+                    sign = stab[row]
+                else:
+                    _countsketch_cell(key, <uint64_t> row, <uint64_t> m, &bucket, &sign)
+                t = slot[bucket]
+                if t < start:
+                    slot[bucket] = pos
+                    out_indices[pos] = bucket
+                    out_data[pos] = sign * (<double> data[k])
+                    pos += 1
+                else:
+                    out_data[t] += sign * (<double> data[k])
+            if bad >= 0:
+                break
+            out_indptr[j + 1] = pos
+    return pos, bad

@@ -208,3 +208,16 @@ def test_memory_does_not_grow_with_n(mod, kind):
         peaks.append(tracemalloc.get_traced_memory()[1])
         tracemalloc.stop()
     assert peaks[1] <= peaks[0] + 32 * 1024
+
+
+@pytest.mark.parametrize("mod", PATHS, ids=PATH_IDS)
+def test_countsketch_sparse_output_equals_dense(mod):
+    A = _matrix(n=500, d=70, density=0.1, seed=6)   # nnz > n: the per-row table path
+    B = _matrix(n=500, d=5, density=0.01, seed=7)   # nnz < n: hashing per nonzero
+    for M in (A, B):
+        got = mod.sketch_matrix(M, 9, 4, "countsketch", sparse_output=True)
+        assert got.format == "csc"
+        want = R.sketch_operator(500, 9, 4, "countsketch") @ M.toarray()
+        np.testing.assert_allclose(got.toarray(), want, rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="sparse_output"):
+        mod.sketch_matrix(A, 9, 4, "gaussian", sparse_output=True)

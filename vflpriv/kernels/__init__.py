@@ -115,16 +115,39 @@ def sketch_columns(A_csc, columns, m, seed, kind="gaussian") -> np.ndarray:
     return out
 
 
-def sketch_matrix(A, m, seed, kind="gaussian") -> np.ndarray:
+def sketch_matrix(A, m, seed, kind="gaussian", sparse_output=False):
     """``J @ A`` for a whole sparse matrix (same J as :func:`sketch_columns`).
 
-    Converts A to CSR (one copy) and generates each column of J once per nonempty row of A, so a
-    gaussian sketch costs O(m * rows) generation + O(m * nnz) multiply-adds, countsketch O(nnz).
-    Returns a float64 array of shape (m, A.shape[1]).
+    gaussian: converts A to CSR (one copy) and generates each column of J once per nonempty row
+    of A: O(m * rows) generation + O(m * nnz) multiply-adds.  countsketch: O(nnz).
+    Returns a float64 array of shape (m, A.shape[1]); with ``sparse_output=True`` (countsketch
+    only, whose result has at most nnz(A) nonzeros) a scipy CSC array, as scipy's
+    ``clarkson_woodruff_transform`` returns for sparse input.
     """
     A = check_csc(A)
+    if sparse_output and kind != "countsketch":
+        raise ValueError(f"sparse_output=True is only for kind='countsketch' (J @ A is dense for "
+                         f"kind={kind!r})")
     if not compiled:
-        return reference.sketch_matrix(A, m, seed, kind)
+        return reference.sketch_matrix(A, m, seed, kind, sparse_output)
+    if sparse_output:
+        import scipy.sparse as sp
+
+        m = check_m(m)
+        key = sketch_key(seed, kind)
+        indices, indptr = _same_index_dtype(A)
+        nnz = int(indptr[-1]) if indptr.shape[0] else 0
+        out_data, out_indices = np.empty(nnz), np.empty(nnz, dtype=np.int64)
+        out_indptr = np.zeros(A.shape[1] + 1, dtype=np.int64)
+        n = A.shape[0]
+        btab, stab = np.empty(n if nnz > n else 0, np.int64), np.empty(n if nnz > n else 0)
+        if nnz > n:  # hash each row once (O(n) memory, like scipy's explicit sparse S)
+            _sketch.countsketch_cells(np.arange(n, dtype=np.int64), m, key, btab, stab)
+        pos, bad = _sketch.countsketch_csc(A.data, indices, indptr, n, m, key, out_data,
+                                           out_indices, out_indptr, np.full(m, -1, np.int64),
+                                           btab, stab)
+        csc_row_check(A, bad)
+        return sp.csc_array((out_data[:pos], out_indices[:pos], out_indptr), shape=(m, A.shape[1]))
     if kind == "countsketch":  # O(nnz) column by column; each result column stays in cache
         return sketch_columns(A, np.arange(A.shape[1]), m, seed, kind)
     m = check_m(m)

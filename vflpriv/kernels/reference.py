@@ -203,7 +203,7 @@ def sketch_columns(A_csc, columns, m, seed, kind="gaussian") -> np.ndarray:
     return out
 
 
-def sketch_matrix(A, m, seed, kind="gaussian") -> np.ndarray:
+def sketch_matrix(A, m, seed, kind="gaussian", sparse_output=False):
     """J @ A for the whole matrix; see :func:`vflpriv.kernels.sketch_matrix`.
 
     gaussian: J is regenerated in blocks of ``_BLOCK`` nonempty rows of A and multiplied into the
@@ -212,6 +212,9 @@ def sketch_matrix(A, m, seed, kind="gaussian") -> np.ndarray:
     import scipy.sparse as sp
 
     A = check_csc(A).tocsr()
+    if sparse_output and kind != "countsketch":
+        raise ValueError(f"sparse_output=True is only for kind='countsketch' (J @ A is dense for "
+                         f"kind={kind!r})")
     m = check_m(m)
     check_kind(kind)
     key = sketch_key(seed, kind)
@@ -219,7 +222,7 @@ def sketch_matrix(A, m, seed, kind="gaussian") -> np.ndarray:
     if kind == "countsketch":
         bucket, sign = countsketch_cells(np.arange(n), m, key)
         S = sp.csr_array((sign, (bucket, np.arange(n))), shape=(m, n))
-        return np.asfortranarray((S @ A).toarray())
+        return sp.csc_array(S @ A) if sparse_output else np.asfortranarray((S @ A).toarray())
     out = np.zeros((m, ncols), order="F")
     nonempty = np.flatnonzero(np.diff(A.indptr))
     for start in range(0, nonempty.shape[0], _BLOCK):

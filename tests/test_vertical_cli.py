@@ -29,6 +29,8 @@ def test_run_json_fields(tmp_path, capsys):
     assert d["excess_risk"] == pytest.approx(d["final_objective"] - d["reference_objective"])
     assert d["excess_risk"] >= -1e-9
     assert set(d["uplink_bytes"]) == {"0", "1", "2"}
+    # non-private: no epsilon is claimed
+    assert d["private"] is False and d["epsilon_spent"] == {"best": None}
     assert "bcfw: 60 iterations" in capsys.readouterr().out
 
 
@@ -39,6 +41,7 @@ def test_run_private_json(tmp_path):
                "--ledger", str(led), "--json", str(out), "--compare-calibration"])
     assert rc == 0
     d = json.loads(out.read_text())
+    assert d["private"] is True
     assert d["epsilon_spent"]["best"] <= 2.0 and d["delta"] == 1e-5
     assert d["calibration_comparison"]["accountant"]["epsilon"] <= 2.0
     assert d["privacy"]["releases"] == len(led.read_text().splitlines()) - 1   # minus the header

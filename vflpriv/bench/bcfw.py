@@ -196,7 +196,13 @@ def run(args) -> int:
         raise InputError(f"--iterations must be >= 1, got {args.iterations}")
     out = {"sections": secs}
     if "speed" in secs:
-        _speed(args, out)
+        # The K simulated parties already run in threads; a multi-threaded BLAS inside each of
+        # them oversubscribes a small machine (measured: J^T q 1.8 ms single-threaded vs
+        # 20-30 ms with OpenBLAS threads on 2 busy cores).  One BLAS thread per party.
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(limits=1, user_api="blas"):
+            _speed(args, out)
     if "compression" in secs:
         _compression(out)
     if "utility" in secs:

@@ -170,7 +170,9 @@ def _summary(sol, out):
         w(f"  uplink {_fmt_bytes(up)} payload ({_fmt_bytes(sum(sol.uplink_framed))} framed); "
           f"raw columns would be {_fmt_bytes(naive)}, full gradients {_fmt_bytes(full)}\n")
         w(f"  downlink {_fmt_bytes(sum(sol.downlink))} payload\n")
-    if sol.privacy:
+    if not sol.privacy:
+        w("  privacy: none (non-private run: exact scores and noiseless columns are shared)\n")
+    else:
         pr = sol.privacy
         vals = ", ".join(f"{k}={v:.4g}" for k, v in pr["epsilon_spent"].items()
                          if v is not None and k != "best")

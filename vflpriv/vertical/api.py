@@ -95,12 +95,16 @@ class Solution:
                        reference_relative_gap=float(ref.relative_gap),
                        reference_certified=bool(ref.certified), reference_solver=ref.solver)
         if self.privacy is not None:
+            out["private"] = True
             out["epsilon_spent"] = self.privacy.get("epsilon_spent")
             out["delta"] = self.privacy.get("delta")
             out["privacy"] = self.privacy
         else:
-            out["epsilon_spent"] = {"best": 0.0}
-            out["delta"] = 0.0
+            # A non-private run shares exact scores and raw (or sketched, noiseless) columns:
+            # no finite guarantee, so no epsilon is claimed.
+            out["epsilon_spent"] = {"best": None}
+            out["delta"] = None
+            out["private"] = False
         return out
 
 

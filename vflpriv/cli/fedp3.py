@@ -38,6 +38,8 @@ def register(sub):
     a = p.add_argument
     a("--data", default="digits", help="digits | synthetic (default digits)")
     a("--model", default="mlp", help="mlp | cnn (cnn needs image data; default mlp)")
+    a("--hidden", default="128,128,128", help="mlp hidden widths, comma-separated "
+      "(default 128,128,128)")
     a("--clients", type=int, default=10, help="number of clients (default 10)")
     a("--alpha", type=float, default=0.5, help="Dirichlet concentration of the non-IID split "
       "(default 0.5, the paper's S2; inf = IID)")
@@ -88,7 +90,20 @@ def run(args) -> int:
         raise InputError(f"--clients must be a positive integer, got {args.clients}")
     X, y, n_classes, image_shape = load_dataset(args.data, seed=args.seed)
     clients = make_clients(X, y, args.clients, alpha=args.alpha, seed=args.seed)
-    est = FedP3(model=args.model, scheme=args.scheme, keep_ratio=args.keep_ratio,
+    try:
+        hidden = tuple(int(h) for h in args.hidden.split(","))
+        if not hidden or min(hidden) < 1:
+            raise ValueError
+    except ValueError:
+        raise InputError(f"--hidden must be positive integers separated by commas, "
+                         f"got {args.hidden!r}") from None
+    model = args.model
+    if model == "mlp":
+        from ..horizontal.fedp3 import MLP
+        model = lambda: MLP(X.shape[1], n_classes, hidden)  # noqa: E731
+    elif model != "cnn":
+        raise InputError(f"unknown model {model!r}; choose mlp or cnn")
+    est = FedP3(model=model, scheme=args.scheme, keep_ratio=args.keep_ratio,
                 global_pruning=args.global_pruning, local_pruning=args.local_pruning,
                 local_p=args.local_p, aggregation=args.aggregation,
                 participation=args.participation, rounds=args.rounds,
@@ -98,6 +113,7 @@ def run(args) -> int:
                 accountant=args.accountant, ledger=args.ledger, seed=args.seed)
     est.fit(clients, n_classes, image_shape)
     out = {"rounds": args.rounds, "seed": args.seed, "data": args.data, "model": args.model,
+           "hidden": list(hidden) if args.model == "mlp" else None,
            "clients": args.clients, "scheme": args.scheme, "local_pruning": args.local_pruning,
            "keep_ratio": args.keep_ratio, "global_pruning": args.global_pruning,
            "epsilon": None if math.isinf(args.epsilon) else args.epsilon,

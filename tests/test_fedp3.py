@@ -359,3 +359,38 @@ def test_importing_vflpriv_does_not_import_torch():
             "from vflpriv.cli.main import build_parser; build_parser(); "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_dirichlet_partition_is_a_disjoint_cover():
+    from vflpriv.horizontal.partition import dirichlet_partition
+    y = np.repeat(np.arange(10), 50)
+    parts = dirichlet_partition(y, 7, 0.5, np.random.default_rng(0), min_size=10)
+    allidx = np.concatenate(parts)
+    assert np.array_equal(np.sort(allidx), np.arange(500))      # every record exactly once
+    assert min(len(p) for p in parts) >= 10
+    # alpha = 0.5 skews labels: some client's top class holds far more than the IID 10%
+    assert max(np.bincount(y[p], minlength=10).max() / len(p) for p in parts) > 0.3
+
+
+def test_partial_participation_and_opr2_redraws(tiny):
+    est = FedP3(model=tiny_model, scheme="opr2", participation=0.67, rounds=6, local_steps=1,
+                batch_size=5, seed=5).fit(tiny, 4)
+    per_round = [sum(r["round"] == t for r in est.comm_log_) for t in range(6)]
+    assert per_round == [2] * 6                                  # round(0.67 * 3) clients a round
+    sets = {tuple(r["layers"]) for r in est.comm_log_}
+    assert len(sets) > 1 and all(len(s) == 3 and s[-1] == "ffc" for s in sets)
+
+
+def test_uniform_local_pruning_keep_fraction(tiny):
+    # q ~ U[p, 1] and each weight kept with probability q: over many draws the kept fraction has
+    # mean (1 + p) / 2.  With 200 masks of 7x8 + 5x7 + 9x5 = 136 weights the standard error is
+    # < 0.01, so |mean - 0.8| < 0.05 fails with probability < 1e-6.
+    est = FedP3(model=tiny_model, local_pruning="uniform", local_p=0.6)
+    est.net_ = tiny_model()
+    est.layer_names_ = est.net_.layer_names
+    est.shapes_ = {k: tuple(v.shape) for k, v in est.net_.named_parameters()}
+    rng = np.random.default_rng(0)
+    fr = [float(torch.cat([m.reshape(-1) for m in est._local_masks(("fc1", "ffc"), rng).values()])
+                .mean()) for _ in range(200)]
+    assert abs(np.mean(fr) - 0.8) < 0.05
+    assert set(est._local_masks(("fc1", "ffc"), rng)) == {"fc2.weight", "fc3.weight", "fc4.weight"}

@@ -394,3 +394,15 @@ def test_uniform_local_pruning_keep_fraction(tiny):
                 .mean()) for _ in range(200)]
     assert abs(np.mean(fr) - 0.8) < 0.05
     assert set(est._local_masks(("fc1", "ffc"), rng)) == {"fc2.weight", "fc3.weight", "fc4.weight"}
+
+
+def test_cli_plot(tmp_path, capsys):
+    import importlib.util
+    png = tmp_path / "acc.png"
+    rc = main(["fedp3", "--data", "synthetic", "--clients", "3", "--rounds", "1",
+               "--local-steps", "1", "--plot", str(png)])
+    if importlib.util.find_spec("matplotlib") is None:
+        err = capsys.readouterr().err
+        assert rc == 2 and "matplotlib" in err and err.count("\n") == 1 and not png.exists()
+    else:
+        assert rc == 0 and png.stat().st_size > 0

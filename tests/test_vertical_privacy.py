@@ -131,13 +131,16 @@ def test_feature_noise_has_calibrated_variance():
     assert lo < np.mean(res ** 2) < hi
 
 
-@pytest.mark.parametrize("loss, By", [(SquaredLoss(), 2.0), (LogisticLoss(), 1.0)])
-def test_index_sensitivity_brute_force(loss, By):
+@pytest.mark.parametrize("loss, By, c", [(SquaredLoss(), 2.0, None), (LogisticLoss(), 1.0, None),
+                                         (SquaredLoss(), 2.0, 0.5)])
+def test_index_sensitivity_brute_force(loss, By, c):
     # Replace one row by worst-case values within the declared bounds; every score must move by
     # at most Delta_idx = 2 B_a L / n, and adversarial rows reach at least half of it.
     rng = np.random.default_rng(0)
     n, p, Ba, eta, K = 40, 6, 1.5, 1.0, 2
-    sens = P.sensitivities(loss, Ba, By, K * eta, n, 1.0)
+    sens = P.sensitivities(loss, Ba, By, K * eta, n, 1.0, derivative_clip=c)
+    if c is not None:
+        assert sens.index == pytest.approx(2 * Ba * c / n)
     q = rng.uniform(-5, 5, n)            # public aggregate (clipped to +-R inside the party)
     A = rng.uniform(-Ba, Ba, (n, p))
     y = rng.choice([-By, By], n)

@@ -36,7 +36,7 @@ class _VerticalBase(BaseEstimator):
                  delta=None, algorithm="dp-bcfw", sampling="elementary", rnm="laplace",
                  sketch="identity", sketch_dim=None, calibration="accountant", split=0.5,
                  feature_bound=None, label_bound=None, accountant="rdp", ledger=None,
-                 random_state=0):
+                 derivative_clip=None, random_state=0):
         self.parties = parties
         self.partition = partition
         self.eta = eta
@@ -54,6 +54,7 @@ class _VerticalBase(BaseEstimator):
         self.label_bound = label_bound
         self.accountant = accountant
         self.ledger = ledger
+        self.derivative_clip = derivative_clip
         self.random_state = random_state
 
     def _data(self, X, y, partition):
@@ -87,7 +88,8 @@ class _VerticalBase(BaseEstimator):
                     delta=self.delta, rnm=self.rnm, sketch=self.sketch,
                     sketch_dim=self.sketch_dim, calibration=self.calibration, split=self.split,
                     feature_bound=self.feature_bound, label_bound=self.label_bound,
-                    accountant=self.accountant, ledger=self.ledger, seed=self.random_state)
+                    accountant=self.accountant, ledger=self.ledger, seed=self.random_state,
+                    derivative_clip=self.derivative_clip)
         # Columns of the data set are in the original order (partitions hold column indices).
         self.coef_ = np.asarray(sol.x, dtype=float)
         self.history_ = np.asarray(sol.objective, dtype=float)

@@ -52,6 +52,8 @@ def register(sub):
                    help="accountant that calibrates and guards the budget (default rdp)")
     p.add_argument("--feature-bound", type=float, help="declared bound |a_ij| <= B_a (data clipped)")
     p.add_argument("--label-bound", type=float, help="declared bound |y_j| <= B_y (labels clipped)")
+    p.add_argument("--derivative-clip", type=float,
+                   help="clip per-sample loss derivatives to [-c, c] (lowers the score sensitivity)")
     p.add_argument("--ledger", metavar="FILE", help="append every release to this ledger file")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--reference", action="store_true",
@@ -130,7 +132,7 @@ def run(args) -> int:
               sampling=args.sampling, epsilon=epsilon, delta=args.delta, rnm=args.rnm,
               sketch=args.sketch, sketch_dim=args.sketch_dim, calibration=args.calibration,
               split=args.split, feature_bound=args.feature_bound, label_bound=args.label_bound,
-              accountant=args.accountant, seed=args.seed)
+              accountant=args.accountant, seed=args.seed, derivative_clip=args.derivative_clip)
     try:
         sol = solve(data, ledger=args.ledger, reference=args.reference, callback=progress, **kw)
     except BudgetExceeded as exc:

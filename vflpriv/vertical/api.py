@@ -142,7 +142,7 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
           sketch_dim=None, calibration="accountant", split=0.5, feature_bound=None,
           label_bound=None, accountant="rdp", ledger=None, seed=0, release_cache=True,
           reference=False, callback=None, report_accountants=REPORT_ACCOUNTANTS,
-          allow_biased_sketch=False) -> Solution:
+          allow_biased_sketch=False, derivative_clip=None) -> Solution:
     """Run ``algorithm`` on ``data`` (a :class:`vflpriv.data.VerticalData`); see module docstring.
 
     Private runs (finite ``epsilon``) need ``delta``, ``feature_bound`` and ``label_bound``; every
@@ -150,7 +150,9 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
     None for an in-memory ledger) before its noise is drawn.  ``accountant`` calibrates and checks
     the plan ("rdp" by default: the fastest accountant that composes report-noisy-max and
     Gaussian releases together, so the filter can check every release; the end-of-run report asks
-    ``report_accountants`` and names the best).
+    ``report_accountants`` and names the best).  ``derivative_clip`` c (private runs) clips the
+    per-sample loss derivatives to [-c, c], which lowers the score sensitivity to 2 B_a c / n when
+    c is below the bound implied by B_a, B_y and eta (docs/sensitivity.md).
     """
     if algorithm not in ALGORITHMS:
         raise InputError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
@@ -179,7 +181,8 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
                       "(see docs/vertical.md)", stacklevel=2)
     if algorithm in ("fw", "dpfw"):
         return _centralized(data, loss, eta, iterations, algorithm, epsilon, delta, feature_bound,
-                            label_bound, accountant, ledger, seed, reference, report_accountants)
+                            label_bound, accountant, ledger, seed, reference, report_accountants,
+                            derivative_clip)
 
     smp = parse_sampling(sampling, data.blocks)
     K, n, T = data.K, data.n, int(iterations)
@@ -188,7 +191,7 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
     sk = Sketch(sketch, n, sketch_dim, sk_seed)
     if private:
         sens = P.sensitivities(loss, feature_bound, label_bound, K * float(eta), n,
-                               sk.max_column_norm())
+                               sk.max_column_norm(), derivative_clip)
         parties = smp.max_parties
         if calibration == "accountant":
             noise_plan = P.calibrate_accountant(rnm, sens, epsilon, delta, T, parties, split,
@@ -260,7 +263,7 @@ def _open_ledger(ledger, epsilon, delta):
 
 
 def _centralized(data, loss, eta, T, algorithm, epsilon, delta, Ba, By, accountant, ledger, seed,
-                 reference, report_accountants):
+                 reference, report_accountants, derivative_clip=None):
     t0 = time.perf_counter()
     if algorithm == "fw":
         r = frank_wolfe(data.A, data.y, loss, eta, blocks=data.blocks, iterations=T)
@@ -272,7 +275,7 @@ def _centralized(data, loss, eta, T, algorithm, epsilon, delta, Ba, By, accounta
         r = dp_frank_wolfe(data.A, data.y, loss, eta, iterations=T, feature_bound=Ba,
                            label_bound=By, epsilon=epsilon, delta=delta, blocks=data.blocks,
                            accountant=accountant, budget_filter=budget, neighboring="replace_one",
-                           rng=seed)
+                           rng=seed, derivative_clip=derivative_clip)
         values, best = _privacy_report(led.event(), delta, report_accountants)
         privacy = {"epsilon_spent": values, "best_accountant": best, "delta": delta,
                    "target_epsilon": epsilon, "budget_accountant": accountant,
@@ -296,7 +299,7 @@ def _centralized(data, loss, eta, T, algorithm, epsilon, delta, Ba, By, accounta
 def calibration_comparison(data, *, loss="squared", eta=1.0, iterations=100, epsilon=1.0,
                            delta=1e-5, rnm="laplace", sketch="identity", sketch_dim=None,
                            split=0.5, feature_bound=None, label_bound=None, accountant="rdp",
-                           sampling="elementary", seed=0, **_ignored) -> dict:
+                           sampling="elementary", seed=0, derivative_clip=None, **_ignored) -> dict:
     """Both calibrations of the same run side by side: noise scales and what each really spends.
 
     ``accountant``: noise solved so that the worst-case plan meets (epsilon, delta) exactly;
@@ -308,7 +311,7 @@ def calibration_comparison(data, *, loss="squared", eta=1.0, iterations=100, eps
     smp = parse_sampling(sampling, data.blocks)
     sk = Sketch(sketch, data.n, sketch_dim, _seeds(seed)[0])
     sens = P.sensitivities(loss, feature_bound, label_bound, data.K * float(eta), data.n,
-                           sk.max_column_norm())
+                           sk.max_column_norm(), derivative_clip)
     T, K = int(iterations), smp.max_parties
     out = {}
     for name, plan in (

@@ -5,7 +5,8 @@ The derivation is in ``docs/sensitivity.md``; in short, with declared bounds |a_
 (n public; neighbours replace one person's row, ``replace_one``):
 
 * per-sample predictor bound  R = B_a * K * eta        (|a_j^T x| <= B_a ||x||_1)
-* derivative bound            L = loss.derivative_bound(R, B_y)
+* derivative bound            L = loss.derivative_bound(R, B_y), or min(c, that) with a
+                              declared ``derivative_clip`` c (per-sample derivatives clipped)
 * score sensitivity           Delta_idx = 2 B_a L / n  (score_i = a_i^T r / n, r_j = l'(u_j, y_j))
 * feature sensitivity         Delta_feat = 2 B_a max_j ||J e_j||  (per party and round)
 
@@ -56,11 +57,16 @@ class Sensitivity:
     feature: float          # Delta_feat (one party's released vector, L2, replace-one)
 
 
-def sensitivities(loss, feature_bound, label_bound, radius_sum, n, max_column_norm) -> Sensitivity:
+def sensitivities(loss, feature_bound, label_bound, radius_sum, n, max_column_norm,
+                  derivative_clip=None) -> Sensitivity:
+    """Declared-bound sensitivities (docs/sensitivity.md).  ``derivative_clip`` c clips the
+    per-sample derivatives to [-c, c] (a robustified objective where |l'| > c), so L = min(c, L)."""
     Ba = check_bound("feature_bound", feature_bound)
     By = check_bound("label_bound", label_bound)
     R = Ba * radius_sum
     L = float(loss.derivative_bound(R, By))
+    if derivative_clip is not None:
+        L = min(L, check_bound("derivative_clip", derivative_clip))
     return Sensitivity(R, L, 2.0 * Ba * L / n, 2.0 * Ba * float(max_column_norm))
 
 

@@ -334,7 +334,7 @@ class FedP3:
 
     def __init__(self, *, model="mlp", scheme="opu2", keep_ratio=0.9, global_pruning="random",
                  local_pruning="fixed", local_p=0.9, aggregation="simple", participation=1.0,
-                 rounds=20, local_epochs=1.0, local_steps=None, batch_size=16, lr=0.1,
+                 rounds=15, local_epochs=2.0, local_steps=None, batch_size=16, lr=0.3,
                  epsilon=math.inf, delta=1e-5, clip=1.0, noise="calibrate", paper_c=None,
                  accountant="rdp", ledger=None, seed=0, threads=1):
         self.model, self.scheme, self.keep_ratio = model, scheme, keep_ratio

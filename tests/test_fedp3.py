@@ -256,7 +256,7 @@ def test_weighted_aggregation_is_normalized():
 
 # -- privacy ---------------------------------------------------------------------------------
 
-def test_epsilon_inf_is_nonprivate(tiny):
+def test_epsilon_inf_is_nonprivate(tiny, tmp_path):
     # no clipping and no noise at epsilon = inf: the clip setting cannot change the result
     runs = [FedP3(model=tiny_model, epsilon=math.inf, clip=c, rounds=2, local_steps=2,
                   batch_size=5, local_pruning="uniform", seed=4).fit(tiny, 4) for c in (1e-3, 1e3)]
@@ -264,7 +264,8 @@ def test_epsilon_inf_is_nonprivate(tiny):
         assert torch.equal(runs[0].global_weights_[k], runs[1].global_weights_[k])
     assert runs[0].ledger_ is None and runs[0].epsilon_spent_ == [math.inf] * 3
     priv = FedP3(model=tiny_model, epsilon=50.0, clip=1e-3, rounds=2, local_steps=2,
-                 batch_size=5, local_pruning="uniform", seed=4).fit(tiny, 4)
+                 batch_size=5, local_pruning="uniform", seed=4,
+                 ledger=tmp_path / "l.jsonl").fit(tiny, 4)
     assert not torch.equal(priv.global_weights_["ffc.weight"], runs[0].global_weights_["ffc.weight"])
 
 

@@ -1,5 +1,4 @@
 """vflpriv.data: partitions (paper 004 eq. 11), loaders, the synthetic generator, validation."""
-import math
 
 import numpy as np
 import pandas as pd

@@ -1,6 +1,5 @@
 """`vflpriv run` (JSON fields, exit codes) and the estimators VerticalDPLasso / VerticalDPLogistic."""
 import json
-import math
 
 import numpy as np
 import pandas as pd

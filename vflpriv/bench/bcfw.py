@@ -14,7 +14,6 @@ Sections (``--sections speed,compression,utility,calibration``):
 """
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np

@@ -210,3 +210,17 @@ def test_clipping_to_declared_bounds(data):
     p = Party(0, data.block(0) * 100, data.y * 100, SquaredLoss(), 1.0,
               clip=(0.5, 0.25, 1.0, 2.0), noise_seed=0)
     assert np.abs(p.A.data).max() <= 0.5 and np.abs(p.y).max() <= 0.25
+
+
+def test_tiny_noise_selects_the_exact_vertices(data):
+    # With a huge epsilon the report-noisy-max noise is negligible against the score gaps: the
+    # private run must pick the same signed vertices as BCFW-AS (checks the sign convention of
+    # the compiled noisy argmax against the exact LO).  Bounds cover the data, so clipping is
+    # inactive.
+    Ba = float(np.abs(data.A.data).max())
+    By = float(np.abs(data.y).max())
+    a = solve(data, algorithm="dp-bcfw", eta=1.0, iterations=3, epsilon=1e5, delta=1e-5,
+              feature_bound=Ba, label_bound=By, report_accountants=("rdp",))
+    b = solve(data, algorithm="bcfw", eta=1.0, iterations=3)
+    assert a.noise_plan.index_scale < 1e-3
+    assert a.extra["selections"] == b.extra["selections"]

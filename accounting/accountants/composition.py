@@ -44,19 +44,21 @@ class AdvancedComposition(Accountant):
     @staticmethod
     def _sums(leaves):
         s2 = sum(dp_params(l)[0] ** 2 * n for l, n in leaves)
-        drift = sum(dp_params(l)[0] * math.expm1(dp_params(l)[0]) * n for l, n in leaves)
+        # e^eps overflows past eps ~ 709; the bound is then infinite (useless, still valid).
+        drift = sum(dp_params(l)[0] * (math.expm1(dp_params(l)[0]) if dp_params(l)[0] < 700
+                                       else math.inf) * n for l, n in leaves)
         d = sum(dp_params(l)[1] * n for l, n in leaves)
         return s2, drift, d
 
     def _epsilon(self, leaves, relation, delta):
         s2, drift, d = self._sums(leaves)
         slack = delta - d
-        if slack <= 0:
+        if slack <= 0 or math.isinf(drift):
             return math.inf
         return math.sqrt(2 * math.log(1 / slack) * s2) + drift
 
     def _delta(self, leaves, relation, epsilon):
         s2, drift, d = self._sums(leaves)
-        if epsilon <= drift:
+        if epsilon <= drift or math.isinf(drift):
             return 1.0
         return d + math.exp(-((epsilon - drift) ** 2) / (2 * s2))

@@ -23,6 +23,7 @@ from ..events import Gaussian
 from ..gaussian import gaussian_delta, gaussian_epsilon
 from .._solve import smallest_x_with
 from .base import Accountant
+from .pld import MAX_PURE_EPSILON
 from ._dp_params import dp_params
 
 PLD_DISCRETIZATION = 1e-4
@@ -68,7 +69,12 @@ class OptimalComposition(Accountant):
         if not super()._supports_leaves(leaves, relation):
             return False
         gaussian = [isinstance(l, Gaussian) for l, _ in leaves]
-        return all(gaussian) or not any(gaussian)
+        if not (all(gaussian) or not any(gaussian)):
+            return False
+        if not any(gaussian) and self._mode(leaves) == "heterogeneous":
+            # heterogeneous pure/approx DP goes through the PLD grid: same range limit
+            return all(dp_params(l)[0] <= MAX_PURE_EPSILON for l, _ in leaves)
+        return True
 
     @staticmethod
     def _mode(leaves):

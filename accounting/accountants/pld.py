@@ -26,6 +26,10 @@ from .base import Accountant
 from ._dp_params import dp_params
 
 
+#: largest per-release epsilon of a pure/approx-DP leaf the PLD grid is built for
+MAX_PURE_EPSILON = 50.0
+
+
 class PLDAccountant(Accountant):
     name = "pld"
 
@@ -36,8 +40,14 @@ class PLDAccountant(Accountant):
         self.interval = float(value_discretization_interval)
 
     def supports_leaf(self, leaf, neighboring):
-        return isinstance(leaf, (Gaussian, Laplace, PoissonSubsampledGaussian, ReportNoisyMax,
-                                 Exponential, PureDP, ApproxDP))
+        if not isinstance(leaf, (Gaussian, Laplace, PoissonSubsampledGaussian, ReportNoisyMax,
+                                 Exponential, PureDP, ApproxDP)):
+            return False
+        params = dp_params(leaf)
+        # A privacy loss of +-eps spans 2 eps / interval grid points (2e6 at eps = 100): past
+        # MAX_PURE_EPSILON the grid is too large (and e^eps overflows past ~709). Other
+        # accountants answer such plans.
+        return params is None or params[0] <= MAX_PURE_EPSILON
 
     def build(self, leaves, relation):
         """The composed PrivacyLossDistribution of the leaves."""

@@ -55,6 +55,9 @@ def register(sub):
     p.add_argument("--derivative-clip", type=float,
                    help="clip per-sample loss derivatives to [-c, c] (lowers the score sensitivity)")
     p.add_argument("--ledger", metavar="FILE", help="append every release to this ledger file")
+    p.add_argument("--log-releases", action="store_true",
+                   help="print 'released round T' on stdout (flushed) once round T's released "
+                        "values have reached the server (their ledger records are durable by then)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--reference", action="store_true",
                    help="compute the certified optimum on the same set and the excess risk")
@@ -93,6 +96,20 @@ class _Progress:
         sys.stderr.flush()
 
 
+class _LogReleases:
+    """Wraps the progress callback: one stdout line per finished round.  The engine calls it after
+    round t's replies reached the server, so a line means those values left their party; every
+    such release was charged (ledger record appended and fsync'ed) before its noise was drawn."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __call__(self, t, f):
+        sys.stdout.write(f"released round {t}\n")
+        sys.stdout.flush()
+        self.inner(t, f)
+
+
 def run(args) -> int:
     from accounting import BudgetExceeded
 
@@ -128,6 +145,8 @@ def run(args) -> int:
     if any(c.isdigit() for c in args.partition) and data.K != args.parties:
         raise InputError(f"--partition lists {data.K} parties but --parties is {args.parties}")
     progress = _Progress(args.iterations, sys.stderr.isatty())
+    if args.log_releases:
+        progress = _LogReleases(progress)
     kw = dict(loss=args.loss, eta=args.eta, iterations=args.iterations, algorithm=args.algorithm,
               sampling=args.sampling, epsilon=epsilon, delta=args.delta, rnm=args.rnm,
               sketch=args.sketch, sketch_dim=args.sketch_dim, calibration=args.calibration,

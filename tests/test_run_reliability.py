@@ -33,10 +33,16 @@ def _key(rec):
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    led = tmp_path_factory.mktemp("ref") / "ref.jsonl"
-    assert main(RUN + ["--ledger", str(led)]) == 0
-    return [_key(r) for r in read_ledger(led).records]
+def reference_run(tmp_path_factory):
+    d = tmp_path_factory.mktemp("ref")
+    assert main(RUN + ["--ledger", str(d / "ref.jsonl"), "--json", str(d / "ref.json")]) == 0
+    return ([_key(r) for r in read_ledger(d / "ref.jsonl").records],
+            json.loads((d / "ref.json").read_text()))
+
+
+@pytest.fixture(scope="module")
+def reference(reference_run):
+    return reference_run[0]
 
 
 def _spawn(args):
@@ -46,9 +52,18 @@ def _spawn(args):
                             stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
 
 
-def _kill_after_first_release(proc, delay):
-    """Wait for the first 'released round' line, sleep ``delay`` s, SIGKILL; return logged rounds."""
-    lines = [proc.stdout.readline()]
+def _kill_at(proc, round_, delay):
+    """Read the 'released round' lines until round ``round_`` is logged, sleep ``delay`` s (the
+    run goes on meanwhile), SIGKILL; return every logged round.  Kill moments are set by progress,
+    not by wall time, so they land mid-run however fast the machine is."""
+    lines = []
+    while True:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if line.startswith("released round") and int(line.split()[-1]) >= round_:
+            break
     time.sleep(delay)
     proc.send_signal(signal.SIGKILL)
     out, _ = proc.communicate(timeout=30)
@@ -65,14 +80,15 @@ def _verify(path, capsys):
 
 def test_sigkill_leaves_a_ledger_that_accounts_for_every_release(tmp_path, reference, capsys):
     rng = np.random.default_rng(20261121)
-    # 600 rounds take about 1.2 s after the first release on this machine; kill moments are drawn
-    # over [0, 1.2) s so most land mid-run (a kill after the end is a clean-exit check).
-    delays = rng.uniform(0.0, 1.2, size=5)
+    # kill moments: after a seeded random round is logged, plus a random 0-3 ms (a round takes
+    # about 1-2 ms here, so the kill falls anywhere inside a round: charge, noise, send, update)
+    rounds = rng.integers(0, ITER // 2, size=5)
+    delays = rng.uniform(0.0, 0.003, size=5)
     killed_mid_run = 0
-    for i, delay in enumerate(delays):
+    for i, (round_, delay) in enumerate(zip(rounds, delays)):
         led = tmp_path / f"l{i}.jsonl"
         proc = _spawn(RUN + ["--ledger", str(led), "--log-releases"])
-        logged = _kill_after_first_release(proc, float(delay))
+        logged = _kill_at(proc, int(round_), float(delay))
         assert logged, "the run printed no release before it was killed"
         assert logged == list(range(len(logged))), "rounds are logged in order, none skipped"
         rc, v = _verify(led, capsys)
@@ -92,4 +108,67 @@ def test_sigkill_leaves_a_ledger_that_accounts_for_every_release(tmp_path, refer
             # the killed run's spend is at most the full run's (composition is monotone)
             assert rc == 0 and v["epsilon_spent"] <= 1.0
     # the seeded delays do land mid-run (else this test would check nothing about crashes)
-    assert killed_mid_run >= 3
+    assert killed_mid_run == 5
+
+
+def test_kill_and_resume_twice_equals_an_uninterrupted_run(tmp_path, reference_run, capsys):
+    """Kill the run, resume it in a subprocess and kill that too, then resume to the end: the
+    ledger (apart from times) and the results equal the uninterrupted run's with the same seed."""
+    from vflpriv.vertical.checkpoint import read_checkpoint
+
+    ref_records, ref_json = reference_run
+    led, ckpt, out = tmp_path / "l.jsonl", tmp_path / "c.npz", tmp_path / "r.json"
+    # checkpoints every 7 rounds: a kill almost always lands after releases the checkpoint has not
+    # seen, so the resume must replay them from the restored generators (checked below)
+    rng = np.random.default_rng(6)
+    rounds, delays = sorted(rng.integers(10, ITER // 2, size=2)), rng.uniform(0, 0.003, size=2)
+    first = RUN + ["--ledger", str(led), "--checkpoint", str(ckpt), "--checkpoint-every", "7",
+                   "--log-releases"]
+    replayed = 0
+    for argv, round_, delay in ((first, rounds[0], delays[0]),
+                                (["run", "--resume", str(ckpt), "--log-releases"], rounds[1] + 20,
+                                 delays[1])):
+        logged = _kill_at(_spawn(argv), int(round_), float(delay))
+        got = read_ledger(led).records
+        assert 0 < len(got) < len(ref_records), "the kill must land mid-run"
+        assert [_key(r) for r in got] == ref_records[:len(got)]
+        assert sum(1 for k in ref_records if k[2] <= logged[-1]) <= len(got)
+        meta, _ = read_checkpoint(ckpt)
+        assert meta["ledger_length"] <= len(got)
+        replayed += meta["ledger_length"] < len(got)
+    assert replayed >= 1
+    assert main(["run", "--resume", str(ckpt), "--json", str(out)]) == 0
+    contents = read_ledger(led)
+    assert [_key(r) for r in contents.records] == ref_records
+    assert len({r.run_id for r in contents.records}) == 1      # one run, continued
+    d = json.loads(out.read_text())
+    assert d["objective"] == ref_json["objective"]            # bit-identical iterates
+    for key in ("uplink_bytes", "downlink_bytes", "features_released", "support_size"):
+        assert d[key] == ref_json[key], key
+    assert d["epsilon_spent"]["rdp"] == ref_json["epsilon_spent"]["rdp"]
+
+
+def test_resume_refuses_other_options_data_or_ledger(tmp_path, capsys):
+    small = ["run", "--data", "synthetic:n=60,d=20,seed=0", "--parties", "2", "--epsilon", "1",
+             "--delta", "1e-5", "--feature-bound", "1", "--label-bound", "1", "--iterations", "5",
+             "--seed", "1"]
+    led, ckpt = tmp_path / "l.jsonl", tmp_path / "c.npz"
+    assert main(small + ["--ledger", str(led), "--checkpoint", str(ckpt)]) == 0
+    capsys.readouterr()
+    # an option that changes the run
+    assert main(["run", "--resume", str(ckpt), "--epsilon", "2"]) == 2
+    assert "--epsilon '2' differs" in capsys.readouterr().err
+    # a checkpoint without a private run's ledger
+    assert main(small + ["--checkpoint", str(tmp_path / "c2.npz")]) == 2
+    assert "needs a ledger file" in capsys.readouterr().err
+    # a ledger with a foreign record after the checkpoint's length
+    from accounting import Ledger, PureDP
+
+    Ledger(led).append(PureDP(0.1), party="x", round=99)
+    assert main(["run", "--resume", str(ckpt)]) == 2
+    assert "belongs to run" in capsys.readouterr().err
+    # not a checkpoint
+    bad = tmp_path / "bad.npz"
+    bad.write_text("hello")
+    assert main(["run", "--resume", str(bad)]) == 2
+    assert "not a vflpriv checkpoint" in capsys.readouterr().err

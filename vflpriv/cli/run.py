@@ -11,6 +11,7 @@ Exit codes: 0 done; 1 the budget filter refused a release (nothing past it was r
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 
@@ -23,7 +24,7 @@ def register(sub):
     p = sub.add_parser("run", help="fit a sparse model across parties holding different columns",
                        description="Run DP-BCFW-AS (paper 004, Algorithm 2) or a baseline on "
                        "vertically partitioned data and report objective, bytes and privacy.")
-    p.add_argument("--data", required=True,
+    p.add_argument("--data",
                    help="svmlight/LIBSVM file, CSV/parquet (with --label) or "
                         "synthetic:n=2000,d=20000,density=0.01,sparsity=0.01,seed=0")
     p.add_argument("--label", help="label column of a CSV/parquet file")
@@ -58,12 +59,47 @@ def register(sub):
     p.add_argument("--log-releases", action="store_true",
                    help="print 'released round T' on stdout (flushed) once round T's released "
                         "values have reached the server (their ledger records are durable by then)")
+    p.add_argument("--checkpoint", metavar="FILE",
+                   help="write a checkpoint (atomically) before the first round and every "
+                        "--checkpoint-every rounds; private runs need --ledger")
+    p.add_argument("--checkpoint-every", type=int, default=1, metavar="K",
+                   help="rounds between checkpoints (default 1)")
+    p.add_argument("--resume", metavar="FILE",
+                   help="continue the interrupted run of this checkpoint (its options are used; "
+                        "only --json, --plot and --log-releases may be given with it)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--reference", action="store_true",
                    help="compute the certified optimum on the same set and the excess risk")
     p.add_argument("--json", metavar="FILE", help="write the results as one JSON object")
     p.add_argument("--plot", metavar="FILE.png", help="plot objective vs iteration and bytes per party")
     p.set_defaults(func=run)
+    global _PARSER
+    _PARSER = p
+
+
+_PARSER = None
+#: options that may be given with --resume (they do not change the run)
+_RESUME_OK = ("json", "plot", "log_releases", "resume", "func", "command")
+
+
+def _resumed_args(args):
+    """Replace ``args`` by the options stored in the checkpoint ``args.resume``."""
+    from ..vertical.checkpoint import read_checkpoint
+
+    meta, _ = read_checkpoint(args.resume)
+    saved = (meta.get("extra") or {}).get("cli")
+    if not isinstance(saved, dict):
+        raise InputError(f"--resume {args.resume!r}: the checkpoint was not written by vflpriv run")
+    for dest, value in vars(args).items():
+        if dest in _RESUME_OK or dest not in saved:
+            continue
+        if value != _PARSER.get_default(dest) and value != saved[dest]:
+            raise InputError(f"--resume: --{dest.replace('_', '-')} {value!r} differs from the "
+                             f"checkpoint's run ({saved[dest]!r}); resume takes its options")
+    for dest, value in saved.items():
+        if dest not in _RESUME_OK:
+            setattr(args, dest, value)
+    return args
 
 
 def _labels(y, loss):
@@ -124,6 +160,10 @@ def run(args) -> int:
             sys.stderr.write("vflpriv run: error: --plot needs matplotlib, which is not installed "
                              "(pip install matplotlib)\n")
             return 2
+    if args.resume:
+        args = _resumed_args(args)
+    if not args.data:
+        raise InputError("--data is required (or --resume FILE)")
     private_algo = args.algorithm in ("dp-bcfw", "dpfw")
     if args.epsilon is None:
         if private_algo:
@@ -152,8 +192,14 @@ def run(args) -> int:
               sketch=args.sketch, sketch_dim=args.sketch_dim, calibration=args.calibration,
               split=args.split, feature_bound=args.feature_bound, label_bound=args.label_bound,
               accountant=args.accountant, seed=args.seed, derivative_clip=args.derivative_clip)
+    ckpt = args.resume or args.checkpoint
+    cli = {k: v for k, v in vars(args).items() if k not in ("func", "resume")}
+    if args.ledger:
+        cli["ledger"] = os.path.abspath(args.ledger)
     try:
-        sol = solve(data, ledger=args.ledger, reference=args.reference, callback=progress, **kw)
+        sol = solve(data, ledger=args.ledger, reference=args.reference, callback=progress,
+                    checkpoint=ckpt, checkpoint_every=args.checkpoint_every,
+                    resume=bool(args.resume), checkpoint_extra={"cli": cli}, **kw)
     except BudgetExceeded as exc:
         sys.stderr.write(f"\nvflpriv run: {exc}\n")
         return 1

@@ -11,6 +11,8 @@ Algorithms (all on the same feasible set, the product of per-party l1 balls of r
 from __future__ import annotations
 
 import math
+import os
+import secrets
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -26,6 +28,7 @@ from .engine import run_vertical
 from .sampling import parse_sampling
 from .sketch import Sketch
 from .engine import _seeds
+from .checkpoint import Checkpointer, ReplayFilter, data_fingerprint, read_checkpoint
 
 ALGORITHMS = ("dp-bcfw", "bcfw", "dfw", "fw", "dpfw")
 #: accountants asked for the end-of-run report (PLD is exact-er but takes seconds)
@@ -142,7 +145,8 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
           sketch_dim=None, calibration="accountant", split=0.5, feature_bound=None,
           label_bound=None, accountant="rdp", ledger=None, seed=0, release_cache=True,
           reference=False, callback=None, report_accountants=REPORT_ACCOUNTANTS,
-          allow_biased_sketch=False, derivative_clip=None) -> Solution:
+          allow_biased_sketch=False, derivative_clip=None, checkpoint=None, checkpoint_every=1,
+          resume=False, checkpoint_extra=None) -> Solution:
     """Run ``algorithm`` on ``data`` (a :class:`vflpriv.data.VerticalData`); see module docstring.
 
     Private runs (finite ``epsilon``) need ``delta``, ``feature_bound`` and ``label_bound``; every
@@ -153,6 +157,13 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
     ``report_accountants`` and names the best).  ``derivative_clip`` c (private runs) clips the
     per-sample loss derivatives to [-c, c], which lowers the score sensitivity to 2 B_a c / n when
     c is below the bound implied by B_a, B_y and eta (docs/sensitivity.md).
+
+    ``seed=None`` (deployment) draws the run's seed material from OS entropy; an integer seed
+    makes the noise reproducible, so the output is marked not for deployment.  ``checkpoint`` (a
+    path; dp-bcfw, bcfw, dfw) is written atomically before the first round and after every
+    ``checkpoint_every`` rounds; ``resume=True`` continues the interrupted run from it without
+    re-spending or re-releasing (``checkpoint.py``; private runs need a ledger file).
+    ``checkpoint_extra`` (JSON-able) is stored in it for the caller (the CLI keeps its options).
     """
     if algorithm not in ALGORITHMS:
         raise InputError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
@@ -179,7 +190,12 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
     if sketch != "identity" and loss.name != "squared":
         warnings.warn(f"{loss.name} loss with a {sketch} sketch: the partial gradients are biased "
                       "(see docs/vertical.md)", stacklevel=2)
+    if resume and checkpoint is None:
+        raise InputError("resume=True needs the checkpoint path")
     if algorithm in ("fw", "dpfw"):
+        if checkpoint is not None:
+            raise InputError(f"checkpoints are for the vertical algorithms (dp-bcfw, bcfw, dfw), "
+                             f"not {algorithm!r}")
         return _centralized(data, loss, eta, iterations, algorithm, epsilon, delta, feature_bound,
                             label_bound, accountant, ledger, seed, reference, report_accountants,
                             derivative_clip)
@@ -187,7 +203,18 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
     smp = parse_sampling(sampling, data.blocks)
     K, n, T = data.K, data.n, int(iterations)
     noise_plan = budget = clip = led = None
-    sk_seed = _seeds(seed)[0]
+    config = dict(loss=loss.name, eta=float(eta), iterations=T, algorithm=algorithm,
+                  sampling=str(sampling), epsilon=epsilon, delta=delta, rnm=rnm, sketch=sketch,
+                  sketch_dim=sketch_dim, calibration=calibration, split=split,
+                  feature_bound=feature_bound, label_bound=label_bound, accountant=accountant,
+                  release_cache=bool(release_cache), derivative_clip=derivative_clip)
+    ck = _resume_checkpoint(checkpoint, config, seed, data) if resume else None
+    # The run's seed material: the caller's seed, or 128 bits of OS entropy (never reported).
+    noise_seed = ck["seed_material"] if ck else (seed if seed is not None else
+                                                secrets.randbits(128))
+    if ck:
+        seed = ck["seed"]
+    sk_seed = _seeds(noise_seed)[0]
     sk = Sketch(sketch, n, sketch_dim, sk_seed)
     if private:
         sens = P.sensitivities(loss, feature_bound, label_bound, K * float(eta), n,
@@ -207,13 +234,35 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
                     f"{accountant} accountant; nothing was released (use calibration='accountant')")
         noise_plan.details.update(sens_index=sens.index, sens_feature=sens.feature,
                                   z_bound=sens.z_bound, derivative_bound=sens.derivative_bound)
-        led = _open_ledger(ledger, epsilon, delta)
+        if ck:
+            ledger = ledger if ledger is not None else ck["ledger_path"]
+            led = Ledger(ledger, budget={"epsilon": epsilon, "delta": delta},
+                         run_id=ck["run_id"]) if not isinstance(ledger, Ledger) else ledger
+        else:
+            led = _open_ledger(ledger, epsilon, delta)
+        if checkpoint is not None and led.path is None:
+            raise InputError("a private run with a checkpoint needs a ledger file (ledger=PATH, "
+                             "--ledger): resuming must not spend again what an in-memory ledger "
+                             "forgot")
         budget = BudgetFilter(led, epsilon, delta, accountant=accountant)
+        if ck:
+            budget = ReplayFilter(budget, _pending_records(led, ck, checkpoint))
         clip = (float(feature_bound), float(label_bound), sens.z_bound, sens.derivative_bound)
+    on_round = None
+    if checkpoint is not None:
+        meta = {"config": config, "seed": seed, "seed_material": noise_seed,
+                "data": data_fingerprint(data), "extra": checkpoint_extra,
+                "run_id": None if led is None else led.run_id,
+                "ledger_path": None if led is None else os.path.abspath(led.path)}
+        on_round = Checkpointer(checkpoint, checkpoint_every, T, meta, budget)
     res = run_vertical(data, loss, float(eta), T, algorithm="dfw" if algorithm == "dfw" else "bcfw",
-                       sampling=smp, sketch=sketch, sketch_dim=sketch_dim, seed=seed,
+                       sampling=smp, sketch=sketch, sketch_dim=sketch_dim, seed=noise_seed,
                        noise_plan=noise_plan, budget_filter=budget, clip=clip,
-                       release_cache=release_cache, callback=callback)
+                       release_cache=release_cache, callback=callback,
+                       state=(ck["state"], ck["arrays"]) if ck else None, on_round=on_round)
+    if ck and private and budget.pending:
+        raise InputError(f"the ledger holds {len(budget.pending)} records of this run beyond its "
+                         f"{T} rounds; it does not belong to this checkpoint")
     sol = Solution(algorithm=algorithm, x=res.x, objective=res.objective,
                    initial_objective=res.initial_objective, iterations=T, seconds=res.seconds,
                    K=K, n=n, seed=seed, uplink=res.uplink(), uplink_framed=res.uplink(True),
@@ -234,6 +283,37 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
         sol.reference = reference_optimum(data.A, data.y, loss, blocks=data.blocks, eta=float(eta),
                                           on_failure="flag")
     return sol
+
+
+def _resume_checkpoint(path, config, seed, data) -> dict:
+    """Read a checkpoint and check it belongs to this run (options, seed, data)."""
+    meta, arrays = read_checkpoint(path)
+    for key, v in config.items():
+        old = meta["config"].get(key)
+        if old != v and not (isinstance(v, float) and isinstance(old, float) and
+                             math.isnan(v) and math.isnan(old)):
+            raise InputError(f"resume: {key}={v!r} but the checkpoint's run used {key}={old!r}")
+    if seed is not None and seed != meta["seed"]:
+        raise InputError(f"resume: seed={seed!r} but the checkpoint's run used seed={meta['seed']!r}")
+    if meta["data"] != data_fingerprint(data):
+        raise InputError(f"resume: the data (matrix, labels or partition) differ from the "
+                         f"checkpoint {str(path)!r}'s run")
+    meta["state"], meta["arrays"] = meta["state"], arrays
+    return meta
+
+
+def _pending_records(led, ck, path):
+    """Ledger records charged after the checkpoint was written (to replay, not re-append)."""
+    n = ck["ledger_length"]
+    if n is None or len(led.records) < n:
+        raise InputError(f"resume: the ledger {led.path!r} has {len(led.records)} records, fewer "
+                         f"than the {n} the checkpoint {str(path)!r} saw")
+    pending = led.records[n:]
+    for r in pending:
+        if r.run_id != ck["run_id"]:
+            raise InputError(f"resume: ledger record {r.seq} belongs to run {r.run_id}, not to the "
+                             f"checkpoint's run {ck['run_id']}")
+    return pending
 
 
 def _replay_objective(data, loss, r, eta):

@@ -296,6 +296,64 @@ class Server:
         return {"round": t, "selections": sel, "gamma": gamma, "new": new,
                 "objective": self.history[-1]}
 
+    def get_state(self):
+        """Everything that changes between rounds, as ``(meta, arrays)``: ``meta`` is JSON-able
+        (round, counters, selections, objective history, meter rows, every generator's
+        ``bit_generator.state``), ``arrays`` maps names to numpy arrays.  Taken between rounds, it
+        lets :meth:`set_state` continue the run bit for bit (see checkpoint.py).  It holds the
+        parties' noise generator states: as secret as the data."""
+        keys = sorted(self.cache)
+        arrays = {"x": self.x, "u_blocks": self.u_blocks, "q_blocks": self.q_blocks,
+                  "history": np.asarray(self.history, dtype=np.float64),
+                  "cache_keys": np.asarray(keys, dtype=np.int64).reshape(len(keys), 2),
+                  "cache_values": (np.stack([self.cache[k] for k in keys]) if keys
+                                   else np.zeros((0, self.m)))}
+        parties = []
+        for p in self.parties:
+            draw = p._draw
+            parties.append({
+                "noise_rng": None if p.rng is None else p.rng.bit_generator.state,
+                "sampling_rng": p.sampling_rng.bit_generator.state,
+                "draw_round": p._draw_round,
+                "draw": draw if draw is None or isinstance(draw, str) else
+                [int(v) for v in np.asarray(draw)]})
+            arrays[f"party{p.k}_x"] = p.x
+        meta = {"t": self.t, "released": self.released, "naive": self.naive,
+                "fullgrad": self.fullgrad,
+                "selections": [[[int(k), int(i), int(s)] for k, i, s in sel]
+                               for sel in self.selections],
+                "sampling_rng": self.sampling_rng.bit_generator.state, "parties": parties,
+                "meter_rows": [[p, dr, t, *row] for (p, dr), rounds in self.meter._rows.items()
+                               for t, row in rounds.items()],
+                "meter_by_type": {k: list(v) for k, v in self.meter.by_type.items()}}
+        return meta, arrays
+
+    def set_state(self, meta, arrays):
+        """Restore :meth:`get_state`'s output into a server built with the same arguments."""
+        self.t = int(meta["t"])
+        self.x = np.array(arrays["x"], dtype=np.float64)
+        self.u_blocks = np.array(arrays["u_blocks"], dtype=np.float64)
+        self.q_blocks = np.array(arrays["q_blocks"], dtype=np.float64)
+        self.history = [float(v) for v in arrays["history"]]
+        self.cache = {(int(k), int(i)): np.array(v) for (k, i), v in
+                      zip(arrays["cache_keys"], arrays["cache_values"])}
+        self.released, self.naive = list(meta["released"]), list(meta["naive"])
+        self.fullgrad = list(meta["fullgrad"])
+        self.selections = [[(k, i, s) for k, i, s in sel] for sel in meta["selections"]]
+        self.sampling_rng.bit_generator.state = meta["sampling_rng"]
+        for p, st in zip(self.parties, meta["parties"]):
+            if st["noise_rng"] is not None:
+                p.rng.bit_generator.state = st["noise_rng"]
+            p.sampling_rng.bit_generator.state = st["sampling_rng"]
+            p._draw_round = int(st["draw_round"])
+            d = st["draw"]
+            p._draw = d if d is None or isinstance(d, str) else np.asarray(d, dtype=np.int64)
+            p.x = np.array(arrays[f"party{p.k}_x"], dtype=np.float64)
+        for p, dr, t, pay, framed, msgs in meta["meter_rows"]:
+            self.meter._rows[(int(p), dr)][int(t)] = [pay, framed, msgs]
+        for k, v in meta["meter_by_type"].items():
+            self.meter.by_type[k] = list(v)
+
     def result(self, seconds=0.0) -> RunResult:
         return RunResult(algorithm="dfw" if self.algorithm == "dfw" else
                          ("dp-bcfw" if self.private else "bcfw"), x=self.x.copy(),
@@ -309,16 +367,25 @@ class Server:
                          p_min=self.sampling.p_min if self.algorithm == "bcfw" else 1.0 / self.K)
 
 
-def run_vertical(data, loss, eta, iterations, *, callback=None, **kwargs) -> RunResult:
+def run_vertical(data, loss, eta, iterations, *, callback=None, state=None, on_round=None,
+                 **kwargs) -> RunResult:
     """Run BCFW-AS / DP-BCFW-AS (``algorithm="bcfw"``) or dFW (``"dfw"``) for ``iterations``
-    rounds; keyword arguments as :class:`Server`."""
+    rounds; keyword arguments as :class:`Server`.  ``state`` (from :meth:`Server.get_state`)
+    continues a run from its round; ``on_round(server)`` is called before the first round run
+    here and after every round (checkpoints)."""
     if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)) or iterations < 1:
         raise InputError(f"iterations must be a positive integer, got {iterations!r}")
     server = Server(data, loss, eta, **kwargs)
+    if state is not None:
+        server.set_state(*state)
     t0 = time.perf_counter()
     try:
-        for t in range(iterations):
+        if on_round is not None:
+            on_round(server)
+        for t in range(server.t, iterations):
             rec = server.step()
+            if on_round is not None:
+                on_round(server)
             if callback is not None:
                 callback(t, rec["objective"])
     finally:

@@ -172,3 +172,74 @@ def test_resume_refuses_other_options_data_or_ledger(tmp_path, capsys):
     bad.write_text("hello")
     assert main(["run", "--resume", str(bad)]) == 2
     assert "not a vflpriv checkpoint" in capsys.readouterr().err
+
+
+SMALL = ["run", "--data", "synthetic:n=80,d=30,seed=0", "--parties", "2", "--epsilon", "1",
+         "--delta", "1e-5", "--feature-bound", "1", "--label-bound", "1", "--iterations", "8"]
+
+
+def test_unseeded_runs_draw_fresh_noise_and_seeded_runs_are_marked(tmp_path, capsys):
+    outs = []
+    for i, extra in enumerate(([], [], ["--seed", "5"], ["--seed", "5"])):
+        out = tmp_path / f"r{i}.json"
+        assert main(SMALL + extra + ["--json", str(out)]) == 0
+        outs.append(json.loads(out.read_text()))
+    text = capsys.readouterr().out
+    a, b, s1, s2 = outs
+    assert a["seed"] is None and a["deployment"] is True and b["deployment"] is True
+    # OS entropy: two unseeded runs differ (equal objectives after 8 noisy rounds would need
+    # equal continuous noise draws: probability 0)
+    assert a["objective"] != b["objective"]
+    assert s1["seed"] == 5 and s1["deployment"] is False and "not for deployment" in \
+        s1["deployment_note"]
+    assert s1["objective"] == s2["objective"]                # seeded: reproducible
+    assert text.count("not for deployment: seeded run (seed=5)") == 2
+    assert text.count("deployment: noise from OS entropy") == 2
+
+
+def test_unseeded_run_resumes_with_its_own_entropy(tmp_path):
+    """An unseeded run interrupted after round 3 and resumed: the seed material comes from the
+    checkpoint, so the ledger has exactly one record set per round (no round re-charged) and the
+    objective history continues where it stopped (the first 4 values are kept, not recomputed
+    with new noise)."""
+    from vflpriv.data import VerticalData, make_synthetic
+    from vflpriv.vertical import solve
+
+    class Crash(Exception):
+        pass
+
+    A, y, _ = make_synthetic(n=80, d=30, seed=0)
+    data = VerticalData.from_arrays(A, y, "balanced", parties=2)
+    kw = dict(epsilon=1.0, delta=1e-5, feature_bound=1.0, label_bound=1.0, iterations=8,
+              seed=None, ledger=str(tmp_path / "l.jsonl"), checkpoint=str(tmp_path / "c.npz"))
+    seen = []
+
+    def crash_after_3(t, f):
+        seen.append(f)
+        if t == 3:
+            raise Crash
+
+    with pytest.raises(Crash):
+        solve(data, callback=crash_after_3, **kw)
+    sol = solve(data, resume=True, **kw)
+    assert sol.seed is None and sol.deployment
+    assert sol.objective[:4] == seen[:4]
+    recs = read_ledger(tmp_path / "l.jsonl").records
+    index_rounds = [r.round for r in recs if r.note == "signed index"]
+    assert index_rounds == list(range(8))
+    assert len({r.run_id for r in recs}) == 1
+
+
+def test_fedp3_deployment_marker(tmp_path, capsys):
+    pytest.importorskip("torch")
+    base = ["fedp3", "--data", "synthetic", "--clients", "3", "--rounds", "1", "--local-steps",
+            "1", "--epsilon", "3", "--delta", "1e-5"]
+    got = []
+    for extra in (["--ledger", str(tmp_path / "a.jsonl")],
+                  ["--seed", "2", "--ledger", str(tmp_path / "b.jsonl")]):
+        out = tmp_path / "f.json"
+        assert main(base + extra + ["--json", str(out)]) == 0
+        got.append(json.loads(out.read_text()))
+    assert got[0]["seed"] is None and got[0]["deployment"] is True
+    assert got[1]["seed"] == 2 and got[1]["deployment"] is False
+    assert "not for deployment: seeded run (seed=2)" in capsys.readouterr().out

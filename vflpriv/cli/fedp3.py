@@ -14,6 +14,7 @@ exchange), ``rounds``, ``seed`` and the run's settings and noise figures.
 from __future__ import annotations
 
 import math
+import secrets
 
 from ..errors import InputError
 
@@ -64,7 +65,8 @@ def register(sub):
     a("--accountant", default="rdp", help="accountant for calibration and the budget filter "
       "(rdp | pld | best; default rdp)")
     a("--ledger", default=None, metavar="FILE", help="privacy ledger file (default: a temp file)")
-    a("--seed", type=int, default=0, help="random seed (default 0)")
+    a("--seed", type=int, default=None, help="seed the data split, pruning and noise for a "
+      "reproducible run (outputs marked not for deployment); default: OS entropy")
     a("--json", default=None, metavar="FILE", help="write the figures as JSON to FILE")
     a("--plot", default=None, metavar="FILE.png", help="plot accuracy per round (needs matplotlib)")
     p.set_defaults(func=run)
@@ -88,8 +90,12 @@ def run(args) -> int:
 
     if args.clients < 1:
         raise InputError(f"--clients must be a positive integer, got {args.clients}")
-    X, y, n_classes, image_shape = load_dataset(args.data, seed=args.seed)
-    clients = make_clients(X, y, args.clients, alpha=args.alpha, seed=args.seed)
+    # Unseeded: the noise seed is 63 bits of OS entropy (torch.manual_seed takes at most 64 bits)
+    # and is never reported; the data split gets its own 32 bits (scikit-learn's limit).
+    seed = args.seed if args.seed is not None else secrets.randbits(63)
+    data_seed = args.seed if args.seed is not None else secrets.randbits(32)
+    X, y, n_classes, image_shape = load_dataset(args.data, seed=data_seed)
+    clients = make_clients(X, y, args.clients, alpha=args.alpha, seed=data_seed)
     try:
         hidden = tuple(int(h) for h in args.hidden.split(","))
         if not hidden or min(hidden) < 1:
@@ -110,9 +116,14 @@ def run(args) -> int:
                 local_epochs=args.local_epochs, local_steps=args.local_steps,
                 batch_size=args.batch_size, lr=args.lr, epsilon=args.epsilon, delta=args.delta,
                 clip=args.clip, noise=args.noise, paper_c=args.paper_c,
-                accountant=args.accountant, ledger=args.ledger, seed=args.seed)
+                accountant=args.accountant, ledger=args.ledger, seed=seed)
     est.fit(clients, n_classes, image_shape)
-    out = {"rounds": args.rounds, "seed": args.seed, "data": args.data, "model": args.model,
+    deployment = args.seed is None
+    out = {"rounds": args.rounds, "seed": args.seed, "deployment": deployment,
+           "deployment_note": "noise from OS entropy; floating-point samplers (docs/audit.md "
+           "section 4)" if deployment else f"not for deployment: seeded run (seed={args.seed}); "
+           "anyone who knows the seed can regenerate the noise",
+           "data": args.data, "model": args.model,
            "hidden": list(hidden) if args.model == "mlp" else None,
            "clients": args.clients, "scheme": args.scheme, "local_pruning": args.local_pruning,
            "keep_ratio": args.keep_ratio, "global_pruning": args.global_pruning,
@@ -125,10 +136,15 @@ def run(args) -> int:
     print(f"  final mean personalized accuracy  {out['accuracy']:.4f}")
     print(f"  epsilon spent (max over clients)  "
           f"{max(eps):.4f} at delta={args.delta:g}" if eps else "  non-private (epsilon = inf)")
+    if out["private"]:
+        print(f"  {'deployment: ' if deployment else ''}{out['deployment_note']}")
     up, upf = sum(out["uplink_bytes"]), sum(out["uplink_bytes_full"])
     down, downf = sum(out["downlink_bytes"]), sum(out["downlink_bytes_full"])
-    print(f"  uplink bytes    {up:>12,}  (unpruned {upf:,}; {up / upf:.1%})")
-    print(f"  downlink bytes  {down:>12,}  (unpruned {downf:,}; {down / downf:.1%})")
+    # a ledger whose budget is already spent lets no client train: no bytes at all
+    print(f"  uplink bytes    {up:>12,}  (unpruned {upf:,}; "
+          f"{f'{up / upf:.1%}' if upf else 'nothing sent'})")
+    print(f"  downlink bytes  {down:>12,}  (unpruned {downf:,}; "
+          f"{f'{down / downf:.1%}' if downf else 'nothing sent'})")
     write_json(args.json, out)
     if args.plot:
         fig, ax = plt.subplots(figsize=(5, 3.5))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import secrets
 import sys
 import time
 
@@ -67,7 +68,10 @@ def register(sub):
     p.add_argument("--resume", metavar="FILE",
                    help="continue the interrupted run of this checkpoint (its options are used; "
                         "only --json, --plot and --log-releases may be given with it)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed every random choice (sketch, sampling, noise) for a reproducible "
+                        "run; its outputs are marked not for deployment.  Default: the noise "
+                        "comes from OS entropy")
     p.add_argument("--reference", action="store_true",
                    help="compute the certified optimum on the same set and the excess risk")
     p.add_argument("--json", metavar="FILE", help="write the results as one JSON object")
@@ -177,9 +181,14 @@ def run(args) -> int:
             raise InputError(f"--epsilon must be a number or inf, got {args.epsilon!r}") from None
     A, y, names = load(args.data, args.label)
     y = _labels(y, args.loss)
+    if getattr(args, "partition_seed", None) is None:
+        # a random partition is public (everyone learns who holds which column); an unseeded
+        # run still keeps its partition seed so that --resume rebuilds the same partition
+        args.partition_seed = args.seed if args.seed is not None else secrets.randbits(63)
     try:
         partition = args.partition
-        data = VerticalData.from_arrays(A, y, partition, parties=args.parties, seed=args.seed)
+        data = VerticalData.from_arrays(A, y, partition, parties=args.parties,
+                                        seed=args.partition_seed)
     except InputError as exc:
         raise InputError(f"--partition/--parties: {exc}") from None
     if any(c.isdigit() for c in args.partition) and data.K != args.parties:
@@ -237,6 +246,8 @@ def _summary(sol, out):
         w(f"  uplink {_fmt_bytes(up)} payload ({_fmt_bytes(sum(sol.uplink_framed))} framed); "
           f"raw columns would be {_fmt_bytes(naive)}, full gradients {_fmt_bytes(full)}\n")
         w(f"  downlink {_fmt_bytes(sum(sol.downlink))} payload\n")
+    if sol.privacy:
+        w(f"  {'deployment: ' if sol.deployment else ''}{sol.deployment_note}\n")
     if not sol.privacy:
         w("  privacy: none (non-private run: exact scores and noiseless columns are shared)\n")
     else:

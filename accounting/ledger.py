@@ -86,11 +86,16 @@ class LedgerContents:
 
 
 def _compose(events) -> DpEvent | None:
-    if not events:
-        return None
     counts: dict = {}
     for e in events:
         counts[e] = counts.get(e, 0) + 1
+    return _compose_counts(counts)
+
+
+def _compose_counts(counts: dict) -> DpEvent | None:
+    """One event from {event: multiplicity} (identical releases become one SelfComposed)."""
+    if not counts:
+        return None
     parts = [e if n == 1 else SelfComposed(e, n) for e, n in counts.items()]
     return parts[0] if len(parts) == 1 else Composed(tuple(parts))
 
@@ -166,6 +171,25 @@ class Ledger:
         else:
             self._write_header(budget)
             self.records = []
+        # Running multiplicities per party, so that the spend after one more release is composed
+        # in O(distinct events), not O(records): a long run charges thousands of releases.
+        self._counts: dict = {}
+        for r in self.records:
+            self._count(r.party, r.event)
+
+    def _count(self, party: str, event: DpEvent) -> None:
+        per = self._counts.setdefault(party, {})
+        per[event] = per.get(event, 0) + 1
+
+    def counts(self, party=None) -> dict:
+        """{event: multiplicity} over all records, or over one party's."""
+        if party is not None:
+            return dict(self._counts.get(str(party), {}))
+        total: dict = {}
+        for per in self._counts.values():
+            for e, n in per.items():
+                total[e] = total.get(e, 0) + n
+        return total
 
     def _write_header(self, budget):
         self.header = {"format": FORMAT, "version": VERSION, "created": time.time(),
@@ -225,10 +249,11 @@ class Ledger:
             record = LedgerRecord(seq=rec["seq"], run_id=self.run_id, party=str(party),
                                   round=int(round), time=rec["time"], event=event, note=str(note))
             self.records.append(record)
+            self._count(record.party, event)
             return record
 
     def event(self, party=None) -> DpEvent | None:
-        return _compose([r.event for r in self.records if party is None or r.party == party])
+        return _compose_counts(self.counts(party))
 
 
 class BudgetFilter:
@@ -253,8 +278,9 @@ class BudgetFilter:
         self.per_party = per_party
 
     def _with(self, event, party):
-        return _compose([r.event for r in self.ledger.records
-                         if not self.per_party or r.party == str(party)] + [event])
+        counts = self.ledger.counts(party if self.per_party else None)
+        counts[event] = counts.get(event, 0) + 1
+        return _compose_counts(counts)
 
     def would_spend(self, event: DpEvent, party="server") -> float:
         """Epsilon (by the filter's accountant) after releasing ``event``."""

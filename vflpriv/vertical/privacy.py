@@ -161,7 +161,7 @@ def calibrate_paper(noise, sens, epsilon, delta, rounds, parties, eta, n, featur
 
 class MemoryLedger(Ledger):
     """A Ledger kept in memory (no file): same records, same composition, for runs without
-    ``--ledger``.  BudgetFilter only needs ``records``, ``append`` and ``event``."""
+    ``--ledger``.  BudgetFilter only needs ``records``, ``append``, ``counts`` and ``event``."""
 
     def __init__(self, *, budget=None, run_id=None):
         import threading
@@ -173,10 +173,12 @@ class MemoryLedger(Ledger):
         self.repaired_torn_tail = False
         self.header = {"budget": budget}
         self.records = []
+        self._counts = {}
 
     def append(self, event, *, party="server", round=0, note=""):
         with self._lock:
             rec = LedgerRecord(seq=len(self.records), run_id=self.run_id, party=str(party),
                                round=int(round), time=0.0, event=event, note=str(note))
             self.records.append(rec)
+            self._count(rec.party, event)
             return rec

@@ -56,7 +56,7 @@ __all__ = ["AuditMechanism", "REGISTRY", "AUDIT_MODULES", "register", "register_
            "registered", "claimed_epsilon", "audit_mechanism", "run_suite"]
 
 #: modules whose import registers audit mechanisms (each calls :func:`register`)
-AUDIT_MODULES = ["vflpriv.audit.mechanisms"]
+AUDIT_MODULES = ["vflpriv.audit.mechanisms", "vflpriv.audit.vertical"]
 
 #: name -> factory() -> AuditMechanism
 REGISTRY: dict = {}

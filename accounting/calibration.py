@@ -38,6 +38,7 @@ class CalibrationResult:
 
 def _solve_one(acc, make_event, target_epsilon, delta, guess, lower, upper, discrete, decreasing,
                factor=2.0, rtol=1e-7):
+    """(value, evaluations, decreasing) for one accountant; ``decreasing=None`` is detected."""
     evals = 0
 
     def eps(p):
@@ -49,7 +50,8 @@ def _solve_one(acc, make_event, target_epsilon, delta, guess, lower, upper, disc
         e1, e2 = eps(guess), eps(guess * 1.5)
         decreasing = e2 < e1
     if discrete:
-        return _solve_discrete(eps, target_epsilon, guess, decreasing, lower, upper), evals
+        value = _solve_discrete(eps, target_epsilon, guess, decreasing, lower, upper)
+        return value, evals, decreasing
     a, b = (lower, upper) if (lower is not None and upper is not None) else \
         expand_bracket(eps, target_epsilon, guess, decreasing, lower=lower or 0.0, factor=factor)
     ea, eb = eps(a), eps(b)
@@ -58,7 +60,7 @@ def _solve_one(acc, make_event, target_epsilon, delta, guess, lower, upper, disc
         good = [p for p, e in ((a, ea), (b, eb)) if e <= target_epsilon]
         if not good:
             raise ValueError(f"no value of the parameter in [{a}, {b}] meets epsilon <= {target_epsilon}")
-        return (min(good) if decreasing else max(good)), evals
+        return (min(good) if decreasing else max(good)), evals, decreasing
     def f(p):
         e = eps(p)
         return (e if math.isfinite(e) else 1e300) - target_epsilon
@@ -73,7 +75,7 @@ def _solve_one(acc, make_event, target_epsilon, delta, guess, lower, upper, disc
         if (decreasing and x > safe) or (not decreasing and x < safe):
             x = safe
             break
-    return x, evals
+    return x, evals, decreasing
 
 
 def _solve_discrete(eps, target, guess, decreasing, lower, upper):
@@ -136,8 +138,9 @@ def calibrate(make_event: Callable[[float], DpEvent], target_epsilon: float, tar
         # A cheap RDP answer is a close starting point for the costly accountant (RDP bounds
         # are looser, so the root is near and usually on a known side).
         try:
-            seed, n = _solve_one(get_accountant("rdp"), make_event, float(target_epsilon), delta,
-                                 guess, lower, upper, discrete, decreasing)
+            seed, n, decreasing = _solve_one(get_accountant("rdp"), make_event,
+                                             float(target_epsilon), delta, guess, lower, upper,
+                                             discrete, decreasing)
             evals += n
         except ValueError:
             seed = None
@@ -151,19 +154,19 @@ def calibrate(make_event: Callable[[float], DpEvent], target_epsilon: float, tar
         start = best[1] if best is not None else (seed or guess)
         close = best is not None or seed is not None
         try:
-            value, n = _solve_one(acc, make_event, float(target_epsilon), delta, start, lower,
-                                  upper, discrete, decreasing,
-                                  factor=1.05 if close else 2.0)
-        except (UnsupportedEventError, ValueError) as exc:
+            # The direction is a property of the parameter, the same for every accountant:
+            # detected once (two evaluations) and passed on.
+            value, n, decreasing = _solve_one(acc, make_event, float(target_epsilon), delta,
+                                              start, lower, upper, discrete, decreasing,
+                                              factor=1.05 if close else 2.0)
+        except ValueError:
             if accountant != "best":
                 raise
             per[name] = None
             continue
         evals += n
         per[name] = value
-        dec = decreasing if decreasing is not None else \
-            acc.epsilon(make_event(guess * 1.5), delta) < acc.epsilon(make_event(guess), delta)
-        if best is None or (value < best[1] if dec else value > best[1]):
+        if best is None or (value < best[1] if decreasing else value > best[1]):
             best = (name, value)
     if best is None:
         raise UnsupportedEventError("no accountant supports the plan being calibrated")

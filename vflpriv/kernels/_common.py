@@ -122,37 +122,34 @@ def check_csc(A):
     return A
 
 
-def check_columns(columns, ncols: int) -> np.ndarray:
-    cols = np.asarray(columns)
-    if cols.ndim == 0:
-        cols = cols.reshape(1)
-    if cols.size == 0:
+def _check_indices(values, bound: int, expected: str, out_of_range: str) -> np.ndarray:
+    """A 1-D int64 array of indices in [0, bound) (a scalar becomes length 1); the messages name
+    the bad value.  ``out_of_range`` is formatted with ``index`` and ``bound``."""
+    idx = np.asarray(values)
+    if idx.ndim == 0:
+        idx = idx.reshape(1)
+    if idx.size == 0:
         return np.zeros(0, dtype=np.int64)
-    if cols.ndim != 1 or cols.dtype.kind not in "iu":
-        raise InputError(f"columns must be a 1-D array of column indices, got {columns!r}")
-    cols = cols.astype(np.int64)
-    bad = (cols < 0) | (cols >= ncols)
+    if idx.ndim != 1 or idx.dtype.kind not in "iu":
+        raise InputError(f"columns must be a 1-D array of {expected}, got {values!r}")
+    idx = idx.astype(np.int64)
+    bad = (idx < 0) | (idx >= bound)
     if bad.any():
-        raise InputError(f"column index {int(cols[np.argmax(bad)])} is outside [0, {ncols}) "
-                         "(A has that many columns)")
-    return cols
+        raise InputError(out_of_range.format(index=int(idx[np.argmax(bad)]), bound=bound))
+    return idx
+
+
+def check_columns(columns, ncols: int) -> np.ndarray:
+    return _check_indices(columns, ncols, "column indices",
+                          "column index {index} is outside [0, {bound}) "
+                          "(A has that many columns)")
 
 
 def check_rows(rows, n: int) -> np.ndarray:
     if rows is None:
         return np.arange(n, dtype=np.int64)
-    r = np.asarray(rows)
-    if r.ndim == 0:
-        r = r.reshape(1)
-    if r.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    if r.ndim != 1 or r.dtype.kind not in "iu":
-        raise InputError(f"columns must be a 1-D array of indices into J's n columns, got {rows!r}")
-    r = r.astype(np.int64)
-    bad = (r < 0) | (r >= n)
-    if bad.any():
-        raise InputError(f"column index {int(r[np.argmax(bad)])} of J is outside [0, {n})")
-    return r
+    return _check_indices(rows, n, "indices into J's n columns",
+                          "column index {index} of J is outside [0, {bound})")
 
 
 def csc_row_check(A, bad: int) -> None:

@@ -170,7 +170,8 @@ def test_suite_and_cli_fail_on_a_registered_miscalibrated_mechanism(tmp_path, ca
 # ---------------------------------------------------------------- the built-in suite
 
 def test_builtin_suite_holds_its_claims(tmp_path):
-    # Family-wise confidence 0.95 over the 7 built-in mechanisms: the false-failure rate of
+    # Family-wise confidence 0.95 over the built-in mechanisms (9 with torch installed): the
+    # false-failure rate of
     # this test is <= 0.05 (fixed seed).  Claims come from the accountant.
     out = tmp_path / "a.json"
     assert main(["audit", "--samples", "10000", "--seed", "3", "--json", str(out)]) == 0

@@ -52,14 +52,19 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Callable
 
-__all__ = ["AuditMechanism", "REGISTRY", "AUDIT_MODULES", "register", "register_mechanism",
-           "registered", "claimed_epsilon", "audit_mechanism", "run_suite"]
+__all__ = ["AuditMechanism", "REGISTRY", "UNAVAILABLE", "AUDIT_MODULES", "register",
+           "register_mechanism", "register_unavailable", "registered", "unavailable",
+           "claimed_epsilon", "audit_mechanism", "run_suite"]
 
 #: modules whose import registers audit mechanisms (each calls :func:`register`)
-AUDIT_MODULES = ["vflpriv.audit.mechanisms", "vflpriv.audit.vertical"]
+AUDIT_MODULES = ["vflpriv.audit.mechanisms", "vflpriv.audit.vertical", "vflpriv.audit.horizontal"]
 
 #: name -> factory() -> AuditMechanism
 REGISTRY: dict = {}
+
+#: name -> why it cannot run here (a mechanism whose optional dependency is not installed, e.g.
+#: the LDP-FedP3 step without torch): listed and reported as skipped, never silently dropped
+UNAVAILABLE: dict = {}
 
 
 @dataclass
@@ -102,11 +107,24 @@ def register_mechanism(name: str, factory: Callable, *, replace: bool = False) -
     REGISTRY[name] = factory
 
 
+def register_unavailable(name: str, reason: str) -> None:
+    """Declare a mechanism that exists but cannot run in this installation, and why."""
+    if name in REGISTRY:
+        raise ValueError(f"audit mechanism {name!r} is already registered")
+    UNAVAILABLE[name] = reason
+
+
 def registered() -> dict:
     """The registry after importing every module of :data:`AUDIT_MODULES`."""
     for mod in AUDIT_MODULES:
         importlib.import_module(mod)
     return REGISTRY
+
+
+def unavailable() -> dict:
+    """name -> reason, for the mechanisms that cannot run in this installation."""
+    registered()
+    return UNAVAILABLE
 
 
 def claimed_epsilon(event, delta: float, accountant: str = "best") -> float:
@@ -157,16 +175,28 @@ def run_suite(names=None, samples: int = 100_000, seed: int = 0,
               confidence: float = 0.95) -> dict:
     """Audit the registered mechanisms (all, or ``names``) with a family-wise ``confidence``.
 
-    Returns ``{"ok": bool, "confidence": ..., "mechanisms": [row, ...]}``.
+    Returns ``{"ok": bool, "confidence": ..., "mechanisms": [row, ...], "skipped": [{"name",
+    "reason"}, ...]}``; ``skipped`` lists the mechanisms that cannot run in this installation
+    (only when auditing all; naming one of them is an error that says why).
     """
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
     reg = registered()
-    names = list(reg) if names is None else list(names)
-    unknown = [n for n in names if n not in reg]
-    if unknown:
-        raise ValueError(f"unknown audit mechanism {unknown[0]!r}; known: {', '.join(sorted(reg))}")
+    missing = unavailable()
+    skipped = []
+    if names is None:
+        names = list(reg)
+        skipped = [{"name": n, "reason": r} for n, r in missing.items()]
+    else:
+        names = list(names)
+        for n in names:
+            if n in missing:
+                raise ValueError(f"audit mechanism {n!r} cannot run here: {missing[n]}")
+        unknown = [n for n in names if n not in reg]
+        if unknown:
+            raise ValueError(f"unknown audit mechanism {unknown[0]!r}; known: "
+                             f"{', '.join(sorted([*reg, *missing]))}")
     per = 1.0 - (1.0 - confidence) / max(1, len(names))
     rows = [audit_mechanism(reg[n](), samples=samples, seed=seed, confidence=per) for n in names]
     return {"ok": all(r["ok"] for r in rows), "confidence": confidence,
-            "per_mechanism_confidence": per, "mechanisms": rows}
+            "per_mechanism_confidence": per, "mechanisms": rows, "skipped": skipped}

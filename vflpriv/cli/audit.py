@@ -45,11 +45,13 @@ def _fmt(x, nd=4):
 
 
 def run(args) -> int:
-    from vflpriv.audit import registered, run_suite
+    from vflpriv.audit import registered, run_suite, unavailable
 
     if args.list:
         for name in registered():
             print(name)
+        for name, reason in unavailable().items():
+            print(f"{name} (unavailable: {reason})")
         return 0
     samples = _positive_int(args.samples)
     if not 0 < args.confidence < 1:
@@ -64,6 +66,8 @@ def run(args) -> int:
     for r in rows:
         print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in
                         enumerate(zip(r, widths))))
+    for m in result["skipped"]:
+        print(f"{m['name']}: skipped, {m['reason']}")
     print(f"confidence {result['confidence']:g} family-wise "
           f"({result['per_mechanism_confidence']:.4g} per mechanism); seed {args.seed}: "
           f"{'all claims hold' if result['ok'] else 'SOME LOWER BOUND EXCEEDS ITS CLAIM'}")

@@ -262,20 +262,38 @@ def clip_per_sample(grads: dict, clip: float):
     return {k: g * factor.view(-1, *([1] * (g.dim() - 1))) for k, g in grads.items()}, norms
 
 
-def private_gradient(model, trainable, fixed, X, y, *, clip: float, noise_multiplier: float,
-                     expected_batch: float, generator) -> dict:
-    """(sum of clipped per-sample gradients + N(0, z^2 C^2 I)) / b; the noise goes on the clipped
-    minibatch gradient (notes B.8), so its scale is in gradient units, as eq. (18) assumes."""
-    if X.shape[0] > 0:
-        clipped, _ = clip_per_sample(per_sample_gradients(model, trainable, fixed, X, y), clip)
-        total = {k: g.sum(0) for k, g in clipped.items()}
-    else:
-        total = {k: torch.zeros_like(v) for k, v in trainable.items()}
+def poisson_batch(rng, m: int, q: float) -> np.ndarray:
+    """Indices of a Poisson minibatch: each of the m records joins independently with
+    probability q (the sampling ``PoissonSubsampledGaussian(z, q)`` accounts for)."""
+    return np.flatnonzero(rng.random(m) < q)
+
+
+def clipped_gradient_sum(model, trainable, fixed, X, y, *, clip: float) -> dict:
+    """sum_{j in batch} clip_C(grad f_j(w)): the part of a DP-SGD step that sees the data.
+    Deterministic given the batch; an empty batch gives zeros."""
+    if X.shape[0] == 0:
+        return {k: torch.zeros_like(v) for k, v in trainable.items()}
+    clipped, _ = clip_per_sample(per_sample_gradients(model, trainable, fixed, X, y), clip)
+    return {k: g.sum(0) for k, g in clipped.items()}
+
+
+def noisy_average(total: dict, *, clip: float, noise_multiplier: float, expected_batch: float,
+                  generator) -> dict:
+    """(total + N(0, z^2 C^2 I)) / b: the release of one DP-SGD step given its clipped sum."""
     if noise_multiplier > 0:
         std = noise_multiplier * clip
         total = {k: g + std * torch.randn(g.shape, generator=generator, dtype=g.dtype)
                  for k, g in total.items()}
     return {k: g / expected_batch for k, g in total.items()}
+
+
+def private_gradient(model, trainable, fixed, X, y, *, clip: float, noise_multiplier: float,
+                     expected_batch: float, generator) -> dict:
+    """(sum of clipped per-sample gradients + N(0, z^2 C^2 I)) / b; the noise goes on the clipped
+    minibatch gradient (notes B.8), so its scale is in gradient units, as eq. (18) assumes."""
+    total = clipped_gradient_sum(model, trainable, fixed, X, y, clip=clip)
+    return noisy_average(total, clip=clip, noise_multiplier=noise_multiplier,
+                         expected_batch=expected_batch, generator=generator)
 
 
 def nonprivate_gradient(model, trainable, fixed, X, y, *, expected_batch: float) -> dict:
@@ -494,7 +512,7 @@ class FedP3:
         y = torch.from_numpy(client.y_train)
         private = math.isfinite(self.epsilon)
         for _ in range(plan.steps):
-            batch = np.flatnonzero(rng.random(plan.m) < plan.q)   # Poisson sampling, rate b/m
+            batch = poisson_batch(rng, plan.m, plan.q)   # Poisson sampling, rate b/m
             masks = self._local_masks(L_i, rng)
             fx = {k: (v * masks[k] if k in masks else v) for k, v in fixed.items()}
             Xb, yb = X[batch], y[batch]

@@ -50,7 +50,7 @@ def test_event_is_what_fedp3_charges_per_step(tmp_path):
     client = ClientData(X, y, X, y)
     model = FedP3(model="mlp", scheme="fedavg", rounds=1, local_steps=1, batch_size=4,
                   epsilon=2.0, delta=1e-5, clip=0.1, accountant="best",
-                  ledger=str(tmp_path / "fedp3.ledger"))
+                  ledger=str(tmp_path / "fedp3.ledger"), seed=0)
     model.fit([client], n_classes=2)
     from accounting import read_ledger
     records = read_ledger(model.ledger_.path).records

@@ -113,7 +113,7 @@ def test_wire_round_trip_and_pruned_positions():
 
 def test_magnitude_pruning_keeps_largest(tiny):
     est = FedP3(model=tiny_model, scheme="lowerb", keep_ratio=0.5, global_pruning="magnitude",
-                rounds=1, local_steps=1, batch_size=5).fit(tiny, 4)
+                rounds=1, local_steps=1, batch_size=5, seed=0).fit(tiny, 4)
     W = est.global_weights_
     L = ("fc1", "ffc")      # client 0 of 3 with 4 layers: d1 = 0
     params, masks = est._unpack(est._downlink(W, L, 0, 0))
@@ -240,7 +240,7 @@ def test_local_pruning_masks():
 
 
 def test_weighted_aggregation_is_normalized():
-    est = FedP3(model=tiny_model, aggregation="weighted")
+    est = FedP3(model=tiny_model, aggregation="weighted", seed=0)
     est.layer_names_ = ("fc1", "ffc")
     W = {"fc1.weight": torch.zeros(2), "ffc.weight": torch.full((2,), 7.0)}
     ups = [(0, ("fc1", "ffc"), {"fc1.weight": torch.ones(2), "ffc.weight": torch.ones(2)}),
@@ -290,7 +290,7 @@ def test_paper_closed_form_overspend_stops_training(tiny, tmp_path):
     # before its noise is drawn, and the client stops within budget.
     eps, delta = 1.0, 1e-5
     est = FedP3(model=tiny_model, epsilon=eps, delta=delta, rounds=4, local_steps=2,
-                batch_size=6, noise="paper", paper_c=0.2, ledger=tmp_path / "l.jsonl").fit(tiny, 4)
+                batch_size=6, noise="paper", paper_c=0.2, ledger=tmp_path / "l.jsonl", seed=0).fit(tiny, 4)
     z = est.noise_multiplier_[0]
     # z = sqrt(c K log(1/delta)) q / eps, K = all 8 steps (sigma = z C / b)
     assert z == pytest.approx(math.sqrt(0.2 * 8 * math.log(1e5)) * (6 / 30) / eps)
@@ -386,7 +386,7 @@ def test_uniform_local_pruning_keep_fraction(tiny):
     # q ~ U[p, 1] and each weight kept with probability q: over many draws the kept fraction has
     # mean (1 + p) / 2.  With 200 masks of 7x8 + 5x7 + 9x5 = 136 weights the standard error is
     # < 0.01, so |mean - 0.8| < 0.05 fails with probability < 1e-6.
-    est = FedP3(model=tiny_model, local_pruning="uniform", local_p=0.6)
+    est = FedP3(model=tiny_model, local_pruning="uniform", local_p=0.6, seed=0)
     est.net_ = tiny_model()
     est.layer_names_ = est.net_.layer_names
     est.shapes_ = {k: tuple(v.shape) for k, v in est.net_.named_parameters()}

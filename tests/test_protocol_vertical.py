@@ -64,7 +64,7 @@ def data():
 @pytest.mark.parametrize("sketch, m", [("gaussian", 16), ("countsketch", 8), ("identity", None)])
 def test_meter_equals_format_bcfw(data, sketch, m):
     T = 40
-    sol = solve(data, algorithm="bcfw", eta=2.0, iterations=T, sketch=sketch, sketch_dim=m)
+    sol = solve(data, algorithm="bcfw", eta=2.0, iterations=T, sketch=sketch, sketch_dim=m, seed=0)
     mdim = sol.extra["m"]
     meter, K = sol.meter, data.K
     new = _replay_new(sol.extra["selections"], K)
@@ -89,7 +89,7 @@ def test_meter_equals_format_bcfw(data, sketch, m):
 
 def test_meter_equals_format_dfw(data):
     T = 30
-    sol = solve(data, algorithm="dfw", eta=2.0, iterations=T, sketch="gaussian", sketch_dim=10)
+    sol = solve(data, algorithm="dfw", eta=2.0, iterations=T, sketch="gaussian", sketch_dim=10, seed=0)
     new = _replay_new(sol.extra["selections"], data.K)
     winners = {t: sel[0][0] for t, sel in enumerate(sol.extra["selections"])}
     for k in range(data.K):

@@ -19,6 +19,7 @@ import pytest
 
 from accounting import read_ledger
 from vflpriv.cli.main import main
+from vflpriv.errors import InputError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ITER = 600
@@ -243,3 +244,71 @@ def test_fedp3_deployment_marker(tmp_path, capsys):
     assert got[0]["seed"] is None and got[0]["deployment"] is True
     assert got[1]["seed"] == 2 and got[1]["deployment"] is False
     assert "not for deployment: seeded run (seed=2)" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- the Python API's defaults
+
+def _small_data():
+    from vflpriv.data import VerticalData, make_synthetic
+    A, y, _ = make_synthetic(n=80, d=30, seed=0)
+    return VerticalData.from_arrays(A, y, "balanced", parties=2)
+
+
+PRIV = dict(epsilon=1.0, delta=1e-5, feature_bound=1.0, label_bound=1.0, iterations=6,
+            report_accountants=("rdp",))
+
+
+def test_api_defaults_draw_os_entropy():
+    """solve() and the estimators, like the CLI, draw their noise from OS entropy unless seeded."""
+    from vflpriv.estimators import VerticalDPLasso
+    from vflpriv.vertical import solve
+
+    data = _small_data()
+    a, b = solve(data, **PRIV), solve(data, **PRIV)
+    assert a.seed is None and a.deployment and b.deployment
+    assert a.objective != b.objective              # fresh continuous noise: equal w.p. 0
+    s1, s2 = solve(data, seed=4, **PRIV), solve(data, seed=4, **PRIV)
+    assert not s1.deployment and s1.objective == s2.objective
+    X = np.asarray(data.A.todense()) if hasattr(data.A, "todense") else data.A
+    est = VerticalDPLasso(parties=2, max_iter=4, epsilon=1.0, delta=1e-5, feature_bound=1.0,
+                          label_bound=1.0).fit(X, data.y)
+    assert est.random_state is None and est.solution_.deployment
+
+
+def test_unseeded_noise_is_not_derived_from_the_public_seeds():
+    """The Setup message carries the sketch and sampling seeds; with a noise key the parties'
+    noise does not depend on them: same public seed, different keys -> same sketch, different
+    noise; same key -> same noise."""
+    from vflpriv.vertical.engine import _seeds
+
+    sk0, sa0, n0 = _seeds(7, noise_key=1)
+    sk1, sa1, n1 = _seeds(7, noise_key=2)
+    sk2, sa2, n2 = _seeds(7)
+    assert (sk0, sa0) == (sk1, sa1) == (sk2, sa2)
+    draws = [np.random.default_rng(ss.spawn(1)[0]).random(4) for ss in (n0, n1, n2)]
+    assert not np.array_equal(draws[0], draws[1]) and not np.array_equal(draws[0], draws[2])
+    assert np.array_equal(draws[0], np.random.default_rng(
+        _seeds(7, noise_key=1)[2].spawn(1)[0]).random(4))
+
+
+def test_fedp3_api_default_is_unseeded():
+    pytest.importorskip("torch")
+    from vflpriv.horizontal.fedp3 import MLP, FedP3
+    from vflpriv.horizontal.partition import ClientData
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 4)).astype(np.float32)
+    y = (X[:, 0] > 0).astype(np.int64)
+    clients = [ClientData(X[:20], y[:20], X[20:], y[20:])]
+    kw = dict(model=lambda: MLP(4, 2, hidden=(5,)), scheme="fedavg", rounds=1, local_steps=2,
+              batch_size=5, epsilon=2.0, delta=1e-5)
+    a, b = FedP3(**kw).fit(clients, 2), FedP3(**kw).fit(clients, 2)
+    assert a.seed is None and a.deployment_ and a.summary()["deployment"] is True
+    wa, wb = a.global_weights_["ffc.weight"], b.global_weights_["ffc.weight"]
+    assert not np.array_equal(wa.numpy(), wb.numpy())
+    s1, s2 = FedP3(seed=3, **kw).fit(clients, 2), FedP3(seed=3, **kw).fit(clients, 2)
+    assert not s1.deployment_
+    assert np.array_equal(s1.global_weights_["ffc.weight"].numpy(),
+                          s2.global_weights_["ffc.weight"].numpy())
+    with pytest.raises(InputError, match="seed must be a non-negative integer or None, got -1"):
+        FedP3(seed=-1, **kw).fit(clients, 2)

@@ -92,14 +92,14 @@ def test_estimators_fit_predict_score():
     rng = np.random.default_rng(0)
     X = rng.standard_normal((200, 8))
     y = 2 * X[:, 1] - X[:, 6] + 0.01 * rng.standard_normal(200)
-    est = VerticalDPLasso(parties=2, eta=2.0, max_iter=300).fit(X, y)
+    est = VerticalDPLasso(parties=2, eta=2.0, max_iter=300, random_state=0).fit(X, y)
     assert est.coef_.shape == (8,) and len(est.history_) == 300
     assert set(np.flatnonzero(np.abs(est.coef_) > 0.3)) == {1, 6}
     assert est.score(X, y) > 0.9
     assert np.allclose(est.predict(X), X @ est.coef_)
     assert est.privacy_ is None and sum(est.bytes_["uplink"]) > 0
     priv = VerticalDPLasso(parties=2, eta=2.0, max_iter=20, epsilon=1.0, delta=1e-5,
-                           feature_bound=4.0, label_bound=8.0).fit(X, y)
+                           feature_bound=4.0, label_bound=8.0, random_state=0).fit(X, y)
     assert priv.privacy_["epsilon_spent"]["best"] <= 1.0
     with pytest.raises(InputError, match="X has 5 features but the model was fitted on 8"):
         est.predict(X[:, :5])
@@ -111,7 +111,7 @@ def test_logistic_estimator_with_dataframe_partition():
     rng = np.random.default_rng(1)
     X = pd.DataFrame(rng.standard_normal((300, 4)), columns=["age", "bmi", "income", "debt"])
     y = np.where(X["bmi"] - X["debt"] > 0, "sick", "well")
-    est = VerticalDPLogistic(eta=3.0, max_iter=200).fit(
+    est = VerticalDPLogistic(eta=3.0, max_iter=200, random_state=0).fit(
         X, y, partition={"clinic": ["age", "bmi"], "bank": ["income", "debt"]})
     assert list(est.classes_) == ["sick", "well"]
     assert est.score(X, y) > 0.9

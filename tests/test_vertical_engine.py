@@ -19,7 +19,7 @@ def test_elementary_bcfw_equals_centralized_fw_on_product_set():
     # Independent reference: vflpriv.optim.frank_wolfe on the same product of l1 balls.  The
     # protocol version must follow the same iterates (same vertices, same objective).
     D = _data(150, 400, 3, seed=1)
-    sol = solve(D, algorithm="bcfw", eta=1.5, iterations=60)
+    sol = solve(D, algorithm="bcfw", eta=1.5, iterations=60, seed=0)
     ref = frank_wolfe(D.A, D.y, "squared", 1.5, blocks=D.blocks, iterations=60)
     np.testing.assert_allclose(sol.objective, ref.objective[1:], rtol=1e-10, atol=1e-13)
     np.testing.assert_allclose(sol.x, ref.x, rtol=1e-10, atol=1e-13)
@@ -28,7 +28,7 @@ def test_elementary_bcfw_equals_centralized_fw_on_product_set():
 def test_bcfw_reaches_certified_reference():
     # Issue 3: relative suboptimality < 2% after 1000 iterations (here a smaller problem).
     D = _data(400, 2000, 4, seed=0, density=0.02, sparsity=0.01)
-    sol = solve(D, algorithm="bcfw", eta=2.0, iterations=1000, reference=True)
+    sol = solve(D, algorithm="bcfw", eta=2.0, iterations=1000, reference=True, seed=0)
     ref = sol.reference
     assert ref.certified and ref.relative_gap <= 1e-8
     assert sol.final_objective >= ref.objective - 1e-9 * abs(ref.objective)
@@ -40,7 +40,7 @@ def test_bcfw_reaches_certified_reference():
 
 def test_dfw_converges_and_moves_one_block_per_round():
     D = _data(200, 600, 3, seed=2)
-    sol = solve(D, algorithm="dfw", eta=1.0, iterations=600, reference=True)
+    sol = solve(D, algorithm="dfw", eta=1.0, iterations=600, reference=True, seed=0)
     assert all(len(s) == 1 for s in sol.extra["selections"])
     rel = (sol.final_objective - sol.reference.objective) / sol.reference.objective
     assert 0 <= rel < 0.02
@@ -147,9 +147,9 @@ def test_centralized_baselines_report_objective_on_given_data():
     from vflpriv.optim import SquaredLoss
     D = _data(120, 200, 2, seed=3)
     sol = solve(D, algorithm="dpfw", eta=1.0, iterations=15, epsilon=5.0, delta=1e-5,
-                feature_bound=0.5, label_bound=0.5, report_accountants=("rdp",))
+                feature_bound=0.5, label_bound=0.5, report_accountants=("rdp",), seed=0)
     assert sol.final_objective == pytest.approx(SquaredLoss().objective(D.A, sol.x, D.y), rel=1e-10)
     assert sol.privacy["epsilon_spent"]["rdp"] <= 5.0
-    fw = solve(D, algorithm="fw", eta=1.0, iterations=15)
-    bc = solve(D, algorithm="bcfw", eta=1.0, iterations=15)
+    fw = solve(D, algorithm="fw", eta=1.0, iterations=15, seed=0)
+    bc = solve(D, algorithm="bcfw", eta=1.0, iterations=15, seed=0)
     np.testing.assert_allclose(fw.objective, bc.objective, rtol=1e-10)

@@ -12,6 +12,9 @@ Model: f(x) = (1/n) sum_j loss(X_j x, y_j) minimized over the product of per-par
 radius ``eta`` (no intercept: centre y / X beforehand if needed).  ``epsilon=inf`` is the
 non-private BCFW-AS; a finite epsilon needs ``delta``, ``feature_bound`` and ``label_bound``
 (declared ranges the data are clipped to; sensitivities come from them, docs/sensitivity.md).
+``random_state=None`` (the default) draws the noise, sketch and sampling from OS entropy; an
+integer makes the fit reproducible and marks it not for deployment
+(``solution_.deployment`` is False; docs/vertical.md, "Randomness for deployment").
 
 Fitted attributes: ``coef_`` (d,), ``history_`` (objective after each iteration), ``bytes_``
 (metered traffic per party), ``privacy_`` (the accountant's report of what the ledger spent;
@@ -36,7 +39,7 @@ class _VerticalBase(BaseEstimator):
                  delta=None, algorithm="dp-bcfw", sampling="elementary", rnm="laplace",
                  sketch="identity", sketch_dim=None, calibration="accountant", split=0.5,
                  feature_bound=None, label_bound=None, accountant="rdp", ledger=None,
-                 derivative_clip=None, random_state=0):
+                 derivative_clip=None, random_state=None):
         self.parties = parties
         self.partition = partition
         self.eta = eta

@@ -90,9 +90,8 @@ def run(args) -> int:
 
     if args.clients < 1:
         raise InputError(f"--clients must be a positive integer, got {args.clients}")
-    # Unseeded: the noise seed is 63 bits of OS entropy (torch.manual_seed takes at most 64 bits)
-    # and is never reported; the data split gets its own 32 bits (scikit-learn's limit).
-    seed = args.seed if args.seed is not None else secrets.randbits(63)
+    # Unseeded: FedP3 draws its own OS entropy (seed=None, never reported); the data split gets
+    # its own 32 bits (scikit-learn's limit).
     data_seed = args.seed if args.seed is not None else secrets.randbits(32)
     X, y, n_classes, image_shape = load_dataset(args.data, seed=data_seed)
     clients = make_clients(X, y, args.clients, alpha=args.alpha, seed=data_seed)
@@ -116,9 +115,9 @@ def run(args) -> int:
                 local_epochs=args.local_epochs, local_steps=args.local_steps,
                 batch_size=args.batch_size, lr=args.lr, epsilon=args.epsilon, delta=args.delta,
                 clip=args.clip, noise=args.noise, paper_c=args.paper_c,
-                accountant=args.accountant, ledger=args.ledger, seed=seed)
+                accountant=args.accountant, ledger=args.ledger, seed=args.seed)
     est.fit(clients, n_classes, image_shape)
-    deployment = args.seed is None
+    deployment = est.deployment_
     out = {"rounds": args.rounds, "seed": args.seed, "deployment": deployment,
            "deployment_note": "noise from OS entropy; floating-point samplers (docs/audit.md "
            "section 4)" if deployment else f"not for deployment: seeded run (seed={args.seed}); "

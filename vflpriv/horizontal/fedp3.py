@@ -343,18 +343,24 @@ class FedP3:
         "best" are tighter and slower).
     ledger : a path or :class:`accounting.Ledger` (None: a ledger file in a temporary directory).
     threads : torch intra-op threads during ``fit`` (restored afterwards).
+    seed : None (deployment): the server's public choices (initial model, layer sets, participation,
+        global pruning positions) come from 63 bits of OS entropy and each client's secret
+        randomness (Poisson minibatches, local pruning, Gaussian noise) from a separate 128-bit
+        OS-entropy key, never derived from anything sent on the wire.  An integer seeds both, for
+        reproducible runs; such runs are marked not for deployment (``deployment_`` False).
 
     Fitted attributes: ``global_weights_``, ``client_accuracy_``, ``accuracy_``,
     ``accuracy_history_``, ``epsilon_spent_``, ``noise_multiplier_``, ``sigma_``, ``sigma_paper_``,
     ``implied_c_``, ``uplink_bytes_``, ``downlink_bytes_``, ``uplink_bytes_full_``,
-    ``downlink_bytes_full_``, ``comm_log_``, ``stopped_round_``, ``layer_sets_``, ``ledger_``.
+    ``downlink_bytes_full_``, ``comm_log_``, ``stopped_round_``, ``layer_sets_``, ``ledger_``,
+    ``deployment_``.
     """
 
     def __init__(self, *, model="mlp", scheme="opu2", keep_ratio=0.9, global_pruning="random",
                  local_pruning="fixed", local_p=0.9, aggregation="simple", participation=1.0,
                  rounds=15, local_epochs=2.0, local_steps=None, batch_size=16, lr=0.3,
                  epsilon=math.inf, delta=1e-5, clip=1.0, noise="calibrate", paper_c=None,
-                 accountant="rdp", ledger=None, seed=0, threads=1):
+                 accountant="rdp", ledger=None, seed=None, threads=1):
         self.model, self.scheme, self.keep_ratio = model, scheme, keep_ratio
         self.global_pruning, self.local_pruning, self.local_p = global_pruning, local_pruning, local_p
         self.aggregation, self.participation, self.rounds = aggregation, participation, rounds
@@ -395,6 +401,9 @@ class FedP3:
                         ("threads", self.threads)):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
                 raise InputError(f"{name} must be a positive integer; got {v!r}")
+        if self.seed is not None and (isinstance(self.seed, bool) or
+                                      not isinstance(self.seed, (int, np.integer)) or self.seed < 0):
+            raise InputError(f"seed must be a non-negative integer or None, got {self.seed!r}")
         if self.local_steps is None:
             number("local epochs", self.local_epochs, 0, math.inf)
         elif isinstance(self.local_steps, bool) or not isinstance(self.local_steps, int) \
@@ -459,7 +468,7 @@ class FedP3:
                     mask = magnitude_mask(W[key], self.keep_ratio)
                     entries.append((li, ti, v, wire.BITMAP, mask))
                 else:
-                    seed = int(np.random.SeedSequence([self.seed, rnd, client, 1, li])
+                    seed = int(np.random.SeedSequence([self._public_seed, rnd, client, 1, li])
                                .generate_state(1, dtype=np.uint64)[0])
                     entries.append((li, ti, v, wire.SEEDED, (seed, kept_count(v.size, self.keep_ratio))))
         return wire.encode(entries, wire.DOWN)
@@ -551,13 +560,19 @@ class FedP3:
         n = len(clients)
         if n_classes is None:
             n_classes = int(max(int(c.y_train.max()) for c in clients) + 1)
-        torch.manual_seed(self.seed)
+        import secrets
+        seeded = self.seed is not None
+        # public (server) randomness and secret (client) randomness; see the class docstring
+        self._public_seed = int(self.seed) if seeded else secrets.randbits(63)
+        self._client_key = int(self.seed) if seeded else secrets.randbits(128)
+        self.deployment_ = not seeded
+        torch.manual_seed(self._public_seed)
         self.net_ = self._make_model(clients[0].X_train.shape[1], n_classes, image_shape)
         self.layer_names_ = tuple(self.net_.layer_names)
         hidden = self.layer_names_[:-1]
         W = {k: v.detach().clone() for k, v in self.net_.named_parameters()}
         self.shapes_ = {k: tuple(v.shape) for k, v in W.items()}
-        setup_rng = np.random.default_rng([self.seed, 7])
+        setup_rng = np.random.default_rng([self._public_seed, 7])
 
         # layer sets L_i (fixed per client, except OPR2 which is redrawn per round)
         counts = [None if self.scheme == "fedavg" else scheme_layer_count(self.scheme, setup_rng)
@@ -600,7 +615,7 @@ class FedP3:
         self.stopped_round_ = [None] * n
         self.layer_sets_ = [list(s) if s is not None else None for s in fixed_sets]
         for t in range(self.rounds):
-            round_rng = np.random.default_rng([self.seed, t, 11])
+            round_rng = np.random.default_rng([self._public_seed, t, 11])
             chosen = np.sort(round_rng.choice(n, size=k_part, replace=False)) if k_part < n \
                 else np.arange(n)
             uploads = []
@@ -624,7 +639,7 @@ class FedP3:
                 L_i = (*L_i, self.layer_names_[-1])
                 down = self._downlink(W, L_i, i, t)
                 params, _ = self._unpack(down)                 # what the client reconstructs
-                rng = np.random.default_rng([self.seed, t, i, 3])
+                rng = np.random.default_rng([self._client_key, t, i, 3])
                 gen = torch.Generator().manual_seed(int(rng.integers(2 ** 62)))
                 local, trained = self._train_client(params, L_i, clients[i], plan, rng, gen)
                 self.client_accuracy_[i] = self._accuracy(local, clients[i].X_test, clients[i].y_test)
@@ -691,4 +706,5 @@ class FedP3:
             "sigma_paper": self.sigma_paper_, "implied_c": self.implied_c_,
             "sample_rate": self.sample_rate_, "local_steps": self.local_steps_,
             "stopped_round": self.stopped_round_, "layer_sets": self.layer_sets_,
+            "deployment": self.deployment_,
         }

@@ -159,7 +159,7 @@ def _privacy_report(event, delta, accountants):
 def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
           sampling="elementary", epsilon=math.inf, delta=None, rnm="laplace", sketch="identity",
           sketch_dim=None, calibration="accountant", split=0.5, feature_bound=None,
-          label_bound=None, accountant="rdp", ledger=None, seed=0, release_cache=True,
+          label_bound=None, accountant="rdp", ledger=None, seed=None, release_cache=True,
           reference=False, callback=None, report_accountants=REPORT_ACCOUNTANTS,
           allow_biased_sketch=False, derivative_clip=None, checkpoint=None, checkpoint_every=1,
           resume=False, checkpoint_extra=None) -> Solution:
@@ -230,6 +230,10 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
                                                 secrets.randbits(128))
     if ck:
         seed = ck["seed"]
+    # Unseeded: the parties' noise gets its own 128 bits of OS entropy, unrelated to the sketch
+    # and sampling seeds sent in Setup (on resume the noise generators' states are restored
+    # from the checkpoint, so a fresh key changes nothing there).
+    noise_key = None if seed is not None else secrets.randbits(128)
     sk_seed = _seeds(noise_seed)[0]
     sk = Sketch(sketch, n, sketch_dim, sk_seed)
     if private:
@@ -273,7 +277,7 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
         on_round = Checkpointer(checkpoint, checkpoint_every, T, meta, budget)
     res = run_vertical(data, loss, float(eta), T, algorithm="dfw" if algorithm == "dfw" else "bcfw",
                        sampling=smp, sketch=sketch, sketch_dim=sketch_dim, seed=noise_seed,
-                       noise_plan=noise_plan, budget_filter=budget, clip=clip,
+                       noise_key=noise_key, noise_plan=noise_plan, budget_filter=budget, clip=clip,
                        release_cache=release_cache, callback=callback,
                        state=(ck["state"], ck["arrays"]) if ck else None, on_round=on_round)
     if ck and private and budget.pending:

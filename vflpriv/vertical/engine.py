@@ -156,9 +156,14 @@ class RunResult:
         return [self.meter.total(k, DOWN, framed) for k in range(self.K)]
 
 
-def _seeds(seed):
+def _seeds(seed, noise_key=None):
+    """(sketch seed, sampling seed, root of the parties' noise seeds).  The first two travel in
+    the Setup message; SeedSequence is not a one-way function, so with ``noise_key`` (OS entropy
+    in deployment) the noise root is independent of them rather than a sibling of them."""
     ss = np.random.SeedSequence(seed)
     sk, sa, no = ss.spawn(3)
+    if noise_key is not None:
+        no = np.random.SeedSequence(noise_key)
     return (int(sk.generate_state(1, np.uint64)[0] >> np.uint64(1)),
             int(sa.generate_state(1, np.uint64)[0] >> np.uint64(1)), no)
 
@@ -175,12 +180,14 @@ class Server:
     ([0, 1], True)
 
     ``noise_plan`` (a :class:`privacy.NoisePlan`), ``budget_filter`` (an accounting.BudgetFilter)
-    and ``clip = (B_a, B_y, R, L)`` make the run private; all three or none.
+    and ``clip = (B_a, B_y, R, L)`` make the run private; all three or none.  ``seed`` derives
+    the public seeds (sketch, sampling) and, unless ``noise_key`` is given, the parties' noise;
+    ``noise_key`` (e.g. 128 bits of OS entropy) seeds the noise independently of anything sent.
     """
 
     def __init__(self, data, loss, eta, *, algorithm="bcfw", sampling=None, sketch="identity",
                  sketch_dim=None, seed=0, noise_plan=None, budget_filter=None, clip=None,
-                 release_cache=True, transport_factory=InProcessTransport):
+                 release_cache=True, transport_factory=InProcessTransport, noise_key=None):
         if algorithm not in ("bcfw", "dfw"):
             raise InputError(f"algorithm must be 'bcfw' or 'dfw' here, got {algorithm!r}")
         if isinstance(eta, bool) or not (isinstance(eta, (int, float, np.integer, np.floating))
@@ -195,7 +202,7 @@ class Server:
         if algorithm == "dfw" and sampling.kind != "elementary":
             raise InputError("dFW asks every party every round; use the elementary sampling")
         self.noise_plan, self.budget_filter, self.release_cache = noise_plan, budget_filter, release_cache
-        sk_seed, sa_seed, noise_ss = _seeds(seed)
+        sk_seed, sa_seed, noise_ss = _seeds(seed, noise_key)
         self.m = m = Sketch(sketch, n, sketch_dim, sk_seed).m
         party_seeds = noise_ss.spawn(K)
         private = self.private

@@ -143,3 +143,20 @@ def test_budget_verdict_uses_the_best_accountant_not_the_reported_one(tmp_path, 
     code, doc = run_json(["ledger", "verify", str(p), "--json", "--accountant", "basic"], capsys)
     assert doc["epsilon_spent"] == pytest.approx(1.0)
     assert doc["budget_accountant"] == "best" and doc["within_budget"] is True and code == 0
+
+
+def test_closed_output_pipe_exits_quietly(tmp_path):
+    """`vflpriv ledger show FILE | head -1`: the reader closes the pipe after one line.  The
+    command exits 141 (as if killed by SIGPIPE) without a traceback or an error line, and the
+    ledger is untouched."""
+    path = tmp_path / "big.jsonl"
+    pure_ledger(path, n=2000)                     # ~300 KB of output: more than a pipe buffer
+    before = path.read_bytes()
+    proc = subprocess.Popen([sys.executable, "-m", "vflpriv", "ledger", "show", str(path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141
+    assert first.startswith(b"seq") and err == ""
+    assert path.read_bytes() == before

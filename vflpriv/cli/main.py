@@ -2,7 +2,7 @@
 
 Subcommands register themselves from their own modules (``SUBCOMMANDS`` below), so adding one
 touches only its module and this list.  Bad input of any kind ends with one line on stderr and
-exit code 2; a refused plan (over its target) exits 1.
+exit code 2; a refused plan (over its target) exits 1; a closed output pipe exits 141 quietly.
 """
 from __future__ import annotations
 
@@ -39,6 +39,15 @@ def main(argv=None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
+    except BrokenPipeError:
+        # The reader went away (``vflpriv ... | head``): not bad input.  Point stdout at devnull
+        # so the interpreter's final flush stays quiet, and exit like a process killed by
+        # SIGPIPE (128 + 13), as the shell expects.  Anything already recorded (a ledger, a
+        # checkpoint) was written before the output and is kept.
+        import os
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
     except (ValueError, OSError) as exc:
         # Bad input (events, plans, files) raises ValueError/OSError naming the value: one line.
         msg = str(exc) if not isinstance(exc, OSError) else \

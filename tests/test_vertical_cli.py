@@ -118,3 +118,22 @@ def test_logistic_estimator_with_dataframe_partition():
     assert np.allclose(est.predict_proba(X).sum(axis=1), 1.0)
     with pytest.raises(InputError, match="exactly 2 classes"):
         VerticalDPLogistic().fit(X, np.arange(300) % 3)
+
+
+def test_compare_calibration_uses_the_runs_own_sketch(tmp_path):
+    """An unseeded run draws its Gaussian sketch from entropy; the side-by-side comparison must
+    be computed on that same sketch (same largest column norm, hence the same feature sigma),
+    not on a sketch of its own."""
+    sigmas = []
+    for i in range(2):
+        out = tmp_path / f"c{i}.json"
+        assert main(["run", "--data", "synthetic:n=300,d=60,seed=0", "--parties", "2",
+                     "--iterations", "3", "--epsilon", "1", "--delta", "1e-5",
+                     "--feature-bound", "1", "--label-bound", "1", "--sketch", "gaussian",
+                     "--sketch-dim", "40", "--compare-calibration", "--json", str(out)]) == 0
+        doc = json.loads(out.read_text())
+        run_sigma = doc["privacy"]["calibration"]["feature_sigma"]
+        assert doc["calibration_comparison"]["accountant"]["feature_sigma"] == \
+            pytest.approx(run_sigma, rel=1e-12)
+        sigmas.append(run_sigma)
+    assert sigmas[0] != sigmas[1]      # the two unseeded runs did draw different sketches

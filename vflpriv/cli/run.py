@@ -214,7 +214,9 @@ def run(args) -> int:
         return 1
     out = sol.to_dict()
     if args.compare_calibration and math.isfinite(epsilon) and args.algorithm == "dp-bcfw":
-        out["calibration_comparison"] = calibration_comparison(data, **kw)
+        # on the run's own sketch (an unseeded run's sketch comes from entropy, not from kw)
+        out["calibration_comparison"] = calibration_comparison(
+            data, sketch_seed=sol.extra["sketch_seed"], **kw)
     _summary(sol, out)
     if args.json:
         from ..bench import write_json

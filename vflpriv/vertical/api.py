@@ -290,7 +290,7 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
                    uplink_naive=res.naive_uplink, uplink_full_gradient=res.full_gradient_uplink,
                    released=res.released, meter=res.meter, noise_plan=noise_plan, ledger=led,
                    extra={"p_min": res.p_min, "sketch": sketch, "m": res.m,
-                          "selections": res.selections})
+                          "sketch_seed": sk_seed, "selections": res.selections})
     if private:
         ev = led.event()
         values, best = _privacy_report(ev, delta, report_accountants)
@@ -399,17 +399,21 @@ def _centralized(data, loss, eta, T, algorithm, epsilon, delta, Ba, By, accounta
 def calibration_comparison(data, *, loss="squared", eta=1.0, iterations=100, epsilon=1.0,
                            delta=1e-5, rnm="laplace", sketch="identity", sketch_dim=None,
                            split=0.5, feature_bound=None, label_bound=None, accountant="rdp",
-                           sampling="elementary", seed=0, derivative_clip=None, **_ignored) -> dict:
+                           sampling="elementary", seed=0, derivative_clip=None, sketch_seed=None,
+                           **_ignored) -> dict:
     """Both calibrations of the same run side by side: noise scales and what each really spends.
 
     ``accountant``: noise solved so that the worst-case plan meets (epsilon, delta) exactly;
     ``paper``: paper 004's closed forms, accounted by the same accountant (and by every accountant
-    in ``REPORT_ACCOUNTANTS`` but PLD, to keep this quick).
+    in ``REPORT_ACCOUNTANTS`` but PLD, to keep this quick).  ``sketch_seed`` (a run's
+    ``Solution.extra["sketch_seed"]``, public: it is sent in Setup) compares on that run's sketch;
+    otherwise the sketch is derived from ``seed`` as :func:`solve` derives it.
     """
     loss = get_loss(loss)
     epsilon = _check_eps(epsilon, delta)
     smp = parse_sampling(sampling, data.blocks)
-    sk = Sketch(sketch, data.n, sketch_dim, _seeds(seed)[0])
+    sk = Sketch(sketch, data.n, sketch_dim,
+                _seeds(seed)[0] if sketch_seed is None else int(sketch_seed))
     sens = P.sensitivities(loss, feature_bound, label_bound, data.K * float(eta), data.n,
                            sk.max_column_norm(), derivative_clip)
     T, K = int(iterations), smp.max_parties

@@ -51,15 +51,21 @@ def _words(rng: np.random.Generator, count: int) -> np.ndarray:
     return rng.integers(0, 2**64, size=count, dtype=np.uint64)
 
 
-def noisy_argmax(scores, noise, scale, rng) -> int:
-    """argmax_i (scores_i + Z_i), Z_i iid laplace / gumbel / exponential(scale); see
-    :func:`vflpriv.kernels.noisy_argmax`."""
+def _checked(scores, noise, scale, rng):
+    """The arguments of a noisy argmax, validated: (finite scores, scale, generator)."""
     s = check_scores(scores)
     scale, rng = check_scale(scale), check_rng(rng)
     check_noise(noise)
     finite = np.isfinite(s)
     if not finite.all():
         raise nonfinite_error(s, int(np.argmin(finite)))
+    return s, scale, rng
+
+
+def noisy_argmax(scores, noise, scale, rng) -> int:
+    """argmax_i (scores_i + Z_i), Z_i iid laplace / gumbel / exponential(scale); see
+    :func:`vflpriv.kernels.noisy_argmax`."""
+    s, scale, rng = _checked(scores, noise, scale, rng)
     z = noise_from_words(_words(rng, s.shape[0]), noise, scale)
     return int(np.argmax(s.astype(np.float64) + z))
 
@@ -67,12 +73,7 @@ def noisy_argmax(scores, noise, scale, rng) -> int:
 def signed_noisy_argmax(scores, noise, scale, rng) -> tuple[int, int]:
     """argmax over the interleaved candidates +s_0, -s_0, +s_1, ... ; see
     :func:`vflpriv.kernels.signed_noisy_argmax`."""
-    s = check_scores(scores)
-    scale, rng = check_scale(scale), check_rng(rng)
-    check_noise(noise)
-    finite = np.isfinite(s)
-    if not finite.all():
-        raise nonfinite_error(s, int(np.argmin(finite)))
+    s, scale, rng = _checked(scores, noise, scale, rng)
     d = s.shape[0]
     cand = np.empty(2 * d, dtype=np.float64)
     cand[0::2] = s

@@ -53,7 +53,7 @@ def make_local_step(q: float = SAMPLE_RATE, epsilon: float = TARGET_EPSILON,
     import torch
 
     from accounting import PoissonSubsampledGaussian, calibrate
-    from vflpriv.horizontal.fedp3 import MLP, clipped_gradient_sum, noisy_average, \
+    from vflpriv.horizontal.fedp3 import MLP, clipped_gradient_sum, flat_vector, noisy_average, \
         per_sample_gradients, poisson_batch
 
     z = calibrate(lambda s: PoissonSubsampledGaussian(s, q), epsilon, DELTA,
@@ -71,13 +71,12 @@ def make_local_step(q: float = SAMPLE_RATE, epsilon: float = TARGET_EPSILON,
     out = net(x_star)
     y_star = torch.tensor([int(out.argmin(1))])          # the class the model likes least
     raw = per_sample_gradients(net, trainable, fixed, x_star, y_star)
-    norm = float(torch.cat([g.reshape(-1) for g in raw.values()]).norm())
+    norm = float(flat_vector(raw).norm())
     if norm <= clip * clip_factor:
         raise ValueError(f"the audit record's gradient norm {norm:.4g} does not exceed the "
                          f"clipping norm {clip * clip_factor:.4g}; the pair would not be worst case")
     data = {0: (x_star[:0], y_star[:0]), 1: (x_star, y_star)}
-    u = torch.cat([g.reshape(-1) for g in clipped_gradient_sum(
-        net, trainable, fixed, x_star, y_star, clip=clip).values()]) / clip
+    u = flat_vector(clipped_gradient_sum(net, trainable, fixed, x_star, y_star, clip=clip)) / clip
 
     def sample(k, rng):
         before = torch.get_num_threads()
@@ -98,7 +97,7 @@ def make_local_step(q: float = SAMPLE_RATE, epsilon: float = TARGET_EPSILON,
                                                          y[batch], clip=clip * clip_factor)
                     g = noisy_average(sums[key], clip=clip, noise_multiplier=z * noise_factor,
                                       expected_batch=EXPECTED_BATCH, generator=noise_gen)
-                    rows[r] = torch.cat([t.reshape(-1) for t in g.values()]).numpy()
+                    rows[r] = flat_vector(g).numpy()
                 outs.append(rows)
             return outs[0], outs[1]
         finally:

@@ -39,6 +39,7 @@ accountant.
 from __future__ import annotations
 
 import math
+import secrets
 from dataclasses import dataclass
 
 import numpy as np
@@ -260,6 +261,11 @@ def clip_per_sample(grads: dict, clip: float):
         return grads, norms
     factor = torch.clamp(clip / (norms + 1e-12), max=1.0)
     return {k: g * factor.view(-1, *([1] * (g.dim() - 1))) for k, g in grads.items()}, norms
+
+
+def flat_vector(params: dict) -> torch.Tensor:
+    """One parameter (or gradient) dict as a single flat vector, in the dict's order."""
+    return torch.cat([v.reshape(-1) for v in params.values()])
 
 
 def poisson_batch(rng, m: int, q: float) -> np.ndarray:
@@ -560,7 +566,6 @@ class FedP3:
         n = len(clients)
         if n_classes is None:
             n_classes = int(max(int(c.y_train.max()) for c in clients) + 1)
-        import secrets
         seeded = self.seed is not None
         # public (server) randomness and secret (client) randomness; see the class docstring
         self._public_seed = int(self.seed) if seeded else secrets.randbits(63)

@@ -117,6 +117,11 @@ def kov_delta_pure(long k, double eps, double eps_g):
 
     delta = (1 + e^eps)^-k * sum_{j : (k - 2j) eps > eps_g} C(k, j) (e^{(k-j) eps} - e^{eps_g + j eps})
     """
+    return exp(kov_log_delta_pure(k, eps, eps_g))
+
+
+def kov_log_delta_pure(long k, double eps, double eps_g):
+    """log of ``kov_delta_pure`` (-inf when delta is 0); no underflow however small delta is."""
     cdef double log_norm = k * (eps + log1p(exp(-eps)))      # k log(1 + e^eps), overflow-safe
     cdef double total = -INFINITY
     cdef double log_c, log_term, gap
@@ -129,4 +134,4 @@ def kov_delta_pure(long k, double eps, double eps_g):
             log_c = lgamma(k + 1.0) - lgamma(j + 1.0) - lgamma(k - j + 1.0)
             log_term = log_c + (k - j) * eps - log_norm + log(-expm1(-gap))
             total = _log_add(total, log_term)
-    return exp(total)
+    return total

@@ -18,3 +18,4 @@ else:
 
 log_a_subsampled_gaussian = _impl.log_a_subsampled_gaussian
 kov_delta_pure = _impl.kov_delta_pure
+kov_log_delta_pure = _impl.kov_log_delta_pure

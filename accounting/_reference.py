@@ -78,6 +78,10 @@ def log_a_subsampled_gaussian(q: float, sigma: float, orders: np.ndarray) -> np.
 
 
 def kov_delta_pure(k: int, eps: float, eps_g: float) -> float:
+    return math.exp(kov_log_delta_pure(k, eps, eps_g))
+
+
+def kov_log_delta_pure(k: int, eps: float, eps_g: float) -> float:
     log_norm = k * (eps + math.log1p(math.exp(-eps)))
     total = -math.inf
     for j in range(k + 1):
@@ -86,4 +90,4 @@ def kov_delta_pure(k: int, eps: float, eps_g: float) -> float:
             break
         log_c = math.lgamma(k + 1) - math.lgamma(j + 1) - math.lgamma(k - j + 1)
         total = _log_add(total, log_c + (k - j) * eps - log_norm + math.log(-math.expm1(-gap)))
-    return math.exp(total)
+    return total

@@ -65,7 +65,10 @@ def test_report_says_none_for_unsupported_and_best_is_the_min(event, supported):
     assert set(r.unsupported) == ALL - supported
     valid = {k: v for k, v in r.values.items() if v is not None}
     assert r.best_value == min(valid.values()) and valid[r.best_accountant] == r.best_value
-    assert get_accountant("best").epsilon(event, 1e-5) == r.best_value
+    # ``best`` skips the PLD grid where ``optimal`` is exact; the two then agree to the root
+    # finder's tolerance (PLD can sit 1e-10 below KOV's rounded-up root, never further).
+    assert get_accountant("best").epsilon(event, 1e-5) == pytest.approx(r.best_value, rel=1e-9)
+    assert get_accountant("best").epsilon(event, 1e-5) >= r.best_value
 
 
 @pytest.mark.parametrize("event", [
@@ -79,11 +82,12 @@ def test_best_is_the_minimum_of_the_supported(event):
     valid = [v for v in r.values.values() if v is not None]
     assert len(valid) >= 2
     assert r.best_value == min(valid)
-    assert get_accountant("best").epsilon(event, 1e-6) == min(valid)
+    # ``best`` skips PLD where ``optimal`` is exact: equal up to the root finder's tolerance
+    assert get_accountant("best").epsilon(event, 1e-6) == pytest.approx(min(valid), rel=1e-9)
     rd = report(event, epsilon=1.0)
     valid_d = [v for v in rd.values.values() if v is not None]
     assert rd.best_value == min(valid_d)
-    assert get_accountant("best").delta(event, 1.0) == min(valid_d)
+    assert get_accountant("best").delta(event, 1.0) == pytest.approx(min(valid_d), rel=1e-9)
 
 
 def test_mixed_neighbouring_relations_are_refused_by_every_accountant():
@@ -140,28 +144,36 @@ def test_bounded_range_curve_is_never_used_for_laplace_or_exponential_noise(monk
         acc.epsilon(Exponential(0.1), 1e-5)
 
 
-@pytest.mark.parametrize("k, eps_zcdp", [(10, 0.615802), (100, 2.165716)])
-def test_gumbel_rnm_values(k, eps_zcdp, eps_of):
-    """k Gumbel selections with eps = 2D/b = 0.1: RDP through eps^2/8-zCDP gives the notes' 6.4
-    column (dp-accounting ZCDpEvent); PLD accounts them as pure DP (randomized response, valid
-    adaptively: 6.3's 0.993691 / 4.306791), never the non-adaptive bounded-range optimum
-    (0.554655 / 1.988633)."""
+@pytest.mark.parametrize("k, eps_zcdp, eps_nonadaptive", [(10, 0.615802, 0.554655),
+                                                          (100, 2.165716, 1.988633)])
+def test_gumbel_rnm_values(k, eps_zcdp, eps_nonadaptive, eps_of):
+    """k Gumbel selections with eps = 2D/b = 0.1.  The notes' 6.4 column: eps^2/8-zCDP through
+    RDP gives 0.615802 / 2.165716 (dp-accounting ZCDpEvent), the non-adaptive bounded-range
+    optimum is 0.554655 / 1.988633 (a lower bound on the adaptive truth).  The exact per-step
+    RDP is below the zCDP value; ``optimal`` (the adaptive optimum, from above) lies between
+    the non-adaptive optimum and everything else."""
     gumbel = SelfComposed(ReportNoisyMax("gumbel", 20.0), k)
     laplace = SelfComposed(ReportNoisyMax("laplace", 20.0), k)
-    assert eps_of("rdp", gumbel, 1e-5) == pytest.approx(eps_zcdp, abs=1e-6)
-    assert eps_of("rdp", gumbel, 1e-5) == pytest.approx(
-        get_accountant("rdp").epsilon(SelfComposed(ZCDP(0.1 ** 2 / 8), k), 1e-5), rel=1e-12)
+    zcdp = get_accountant("rdp").epsilon(SelfComposed(ZCDP(0.1 ** 2 / 8), k), 1e-5)
+    assert zcdp == pytest.approx(eps_zcdp, abs=1e-6)
+    assert eps_of("rdp", gumbel, 1e-5) < zcdp
+    opt = eps_of("optimal", gumbel, 1e-5)
+    assert eps_nonadaptive <= opt <= eps_nonadaptive * 1.01
+    assert opt < eps_of("rdp", gumbel, 1e-5) and opt < eps_of("pld", gumbel, 1e-5)
     pure = {10: 0.99369118, 100: 4.30679137}[k]
     br_nonadaptive = {10: 0.554655, 100: 1.988633}[k]
+    # Laplace noise earns nothing from bounded range: pure DP (randomized response) throughout
+    assert eps_of("optimal", laplace, 1e-5) == pytest.approx(pure, abs=1e-6)
+    assert eps_of("pld", laplace, 1e-5) == pytest.approx(pure, abs=2e-6)
+    # the bounded-range PLD pair is valid and well below the pure-DP pair
+    assert br_nonadaptive < eps_of("pld", gumbel, 1e-5) < pure
     for ev in (gumbel, laplace):
-        assert eps_of("optimal", ev, 1e-5) == pytest.approx(pure, abs=1e-6)
-        assert eps_of("pld", ev, 1e-5) == pytest.approx(pure, abs=2e-6)
         assert eps_of("best", ev, 1e-5) > br_nonadaptive
-    # Laplace noise earns nothing from bounded range: its RDP is the (worse) RR curve
     assert eps_of("rdp", laplace, 1e-5) > eps_of("rdp", gumbel, 1e-5)
     for ev in (gumbel, laplace):
-        assert eps_of("best", ev, 1e-5) == min(eps_of(n, ev, 1e-5) for n in NAMES)
-    assert report(gumbel, delta=1e-5).best_accountant == "rdp"
+        assert eps_of("best", ev, 1e-5) == pytest.approx(
+            min(eps_of(n, ev, 1e-5) for n in NAMES), rel=1e-9)
+    assert report(gumbel, delta=1e-5).best_accountant == "optimal"
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -243,6 +255,10 @@ def test_epsilon_falls_with_noise_multiplier_and_rises_with_sample_rate(name, ep
 @pytest.mark.parametrize("name", ["advanced", "optimal", "rdp", "pld"])
 def test_epsilon_falls_with_delta(name, eps_of):
     deltas = [1e-9, 1e-7, 1e-5, 1e-3, 1e-1]
+    if name == "advanced":   # capped by basic composition (4.0) until DRV drops below it
+        values = [eps_of(name, SelfComposed(Laplace(5.0), 20), d) for d in deltas]
+        assert all(a >= b for a, b in zip(values, values[1:])) and values[-1] < values[0]
+        return
     assert _strictly_decreasing([eps_of(name, SelfComposed(Laplace(5.0), 20), d) for d in deltas])
     if name != "pld":
         assert _strictly_decreasing([eps_of(name, SelfComposed(PureDP(0.1), 50), d) for d in deltas])

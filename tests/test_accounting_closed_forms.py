@@ -128,8 +128,9 @@ def _mp_kov_delta(k, eps, d0, eps_g):
 def test_kov_delta_matches_mpmath(k, eps, d0):
     for frac in (0.0, 0.05, 0.2, 0.5, 0.8, 0.99):
         eps_g = frac * k * eps
-        ref = float(_mp_kov_delta(k, eps, d0, eps_g))
-        assert kov_delta(k, eps, d0, eps_g) == pytest.approx(ref, rel=1e-9, abs=1e-15)
+        with mpmath.workdps(400):       # no absolute tolerance: tiny deltas must be right too
+            ref = float(_mp_kov_delta(k, eps, d0, eps_g))
+        assert kov_delta(k, eps, d0, eps_g) == pytest.approx(ref, rel=1e-9, abs=0)
 
 
 @pytest.mark.parametrize("k, eps", [(5, 0.3), (12, 0.1), (40, 0.7)])
@@ -164,7 +165,9 @@ def test_drv_advanced_and_basic_composition(k, eps, d0, delta, _):
     event = _kov_event(k, eps, d0)
     slack = delta - k * d0       # DRV: the total delta is delta' + sum delta_i
     drv = math.sqrt(2 * k * math.log(1 / slack)) * eps + k * eps * math.expm1(eps)
-    assert get_accountant("advanced").epsilon(event, delta) == pytest.approx(drv, rel=1e-12)
+    # advanced reports the smaller of DRV and basic composition (both valid)
+    assert get_accountant("advanced").epsilon(event, delta) == pytest.approx(min(drv, k * eps),
+                                                                             rel=1e-12)
     assert get_accountant("basic").epsilon(event, delta) == pytest.approx(k * eps, rel=1e-12)
     if (k, eps) in DRV and d0 == 0:
         assert drv == pytest.approx(DRV[(k, eps)], abs=1e-4)
@@ -214,8 +217,21 @@ def test_pure_dp_rdp_curve_properties(eps):
     assert np.all(curve <= a * eps * eps / 2 * (1 + 1e-12))
     # the Laplace mechanism is eps-DP, so RR (the worst case) dominates its curve
     assert np.all(rdp_laplace(eps, a) <= curve * (1 + 1e-12))
-    # bounded range: min with alpha eps^2 / 8 (Cesar & Rogers 2021)
-    assert np.allclose(rdp_bounded_range(eps, a), np.minimum(curve, a * eps * eps / 8), rtol=0)
+    # bounded range: the exact worst case over the two-point pairs M_t (brute force over t at
+    # 40 digits), never above the pure-DP curve nor alpha eps^2 / 8 (Cesar & Rogers 2021)
+    br = rdp_bounded_range(eps, a)
+    assert np.all(br <= np.minimum(curve, a * eps * eps / 8) * (1 + 1e-12))
+    e = mpmath.mpf(eps)
+    for x, value in zip(map(mpmath.mpf, a), br):
+        def m(t):
+            return ((mpmath.exp(e) - mpmath.exp(t)) * mpmath.exp((x - 1) * t)
+                    + (mpmath.exp(t) - 1) * mpmath.exp((x - 1) * (t - e))) / mpmath.expm1(e)
+        # a coarse grid over t, then a fine one around its best point
+        t0 = max((e * i / 200 for i in range(1, 200)), key=m)
+        mgf = max(m(t0 + e * i / 200 / 400) for i in range(-400, 401))
+        brute = float(mpmath.log(mpmath.mpf(mgf)) / (x - 1))
+        assert brute <= value * (1 + 1e-9) + 1e-300      # an upper bound of the grid maximum
+        assert value == pytest.approx(brute, rel=1e-6)    # and the grid's maximum is close
 
 
 def _renyi_quad(logp, logq, alpha, points, span):
@@ -259,3 +275,28 @@ def test_rdp_conversion_is_balle_et_al_2020():
     assert acc.epsilon(ZCDP(rho), delta) == pytest.approx(expected, rel=1e-12)
     # and it is tighter than the classic Mironov conversion rho + 2 sqrt(rho log 1/delta)
     assert expected < rho + 2 * math.sqrt(rho * math.log(1 / delta))
+
+
+# ------------------------------------------------------------------ small deltas (issue #11)
+
+@pytest.mark.parametrize("k, eps, delta, exact", [(100, 0.1, 1e-20, 8.6650), (1000, 0.01, 1e-50, 4.5996),
+                                                  (100, 0.1, 1e-12, None), (100, 0.1, 1e-300, None)])
+def test_kov_is_right_at_tiny_deltas(k, eps, delta, exact):
+    """Regression: delta was computed as 1 - keep (1 - pure), which rounds every pure term below
+    ~5e-17 to 0, so epsilon at delta = 1e-20 came out as 7.9469 (exact 8.6650) for every delta
+    down to 1e-300.  Checked against the formula at 400 digits: the returned epsilon meets delta
+    and 1e-7 less does not."""
+    value = get_accountant("optimal").epsilon(SelfComposed(PureDP(eps), k), delta)
+    with mpmath.workdps(400):
+        assert _mp_kov_delta(k, eps, 0, value) <= delta * (1 + 1e-9)
+        if value < k * eps - 1e-6:
+            assert _mp_kov_delta(k, eps, 0, value - 1e-7) > delta
+    if exact is not None:
+        assert value == pytest.approx(exact, abs=1e-4)
+
+
+def test_kov_delta_at_epsilon_8_is_not_zero():
+    d = get_accountant("optimal").delta(SelfComposed(PureDP(0.1), 100), 8.0)
+    with mpmath.workdps(400):
+        ref = float(_mp_kov_delta(100, 0.1, 0, 8.0))
+    assert ref > 1e-18 and d == pytest.approx(ref, rel=1e-9) and d >= ref

@@ -73,8 +73,10 @@ def test_kov_table_and_gumbel_bounded_range(tmp_path, capsys):
     assert eps["advanced"] == pytest.approx(5.8502, abs=1e-4)
     assert cert["best"]["accountant"] in ("optimal", "pld")
     code, cert_g = _run_json(capsys, _plan(tmp_path, KOV.format(noise="gumbel"), "g.toml"))
-    # notes §6.4: eps^2/8-zCDP -> RDP gives 2.165716 for bounded-range selections
-    assert cert_g["epsilon"]["rdp"] == pytest.approx(2.165716, abs=1e-6)
+    # notes §6.4: eps^2/8-zCDP gives 2.165716, the non-adaptive optimum 1.988633; the exact
+    # per-step RDP is below the former, the adaptive optimum just above the latter
+    assert cert_g["epsilon"]["rdp"] < 2.165716
+    assert 1.988633 <= cert_g["epsilon"]["optimal"] < 1.988633 * 1.01
     assert cert_g["best"]["epsilon"] < cert["best"]["epsilon"]
     code, cert_e = _run_json(capsys, _plan(tmp_path, KOV.format(noise="exponential"), "e.toml"))
     # permute-and-flip is not bounded range: same values as Laplace noise
@@ -158,3 +160,15 @@ def test_demo_runs_the_example_plans(capsys):
     assert main(["demo"]) == 0
     out = capsys.readouterr().out
     assert "dpsgd-example" in out and "CERTIFIED" in out
+
+
+def test_tiny_delta_plan_over_target_is_not_certified(tmp_path, capsys):
+    """Regression (issue #11): 100 Laplace report-noisy-max selections at eps 0.1 spend 8.665 at
+    delta = 1e-20; the optimal accountant said 7.9469 and the plan was certified against 8."""
+    plan = tmp_path / "tiny.toml"
+    plan.write_text('delta = 1e-20\ntarget_epsilon = 8.0\n[[release]]\nmechanism = "report_noisy_max"\n'
+                    'noise = "laplace"\nscale = 20.0\nsensitivity = 1.0\ncount = 100\n')
+    code, cert = _run_json(capsys, str(plan))
+    assert code == 1
+    assert cert["epsilon"]["optimal"] == pytest.approx(8.6650, abs=1e-4)
+    assert cert["best"]["epsilon"] > 8.0

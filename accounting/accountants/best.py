@@ -66,9 +66,18 @@ def report(event, *, delta: float | None = None, epsilon: float | None = None,
 
 
 class BestAccountant(Accountant):
-    """Minimum over the given accountants (all by default) that support the event."""
+    """Minimum over the given accountants (all by default) that support the event.
+
+    When ``optimal`` is exact for the plan (a Gaussian-only plan, k releases of one generic
+    (eps, delta)-DP mechanism, k bounded-range selections of one eps) no valid accountant can go
+    below it, so the numerical PLD accountant is skipped: the answer costs microseconds instead of
+    a PLD convolution.  ``epsilon_and_source`` / ``delta_and_source`` say which accountant gave
+    the value.
+    """
 
     name = "best"
+    #: accountants that are slow and never below an exact optimum
+    NUMERICAL = ("pld",)
 
     def __init__(self, accountants=COST_ORDER):
         self.accountants = [(_make(a) if isinstance(a, str) else a) for a in accountants]
@@ -79,15 +88,39 @@ class BestAccountant(Accountant):
     def _supports_leaves(self, leaves, relation):
         return any(a._supports_leaves(leaves, relation) for a in self.accountants)
 
+    def _candidates(self, leaves, relation):
+        usable = [a for a in self.accountants if a._supports_leaves(leaves, relation)]
+        exact = any(isinstance(a, OptimalComposition) and a.is_exact(leaves) for a in usable)
+        if exact:
+            usable = [a for a in usable if a.name not in self.NUMERICAL]
+        return usable
+
+    def _evaluate(self, leaves, relation, query, value):
+        results = [(getattr(a, query)(leaves, relation, value), a.name)
+                   for a in self._candidates(leaves, relation)]
+        if not results:
+            return (math.inf, None) if query == "_epsilon" else (1.0, None)
+        return min(results, key=lambda r: r[0])
+
     def _epsilon(self, leaves, relation, delta):
-        vals = [a._epsilon(leaves, relation, delta) for a in self.accountants
-                if a._supports_leaves(leaves, relation)]
-        return min(vals) if vals else math.inf
+        return self._evaluate(leaves, relation, "_epsilon", delta)[0]
 
     def _delta(self, leaves, relation, epsilon):
-        vals = [a._delta(leaves, relation, epsilon) for a in self.accountants
-                if a._supports_leaves(leaves, relation)]
-        return min(vals) if vals else 1.0
+        return self._evaluate(leaves, relation, "_delta", epsilon)[0]
+
+    def epsilon_and_source(self, event, delta):
+        """(epsilon, name of the accountant that gave it)."""
+        delta = check_delta(delta)
+        leaves, relation = self._prepare(event)
+        value, name = self._evaluate(leaves, relation, "_epsilon", delta)
+        return float(value), name
+
+    def delta_and_source(self, event, epsilon):
+        """(delta, name of the accountant that gave it)."""
+        epsilon = check_epsilon(epsilon)
+        leaves, relation = self._prepare(event)
+        value, name = self._evaluate(leaves, relation, "_delta", epsilon)
+        return float(min(1.0, value)), name
 
 
 def get_accountant(name: str) -> Accountant:

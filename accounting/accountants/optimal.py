@@ -12,6 +12,10 @@
 * Compositions of Gaussian mechanisms only: exactly mu-GDP with mu = sqrt(sum mu_i^2)
   (Dong, Roth, Su 2022), converted with the analytic Gaussian profile (Balle & Wang 2018).
 
+* k adaptive eps-bounded-range selections (Gumbel report-noisy-max, exponential mechanism): the
+  exact adaptive optimum of Dong, Durfee, Rogers (2020) as a one-dimensional dynamic programme,
+  evaluated from above on a grid (``bounded_range``), up to a cost cap on k.
+
 Anything else (subsampling, zCDP, a mix of Gaussian and pure DP) is unsupported here.
 """
 from __future__ import annotations
@@ -19,29 +23,79 @@ from __future__ import annotations
 import math
 
 from .. import _native
-from ..events import Gaussian
+from ..events import Gaussian, Laplace
 from ..gaussian import gaussian_delta, gaussian_epsilon
 from .._solve import smallest_x_with
 from .base import Accountant
 from .pld import MAX_PURE_EPSILON
+from .bounded_range import adaptive_cells, adaptive_delta, adaptive_epsilon
 from ._dp_params import dp_params
 
 PLD_DISCRETIZATION = 1e-4
 
 
+#: log delta below this is 0 for every purpose (the smallest double is e^-745); clamping keeps
+#: the root finder away from -inf.
+_LOG_FLOOR = -1.0e4
+
+
+def _rounding_margin(k: int, eps: float, eps_g: float) -> float:
+    """An upper bound on the floating-point error of the computed log delta.
+
+    Each term of the log-space sum carries lgamma(k + 1) + k eps + eps_g in magnitude, evaluated
+    with a few ulps of relative error, and k log-additions add one ulp each; 1e-14 of that total
+    covers both with room to spare.  Adding it to log delta keeps every answer on the safe side.
+    """
+    return 1e-14 * (16.0 + math.lgamma(k + 1.0) + 2.0 * k * (eps + 1.0) + abs(eps_g))
+
+
+def kov_log_delta(k: int, eps: float, delta0: float, eps_g: float) -> float:
+    """log delta of the optimal k-fold composition of (eps, delta0)-DP at global epsilon eps_g.
+
+    delta = (1 - keep) + keep * pure with keep = (1 - delta0)^k and ``pure`` the delta of k-fold
+    eps-DP randomized response.  Written this way (and not as 1 - keep (1 - pure)) nothing
+    cancels: a pure term of 1e-300 stays 1e-300 instead of rounding to 0.
+    """
+    log_pure = (_native.kov_log_delta_pure(int(k), float(eps), float(eps_g)) if eps > 0
+                else -math.inf)
+    if log_pure > -math.inf:
+        log_pure += _rounding_margin(k, eps, eps_g)
+    if delta0 > 0:
+        log_keep = k * math.log1p(-delta0)
+        log_lost = math.log(-math.expm1(log_keep))          # log(1 - keep), no cancellation
+        value = _logaddexp(log_lost, log_keep + log_pure)
+    else:
+        value = log_pure
+    return min(0.0, value)
+
+
+def _logaddexp(a: float, b: float) -> float:
+    if b == -math.inf:
+        return a
+    if a == -math.inf:
+        return b
+    hi, lo = (a, b) if a >= b else (b, a)
+    return hi + math.log1p(math.exp(lo - hi))
+
+
 def kov_delta(k: int, eps: float, delta0: float, eps_g: float) -> float:
     """delta of the optimal k-fold composition of (eps, delta0)-DP at global epsilon eps_g."""
-    pure = _native.kov_delta_pure(int(k), float(eps), float(eps_g)) if eps > 0 else 0.0
-    keep = math.exp(k * math.log1p(-delta0)) if delta0 > 0 else 1.0   # (1 - delta0)^k
-    return min(1.0, 1.0 - keep * (1.0 - pure))
+    return math.exp(kov_log_delta(k, eps, delta0, eps_g))
 
 
 def kov_epsilon(k: int, eps: float, delta0: float, delta: float) -> float:
-    """Smallest eps_g with kov_delta(eps_g) <= delta (rounded up)."""
-    if kov_delta(k, eps, delta0, k * eps) > delta:
+    """Smallest eps_g with kov_delta(eps_g) <= delta (rounded up), compared in log space so that
+    deltas down to the smallest double are resolved."""
+    log_target = math.log(delta)
+
+    def g(e):
+        return max(_LOG_FLOOR, kov_log_delta(k, eps, delta0, e))
+
+    # k * eps rounded up: the float product can sit an ulp below the true total
+    top = k * eps * (1 + 4e-16)
+    if g(top) > log_target:
         return math.inf
-    return smallest_x_with(lambda e: kov_delta(k, eps, delta0, e), delta, 0.0, k * eps,
-                           xtol=1e-10)
+    return smallest_x_with(g, log_target, 0.0, top, xtol=1e-10)
 
 
 def _rr_pld(leaves):
@@ -59,7 +113,21 @@ def _rr_pld(leaves):
     return total
 
 
+def _bounded_range(leaf) -> bool:
+    return bool(getattr(leaf, "bounded_range", False))
+
+
 class OptimalComposition(Accountant):
+    """Exact values where they exist (see the module docstring), by plan shape:
+
+    * ``gaussian``: only Gaussian releases (exact mu-GDP);
+    * ``bounded_range``: k selections that are all eps-bounded-range with one eps (Gumbel
+      report-noisy-max, exponential mechanism): the exact adaptive optimum, computed on a grid
+      from above (``bounded_range.adaptive_curve``), when k is small enough to compute it;
+    * ``homogeneous``: k releases of one (eps, delta0) (KOV, exact);
+    * ``heterogeneous``: (eps_i, delta_i) releases (randomized-response PLDs: an upper bound).
+    """
+
     name = "optimal"
 
     def supports_leaf(self, leaf, neighboring):
@@ -71,36 +139,56 @@ class OptimalComposition(Accountant):
         gaussian = [isinstance(l, Gaussian) for l, _ in leaves]
         if not (all(gaussian) or not any(gaussian)):
             return False
-        if not any(gaussian) and self._mode(leaves) == "heterogeneous":
+        if not any(gaussian) and self.mode(leaves) == "heterogeneous":
             # heterogeneous pure/approx DP goes through the PLD grid: same range limit
             return all(dp_params(l)[0] <= MAX_PURE_EPSILON for l, _ in leaves)
         return True
 
     @staticmethod
-    def _mode(leaves):
+    def mode(leaves) -> str:
+        """Which exact analysis applies: gaussian, bounded_range, homogeneous or heterogeneous."""
         if isinstance(leaves[0][0], Gaussian):
             return "gaussian"
         params = {dp_params(l) for l, _ in leaves}
+        if len(params) == 1 and all(_bounded_range(l) for l, _ in leaves):
+            k = sum(n for _, n in leaves)
+            if adaptive_cells(k) is not None and next(iter(params))[0] <= MAX_PURE_EPSILON:
+                return "bounded_range"
         return "homogeneous" if len(params) == 1 else "heterogeneous"
+
+    def is_exact(self, leaves) -> bool:
+        """Whether the value for these leaves is the exact optimum (not only an upper bound).
+
+        True for Gaussian-only plans, for homogeneous plans of generic (eps, delta)-DP releases
+        (PureDP, ApproxDP, Laplace- or exponential-noise report-noisy-max, whose only stated
+        guarantee is eps-DP) and for homogeneous bounded-range plans (exact up to the grid)."""
+        mode = self.mode(leaves)
+        if mode in ("gaussian", "bounded_range"):
+            return True
+        return mode == "homogeneous" and not any(isinstance(l, Laplace) for l, _ in leaves)
 
     @staticmethod
     def _mu(leaves):
         return math.sqrt(sum(n * l.mu ** 2 for l, n in leaves))
 
     def _epsilon(self, leaves, relation, delta):
-        mode = self._mode(leaves)
+        mode = self.mode(leaves)
         if mode == "gaussian":
             return gaussian_epsilon(self._mu(leaves), delta)
+        (eps, d0), k = dp_params(leaves[0][0]), sum(n for _, n in leaves)
+        if mode == "bounded_range":
+            return adaptive_epsilon(eps, k, adaptive_cells(k), delta)
         if mode == "homogeneous":
-            (eps, d0), k = dp_params(leaves[0][0]), sum(n for _, n in leaves)
             return kov_epsilon(k, eps, d0, delta)
         return _rr_pld(leaves).get_epsilon_for_delta(delta)
 
     def _delta(self, leaves, relation, epsilon):
-        mode = self._mode(leaves)
+        mode = self.mode(leaves)
         if mode == "gaussian":
             return gaussian_delta(self._mu(leaves), epsilon)
+        (eps, d0), k = dp_params(leaves[0][0]), sum(n for _, n in leaves)
+        if mode == "bounded_range":
+            return adaptive_delta(eps, k, adaptive_cells(k), epsilon)
         if mode == "homogeneous":
-            (eps, d0), k = dp_params(leaves[0][0]), sum(n for _, n in leaves)
             return kov_delta(k, eps, d0, epsilon)
         return _rr_pld(leaves).get_delta_for_epsilon(epsilon)

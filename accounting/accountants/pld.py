@@ -8,10 +8,12 @@ convolution, and the result is an upper bound on the exact privacy profile.
   Gaussian: no discretisation error accumulates over repeats.
 * Laplace and Poisson-subsampled Gaussian: dp-accounting's own mechanism PLDs (for the subsampled
   Gaussian under add/remove, built with a vectorized hockey-stick curve, ``_fast_pld``).
-* pure-DP releases (Laplace/exponential/Gumbel report-noisy-max, exponential mechanism, PureDP) and
-  (eps, delta)-DP releases: the randomized-response dominating pair (``from_privacy_parameters``),
-  which is valid for adaptive composition.  Bounded-range selections are accounted as pure DP here,
-  not with the non-adaptive bounded-range optimum.
+* eps-bounded-range selections (Gumbel report-noisy-max, exponential mechanism): the pair that
+  dominates every eps-BR selection (``bounded_range.bounded_range_pld``, the upper envelope of the
+  two-point pairs over t), valid for adaptive composition and well below the pure-DP pair.
+* other pure-DP releases (Laplace/exponential-noise report-noisy-max, PureDP) and (eps, delta)-DP
+  releases: the randomized-response dominating pair (``from_privacy_parameters``), which is valid
+  for adaptive composition.
 * zCDP has no PLD: unsupported.
 """
 from __future__ import annotations
@@ -23,6 +25,7 @@ from ..events import (REPLACE_ONE, ApproxDP, Exponential, Gaussian, Laplace,
                       PoissonSubsampledGaussian, PureDP, ReportNoisyMax)
 from ._fast_pld import subsampled_gaussian_pld
 from .base import Accountant
+from .bounded_range import bounded_range_pld
 from ._dp_params import dp_params
 
 
@@ -92,6 +95,8 @@ def _leaf_pld(leaf, n, rel, interval):
         pld = pld_lib.from_gaussian_mechanism(
             leaf.noise_multiplier, sensitivity=1.0, sampling_prob=leaf.sample_rate,
             neighboring_relation=rel, value_discretization_interval=interval)
+    elif getattr(leaf, "bounded_range", False):
+        pld = bounded_range_pld(leaf.epsilon, interval)
     else:
         eps, d0 = dp_params(leaf)
         pld = pld_lib.from_privacy_parameters(common.DifferentialPrivacyParameters(eps, d0),

@@ -9,8 +9,10 @@ RDP curves per event, each a valid upper bound at every order alpha > 1:
 * pure eps-DP (Laplace or exponential-noise report-noisy-max, PureDP): the RDP of eps-randomized
   response, which dominates every eps-DP mechanism (exact worst case; Bun & Steinke 2016 Lemma):
       1/(alpha-1) log( (e^{alpha eps} + e^{(1-alpha) eps}) / (1 + e^eps) )
-* eps-bounded-range (exponential mechanism, Gumbel report-noisy-max): min of the pure-DP curve and
-  alpha eps^2 / 8 (Cesar & Rogers 2021: eps-BR implies eps^2/8-zCDP; valid under adaptive composition)
+* eps-bounded-range (exponential mechanism, Gumbel report-noisy-max): the exact worst-case Renyi
+  divergence of one eps-BR selection (``bounded_range.rdp_bounded_range_exact``: the two-point
+  pair M_t at its worst t, in closed form), which is below both the pure-DP curve and the
+  alpha eps^2 / 8 of Cesar & Rogers 2021; RDP composes adaptively, so the sum is valid
 * rho-zCDP: rho alpha.
 
 Approximate-DP events (delta > 0) have no RDP curve: unsupported.
@@ -28,6 +30,7 @@ from .. import _native
 from ..events import (ADD_REMOVE, REPLACE_ONE, ApproxDP, Exponential, Gaussian, Laplace,
                       PoissonSubsampledGaussian, PureDP, ReportNoisyMax, ZCDP)
 from .base import Accountant
+from .bounded_range import rdp_bounded_range_exact
 
 #: The order grid of dp-accounting and opacus (fractional 1.1..10.9, integers 11..63, then powers).
 DEFAULT_ORDERS = np.array([1 + x / 10.0 for x in range(1, 100)] + list(range(11, 64))
@@ -52,7 +55,7 @@ def rdp_pure(eps: float, orders: np.ndarray) -> np.ndarray:
 
 
 def rdp_bounded_range(eps: float, orders: np.ndarray) -> np.ndarray:
-    return np.minimum(rdp_pure(eps, orders), orders * eps * eps / 8)
+    return np.minimum(rdp_pure(eps, orders), rdp_bounded_range_exact(eps, orders))
 
 
 def rdp_subsampled_gaussian(q: float, sigma: float, orders: np.ndarray) -> np.ndarray:

@@ -24,9 +24,11 @@ def gaussian_delta(mu: float, epsilon: float) -> float:
         raise ValueError(f"epsilon must be >= 0, got {epsilon!r}")
     a = log_ndtr(mu / 2 - epsilon / mu)
     b = epsilon + log_ndtr(-mu / 2 - epsilon / mu)
+    # The true delta is positive at every epsilon: where it underflows a double, report the
+    # smallest positive double rather than 0.
     if b >= a:
-        return 0.0
-    return float(math.exp(a) * -math.expm1(b - a))
+        return math.ulp(0.0)
+    return max(math.ulp(0.0), float(math.exp(a) * -math.expm1(b - a)))
 
 
 def gaussian_epsilon(mu: float, delta: float) -> float:

@@ -7,6 +7,10 @@ from abc import ABC, abstractmethod
 from ..events import DpEvent, flatten, neighboring_of
 
 
+#: every epsilon answer is multiplied by this (see ``Accountant.epsilon``)
+EPSILON_ROUNDING = 1.0 + 1e-12
+
+
 class UnsupportedEventError(ValueError):
     """The accountant has no valid analysis for (part of) this event."""
 
@@ -64,12 +68,28 @@ class Accountant(ABC):
     def epsilon(self, event: DpEvent, delta: float) -> float:
         delta = check_delta(delta)
         leaves, relation = self._prepare(event)
-        return float(self._epsilon(leaves, relation, delta))
+        # Rounded up by a relative 1e-12: sums and roots in floating point can land an ulp or
+        # two below the true value, and near a pure-DP cap (delta ~ 0) an ulp is a real overspend.
+        return float(self._epsilon(leaves, relation, delta)) * EPSILON_ROUNDING
 
     def delta(self, event: DpEvent, epsilon: float) -> float:
         epsilon = check_epsilon(epsilon)
         leaves, relation = self._prepare(event)
         return float(min(1.0, self._delta(leaves, relation, epsilon)))
+
+    def why_infinite(self, event: DpEvent, delta: float) -> str:
+        """Why ``epsilon(event, delta)`` is infinite: the reason reported beside the value."""
+        leaves, relation = self._prepare(event)
+        own = sum(getattr(l, "delta", 0.0) * n for l, n in leaves)
+        if own > 0:
+            lost = -math.expm1(sum(n * math.log1p(-getattr(l, "delta", 0.0)) for l, n in leaves))
+            if lost >= delta:
+                return (f"the releases' own deltas already fail with probability {lost:.3g} >= "
+                        f"delta = {delta:g}: no epsilon can hold")
+        return self._why_infinite(leaves, relation, delta)
+
+    def _why_infinite(self, leaves, relation, delta) -> str:
+        return f"the {self.name} bound gives no finite epsilon at delta = {delta:g}"
 
     @abstractmethod
     def _epsilon(self, leaves, relation, delta) -> float: ...

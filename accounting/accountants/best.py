@@ -33,6 +33,8 @@ class Report:
     delta: float | None = None
     epsilon: float | None = None
     unsupported: dict = field(default_factory=dict)
+    #: accountant -> why its epsilon is infinite (only for those that answered inf)
+    reasons: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         key = "epsilon" if self.delta is not None else "delta"
@@ -62,7 +64,14 @@ def report(event, *, delta: float | None = None, epsilon: float | None = None,
     if not valid:
         raise UnsupportedEventError("no accountant supports this event: " + "; ".join(why.values()))
     best = min(valid, key=lambda k: valid[k])
-    return Report(values, best, valid[best], delta=delta, epsilon=epsilon, unsupported=why)
+    reasons = {}
+    if delta is not None:
+        for name in accountants:
+            acc = _make(name) if isinstance(name, str) else name
+            if values.get(acc.name) == math.inf:
+                reasons[acc.name] = acc.why_infinite(event, delta)
+    return Report(values, best, valid[best], delta=delta, epsilon=epsilon, unsupported=why,
+                  reasons=reasons)
 
 
 class BestAccountant(Accountant):

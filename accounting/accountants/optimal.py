@@ -27,7 +27,7 @@ from ..events import Gaussian, Laplace
 from ..gaussian import gaussian_delta, gaussian_epsilon
 from .._solve import smallest_x_with
 from .base import Accountant
-from .pld import MAX_PURE_EPSILON
+from .pld import MAX_PURE_EPSILON, safe_delta, safe_epsilon
 from .bounded_range import adaptive_cells, adaptive_delta, adaptive_epsilon
 from ._dp_params import dp_params
 
@@ -180,7 +180,7 @@ class OptimalComposition(Accountant):
             return adaptive_epsilon(eps, k, adaptive_cells(k), delta)
         if mode == "homogeneous":
             return kov_epsilon(k, eps, d0, delta)
-        return _rr_pld(leaves).get_epsilon_for_delta(delta)
+        return safe_epsilon(lambda: _rr_pld(leaves), delta)
 
     def _delta(self, leaves, relation, epsilon):
         mode = self.mode(leaves)
@@ -191,4 +191,4 @@ class OptimalComposition(Accountant):
             return adaptive_delta(eps, k, adaptive_cells(k), epsilon)
         if mode == "homogeneous":
             return kov_delta(k, eps, d0, epsilon)
-        return _rr_pld(leaves).get_delta_for_epsilon(epsilon)
+        return safe_delta(_rr_pld(leaves), epsilon)

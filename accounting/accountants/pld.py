@@ -31,6 +31,25 @@ from ._dp_params import dp_params
 
 #: largest per-release epsilon of a pure/approx-DP leaf the PLD grid is built for
 MAX_PURE_EPSILON = 50.0
+#: below this delta the PLD answers inf: the convolution truncates ~1e-15 of mass per composition
+#: into its infinite tail, and float64 sums over the grid cannot resolve smaller deltas reliably
+MIN_DELTA = 1e-12
+#: relative safety on the PLD's own arithmetic: epsilon is computed for delta (1 - 1e-6) and a
+#: delta answer is inflated by the same factor (seen: 1e-8 relative error at delta = 1e-8)
+PLD_SAFETY = 1e-6
+
+
+def safe_epsilon(build, delta: float) -> float:
+    """epsilon of the PLD ``build()`` at delta, with the safety margins above (inf below
+    MIN_DELTA, without building anything)."""
+    if delta < MIN_DELTA:
+        return math.inf
+    return max(0.0, build().get_epsilon_for_delta(delta * (1 - PLD_SAFETY)))
+
+
+def safe_delta(pld, epsilon: float) -> float:
+    value = pld.get_delta_for_epsilon(epsilon)
+    return min(1.0, value * (1 + PLD_SAFETY) + (MIN_DELTA if value > 0 else 0.0))
 
 
 class PLDAccountant(Accountant):
@@ -73,11 +92,18 @@ class PLDAccountant(Accountant):
             total = total.compose(pld)
         return total
 
+    def _why_infinite(self, leaves, relation, delta):
+        if delta < MIN_DELTA:
+            return (f"delta = {delta:g} is below {MIN_DELTA:g}, which the PLD grid cannot resolve "
+                    "(its convolution truncates ~1e-15 of mass per step into the infinite tail); "
+                    "the optimal or rdp accountant can")
+        return super()._why_infinite(leaves, relation, delta)
+
     def _epsilon(self, leaves, relation, delta):
-        return max(0.0, self.build(leaves, relation).get_epsilon_for_delta(delta))
+        return safe_epsilon(lambda: self.build(leaves, relation), delta)
 
     def _delta(self, leaves, relation, epsilon):
-        return self.build(leaves, relation).get_delta_for_epsilon(epsilon)
+        return safe_delta(self.build(leaves, relation), epsilon)
 
 
 @lru_cache(maxsize=16)

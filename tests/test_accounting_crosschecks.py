@@ -132,7 +132,8 @@ def test_pld_laplace_matches_dp_accounting(scale, T, delta):
     acc.compose(de.LaplaceDpEvent(scale), T)
     theirs = acc.get_epsilon(delta)
     ours = get_accountant("pld").epsilon(SelfComposed(Laplace(scale), T), delta)
-    assert ours == pytest.approx(theirs, abs=1e-9)
+    # ours asks for delta (1 - 1e-6) (a margin on the grid's arithmetic): a hair above theirs
+    assert theirs <= ours <= theirs + 1e-6
     if T == 1:
         assert ours == pytest.approx(1.0 / scale, abs=1e-3)   # Laplace: exactly 1/b-DP at small delta
     else:   # Laplace PLD beats the generic pure-DP optimum (notes 6.3)

@@ -7,10 +7,6 @@ from abc import ABC, abstractmethod
 from ..events import DpEvent, flatten, neighboring_of
 
 
-#: every epsilon answer is multiplied by this (see ``Accountant.epsilon``)
-EPSILON_ROUNDING = 1.0 + 1e-12
-
-
 class UnsupportedEventError(ValueError):
     """The accountant has no valid analysis for (part of) this event."""
 
@@ -68,9 +64,7 @@ class Accountant(ABC):
     def epsilon(self, event: DpEvent, delta: float) -> float:
         delta = check_delta(delta)
         leaves, relation = self._prepare(event)
-        # Rounded up by a relative 1e-12: sums and roots in floating point can land an ulp or
-        # two below the true value, and near a pure-DP cap (delta ~ 0) an ulp is a real overspend.
-        return float(self._epsilon(leaves, relation, delta)) * EPSILON_ROUNDING
+        return float(self._epsilon(leaves, relation, delta))
 
     def delta(self, event: DpEvent, epsilon: float) -> float:
         epsilon = check_epsilon(epsilon)

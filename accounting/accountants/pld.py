@@ -44,7 +44,13 @@ def safe_epsilon(build, delta: float) -> float:
     MIN_DELTA, without building anything)."""
     if delta < MIN_DELTA:
         return math.inf
-    return max(0.0, build().get_epsilon_for_delta(delta * (1 - PLD_SAFETY)))
+    pld = build()
+    # The margin is relative to the part of delta the grid computes; the infinite-loss mass
+    # (1 - prod(1 - delta_i) of approximate-DP releases) is exact and needs none.
+    infinite = max((getattr(getattr(pld, side, None), "_infinity_mass", 0.0) or 0.0)
+                   for side in ("_pmf_remove", "_pmf_add"))
+    target = delta - PLD_SAFETY * max(0.0, delta - infinite)
+    return max(0.0, pld.get_epsilon_for_delta(target))
 
 
 def safe_delta(pld, epsilon: float) -> float:

@@ -228,6 +228,7 @@ def certify(plan: Plan, calibrate_param: str | None = None, accountants=ACCOUNTA
                             else bool(rep.best_value <= plan.target_delta))
     out["neighboring"] = plan.neighboring
     out["unsupported"] = rep.unsupported
+    out["infinite"] = rep.reasons        # accountant -> why its epsilon is inf
     if calibrated is not None:
         out["calibrated"] = calibrated
     return out

@@ -172,3 +172,26 @@ def test_tiny_delta_plan_over_target_is_not_certified(tmp_path, capsys):
     assert code == 1
     assert cert["epsilon"]["optimal"] == pytest.approx(8.6650, abs=1e-4)
     assert cert["best"]["epsilon"] > 8.0
+
+
+def test_two_thousand_distinct_releases_certify_quickly(tmp_path, capsys):
+    """Issue #13 item 6: 2000 distinct subsampled-Gaussian releases took minutes (one PLD each);
+    PLD now declines past 48 distinct releases, saying why, and RDP answers."""
+    lines = ["delta = 1e-6"]
+    for i in range(2000):
+        lines += ["[[release]]", 'mechanism = "poisson_subsampled_gaussian"',
+                  f"noise_multiplier = {1.0 + i * 1e-3}", "sample_rate = 0.01", "count = 10"]
+    code, cert = _run_json(capsys, _plan(tmp_path, "\n".join(lines) + "\n"))
+    assert code == 0
+    assert cert["epsilon"]["pld"] is None and "48 distinct" in cert["unsupported"]["pld"]
+    assert cert["best"]["accountant"] == "rdp" and 0 < cert["epsilon"]["rdp"] < 10
+
+
+def test_a_million_identical_releases_compose_in_closed_form(tmp_path, capsys):
+    """count = 1e6 of one release: closed forms (KOV, mu-GDP) and PLD self-composition, never a
+    million copies in memory."""
+    code, cert = _run_json(capsys, _plan(
+        tmp_path, 'delta = 1e-6\n[[release]]\nmechanism = "pure_dp"\nepsilon = 0.001\ncount = 1000000\n'))
+    assert code == 0
+    assert cert["epsilon"]["basic"] == pytest.approx(1000.0)
+    assert cert["best"]["epsilon"] == pytest.approx(4.8865, abs=1e-3)

@@ -2,7 +2,9 @@
 
 Figures: import time of ``accounting`` (fresh interpreter; torch must not be loaded), epsilon of the
 DP-SGD example (q = 256/60000, sigma = 1.1, T = 14100, delta = 1e-5) with RDP and PLD and their
-times, and calibration time (sigma for epsilon = 3).  opacus is measured only if it is installed.
+times, calibration time (sigma for epsilon = 3), and the cases of ``accounting_cases`` (tiny deltas,
+exact compositions, bounded-range selections, the vertical plan) with exact values where they
+exist.  opacus is measured only if it is installed.
 """
 from __future__ import annotations
 
@@ -130,7 +132,11 @@ def run(args) -> int:
     except ImportError:
         res["opacus"] = None
 
+    from .accounting_cases import print_cases, run_cases
+    res["cases"] = run_cases()
+
     _print(res)
+    print_cases(res["cases"])
     write_json(args.json, res)
     return 0
 

@@ -6,8 +6,9 @@ import math
 
 EXACT_NOTE = {
     "basic": "upper bound (sum of epsilons)",
-    "advanced": "upper bound (Dwork-Rothblum-Vadhan)",
-    "optimal": "optimal composition of the (eps, delta) guarantees (KOV); exact mu-GDP for Gaussians",
+    "advanced": "upper bound (Dwork-Rothblum-Vadhan, capped by basic)",
+    "optimal": ("optimal composition (KOV for (eps, delta) releases; exact mu-GDP for Gaussians; "
+                "adaptive bounded-range optimum for Gumbel/exponential-mechanism selections)"),
     "rdp": "upper bound (RDP, Balle et al. 2020 conversion)",
     "pld": "upper bound (PLD, pessimistic)",
 }
@@ -63,6 +64,8 @@ def _print_table(cert, plan):
     values = cert[what]
     for name, v in values.items():
         note = EXACT_NOTE[name] if v is not None else cert["unsupported"].get(name, "")
+        if v is not None and math.isinf(v):
+            note = cert.get("infinite", {}).get(name, note)
         print(f"  {name:<9} {_fmt(v):>12}   {note}")
     best = cert["best"]
     print(f"  {'best':<9} {_fmt(best[what]):>12}   ({best['accountant']})")

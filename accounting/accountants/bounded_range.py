@@ -186,6 +186,9 @@ def adaptive_curve(eps: float, k: int, cells: int):
         # floating-point slack: a relative 1e-12 per step keeps every value an upper bound
         new[lo:hi] = np.minimum(1.0, best * (1 + 1e-12))
         w = new
+    # Below the last window the values are placeholders (1 - e^s is a lower bound of W_k there):
+    # replace them with 1, a valid upper bound, so no reader can mistake them for answers.
+    w[:n_side - cells] = 1.0
     w.setflags(write=False)
     return s, w
 

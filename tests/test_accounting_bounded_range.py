@@ -1,0 +1,87 @@
+"""The bounded-range analyses of ``accounting.accountants.bounded_range`` against brute force.
+
+* k = 1: the adaptive curve against the closed-form envelope (Dong-Durfee-Rogers' worst t).
+* k = 2: against a brute-force search over adaptive strategies (t1, then t2 chosen after seeing
+  the first outcome) on fine grids: a lower bound on the truth that the curve must not undercut,
+  and should nearly reach.
+* the dominating-pair PLD's single-step curve against the envelope.
+"""
+import math
+
+import numpy as np
+import pytest
+
+from accounting import Exponential, ReportNoisyMax, SelfComposed, get_accountant
+from accounting.accountants.bounded_range import (adaptive_curve, adaptive_delta, adaptive_epsilon,
+                                                  bounded_range_pld, envelope_delta,
+                                                  nonadaptive_delta)
+
+
+def _one_step(eps, s, ts):
+    """max over t in ts of p_t (1 - e^{s - t})_+ + (1 - p_t)(1 - e^{s - t + eps})_+ (vectorized in s)."""
+    s = np.asarray(s, dtype=float)[..., None]
+    p = (math.exp(eps) - np.exp(ts)) / math.expm1(eps)
+    val = p * np.maximum(0, -np.expm1(s - ts)) + (1 - p) * np.maximum(0, -np.expm1(s - ts + eps))
+    return val.max(axis=-1)
+
+
+@pytest.mark.parametrize("eps", [0.05, 0.3, 1.0])
+def test_one_selection_is_the_envelope(eps):
+    for e in np.linspace(0, eps, 9)[:-1]:
+        d = adaptive_delta(eps, 1, 32, e)
+        exact = envelope_delta(eps, e)
+        assert d >= exact * (1 - 1e-12)
+        assert d <= exact + 2e-3 * eps          # chord between grid points of width eps/32
+    assert envelope_delta(eps, 0.0) == pytest.approx(math.tanh(eps / 4), rel=1e-12)
+
+
+@pytest.mark.parametrize("eps", [0.2, 1.0])
+def test_two_adaptive_selections_against_brute_force(eps):
+    ts = np.linspace(0, eps, 801)
+    for e in (0.0, 0.3 * eps, 0.8 * eps, 1.5 * eps):
+        # the second t is chosen after the first outcome: maximize each branch separately
+        p1 = (math.exp(eps) - np.exp(ts)) / math.expm1(eps)
+        brute = np.max(p1 * _one_step(eps, e - ts, ts) + (1 - p1) * _one_step(eps, e - ts + eps, ts))
+        d = adaptive_delta(eps, 2, 32, e)
+        assert d >= brute * (1 - 1e-9)
+        assert d <= brute * 1.02 + 1e-4
+
+
+@pytest.mark.parametrize("k, eps", [(5, 0.5), (30, 0.2), (100, 0.1)])
+def test_adaptive_epsilon_between_nonadaptive_and_rdp(k, eps):
+    ev = SelfComposed(Exponential(eps), k)
+    opt = get_accountant("optimal").epsilon(ev, 1e-5)
+    assert nonadaptive_delta(eps, k, opt, t_grid=32) <= 1e-5        # lower bound respected
+    assert opt <= get_accountant("rdp").epsilon(ev, 1e-5)
+    # Gumbel report-noisy-max with 2D/b = eps is the same selection
+    gumbel = SelfComposed(ReportNoisyMax("gumbel", 2.0 / eps), k)
+    assert get_accountant("optimal").epsilon(gumbel, 1e-5) == pytest.approx(opt, rel=1e-12)
+
+
+def test_curve_is_monotone_and_inverse_is_consistent():
+    s, w = adaptive_curve(0.1, 50, 16)
+    assert np.all(np.diff(w) <= 1e-15) and w[0] <= 1 and w[-1] == 0
+    for delta in (1e-3, 1e-6, 1e-9):
+        e = adaptive_epsilon(0.1, 50, 16, delta)
+        assert adaptive_delta(0.1, 50, 16, e) <= delta
+        assert adaptive_delta(0.1, 50, 16, e - 1e-3) > delta
+
+
+@pytest.mark.parametrize("eps", [0.1, 0.5, 2.0])
+def test_pld_pair_dominates_the_envelope(eps):
+    pld = bounded_range_pld(eps, 1e-4)
+    for e in np.linspace(0, eps, 7)[:-1]:
+        d = pld.get_delta_for_epsilon(float(e))
+        assert d >= envelope_delta(eps, float(e)) * (1 - 1e-9)
+        assert d <= envelope_delta(eps, float(e)) + 1e-3
+
+
+@pytest.mark.parametrize("k, eps", [(20, 0.1), (50, 0.1), (10, 0.5)])
+def test_large_deltas_do_not_read_the_placeholder_region(k, eps):
+    """Regression: below the last window the curve held 1 - e^s (a lower bound, not W_k), and
+    epsilon at a large delta could be read there as 0.  The non-adaptive optimum is a lower
+    bound on the truth at every delta."""
+    ev = SelfComposed(Exponential(eps), k)
+    for delta in (0.45, 0.3, 0.2, 0.15, 0.1, 0.05):
+        opt = get_accountant("optimal").epsilon(ev, delta)
+        assert nonadaptive_delta(eps, k, opt, t_grid=32) <= delta * (1 + 1e-9)

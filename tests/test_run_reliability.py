@@ -67,7 +67,10 @@ def _kill_at(proc, round_, delay):
             break
     time.sleep(delay)
     proc.send_signal(signal.SIGKILL)
-    out, _ = proc.communicate(timeout=30)
+    # read the rest through the same buffered reader: communicate() reads the raw pipe and would
+    # drop whatever readline() had already buffered (seen under load: rounds 290-293 "missing")
+    out = proc.stdout.read()
+    proc.wait(timeout=30)
     lines += out.splitlines()
     return [int(s.split()[-1]) for s in lines if s.startswith("released round")]
 

@@ -154,6 +154,18 @@ def _solve_pld(acc, make_event, target_epsilon, delta, start, lower, upper, decr
     return safe, evals, decreasing
 
 
+def _optimal_is_exact(event) -> bool:
+    from .accountants.optimal import OptimalComposition
+    from .events import flatten, neighboring_of
+
+    acc = OptimalComposition()
+    try:
+        leaves, relation = flatten(event), neighboring_of(event)
+    except ValueError:
+        return False
+    return acc._supports_leaves(leaves, relation) and acc.is_exact(leaves)
+
+
 def _solve_discrete(eps, target, guess, decreasing, lower, upper):
     """Integer parameter: the most favourable integer that meets the target."""
     lo = max(1, int(lower) if lower is not None else 1)
@@ -208,6 +220,9 @@ def calibrate(make_event: Callable[[float], DpEvent], target_epsilon: float, tar
     t0 = time.perf_counter()
     names = [n for n in _COST_ORDER if n in ACCOUNTANT_NAMES] if accountant == "best" else [accountant]
     probe = make_event(guess)
+    if accountant == "best" and _optimal_is_exact(probe):
+        # no valid accountant goes below an exact optimum: skip the PLD convolutions
+        names = [n for n in names if n != "pld"]
     per, evals, best = {}, 0, None
     seed = None
     if accountant in ("pld", "optimal") and not discrete and get_accountant("rdp").supports(probe):

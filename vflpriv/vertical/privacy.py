@@ -161,7 +161,8 @@ def calibrate_paper(noise, sens, epsilon, delta, rounds, parties, eta, n, featur
 
 class MemoryLedger(Ledger):
     """A Ledger kept in memory (no file): same records, same composition, for runs without
-    ``--ledger``.  BudgetFilter only needs ``records``, ``append``, ``counts`` and ``event``."""
+    ``--ledger``.  BudgetFilter only needs ``records``, ``append``, ``counts``, ``event`` and
+    ``transaction`` (here a thread lock: no other process can see this ledger)."""
 
     def __init__(self, *, budget=None, run_id=None):
         import threading
@@ -169,16 +170,21 @@ class MemoryLedger(Ledger):
 
         self.path = None
         self.run_id = run_id or uuid.uuid4().hex
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self.repaired_torn_tail = False
         self.header = {"budget": budget}
         self.records = []
         self._counts = {}
 
+    def transaction(self):
+        return self._lock
+
+    def refresh(self):
+        pass
+
     def append(self, event, *, party="server", round=0, note=""):
         with self._lock:
             rec = LedgerRecord(seq=len(self.records), run_id=self.run_id, party=str(party),
                                round=int(round), time=0.0, event=event, note=str(note))
-            self.records.append(rec)
-            self._count(rec.party, event)
+            self._add(rec)
             return rec

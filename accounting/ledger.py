@@ -390,6 +390,18 @@ class Ledger:
         """The budget in the header (None when the ledger was created without one)."""
         return (self.header or {}).get("budget")
 
+    def governing_budget(self, epsilon, delta, *, per_party=False):
+        """(epsilon, delta) a run on this ledger is held to: the header's budget when it has one
+        (a run cannot raise it by asking for more), else the run's own."""
+        b = self.budget
+        if b is None:
+            return epsilon, delta
+        if bool(b.get("per_party", False)) != bool(per_party):
+            kinds = ("one shared budget", "one budget per party")
+            raise ValueError(f"ledger {self.path!r} keeps {kinds[bool(b.get('per_party'))]}; "
+                             f"this run charges {kinds[bool(per_party)]}: use another ledger")
+        return float(b["epsilon"]), float(b["delta"])
+
     def _count(self, party: str, event: DpEvent) -> None:
         per = self._counts.setdefault(party, {})
         per[event] = per.get(event, 0) + 1

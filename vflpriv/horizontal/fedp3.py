@@ -604,7 +604,9 @@ class FedP3:
                 led = Ledger(path, budget={"epsilon": self.epsilon, "delta": self.delta,
                                            "per_party": True})
             self.ledger_ = led
-            budget = BudgetFilter(led, self.epsilon, self.delta, accountant=self.accountant,
+            # the ledger's header budget governs (a run cannot raise it by asking for more)
+            b_eps, b_delta = led.governing_budget(self.epsilon, self.delta, per_party=True)
+            budget = BudgetFilter(led, b_eps, b_delta, accountant=self.accountant,
                                   per_party=True)
         else:
             self.ledger_ = None

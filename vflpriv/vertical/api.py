@@ -23,6 +23,7 @@ from accounting import BudgetFilter, Ledger, report
 
 from ..errors import InputError
 from ..optim import dp_frank_wolfe, frank_wolfe, get_loss, reference_optimum
+from ..optim._checks import round_down
 from . import privacy as P
 from .engine import run_vertical
 from .sampling import parse_sampling
@@ -254,8 +255,16 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
                     f"{accountant} accountant; nothing was released (use calibration='accountant')")
         noise_plan.details.update(sens_index=sens.index, sens_feature=sens.feature,
                                   z_bound=sens.z_bound, derivative_bound=sens.derivative_bound)
+        if checkpoint is not None and ledger is None and not ck:
+            raise InputError("a private run with a checkpoint needs a ledger file (ledger=PATH, "
+                             "--ledger): resuming must not spend again what an in-memory ledger "
+                             "forgot")
         if ck:
             ledger = ledger if ledger is not None else ck["ledger_path"]
+            if not isinstance(ledger, Ledger) and not os.path.isfile(ledger):
+                # never create an empty ledger for a run whose releases are recorded elsewhere
+                raise InputError(f"resume: the ledger {str(ledger)!r} of the checkpoint's run "
+                                 "does not exist")
             led = Ledger(ledger, budget={"epsilon": epsilon, "delta": delta},
                          run_id=ck["run_id"]) if not isinstance(ledger, Ledger) else ledger
         else:
@@ -264,9 +273,18 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
             raise InputError("a private run with a checkpoint needs a ledger file (ledger=PATH, "
                              "--ledger): resuming must not spend again what an in-memory ledger "
                              "forgot")
-        budget = BudgetFilter(led, epsilon, delta, accountant=accountant)
+        # The ledger's header budget governs (a run cannot raise it by asking for more).
+        b_eps, b_delta = led.governing_budget(epsilon, delta)
+        budget = BudgetFilter(led, b_eps, b_delta, accountant=accountant)
+        pending = _pending_records(led, ck, checkpoint) if ck else []
+        t0 = int(ck["state"]["t"]) if ck else 0
+        recal = None if ck or calibration != "accountant" else (
+            lambda e: P.calibrate_accountant(rnm, sens, e, delta, T, smp.max_parties, split,
+                                             accountant))
+        _check_planned_spend(budget, noise_plan, sens, T, t0, smp.max_parties, pending, epsilon,
+                             recal)
         if ck:
-            budget = ReplayFilter(budget, _pending_records(led, ck, checkpoint))
+            budget = ReplayFilter(budget, pending)
         clip = (float(feature_bound), float(label_bound), sens.z_bound, sens.derivative_bound)
     on_round = None
     if checkpoint is not None:
@@ -322,12 +340,82 @@ def _resume_checkpoint(path, config, seed, data) -> dict:
     return meta
 
 
+def _check_planned_spend(budget, plan, sens, T, t0, parties, exclude, epsilon, recalibrate):
+    """Refuse up front a run whose worst-case remaining releases (rounds t0..T) do not fit in
+    what the ledger's budget has left; the message says what would fit: the smallest noise for
+    the same iterations and (a fresh run) the largest epsilon, checked by recalibrating."""
+    def planned(rounds, c=1.0, p=plan):
+        return P.plan_event(p.noise, c * p.index_scale,
+                            None if p.feature_sigma is None else c * p.feature_sigma, sens,
+                            rounds, parties)
+
+    def advice():
+        parts = []
+        if budget.epsilon < epsilon:
+            parts.append(f"the ledger's budget epsilon={budget.epsilon:g} governs, not this run's "
+                         f"epsilon={epsilon:g}")
+        c = _smallest_noise_factor(budget, planned, T - t0, exclude)
+        if c is None:
+            parts.append("no noise lets even one more iteration fit: the budget is used up")
+            return "; ".join(parts)
+        noise = f"index scale >= {c * plan.index_scale:.4g}" + (
+            "" if plan.feature_sigma is None else
+            f" and feature sigma >= {c * plan.feature_sigma:.4g}")
+        parts.append(f"{T} iterations need {noise} (x{c:.3g} this run's noise)")
+        if recalibrate is not None:
+            e = _largest_epsilon(budget, planned, T - t0, exclude, c, recalibrate)
+            if e is not None:
+                parts.append(f"epsilon <= {e:.4g} fits")
+        return "; ".join(parts)
+
+    if T > t0:
+        budget.check_plan(planned(T - t0), exclude=exclude, advice=advice)
+
+
+def _largest_epsilon(budget, planned, rounds, exclude, c, recalibrate):
+    """A target epsilon whose calibrated plan fits (checked), starting from what the smallest
+    fitting noise spends alone; rounded down to 4 significant digits."""
+    e = budget.accountant.epsilon(planned(rounds, c), budget.delta)
+    for _ in range(20):
+        e = round_down(e)                  # 4 significant digits, rounded down
+        if e <= 0:
+            return None
+        if budget.fits(planned(rounds, 1.0, recalibrate(e)), exclude=exclude):
+            return e
+        e *= 0.97
+    return None
+
+
+def _smallest_noise_factor(budget, planned, rounds, exclude):
+    """Smallest factor c >= 1 on both noise scales that makes ``rounds`` rounds fit (None when
+    the budget is already used up, or nothing reasonable fits)."""
+    if not budget.fits(planned(1, 1e6), exclude=exclude):
+        return None
+    lo, hi = 1.0, 2.0
+    while not budget.fits(planned(rounds, hi), exclude=exclude):
+        lo, hi = hi, hi * 2
+        if hi > 1e12:
+            return None
+    while hi / lo > 1.001:
+        mid = math.sqrt(lo * hi)
+        lo, hi = (lo, mid) if budget.fits(planned(rounds, mid), exclude=exclude) else (mid, hi)
+    return hi
+
+
 def _pending_records(led, ck, path):
-    """Ledger records charged after the checkpoint was written (to replay, not re-append)."""
+    """Ledger records of this run charged after the checkpoint was written (to replay, not
+    re-append).  Other runs' records may sit between them (runs sharing a ledger)."""
     n = ck["ledger_length"]
     if n is None or len(led.records) < n:
         raise InputError(f"resume: the ledger {led.path!r} has {len(led.records)} records, fewer "
                          f"than the {n} the checkpoint {str(path)!r} saw")
+    if ck.get("run_records") is not None:
+        own = [r for r in led.records if r.run_id == ck["run_id"]]
+        if len(own) < ck["run_records"]:
+            raise InputError(f"resume: the ledger {led.path!r} holds {len(own)} records of run "
+                             f"{ck['run_id']}, fewer than the {ck['run_records']} the checkpoint "
+                             f"{str(path)!r} saw")
+        return own[ck["run_records"]:]
     pending = led.records[n:]
     for r in pending:
         if r.run_id != ck["run_id"]:
@@ -371,7 +459,8 @@ def _centralized(data, loss, eta, T, algorithm, epsilon, delta, Ba, By, accounta
         led = None
     else:
         led = _open_ledger(ledger, epsilon, delta)
-        budget = BudgetFilter(led, epsilon, delta, accountant=accountant)
+        b_eps, b_delta = led.governing_budget(epsilon, delta)
+        budget = BudgetFilter(led, b_eps, b_delta, accountant=accountant)
         r = dp_frank_wolfe(data.A, data.y, loss, eta, iterations=T, feature_bound=Ba,
                            label_bound=By, epsilon=epsilon, delta=delta, blocks=data.blocks,
                            accountant=accountant, budget_filter=budget, neighboring="replace_one",

@@ -117,8 +117,12 @@ class Checkpointer:
         state, arrays = server.get_state()
         bf = self.budget_filter
         # records charged up to this state (a resumed run's not yet replayed records excluded)
-        n = None if bf is None else len(bf.ledger.records) - len(getattr(bf, "pending", ()))
-        meta = dict(self.meta, state=state, ledger_length=n)
+        pending = len(getattr(bf, "pending", ()))
+        n = None if bf is None else len(bf.ledger.records) - pending
+        # this run's records so far: other runs may append to a shared ledger in between
+        own = None if bf is None else \
+            sum(r.run_id == bf.ledger.run_id for r in bf.ledger.records) - pending
+        meta = dict(self.meta, state=state, ledger_length=n, run_records=own)
         write_checkpoint(self.path, meta, arrays)
 
 

@@ -462,8 +462,8 @@ class Ledger:
                 # Cut what was written: the release is refused, not half-recorded.
                 with contextlib.suppress(OSError):
                     os.ftruncate(fd, self._offset)
-                raise OSError(exc.errno, f"cannot append to ledger {self.path!r}: "
-                              f"{exc.strerror}", self.path) from None
+                raise OSError(exc.errno, f"cannot append to the ledger: {exc.strerror}",
+                              self.path) from None
             self._offset += len(line)
             record = LedgerRecord(seq=rec["seq"], run_id=self.run_id, party=str(party),
                                   round=int(round), time=rec["time"], event=event, note=str(note))

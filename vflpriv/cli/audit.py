@@ -7,7 +7,6 @@ bound exceeds its claim (the implementation leaks more than it says), 2 on bad i
 """
 from __future__ import annotations
 
-import json
 import sys
 
 
@@ -54,6 +53,10 @@ def run(args) -> int:
             print(f"{name} (unavailable: {reason})")
         return 0
     samples = _positive_int(args.samples)
+    if args.json:
+        from ..outputs import check_output
+
+        check_output(args.json, "--json")      # before the audit's minutes of work
     if not 0 < args.confidence < 1:
         raise ValueError(f"--confidence must be in (0, 1), got {args.confidence!r}")
     result = run_suite(args.mechanism, samples=samples, seed=args.seed,
@@ -72,8 +75,8 @@ def run(args) -> int:
           f"({result['per_mechanism_confidence']:.4g} per mechanism); seed {args.seed}: "
           f"{'all claims hold' if result['ok'] else 'SOME LOWER BOUND EXCEEDS ITS CLAIM'}")
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump(result, fh, indent=2)
-            fh.write("\n")
+        from ..outputs import write_json_atomic
+
+        write_json_atomic(args.json, result)
     sys.stdout.flush()
     return 0 if result["ok"] else 1

@@ -73,6 +73,11 @@ def register(sub):
 
 
 def run(args) -> int:
+    from ..outputs import check_outputs
+
+    # every output checked before any work or budget is spent (issue 13)
+    check_outputs({"--json": args.json, "--plot": args.plot, "--ledger": args.ledger},
+                  images=("--plot",))
     if args.plot:
         try:
             import matplotlib
@@ -152,5 +157,7 @@ def run(args) -> int:
         ax.set_ylabel("mean personalized test accuracy")
         ax.set_title(f"FedP3 {args.scheme}, epsilon={args.epsilon:g}")
         fig.tight_layout()
-        fig.savefig(args.plot)
+        from ..outputs import save_figure
+
+        save_figure(fig, args.plot)
     return 0

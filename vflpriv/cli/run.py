@@ -106,6 +106,16 @@ def _resumed_args(args):
     return args
 
 
+def _check_paths(args):
+    """Every output checked before any work (issue 13): files in writable directories, a known
+    image extension for --plot, and no output that is another output or an input."""
+    from ..outputs import check_outputs
+
+    outputs = {"--json": args.json, "--plot": args.plot, "--ledger": args.ledger,
+               "--resume" if args.resume else "--checkpoint": args.resume or args.checkpoint}
+    check_outputs(outputs, {"--data": args.data}, images=("--plot",))
+
+
 def _labels(y, loss):
     if loss == "squared":
         return y
@@ -168,6 +178,7 @@ def run(args) -> int:
         args = _resumed_args(args)
     if not args.data:
         raise InputError("--data is required (or --resume FILE)")
+    _check_paths(args)
     private_algo = args.algorithm in ("dp-bcfw", "dpfw")
     if args.epsilon is None:
         if private_algo:
@@ -284,5 +295,7 @@ def _plot(sol, path):
         ax.set_ylabel("bytes")
         ax.legend()
     fig.tight_layout()
-    fig.savefig(path)
+    from ..outputs import save_figure
+
+    save_figure(fig, path)
     plt.close(fig)

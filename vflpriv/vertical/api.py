@@ -209,6 +209,16 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
                       "(see docs/vertical.md)", stacklevel=2)
     if resume and checkpoint is None:
         raise InputError("resume=True needs the checkpoint path")
+    if checkpoint is not None:
+        from ..outputs import check_outputs
+
+        # before any work: a checkpoint over the ledger (or a FIFO, a directory) is refused
+        ledger_path = ledger.path if isinstance(ledger, Ledger) else ledger
+        check_outputs({"checkpoint": checkpoint, "ledger": ledger_path})
+    elif isinstance(ledger, (str, os.PathLike)):
+        from ..outputs import check_output
+
+        check_output(ledger, "ledger")
     if algorithm in ("fw", "dpfw"):
         if checkpoint is not None:
             raise InputError(f"checkpoints are for the vertical algorithms (dp-bcfw, bcfw, dfw), "

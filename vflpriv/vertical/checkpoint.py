@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 
 import numpy as np
 import scipy.sparse as sp
@@ -53,30 +52,13 @@ def data_fingerprint(data) -> str:
 
 
 def write_checkpoint(path, meta: dict, arrays: dict):
-    """Atomically replace ``path`` with a checkpoint holding ``meta`` (JSON) and ``arrays``."""
-    path = os.fspath(path)
-    d = os.path.dirname(os.path.abspath(path))
+    """Atomically replace ``path`` with a checkpoint holding ``meta`` (JSON) and ``arrays``
+    (``outputs.write_atomic``: never over a directory, FIFO or device node; mode 0600)."""
+    from ..outputs import write_atomic
+
     blob = json.dumps(dict(meta, format=FORMAT, version=VERSION), allow_nan=True).encode("utf-8")
-    fd, tmp = tempfile.mkstemp(prefix=".ckpt-", suffix=".tmp", dir=d)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, __meta__=np.frombuffer(blob, dtype=np.uint8), **arrays)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    try:
-        dfd = os.open(d, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:
-        pass
+    write_atomic(path, lambda fh: np.savez(fh, __meta__=np.frombuffer(blob, dtype=np.uint8),
+                                           **arrays), mode=0o600)
 
 
 def read_checkpoint(path):

@@ -10,6 +10,10 @@ from __future__ import annotations
 import sys
 
 
+#: the audit keeps every sample of a mechanism in memory (a few float64 arrays of this length)
+MAX_SAMPLES = 10_000_000
+
+
 def _positive_int(text):
     try:
         v = int(text)
@@ -17,6 +21,9 @@ def _positive_int(text):
         raise ValueError(f"--samples must be an integer >= 10, got {text!r}") from None
     if v < 10:
         raise ValueError(f"--samples must be an integer >= 10, got {text!r}")
+    if v > MAX_SAMPLES:
+        raise ValueError(f"--samples must be at most {MAX_SAMPLES:,} (each mechanism holds "
+                         f"its samples in memory), got {text!r}")
     return v
 
 

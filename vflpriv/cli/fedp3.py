@@ -93,6 +93,8 @@ def run(args) -> int:
     from ..bench import write_json
     from ..horizontal.partition import load_dataset, make_clients
 
+    if args.seed is not None and args.seed < 0:
+        raise InputError(f"--seed must be a non-negative integer, got {args.seed}")
     if args.clients < 1:
         raise InputError(f"--clients must be a positive integer, got {args.clients}")
     # Unseeded: FedP3 draws its own OS entropy (seed=None, never reported); the data split gets

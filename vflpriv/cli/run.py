@@ -179,6 +179,8 @@ def run(args) -> int:
     if not args.data:
         raise InputError("--data is required (or --resume FILE)")
     _check_paths(args)
+    if args.seed is not None and args.seed < 0:
+        raise InputError(f"--seed must be a non-negative integer, got {args.seed}")
     private_algo = args.algorithm in ("dp-bcfw", "dpfw")
     if args.epsilon is None:
         if private_algo:

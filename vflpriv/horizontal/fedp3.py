@@ -399,6 +399,9 @@ class FedP3:
         number("participation", self.participation, 0, 1)
         number("learning rate", self.lr, 0, math.inf)
         number("epsilon", self.epsilon, 0, math.inf, allow_inf=True)
+        if math.isfinite(self.epsilon) and self.epsilon > 1e6:
+            raise InputError(f"epsilon must be at most 1e+06 (or inf for a non-private run), "
+                             f"got {self.epsilon!r}")
         number("delta", self.delta, 0, 1)
         if self.delta >= 1:
             raise InputError(f"delta must be in (0, 1); got {self.delta!r}")

@@ -132,6 +132,19 @@ def _per_party(v):
     return None if v is None else {str(k): int(b) for k, b in enumerate(v)}
 
 
+#: largest finite epsilon a run calibrates for (e^epsilon overflows float64 near 709; far
+#: below that, the noise is already negligible)
+MAX_EPSILON = 1e6
+
+
+def check_seed(seed, name="seed"):
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
+                             or seed < 0):
+        raise InputError(f"{name} must be a non-negative integer (or None: OS entropy), "
+                         f"got {seed!r}")
+    return seed
+
+
 def _check_eps(epsilon, delta):
     if epsilon is None:
         epsilon = math.inf
@@ -143,6 +156,9 @@ def _check_eps(epsilon, delta):
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.integer, np.floating)) \
             or not epsilon > 0:
         raise InputError(f"epsilon must be a positive number or inf, got {epsilon!r}")
+    if math.isfinite(epsilon) and epsilon > MAX_EPSILON:
+        raise InputError(f"epsilon must be at most {MAX_EPSILON:g} (or inf for a non-private "
+                         f"run; beyond, noise calibration leaves floating point), got {epsilon!r}")
     if math.isfinite(epsilon):
         if delta is None or isinstance(delta, bool) or not isinstance(
                 delta, (int, float, np.integer, np.floating)) or not (0 < delta < 1):
@@ -186,6 +202,7 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
         raise InputError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
     loss = get_loss(loss)
     epsilon = _check_eps(epsilon, delta)
+    check_seed(seed)
     if not (isinstance(eta, (int, float, np.integer, np.floating)) and not isinstance(eta, bool)
             and eta > 0 and math.isfinite(eta)):
         raise InputError(f"eta (per-party l1 radius) must be a positive finite number, got {eta!r}")

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import zipfile
 
 import numpy as np
 import scipy.sparse as sp
@@ -69,13 +70,15 @@ def read_checkpoint(path):
             arrays = {k: z[k] for k in z.files}
     except OSError as exc:
         raise InputError(f"cannot read checkpoint {path!r}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise InputError(f"{path!r} is not a vflpriv checkpoint ({exc})") from None
+    except (ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
+        # BadZipFile / EOFError: a truncated or damaged file
+        raise InputError(f"{path!r} is not a vflpriv checkpoint, or it is truncated or damaged "
+                         f"({type(exc).__name__}: {exc})") from None
     if "__meta__" not in arrays:
         raise InputError(f"{path!r} is not a vflpriv checkpoint (no metadata)")
     try:
         meta = json.loads(arrays.pop("__meta__").tobytes().decode("utf-8"))
-    except ValueError:
+    except (ValueError, RecursionError):
         raise InputError(f"{path!r} is not a vflpriv checkpoint (bad metadata)") from None
     if meta.get("format") != FORMAT or meta.get("version") != VERSION:
         raise InputError(f"{path!r} is not a version-{VERSION} vflpriv checkpoint")

@@ -110,3 +110,17 @@ def test_estimator_refuses_up_front_and_uses_the_header_budget(tmp_path):
     with pytest.raises(acc.BudgetExceeded, match="epsilon=0.5 governs"):
         est.fit(X, X[:, 0])
     assert path.read_bytes() == before
+
+
+def test_fedp3_refuses_up_front_when_a_client_cannot_fit(tmp_path, capsys):
+    pytest.importorskip("torch")
+    led = tmp_path / "f.ledger"
+    argv = ["fedp3", "--data", "synthetic", "--clients", "2", "--rounds", "2", "--epsilon", "1",
+            "--local-steps", "2", "--seed", "0", "--ledger", str(led)]
+    assert main(argv) == 0
+    capsys.readouterr()
+    before = led.read_bytes()
+    assert main(argv) == 1                   # each client already spent its budget
+    err = capsys.readouterr().err
+    assert "client-0's budget" in err and "before its first release" in err, err
+    assert "Traceback" not in err and led.read_bytes() == before

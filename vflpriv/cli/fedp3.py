@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import secrets
+import sys
 
 from ..errors import InputError
 
@@ -123,7 +124,13 @@ def run(args) -> int:
                 batch_size=args.batch_size, lr=args.lr, epsilon=args.epsilon, delta=args.delta,
                 clip=args.clip, noise=args.noise, paper_c=args.paper_c,
                 accountant=args.accountant, ledger=args.ledger, seed=args.seed)
-    est.fit(clients, n_classes, image_shape)
+    from accounting import BudgetExceeded
+
+    try:
+        est.fit(clients, n_classes, image_shape)
+    except BudgetExceeded as exc:
+        sys.stderr.write(f"vflpriv fedp3: {exc}\n")
+        return 1
     deployment = est.deployment_
     out = {"rounds": args.rounds, "seed": args.seed, "deployment": deployment,
            "deployment_note": "noise from OS entropy; floating-point samplers (docs/audit.md "

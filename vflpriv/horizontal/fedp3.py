@@ -611,6 +611,15 @@ class FedP3:
             b_eps, b_delta = led.governing_budget(self.epsilon, self.delta, per_party=True)
             budget = BudgetFilter(led, b_eps, b_delta, accountant=self.accountant,
                                   per_party=True)
+            if self.noise == "calibrate":
+                # Each client's whole worst case (every round) up front: a client that cannot
+                # fit refuses the fit before any release.  (With the paper's closed forms the
+                # noise is not calibrated to the budget; there a client stops when its filter
+                # refuses a round, see stopped_round_.)
+                for i, plan in enumerate(plans):
+                    whole = SelfComposed(PoissonSubsampledGaussian(plan.noise_multiplier, plan.q),
+                                         plan.steps * self.rounds)
+                    budget.check_plan(whole, party=f"client-{i}")
         else:
             self.ledger_ = None
 

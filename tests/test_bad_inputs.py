@@ -325,6 +325,7 @@ API_CASES = [
     ("event-laplace-negative", lambda: acc.Laplace(-1.0), "-1.0"),
     ("event-laplace-nan", lambda: acc.Laplace(math.nan), "nan"),
     ("event-gaussian-zero", lambda: acc.Gaussian(0.0), "0.0"),
+    ("event-gaussian-sigma-1e308", lambda: acc.Gaussian(1e308), "sigma=1e+308"),
     ("event-rnm-unknown-noise", lambda: acc.ReportNoisyMax("cauchy", 1.0, 1.0), "'cauchy'"),
     ("event-subsampled-rate", lambda: acc.PoissonSubsampledGaussian(1.0, 1.5), "1.5"),
     ("event-approx-delta", lambda: acc.ApproxDP(1.0, 1.5), "1.5"),

@@ -382,6 +382,13 @@ class Ledger:
     def _add(self, record):
         self.records.append(record)
         self._count(record.party, record.event)
+        if record.run_id == self.run_id:
+            self._own = getattr(self, "_own", 0) + 1
+
+    @property
+    def run_records(self) -> int:
+        """How many records belong to this ledger's run id (other runs may share the file)."""
+        return getattr(self, "_own", 0)
 
     # -- header, counts, appends ---------------------------------------------------------------
 

@@ -156,3 +156,41 @@ def test_concurrent_cli_runs_on_one_ledger_keep_it_valid_and_within_budget(tmp_p
     out = json.loads(rc.stdout)
     assert out["within_budget"] is True
     assert out["epsilon_spent"] <= 2.0 * (1 + 1e-9)
+
+
+def test_resume_on_a_ledger_another_run_appended_to(tmp_path):
+    """The checkpoint counts its own run's records, so other runs' records in between (a shared
+    ledger) neither block the resume nor get mistaken for this run's pending releases."""
+    import numpy as np
+
+    from vflpriv.data import VerticalData, make_synthetic
+    from vflpriv.vertical import solve
+
+    A, y, _ = make_synthetic(n=80, d=16, seed=0)
+    data = VerticalData.from_arrays(A, y, parties=2)
+    kw = dict(epsilon=2.0, delta=1e-5, feature_bound=1.0, label_bound=1.0, iterations=5, seed=4)
+    ref = solve(data, ledger=str(tmp_path / "ref.ledger"), **kw)
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_round_3(t, f):
+        if t == 3:
+            raise Stop
+    led, ck = tmp_path / "shared.ledger", tmp_path / "c.npz"
+    Ledger(led, budget={"epsilon": 3.0, "delta": 1e-5})      # room for the other run
+    with pytest.raises(Stop):
+        solve(data, ledger=str(led), checkpoint=str(ck), checkpoint_every=3,
+              callback=stop_after_round_3, **kw)
+    from vflpriv.vertical.checkpoint import read_checkpoint
+    meta, _ = read_checkpoint(ck)
+    assert meta["state"]["t"] == 3 and meta["run_records"] < len(read_ledger(led).records)
+    Ledger(led).append(PureDP(0.01, neighboring="replace_one"), party="other", round=0)
+    sol = solve(data, ledger=str(led), checkpoint=str(ck), resume=True, **kw)
+    np.testing.assert_array_equal(sol.x, ref.x)
+    c = read_ledger(led)
+    run_id = sol.ledger.run_id
+    mine = [(r.event, r.party, r.round, r.note) for r in c.records if r.run_id == run_id]
+    assert mine == [(r.event, r.party, r.round, r.note) for r in read_ledger(
+        tmp_path / "ref.ledger").records]
+    assert sum(r.party == "other" for r in c.records) == 1

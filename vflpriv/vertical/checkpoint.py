@@ -105,8 +105,7 @@ class Checkpointer:
         pending = len(getattr(bf, "pending", ()))
         n = None if bf is None else len(bf.ledger.records) - pending
         # this run's records so far: other runs may append to a shared ledger in between
-        own = None if bf is None else \
-            sum(r.run_id == bf.ledger.run_id for r in bf.ledger.records) - pending
+        own = None if bf is None else bf.ledger.run_records - pending
         meta = dict(self.meta, state=state, ledger_length=n, run_records=own)
         write_checkpoint(self.path, meta, arrays)
 

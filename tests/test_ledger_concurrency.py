@@ -7,6 +7,8 @@ the spend never passes the budget.  The header carries a checksum: an edited bud
 import fcntl
 import json
 import multiprocessing as mp
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -134,6 +136,7 @@ def test_a_fifo_or_directory_is_not_a_ledger(tmp_path):
         Ledger(tmp_path)
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = [sys.executable, "-m", "vflpriv", "run", "--data", "synthetic:n=200,d=40,seed=1",
        "--parties", "2", "--feature-bound", "1", "--label-bound", "1", "--delta", "1e-5",
        "--iterations", "15", "--seed", "3"]
@@ -142,7 +145,7 @@ RUN = [sys.executable, "-m", "vflpriv", "run", "--data", "synthetic:n=200,d=40,s
 def test_concurrent_cli_runs_on_one_ledger_keep_it_valid_and_within_budget(tmp_path):
     ledger = tmp_path / "runs.ledger"
     Ledger(ledger, budget={"epsilon": 2.0, "delta": 1e-5})
-    procs = [subprocess.Popen(RUN + ["--epsilon", "0.9", "--ledger", str(ledger)],
+    procs = [subprocess.Popen(RUN + ["--epsilon", "0.9", "--ledger", str(ledger)], cwd=ROOT,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(3)]
     outs = [p.communicate(timeout=240) for p in procs]
@@ -151,7 +154,7 @@ def test_concurrent_cli_runs_on_one_ledger_keep_it_valid_and_within_budget(tmp_p
         assert "Traceback" not in err
     assert codes[0] == 0 and set(codes) <= {0, 1}, outs
     rc = subprocess.run([sys.executable, "-m", "vflpriv", "ledger", "verify", str(ledger),
-                         "--json"], capture_output=True, text=True)
+                         "--json"], capture_output=True, text=True, cwd=ROOT)
     assert rc.returncode == 0, rc.stderr
     out = json.loads(rc.stdout)
     assert out["within_budget"] is True
@@ -194,3 +197,31 @@ def test_resume_on_a_ledger_another_run_appended_to(tmp_path):
     assert mine == [(r.event, r.party, r.round, r.note) for r in read_ledger(
         tmp_path / "ref.ledger").records]
     assert sum(r.party == "other" for r in c.records) == 1
+
+
+def test_two_resumes_of_one_checkpoint_at_once_never_spend_twice(tmp_path):
+    run = RUN[:-4] + ["--iterations", "300", "--seed", "5", "--epsilon", "1"]
+    ref, led, ck = tmp_path / "ref.ledger", tmp_path / "l.ledger", tmp_path / "c.npz"
+    assert subprocess.run(run + ["--ledger", str(ref)], cwd=ROOT,
+                          capture_output=True).returncode == 0
+    p = subprocess.Popen(run + ["--ledger", str(led), "--checkpoint", str(ck),
+                                "--checkpoint-every", "40", "--log-releases"], cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in p.stdout:
+        if line.startswith("released round") and int(line.split()[-1]) >= 60:
+            break
+    p.send_signal(signal.SIGKILL)
+    p.communicate(timeout=30)
+    resumes = [subprocess.Popen([sys.executable, "-m", "vflpriv", "run", "--resume", str(ck)],
+                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True) for _ in range(2)]
+    outs = [r.communicate(timeout=240) for r in resumes]
+    codes = sorted(r.returncode for r in resumes)
+    assert codes[0] == 0 and set(codes) <= {0, 2}, outs
+    for (_, err), code in zip(outs, [r.returncode for r in resumes]):
+        assert "Traceback" not in err
+        if code == 2:
+            assert "two runs resumed" in err or "locked" in err, err
+    key = lambda r: (r.party, r.round, r.note, r.event)  # noqa: E731
+    assert [key(r) for r in read_ledger(led).records] == [key(r) for r in
+                                                          read_ledger(ref).records]

@@ -289,7 +289,7 @@ class Ledger:
             raise LedgerCorrupt(f"cannot open ledger {self.path!r}: {exc.strerror}") from None
         if st is not None and not stat.S_ISREG(st.st_mode):
             raise LedgerCorrupt(f"ledger {self.path!r} is not a regular file")
-        with self.transaction() as fd:
+        with self.transaction(create=True) as fd:
             data = _read_all(fd)
             if not data:
                 self._write_header(fd, budget)
@@ -319,13 +319,15 @@ class Ledger:
     # -- locking and synchronisation with other writers --------------------------------------
 
     @contextlib.contextmanager
-    def transaction(self):
+    def transaction(self, create=False):
         """Hold the ledger's exclusive lock (re-entrant in this process); yields the file
-        descriptor.  Inside, :meth:`refresh` has run: ``records`` include every process's."""
+        descriptor.  Inside, :meth:`refresh` has run: ``records`` include every process's.
+        Only opening a ledger creates the file (a ledger deleted while in use is an error)."""
         with self._lock:
             if self._depth == 0:
+                flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0)
                 try:
-                    fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+                    fd = os.open(self.path, flags, 0o644)
                 except OSError as exc:
                     raise LedgerCorrupt(f"cannot open ledger {self.path!r}: "
                                         f"{exc.strerror}") from None
@@ -370,8 +372,8 @@ class Ledger:
             end -= torn
             os.ftruncate(fd, end)
             self.repaired_torn_tail = True
-        if not data[:end - self._offset].endswith(b"\n"):
-            os.write(fd, b"\n")
+        if end > self._offset and not data[:end - self._offset].endswith(b"\n"):
+            os.write(fd, b"\n")              # a complete record whose newline was cut
             end += 1
         if end != size:
             os.fsync(fd)

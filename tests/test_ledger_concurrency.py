@@ -225,3 +225,36 @@ def test_two_resumes_of_one_checkpoint_at_once_never_spend_twice(tmp_path):
     key = lambda r: (r.party, r.round, r.note, r.event)  # noqa: E731
     assert [key(r) for r in read_ledger(led).records] == [key(r) for r in
                                                           read_ledger(ref).records]
+
+
+def test_a_torn_line_left_by_a_crashed_writer_is_cut_under_the_lock(tmp_path):
+    path = tmp_path / "l.ledger"
+    a = Ledger(path)
+    a.append(PureDP(0.1))
+    with open(path, "ab") as fh:              # another process died mid-write
+        fh.write(b'{"seq":1,"run_id":"x","par')
+    a.append(PureDP(0.2))
+    c = read_ledger(path)
+    assert [r.event for r in c.records] == [PureDP(0.1), PureDP(0.2)] and not c.torn_tail
+    assert a.repaired_torn_tail
+
+
+def test_a_ledger_deleted_while_in_use_is_not_recreated(tmp_path):
+    path = tmp_path / "l.ledger"
+    a = Ledger(path)
+    a.append(PureDP(0.1))
+    path.unlink()
+    with pytest.raises(LedgerCorrupt, match="cannot open ledger"):
+        a.append(PureDP(0.1))
+    assert not path.exists()
+
+
+def test_another_writers_record_without_its_newline_is_kept(tmp_path):
+    path = tmp_path / "l.ledger"
+    a, b = Ledger(path), Ledger(path)
+    a.append(PureDP(0.1))
+    b.append(PureDP(0.2))
+    path.write_bytes(path.read_bytes()[:-1])      # b crashed just before its newline
+    a.append(PureDP(0.3))
+    assert [r.event for r in read_ledger(path).records] == [PureDP(0.1), PureDP(0.2),
+                                                             PureDP(0.3)]

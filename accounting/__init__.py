@@ -15,8 +15,8 @@ from .accountants import (ACCOUNTANT_NAMES, Accountant, AdvancedComposition, Bas
                           BestAccountant, OptimalComposition, PLDAccountant, RDPAccountant,
                           UnsupportedEventError, get_accountant, report)
 from .calibration import CalibrationResult, calibrate
-from .ledger import (BudgetExceeded, BudgetFilter, Ledger, LedgerBusy, LedgerCorrupt,
-                     read_ledger)
+from .ledger import Ledger, LedgerBusy, LedgerCorrupt, read_ledger
+from .budget import BudgetExceeded, BudgetFilter
 
 __all__ = [
     "ADD_REMOVE", "REPLACE_ONE", "DpEvent", "Laplace", "Gaussian", "PoissonSubsampledGaussian",

@@ -65,7 +65,7 @@ def test_the_largest_epsilon_it_names_does_fit(tmp_path, capsys, algorithm):
 
 
 def test_the_smallest_noise_it_names_fits_and_less_does_not(tmp_path):
-    from vflpriv.vertical import api, privacy as P
+    from vflpriv.vertical import privacy as P
 
     led = acc.Ledger(tmp_path / "l.ledger", budget={"epsilon": 1.0, "delta": 1e-5})
     led.append(acc.Gaussian(8.0, neighboring="replace_one"), party="x")
@@ -75,7 +75,7 @@ def test_the_smallest_noise_it_names_fits_and_less_does_not(tmp_path):
     def planned(rounds, c=1.0):
         return P.plan_event("laplace", c * 0.05, c * 20.0, sens, rounds, 2)
 
-    c = api._smallest_noise_factor(bf, planned, 30, ())
+    c = P.smallest_noise_factor(bf, planned, 30, ())
     assert c > 1
     assert bf.fits(planned(30, c)) and not bf.fits(planned(30, c / 1.01))
 

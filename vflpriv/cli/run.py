@@ -5,8 +5,10 @@ Examples::
     vflpriv run --data synthetic:n=2000,d=20000 --parties 4 --algorithm bcfw --iterations 1000 --reference
     vflpriv run --data data.csv --label y --epsilon 1 --delta 1e-5 --feature-bound 1 --label-bound 1
 
-Exit codes: 0 done; 1 the budget filter refused a release (nothing past it was released);
-2 bad input (one line naming it).
+Exit codes: 0 done; 1 the budget refused the run (up front, when its whole planned spend does not
+fit in what the ledger's budget has left: nothing released) or, when another run spent meanwhile, a
+release (nothing past it was released); 2 bad input (one line naming it, before any work: output
+paths are checked first; see docs/ledger.md).
 """
 from __future__ import annotations
 

@@ -208,9 +208,16 @@ def _parse_body(path, data: bytes, first_seq: int, first_line: int):
 def read_ledger(path) -> LedgerContents:
     """Parse and check a ledger file; see the module docstring for torn tails and corruption."""
     try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):          # a FIFO would block the reader forever
+            raise LedgerCorrupt(f"ledger {str(path)!r} is not a regular file")
         with open(path, "rb") as fh:
+            # a shared lock: a writer's line is either all there or not at all
+            _flock(fh.fileno(), str(path), LOCK_TIMEOUT, shared=True)
             data = fh.read()
     except OSError as exc:
+        if isinstance(exc, LedgerBusy):
+            raise
         raise LedgerCorrupt(f"cannot read ledger {str(path)!r}: {exc.strerror}") from None
     return _parse(path, data)
 
@@ -233,14 +240,14 @@ def _parse(path, data: bytes) -> LedgerContents:
     return LedgerContents(header=header, records=records, torn_tail=torn > 0, torn_bytes=torn)
 
 
-def _flock(fd, path, timeout):
+def _flock(fd, path, timeout, shared=False):
     import fcntl
 
     deadline = time.monotonic() + timeout
     delay = 0.001
     while True:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
             return
         except BlockingIOError:
             if time.monotonic() >= deadline:

@@ -258,3 +258,10 @@ def test_another_writers_record_without_its_newline_is_kept(tmp_path):
     a.append(PureDP(0.3))
     assert [r.event for r in read_ledger(path).records] == [PureDP(0.1), PureDP(0.2),
                                                              PureDP(0.3)]
+
+
+def test_verify_refuses_a_fifo_instead_of_blocking(tmp_path, capsys):
+    import os
+    os.mkfifo(tmp_path / "fifo")
+    assert main(["ledger", "verify", str(tmp_path / "fifo")]) == 2
+    assert "not a regular file" in capsys.readouterr().err

@@ -1,5 +1,6 @@
 """Issue 13, items 2-3: the ledger's header budget governs every later run, and a run that
 cannot fit in what remains is refused before its first release, with the numbers."""
+import json
 import re
 
 import numpy as np
@@ -60,7 +61,11 @@ def test_the_largest_epsilon_it_names_does_fit(tmp_path, capsys, algorithm):
     assert fit and "20 iterations need" in err, err
     e = float(fit.group(1))
     assert 0 < e < 1.5 and led.read_bytes() == before
-    assert main(run + ["--epsilon", repr(e)]) == 0, capsys.readouterr().err
+    out = tmp_path / "r.json"
+    assert main(run + ["--epsilon", repr(e), "--json", str(out)]) == 0, capsys.readouterr().err
+    if algorithm == "dp-bcfw":          # the header's budget, not the run's epsilon, governed
+        assert json.loads(out.read_text())["privacy"]["budget"] == {"epsilon": 2.0,
+                                                                    "delta": 1e-5}
     assert main(["ledger", "verify", str(led)]) == 0      # within budget
 
 

@@ -340,6 +340,7 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
         values, best = _privacy_report(ev, delta, report_accountants)
         sol.privacy = {"epsilon_spent": values, "best_accountant": best, "delta": delta,
                        "target_epsilon": epsilon, "budget_accountant": accountant,
+                       "budget": {"epsilon": budget.epsilon, "delta": budget.delta},
                        "spent_by_budget_accountant": budget.spent(),
                        "calibration": noise_plan.to_dict(), "releases": len(led.records),
                        "neighboring": "replace_one"}

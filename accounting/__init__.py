@@ -15,7 +15,8 @@ from .accountants import (ACCOUNTANT_NAMES, Accountant, AdvancedComposition, Bas
                           BestAccountant, OptimalComposition, PLDAccountant, RDPAccountant,
                           UnsupportedEventError, get_accountant, report)
 from .calibration import CalibrationResult, calibrate
-from .ledger import BudgetExceeded, BudgetFilter, Ledger, LedgerCorrupt, read_ledger
+from .ledger import Ledger, LedgerBusy, LedgerCorrupt, read_ledger
+from .budget import BudgetExceeded, BudgetFilter
 
 __all__ = [
     "ADD_REMOVE", "REPLACE_ONE", "DpEvent", "Laplace", "Gaussian", "PoissonSubsampledGaussian",
@@ -24,5 +25,5 @@ __all__ = [
     "OptimalComposition", "RDPAccountant", "PLDAccountant", "BestAccountant",
     "UnsupportedEventError", "get_accountant", "report", "ACCOUNTANT_NAMES", "calibrate",
     "CalibrationResult", "Ledger", "BudgetFilter", "BudgetExceeded", "LedgerCorrupt",
-    "read_ledger",
+    "LedgerBusy", "read_ledger",
 ]

@@ -98,6 +98,9 @@ class Gaussian(DpEvent):
         object.__setattr__(self, "sigma", _check_positive("sigma", self.sigma))
         object.__setattr__(self, "sensitivity", _check_positive("sensitivity", self.sensitivity))
         _check_relation(self.neighboring)
+        if self.sensitivity / self.sigma < 1e-150:     # mu**2 would underflow to 0
+            raise ValueError(f"sigma={self.sigma!r} is too large for sensitivity="
+                             f"{self.sensitivity!r}: their ratio underflows in the accountants")
 
     @property
     def mu(self) -> float:

@@ -43,6 +43,31 @@ TOP_LEVEL_KEYS = ("name", "delta", "epsilon", "target_epsilon", "target_delta", 
                   "release")
 
 
+#: largest count (exact as a float64)
+MAX_COUNT = 2 ** 53
+#: sensitivity / noise ratios the accountants compute in float64: below, the privacy loss
+#: underflows to zero; above, the release protects nothing (epsilon in the tens of millions)
+RATIO_RANGE = (1e-100, 1e4)
+
+
+def _check_ratio(where, mech, params):
+    """Refuse a sensitivity/noise ratio outside RATIO_RANGE, naming the field."""
+    noise = next((k for k in NOISE_PARAMETERS if k in params), None)
+    if noise is None or not (params[noise] > 0 and math.isfinite(params[noise])):
+        return                               # the event's own check names the field
+    sens = params.get("sensitivity", 1.0)
+    if not (sens > 0 and math.isfinite(sens)):
+        return
+    ratio = sens / params[noise]
+    lo, hi = RATIO_RANGE
+    if not lo <= ratio <= hi:
+        what = "sensitivity / " + noise if "sensitivity" in params else "1 / " + noise
+        raise ValueError(f"{where}: {what} = {ratio:.3g} is outside [{lo:g}, {hi:g}] "
+                         f"({noise} = {params[noise]!r}, sensitivity = {sens!r}): "
+                         + ("the privacy loss underflows" if ratio < lo else
+                            "the release protects nothing"))
+
+
 def _number(where: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{where} must be a number, got {value!r}")
@@ -154,6 +179,10 @@ def parse_plan(data: dict, source: str = "<plan>") -> Plan:
         count = r.get("count", 1)
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise ValueError(f"{where}.count must be an integer >= 1, got {count!r}")
+        if count > MAX_COUNT:
+            raise ValueError(f"{where}.count must be at most 2**53 = {MAX_COUNT} (beyond, counts "
+                             f"are not exact in floating point), got {count!r}")
+        _check_ratio(where, mech, params)
         plan.releases.append({"mechanism": mech, "params": params, "count": count})
     plan.event()      # validate every event now, with field names
     return plan
@@ -169,6 +198,8 @@ def load_plan(path) -> Plan:
             data = tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{path}: not valid TOML ({exc})") from None
+    except RecursionError:
+        raise ValueError(f"{path}: not a plan (nested too deeply)") from None
     return parse_plan(data, source=str(path))
 
 

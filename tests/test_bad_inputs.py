@@ -1,10 +1,17 @@
-"""A catalogue of bad inputs for every public entry point (issue 6, reliability).
+"""A catalogue of bad inputs for every public entry point (issues 6 and 13, reliability).
 
-CLI: each case must exit 2 with exactly one line on stderr that names the bad value, and no
-traceback.  Python API: each case must raise one ValueError (``InputError`` is one) whose message
-names the bad value.  The cases are a table: add a row when an entry point or option lands.
+CLI: each case must exit 2 with exactly one line on stderr that names the bad value, no
+traceback, and no file in the test's directory created, changed or removed (a private run's
+ledger there keeps its bytes: no budget spent).  Python API: each case must raise one
+ValueError (``InputError`` is one) whose message names the bad value, again with no file
+touched.  The cases are a table: add a row when an entry point or option lands.
 """
+import json
 import math
+import os
+import stat
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -111,12 +118,130 @@ CLI_CASES = [
                                               "--accountant", "guess"], "'guess'"),
     # vflpriv bench
     ("bench-target-unknown", ["bench", "nosuch"], "'nosuch'"),
+    ("bench-json-directory", lambda tp: ["bench", "kernels", "--json", str(tp)], "a directory"),
+    # issue 13: huge values
+    ("run-svmlight-huge-index", lambda tp: ["run", "--data", _plan(
+        tp, "1 1:1 99999999999:2\n0 2:1\n", "d.svm"), "--algorithm", "bcfw"],
+     "feature index is too large"),
+    ("run-partition-huge", ["run", "--data", SYN, "--algorithm", "bcfw", "--partition",
+                            "0-99999999999999999999;"], "'0-99999999999999999999'"),
+    ("run-partition-huge-second", ["run", "--data", SYN, "--algorithm", "bcfw", "--partition",
+                                   "0-3;4-9999999999"], "'4-9999999999'"),
+    ("run-sketch-dim-huge", RUN + ["--algorithm", "bcfw", "--sketch", "gaussian",
+                                   "--sketch-dim", "1000000000000"], "--sketch-dim"),
+    ("certify-count-1e20", lambda tp: ["certify", _plan(tp, "delta = 1e-5\n" + GOOD_RELEASE
+                                                        + "count = 1e20\n")], "1e+20"),
+    ("certify-count-2-63", lambda tp: ["certify", _plan(tp, "delta = 1e-5\n" + GOOD_RELEASE
+                                                        + "count = 9223372036854775807\n")],
+     "9223372036854775807"),
+    ("certify-sensitivity-1e308", lambda tp: ["certify", _plan(
+        tp, 'delta = 1e-5\n[[release]]\nmechanism = "gaussian"\nsigma = 1.0\n'
+        'sensitivity = 1e308\n')], "sensitivity = 1e+308"),
+    ("certify-sigma-1e308", lambda tp: ["certify", _plan(
+        tp, 'delta = 1e-5\n[[release]]\nmechanism = "gaussian"\nsigma = 1e308\n')],
+     "sigma = 1e+308"),
+    ("certify-deep-toml", lambda tp: ["certify", _plan(tp, "x = " + "[" * 50000 + "]" * 50000
+                                                       + "\n")], "nested too deeply"),
+    ("run-resume-truncated", lambda tp: ["run", "--resume", _truncated_checkpoint(tp)],
+     "truncated or damaged"),
+    ("ledger-deep-json", lambda tp: ["ledger", "verify", _deep_ledger(tp)], "line 2"),
+    ("run-ledger-deep-json", lambda tp: RUN + ["--epsilon", "1", "--delta", "1e-5", "--ledger",
+                                               _deep_ledger(tp)] + PRIV, "nested too deeply"),
+    ("audit-samples-huge", ["audit", "--samples", "1000000000000"], "at most 10,000,000"),
+    # issue 13: messages that name the field
+    ("run-seed-negative", RUN + ["--algorithm", "bcfw", "--seed", "-1"], "--seed"),
+    ("run-eps-1e308", RUN + ["--epsilon", "1e308", "--delta", "1e-5"] + PRIV, "1e+308"),
+    ("run-csv-ragged", lambda tp: ["run", "--data", _plan(tp, "a,b,y\n1,2,1\n2,0\n1,1,1\n",
+                                                          "d.csv"),
+                                   "--label", "y", "--algorithm", "bcfw"], "line 3: 2 fields"),
+    ("run-resume-ledger-gone", lambda tp: ["run", "--resume", _checkpoint_without_ledger(tp)],
+     "does not exist"),
+    ("fedp3-seed-negative", ["fedp3", "--seed", "-1", "--rounds", "1"], "--seed"),
+    ("fedp3-eps-1e308", ["fedp3", "--epsilon", "1e308", "--rounds", "1"], "1e+308"),
+    # issue 13: the ledger's header, output paths
+    ("run-ledger-header-edited", lambda tp: RUN + ["--epsilon", "1", "--delta", "1e-5",
+                                                   "--ledger", _edited_ledger(tp)] + PRIV,
+     "checksum"),
+    ("run-ledger-nan-budget", lambda tp: RUN + ["--epsilon", "1", "--delta", "1e-5", "--ledger",
+                                                _plan(tp, '{"format": "vflpriv-ledger", '
+                                                      '"version": 1, "budget": {"epsilon": NaN, '
+                                                      '"delta": 1e-5}}\n', "l.jsonl")] + PRIV,
+     "nan"),
+    ("run-json-is-the-ledger", lambda tp: RUN + ["--epsilon", "1", "--delta", "1e-5", "--ledger",
+                                                 _good_ledger(tp), "--json", _good_ledger(tp)]
+     + PRIV, "same file"),
+    ("run-plot-directory", lambda tp: RUN + ["--epsilon", "1", "--delta", "1e-5", "--ledger",
+                                             _good_ledger(tp), "--plot", str(tp)] + PRIV,
+     "a directory"),
+    ("run-checkpoint-fifo", lambda tp: RUN + ["--algorithm", "bcfw", "--checkpoint",
+                                              _fifo(tp)], "a FIFO"),
+    ("audit-json-missing-dir", lambda tp: ["audit", "--samples", "100", "--json",
+                                           str(tp / "no" / "a.json")], "does not exist"),
 ]
+
+
+def _fifo(tp):
+    p = tp / "fifo"
+    if not p.exists():
+        os.mkfifo(p)
+    return str(p)
+
+
+def _truncated_checkpoint(tp):
+    ck = tp / "c.npz"
+    assert main(["run", "--data", SYN, "--algorithm", "bcfw", "--iterations", "2", "--seed", "0",
+                 "--checkpoint", str(ck)]) == 0
+    data = ck.read_bytes()
+    ck.write_bytes(data[:len(data) // 2])
+    return str(ck)
+
+
+def _checkpoint_without_ledger(tp):
+    ck, led = tp / "c.npz", tp / "l.jsonl"
+    assert main(RUN + ["--epsilon", "1", "--delta", "1e-5", "--iterations", "2", "--seed", "0",
+                       "--checkpoint", str(ck), "--ledger", str(led)] + PRIV) == 0
+    led.unlink()
+    return str(ck)
+
+
+def _deep_ledger(tp):
+    p = tp / "deep.jsonl"
+    acc.Ledger(p)
+    with open(p, "a") as fh:
+        fh.write("[" * 100000 + "]" * 100000 + "\n")
+    with open(p, "a") as fh:
+        fh.write("{}\n")
+    return str(p)
+
+
+def _edited_ledger(tp):
+    p = tp / "edited.jsonl"
+    acc.Ledger(p, budget={"epsilon": 2.0, "delta": 1e-5})
+    lines = p.read_text().splitlines()
+    h = json.loads(lines[0])
+    h["budget"]["epsilon"] = 200.0
+    p.write_text(json.dumps(h) + "\n")
+    return str(p)
+
+
+def _snapshot(tp):
+    """Every file under ``tp``: its bytes (a FIFO or device by its type only)."""
+    out = {}
+    for root, dirs, files in os.walk(tp):
+        for name in files + dirs:
+            path = os.path.join(root, name)
+            st = os.lstat(path)
+            out[os.path.relpath(path, tp)] = (open(path, "rb").read()
+                                              if stat.S_ISREG(st.st_mode)
+                                              else stat.S_IFMT(st.st_mode))
+    return out
 
 
 def _good_ledger(tp):
     p = tp / "good.jsonl"
-    acc.Ledger(p, budget={"epsilon": 1.0, "delta": 1e-5}).append(acc.Laplace(4.0), party="0")
+    if not p.exists():
+        acc.Ledger(p, budget={"epsilon": 1.0, "delta": 1e-5}).append(
+            acc.Laplace(4.0, neighboring="replace_one"), party="0")
     return str(p)
 
 
@@ -137,12 +262,15 @@ def test_cli_bad_input_one_line_exit_2(argv, needle, tmp_path, capsys):
         argv = argv(tmp_path)
     if argv[0] == "fedp3":
         pytest.importorskip("torch")
+    capsys.readouterr()
+    before = _snapshot(tmp_path)
     try:
         rc = main(argv)
     except SystemExit as exc:          # argparse's own errors (choices, types)
         rc = exc.code
     err = capsys.readouterr().err
     assert rc == 2, err
+    assert _snapshot(tmp_path) == before, "a file was created, changed or removed"
     lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("usage:")
              and not ln.startswith(" ")]
     assert len(lines) == 1, err
@@ -197,6 +325,7 @@ API_CASES = [
     ("event-laplace-negative", lambda: acc.Laplace(-1.0), "-1.0"),
     ("event-laplace-nan", lambda: acc.Laplace(math.nan), "nan"),
     ("event-gaussian-zero", lambda: acc.Gaussian(0.0), "0.0"),
+    ("event-gaussian-sigma-1e308", lambda: acc.Gaussian(1e308), "sigma=1e+308"),
     ("event-rnm-unknown-noise", lambda: acc.ReportNoisyMax("cauchy", 1.0, 1.0), "'cauchy'"),
     ("event-subsampled-rate", lambda: acc.PoissonSubsampledGaussian(1.0, 1.5), "1.5"),
     ("event-approx-delta", lambda: acc.ApproxDP(1.0, 1.5), "1.5"),
@@ -222,3 +351,103 @@ def test_api_bad_input_raises_one_clear_error(fn, needle):
         fn()
     assert needle in str(info.value), str(info.value)
     assert "\n" not in str(info.value).strip()
+
+
+def _synthetic_data():
+    from vflpriv.data import VerticalData, make_synthetic
+
+    A, y, _ = make_synthetic(n=60, d=20, seed=0)
+    return VerticalData.from_arrays(A, y, parties=2)
+
+
+def _solve(**kw):
+    from vflpriv.vertical import solve
+
+    base = dict(epsilon=1.0, delta=1e-5, feature_bound=1.0, label_bound=1.0, iterations=3,
+                seed=0)
+    base.update(kw)
+    return lambda: solve(_synthetic_data(), **base)
+
+
+# issue 13 through the Python API: (id, tmp_path -> callable, text the message must contain);
+# every file under tmp_path must be left as it was
+API_FILE_CASES = [
+    ("solve-seed-negative", lambda tp: _solve(seed=-1), "got -1"),
+    ("solve-eps-1e308", lambda tp: _solve(epsilon=1e308), "1e+308"),
+    ("solve-sketch-dim-huge", lambda tp: _solve(sketch="gaussian", sketch_dim=10 ** 12),
+     "1000000000000"),
+    ("solve-ledger-edited-header", lambda tp: _solve(ledger=_edited_ledger(tp)), "checksum"),
+    ("solve-ledger-deep-json", lambda tp: _solve(ledger=_deep_ledger(tp)), "nested too deeply"),
+    ("solve-checkpoint-is-the-ledger", lambda tp: _solve(ledger=_good_ledger(tp),
+                                                         checkpoint=_good_ledger(tp)),
+     "same file"),
+    ("solve-checkpoint-fifo", lambda tp: _solve(ledger=str(tp / "l.jsonl"),
+                                                checkpoint=_fifo(tp)), "a FIFO"),
+    ("solve-resume-truncated", lambda tp: _solve(algorithm="bcfw", epsilon=math.inf,
+                                                 checkpoint=_truncated_checkpoint(tp),
+                                                 resume=True), "truncated or damaged"),
+    ("partition-huge", lambda tp: lambda: _part("0-99999999999999999999;"), "outside"),
+    ("partition-huge-second", lambda tp: lambda: _part("0-3;4-9999999999"), "outside"),
+    ("load-svmlight-huge-index", lambda tp: _later(_load, _plan(tp, "1 1:1 99999999999:2\n",
+                                                                "d.svm")), "too large"),
+    ("load-csv-ragged", lambda tp: _later(_load, _plan(tp, "a,b,y\n1,2,1\n2,0\n", "d.csv"),
+                                          "y"), "2 fields"),
+    ("read-ledger-deep-json", lambda tp: _later(acc.read_ledger, _deep_ledger(tp)), "line 2"),
+    ("plan-count-2-63", lambda tp: lambda: _parse_plan(count=2 ** 63 - 1), "9223372036854775807"),
+    ("plan-sigma-1e308", lambda tp: lambda: _parse_plan(mechanism="gaussian", sigma=1e308),
+     "sigma = 1e+308"),
+    ("fit-complex-X", lambda tp: _fit(X=X0 * (1 + 1j)), "complex"),
+    ("fit-random-state-negative", lambda tp: _fit(random_state=-1), "random_state"),
+    ("fit-ledger-nan-budget", lambda tp: _fit(ledger=_plan(
+        tp, '{"format": "vflpriv-ledger", "version": 1, "budget": {"epsilon": NaN, '
+            '"delta": 1e-5}}\n', "l.jsonl")), "nan"),
+]
+
+
+def _later(fn, *args):
+    return lambda: fn(*args)
+
+
+def _part(spec):
+    from vflpriv.data.partition import make_partition
+
+    return make_partition(spec, 20, 2)
+
+
+def _load(path, label=None):
+    from vflpriv.data import load
+
+    return load(path, label)
+
+
+def _parse_plan(mechanism="laplace", count=1, **params):
+    from accounting.plan import parse_plan
+
+    rel = dict(mechanism=mechanism, count=count, **(params or {"scale": 1.0}))
+    return parse_plan({"delta": 1e-5, "release": [rel]})
+
+
+@pytest.mark.parametrize("setup, needle", [c[1:] for c in API_FILE_CASES],
+                         ids=[c[0] for c in API_FILE_CASES])
+def test_api_bad_input_touches_no_file(setup, needle, tmp_path):
+    fn = setup(tmp_path)
+    before = _snapshot(tmp_path)
+    with pytest.raises(ValueError) as info:
+        fn()
+    assert needle in str(info.value), str(info.value)
+    assert "\n" not in str(info.value).strip()
+    assert _snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "--data", SYN, "--epsilon", "1e308", "--delta", "1e-5"] + PRIV,
+    ["certify", "PLAN"],
+], ids=["eps-1e308", "certify-sigma-1e308"])
+def test_no_warnings_or_traceback_in_a_real_process(argv, tmp_path):
+    """Warnings print to the real stderr (pytest captures them otherwise): one line only."""
+    argv = [a if a != "PLAN" else _plan(tmp_path, 'delta = 1e-5\n[[release]]\nmechanism = '
+                                        '"gaussian"\nsigma = 1e308\n') for a in argv]
+    r = subprocess.run([sys.executable, "-m", "vflpriv"] + argv, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -93,10 +93,25 @@ def test_budget_filter_refuses_before_noise(tmp_path):
     filt = accounting.BudgetFilter(accounting.Ledger(tmp_path / "l.jsonl"),
                                    epsilon=budget * (1 + 1e-9), delta=delta)
     rng = np.random.default_rng(7)
-    with pytest.raises(accounting.BudgetExceeded):
+    # the whole run (20 selections) does not fit: refused up front, nothing drawn (issue 13)
+    with pytest.raises(accounting.BudgetExceeded, match="before its first release"):
         dp_frank_wolfe(A, y, "squared", 1.0, iterations=20, feature_bound=1.0, label_bound=3.0,
                        noise_scale=scale, delta=delta, budget_filter=filt, rng=rng)
-    assert len(accounting.read_ledger(tmp_path / "l.jsonl").records) == 10
+    assert accounting.read_ledger(tmp_path / "l.jsonl").records == []
+    assert rng.standard_normal() == np.random.default_rng(7).standard_normal()
+
+    class Racing(accounting.BudgetFilter):
+        """The up-front check passed, then (as if another run spent meanwhile) releases do not
+        fit: the per-release filter still refuses before the noise."""
+        def check_plan(self, *a, **k):
+            return 0.0
+    filt = Racing(accounting.Ledger(tmp_path / "l2.jsonl"), epsilon=budget * (1 + 1e-9),
+                  delta=delta)
+    rng = np.random.default_rng(7)
+    with pytest.raises(accounting.BudgetExceeded, match="release refused"):
+        dp_frank_wolfe(A, y, "squared", 1.0, iterations=20, feature_bound=1.0, label_bound=3.0,
+                       noise_scale=scale, delta=delta, budget_filter=filt, rng=rng)
+    assert len(accounting.read_ledger(tmp_path / "l2.jsonl").records) == 10
     # The generator advanced by exactly 10 selections' noise (2d draws each): the refused
     # eleventh selection drew nothing.
     ref = np.random.default_rng(7)

@@ -84,7 +84,7 @@ def test_run_overspend_exit_1(tmp_path, capsys):
     rc = main(["run", "--data", SYN, "--iterations", "5", "--epsilon", "1", "--delta", "1e-5",
                "--feature-bound", "3", "--label-bound", "3", "--ledger", str(led)])
     assert rc == 1
-    assert "release refused" in capsys.readouterr().err
+    assert "refused before its first release" in capsys.readouterr().err   # up front (issue 13)
     assert len(led.read_text().splitlines()) == 2     # header + the earlier record only
 
 

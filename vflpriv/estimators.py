@@ -61,6 +61,9 @@ class _VerticalBase(BaseEstimator):
         self.random_state = random_state
 
     def _data(self, X, y, partition):
+        from .vertical.api import check_seed
+
+        check_seed(self.random_state, "random_state")
         part = self.partition if partition is None else partition
         try:
             import pandas as pd
@@ -80,7 +83,8 @@ class _VerticalBase(BaseEstimator):
             return VerticalData.from_dataframes(frames, y)
         if is_df:
             self.feature_names_in_ = np.asarray([str(c) for c in X.columns], dtype=object)
-            X = X.to_numpy(dtype=np.float64)
+            X = X.to_numpy()          # as_matrix converts (and refuses complex values)
+        X = as_matrix(X, "X")          # named errors (non-finite, complex) say X, not A
         K = None if not isinstance(part, str) else self.parties
         return VerticalData.from_arrays(X, y, part, parties=K, seed=self.random_state)
 
@@ -112,7 +116,7 @@ class _VerticalBase(BaseEstimator):
         if not hasattr(self, "coef_"):
             raise InputError(f"{type(self).__name__} is not fitted yet; call fit first")
         if hasattr(X, "to_numpy"):
-            X = X.to_numpy(dtype=np.float64)
+            X = X.to_numpy()          # as_matrix converts (and refuses complex values)
         X = as_matrix(X, "X")
         if X.shape[1] != self.coef_.shape[0]:
             raise InputError(f"X has {X.shape[1]} features but the model was fitted on "

@@ -1,5 +1,4 @@
 """Benchmarks behind ``vflpriv bench``; one module per target."""
-import json
 import statistics
 import time
 
@@ -17,7 +16,8 @@ def median_time(fn, repeats: int = 5, warmup: int = 1) -> float:
 
 
 def write_json(path, obj) -> None:
+    """Write ``obj`` as JSON to ``path`` atomically (nothing when ``path`` is empty)."""
     if path:
-        with open(path, "w", encoding="utf-8") as fh:
-            json.dump(obj, fh, indent=2)
-            fh.write("\n")
+        from ..outputs import write_json_atomic
+
+        write_json_atomic(path, obj)

@@ -7,8 +7,11 @@ bound exceeds its claim (the implementation leaks more than it says), 2 on bad i
 """
 from __future__ import annotations
 
-import json
 import sys
+
+
+#: the audit keeps every sample of a mechanism in memory (a few float64 arrays of this length)
+MAX_SAMPLES = 10_000_000
 
 
 def _positive_int(text):
@@ -18,6 +21,9 @@ def _positive_int(text):
         raise ValueError(f"--samples must be an integer >= 10, got {text!r}") from None
     if v < 10:
         raise ValueError(f"--samples must be an integer >= 10, got {text!r}")
+    if v > MAX_SAMPLES:
+        raise ValueError(f"--samples must be at most {MAX_SAMPLES:,} (each mechanism holds "
+                         f"its samples in memory), got {text!r}")
     return v
 
 
@@ -54,6 +60,10 @@ def run(args) -> int:
             print(f"{name} (unavailable: {reason})")
         return 0
     samples = _positive_int(args.samples)
+    if args.json:
+        from ..outputs import check_output
+
+        check_output(args.json, "--json")      # before the audit's minutes of work
     if not 0 < args.confidence < 1:
         raise ValueError(f"--confidence must be in (0, 1), got {args.confidence!r}")
     result = run_suite(args.mechanism, samples=samples, seed=args.seed,
@@ -72,8 +82,8 @@ def run(args) -> int:
           f"({result['per_mechanism_confidence']:.4g} per mechanism); seed {args.seed}: "
           f"{'all claims hold' if result['ok'] else 'SOME LOWER BOUND EXCEEDS ITS CLAIM'}")
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump(result, fh, indent=2)
-            fh.write("\n")
+        from ..outputs import write_json_atomic
+
+        write_json_atomic(args.json, result)
     sys.stdout.flush()
     return 0 if result["ok"] else 1

@@ -26,5 +26,13 @@ def register(sub):
         adder = getattr(importlib.import_module(mod), "add_arguments", None)
         if adder:
             adder(tp)
-        tp.set_defaults(func=lambda args, mod=mod: importlib.import_module(mod).run(args))
+        tp.set_defaults(func=lambda args, mod=mod: _run(mod, args))
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def _run(mod, args):
+    if getattr(args, "json", None):
+        from ..outputs import check_output
+
+        check_output(args.json, "--json")      # before the benchmark's work
+    return importlib.import_module(mod).run(args)

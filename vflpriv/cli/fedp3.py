@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import secrets
+import sys
 
 from ..errors import InputError
 
@@ -73,6 +74,11 @@ def register(sub):
 
 
 def run(args) -> int:
+    from ..outputs import check_outputs
+
+    # every output checked before any work or budget is spent (issue 13)
+    check_outputs({"--json": args.json, "--plot": args.plot, "--ledger": args.ledger},
+                  images=("--plot",))
     if args.plot:
         try:
             import matplotlib
@@ -88,6 +94,8 @@ def run(args) -> int:
     from ..bench import write_json
     from ..horizontal.partition import load_dataset, make_clients
 
+    if args.seed is not None and args.seed < 0:
+        raise InputError(f"--seed must be a non-negative integer, got {args.seed}")
     if args.clients < 1:
         raise InputError(f"--clients must be a positive integer, got {args.clients}")
     # Unseeded: FedP3 draws its own OS entropy (seed=None, never reported); the data split gets
@@ -116,7 +124,13 @@ def run(args) -> int:
                 batch_size=args.batch_size, lr=args.lr, epsilon=args.epsilon, delta=args.delta,
                 clip=args.clip, noise=args.noise, paper_c=args.paper_c,
                 accountant=args.accountant, ledger=args.ledger, seed=args.seed)
-    est.fit(clients, n_classes, image_shape)
+    from accounting import BudgetExceeded
+
+    try:
+        est.fit(clients, n_classes, image_shape)
+    except BudgetExceeded as exc:
+        sys.stderr.write(f"vflpriv fedp3: {exc}\n")
+        return 1
     deployment = est.deployment_
     out = {"rounds": args.rounds, "seed": args.seed, "deployment": deployment,
            "deployment_note": "noise from OS entropy; floating-point samplers (docs/audit.md "
@@ -152,5 +166,7 @@ def run(args) -> int:
         ax.set_ylabel("mean personalized test accuracy")
         ax.set_title(f"FedP3 {args.scheme}, epsilon={args.epsilon:g}")
         fig.tight_layout()
-        fig.savefig(args.plot)
+        from ..outputs import save_figure
+
+        save_figure(fig, args.plot)
     return 0

@@ -54,6 +54,14 @@ def main(argv=None) -> int:
             f"{exc.strerror}: {exc.filename!r}" if exc.filename else str(exc)
         sys.stderr.write(f"vflpriv {args.command}: error: {msg}\n")
         return 2
+    except (OverflowError, RecursionError, MemoryError) as exc:
+        # A value too large for a computation no check caught: still one line, exit 2.
+        what = {"MemoryError": "needs more memory than there is",
+                "RecursionError": "is nested too deeply"}.get(type(exc).__name__,
+                                                               "is too large")
+        sys.stderr.write(f"vflpriv {args.command}: error: an input value {what} "
+                         f"({type(exc).__name__}: {exc})\n")
+        return 2
     except KeyboardInterrupt:
         sys.stderr.write("vflpriv: interrupted\n")
         return 130

@@ -5,8 +5,10 @@ Examples::
     vflpriv run --data synthetic:n=2000,d=20000 --parties 4 --algorithm bcfw --iterations 1000 --reference
     vflpriv run --data data.csv --label y --epsilon 1 --delta 1e-5 --feature-bound 1 --label-bound 1
 
-Exit codes: 0 done; 1 the budget filter refused a release (nothing past it was released);
-2 bad input (one line naming it).
+Exit codes: 0 done; 1 the budget refused the run (up front, when its whole planned spend does not
+fit in what the ledger's budget has left: nothing released) or, when another run spent meanwhile, a
+release (nothing past it was released); 2 bad input (one line naming it, before any work: output
+paths are checked first; see docs/ledger.md).
 """
 from __future__ import annotations
 
@@ -106,6 +108,16 @@ def _resumed_args(args):
     return args
 
 
+def _check_paths(args):
+    """Every output checked before any work (issue 13): files in writable directories, a known
+    image extension for --plot, and no output that is another output or an input."""
+    from ..outputs import check_outputs
+
+    outputs = {"--json": args.json, "--plot": args.plot, "--ledger": args.ledger,
+               "--resume" if args.resume else "--checkpoint": args.resume or args.checkpoint}
+    check_outputs(outputs, {"--data": args.data}, images=("--plot",))
+
+
 def _labels(y, loss):
     if loss == "squared":
         return y
@@ -168,6 +180,9 @@ def run(args) -> int:
         args = _resumed_args(args)
     if not args.data:
         raise InputError("--data is required (or --resume FILE)")
+    _check_paths(args)
+    if args.seed is not None and args.seed < 0:
+        raise InputError(f"--seed must be a non-negative integer, got {args.seed}")
     private_algo = args.algorithm in ("dp-bcfw", "dpfw")
     if args.epsilon is None:
         if private_algo:
@@ -284,5 +299,7 @@ def _plot(sol, path):
         ax.set_ylabel("bytes")
         ax.legend()
     fig.tight_layout()
-    fig.savefig(path)
+    from ..outputs import save_figure
+
+    save_figure(fig, path)
     plt.close(fig)

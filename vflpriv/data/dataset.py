@@ -15,8 +15,21 @@ from ..errors import InputError
 from .partition import make_partition
 
 
+def _refuse_complex(A, name):
+    """Complex values would lose their imaginary part silently in a float64 conversion."""
+    dtype = getattr(A, "dtype", None)
+    if dtype is None and not sp.issparse(A):
+        try:
+            dtype = np.asarray(A).dtype
+        except (TypeError, ValueError):
+            return
+    if dtype is not None and np.issubdtype(dtype, np.complexfloating):
+        raise InputError(f"{name} has complex values (dtype {dtype}); give real numbers")
+
+
 def as_matrix(A, name="A"):
     """A float64 dense array or CSC matrix, with a finite check that names the first bad entry."""
+    _refuse_complex(A, name)
     if sp.issparse(A):
         A = sp.csc_matrix(A, dtype=np.float64)
         A.sum_duplicates()
@@ -41,6 +54,7 @@ def as_matrix(A, name="A"):
 
 
 def as_labels(y, n=None, name="y"):
+    _refuse_complex(y, name)
     try:
         y = np.asarray(y, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -126,6 +140,7 @@ class VerticalData:
             nonnum = [c for c in df.columns if not pd.api.types.is_numeric_dtype(df[c])]
             if nonnum:
                 raise InputError(f"party {party!r}: column {nonnum[0]!r} is not numeric")
+            _refuse_complex(df.to_numpy(), f"party {party!r}'s data")
             mats.append(df.to_numpy(dtype=np.float64))
             blocks.append(np.arange(start, start + df.shape[1]))
             names.extend(str(c) for c in df.columns)

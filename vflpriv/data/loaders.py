@@ -72,6 +72,27 @@ def parse_synthetic(spec: str) -> dict:
     return kw
 
 
+def _check_fields(path, sep):
+    """Every row of a CSV/TSV must have as many fields as the header (pandas would read a short
+    row as missing values, reported later as NaN; a long one as an index column)."""
+    import csv
+    import gzip
+
+    opener = gzip.open if path.lower().endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8", newline="") as fh:
+            rows = csv.reader(fh, delimiter=sep)
+            header = next(rows, None)
+            if header is None:
+                raise InputError(f"{path!r} is empty")
+            for row in rows:
+                if row and len(row) != len(header):
+                    raise InputError(f"{path!r} line {rows.line_num}: {len(row)} fields, but "
+                                     f"the header has {len(header)}")
+    except (UnicodeDecodeError, csv.Error, EOFError, gzip.BadGzipFile) as exc:
+        raise InputError(f"cannot read {path!r} as CSV: {exc}") from None
+
+
 def load(spec: str, label: str | None = None):
     """Load ``(A, y, feature_names)`` from a path or a ``synthetic:`` spec."""
     if not isinstance(spec, str) or not spec:
@@ -91,6 +112,7 @@ def load(spec: str, label: str | None = None):
             except ImportError as exc:
                 raise InputError(f"reading {spec!r} needs a parquet engine (pyarrow): {exc}") from None
         else:
+            _check_fields(spec, "\t" if low.endswith(".tsv") else ",")
             df = pd.read_csv(spec, sep="\t" if low.endswith(".tsv") else ",")
         if label is None:
             raise InputError(f"{spec!r} is a table: name its label column with --label")
@@ -101,14 +123,21 @@ def load(spec: str, label: str | None = None):
         nonnum = [c for c in feats.columns if not pd.api.types.is_numeric_dtype(feats[c])]
         if nonnum:
             raise InputError(f"column {nonnum[0]!r} of {spec!r} is not numeric")
-        A = as_matrix(feats.to_numpy(dtype=np.float64))
-        y = as_labels(df[label].to_numpy(dtype=np.float64), A.shape[0])
+        A = as_matrix(feats.to_numpy())
+        y = as_labels(df[label].to_numpy(), A.shape[0])
         return A, y, [str(c) for c in feats.columns]
     from sklearn.datasets import load_svmlight_file
 
     try:
         A, y = load_svmlight_file(spec)
+    except OverflowError as exc:
+        # scikit-learn's reader keeps feature indices in C integers
+        raise InputError(f"cannot read {spec!r} as svmlight/LIBSVM: a feature index is too "
+                         f"large ({exc})") from None
     except ValueError as exc:
         raise InputError(f"cannot read {spec!r} as svmlight/LIBSVM: {exc}") from None
+    except MemoryError:
+        raise InputError(f"{spec!r}: the svmlight matrix does not fit in memory (a huge "
+                         "feature index?)") from None
     A = as_matrix(sp.csc_matrix(A))
     return A, as_labels(y, A.shape[0]), None

@@ -67,8 +67,9 @@ def group_partition(groups, d: int) -> list[np.ndarray]:
     return out
 
 
-def parse_groups(spec: str) -> list[list[int]]:
-    """``"0-9,12;10-11,13-19"`` -> [[0..9, 12], [10, 11, 13..19]]."""
+def parse_groups(spec: str, d: int | None = None) -> list[list[int]]:
+    """``"0-9,12;10-11,13-19"`` -> [[0..9, 12], [10, 11, 13..19]].  With ``d``, a column
+    outside [0, d) is refused before any range is built (``0-99999999999`` never allocates)."""
     groups = []
     for part in spec.split(";"):
         cols = []
@@ -82,11 +83,14 @@ def parse_groups(spec: str) -> list[list[int]]:
                     a, b = int(a), int(b)
                     if b < a:
                         raise ValueError
-                    cols.extend(range(a, b + 1))
                 else:
-                    cols.append(int(rng))
+                    a = b = int(rng)
             except ValueError:
                 raise InputError(f"cannot read column range {rng!r} in partition {spec!r}") from None
+            if d is not None and (a < 0 or b >= d):
+                raise InputError(f"column range {rng!r} in partition {spec!r} is outside the "
+                                 f"data's columns 0-{d - 1}")
+            cols.extend(range(a, b + 1))
         groups.append(cols)
     return groups
 
@@ -99,7 +103,7 @@ def make_partition(spec, d: int, K: int | None = None, seed=0) -> list[np.ndarra
         if spec == "random":
             return random_partition(d, K, seed)
         if any(c.isdigit() for c in spec):
-            groups = group_partition(parse_groups(spec), d)
+            groups = group_partition(parse_groups(spec, d), d)
             if K is not None and len(groups) != K:
                 raise InputError(f"partition {spec!r} has {len(groups)} parties but K={K}")
             return groups

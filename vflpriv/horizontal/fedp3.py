@@ -399,6 +399,9 @@ class FedP3:
         number("participation", self.participation, 0, 1)
         number("learning rate", self.lr, 0, math.inf)
         number("epsilon", self.epsilon, 0, math.inf, allow_inf=True)
+        if math.isfinite(self.epsilon) and self.epsilon > 1e6:
+            raise InputError(f"epsilon must be at most 1e+06 (or inf for a non-private run), "
+                             f"got {self.epsilon!r}")
         number("delta", self.delta, 0, 1)
         if self.delta >= 1:
             raise InputError(f"delta must be in (0, 1); got {self.delta!r}")
@@ -604,8 +607,19 @@ class FedP3:
                 led = Ledger(path, budget={"epsilon": self.epsilon, "delta": self.delta,
                                            "per_party": True})
             self.ledger_ = led
-            budget = BudgetFilter(led, self.epsilon, self.delta, accountant=self.accountant,
+            # the ledger's header budget governs (a run cannot raise it by asking for more)
+            b_eps, b_delta = led.governing_budget(self.epsilon, self.delta, per_party=True)
+            budget = BudgetFilter(led, b_eps, b_delta, accountant=self.accountant,
                                   per_party=True)
+            if self.noise == "calibrate":
+                # Each client's whole worst case (every round) up front: a client that cannot
+                # fit refuses the fit before any release.  (With the paper's closed forms the
+                # noise is not calibrated to the budget; there a client stops when its filter
+                # refuses a round, see stopped_round_.)
+                for i, plan in enumerate(plans):
+                    whole = SelfComposed(PoissonSubsampledGaussian(plan.noise_multiplier, plan.q),
+                                         plan.steps * self.rounds)
+                    budget.check_plan(whole, party=f"client-{i}")
         else:
             self.ledger_ = None
 

@@ -75,3 +75,13 @@ def add_column(z, A, j, coef):
         z[A.indices[lo:hi]] += coef * A.data[lo:hi]
     else:
         z += coef * A[:, j]
+
+
+def round_down(x: float, digits: int = 4) -> float:
+    """``x`` rounded down to ``digits`` significant digits (an advertised bound stays a bound)."""
+    if not (x > 0 and math.isfinite(x)):
+        return x
+    step = 10.0 ** (math.floor(math.log10(x)) - digits + 1)
+    v = math.floor(x / step) * step
+    v = float(f"{v:.{digits - 1}e}")
+    return v if v <= x else float(f"{v - step:.{digits - 1}e}")

@@ -48,7 +48,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import InputError
-from ._checks import add_column, check_data, check_positive, check_positive_int
+from ._checks import add_column, check_data, check_positive, check_positive_int, round_down
 from .l1ball import _lmo_blocks, check_blocks, check_radii, fw_gap
 from .losses import ClippedLoss, get_loss
 
@@ -220,6 +220,25 @@ def dp_frank_wolfe(A, y, loss="squared", eta=1.0, *, iterations=100, feature_bou
              if scale > 0 else None)
 
     used_loss = ClippedLoss(loss, c) if (c is not None and scale > 0) else loss
+    if budget_filter is not None and event is not None:
+        # the whole run up front: refused before the first selection if it cannot fit
+        def advice():
+            # the smallest fitting noise, and the epsilon that calibrates to it (calibration is
+            # conservative and the plan is one event type, so any epsilon <= it fits)
+            plan = make_event              # all T * K selections at noise scale b
+            if not budget_filter.fits(plan(scale * 1e12), party):
+                return "the budget is used up: no noise fits"
+            lo, hi = scale, 2 * scale
+            while not budget_filter.fits(plan(hi), party):
+                lo, hi = hi, 2 * hi
+            while hi / lo > 1.0001:
+                mid = math.sqrt(lo * hi)
+                lo, hi = (lo, mid) if budget_filter.fits(plan(mid), party) else (mid, hi)
+            e = accounting.get_accountant(accountant).epsilon(plan(hi), delta)
+            return (f"{T} iterations need noise scale >= {hi:.4g}; epsilon <= "
+                    f"{round_down(e):.4g} fits")
+        budget_filter.check_plan(make_event(scale), party=party,
+                                 advice=advice)
 
     def select(t, g):
         coords = np.empty(K, dtype=np.int64)

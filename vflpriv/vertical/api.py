@@ -131,6 +131,19 @@ def _per_party(v):
     return None if v is None else {str(k): int(b) for k, b in enumerate(v)}
 
 
+#: largest finite epsilon a run calibrates for (e^epsilon overflows float64 near 709; far
+#: below that, the noise is already negligible)
+MAX_EPSILON = 1e6
+
+
+def check_seed(seed, name="seed"):
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
+                             or seed < 0):
+        raise InputError(f"{name} must be a non-negative integer (or None: OS entropy), "
+                         f"got {seed!r}")
+    return seed
+
+
 def _check_eps(epsilon, delta):
     if epsilon is None:
         epsilon = math.inf
@@ -142,6 +155,9 @@ def _check_eps(epsilon, delta):
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.integer, np.floating)) \
             or not epsilon > 0:
         raise InputError(f"epsilon must be a positive number or inf, got {epsilon!r}")
+    if math.isfinite(epsilon) and epsilon > MAX_EPSILON:
+        raise InputError(f"epsilon must be at most {MAX_EPSILON:g} (or inf for a non-private "
+                         f"run; beyond, noise calibration leaves floating point), got {epsilon!r}")
     if math.isfinite(epsilon):
         if delta is None or isinstance(delta, bool) or not isinstance(
                 delta, (int, float, np.integer, np.floating)) or not (0 < delta < 1):
@@ -185,6 +201,7 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
         raise InputError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
     loss = get_loss(loss)
     epsilon = _check_eps(epsilon, delta)
+    check_seed(seed)
     if not (isinstance(eta, (int, float, np.integer, np.floating)) and not isinstance(eta, bool)
             and eta > 0 and math.isfinite(eta)):
         raise InputError(f"eta (per-party l1 radius) must be a positive finite number, got {eta!r}")
@@ -208,6 +225,16 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
                       "(see docs/vertical.md)", stacklevel=2)
     if resume and checkpoint is None:
         raise InputError("resume=True needs the checkpoint path")
+    if checkpoint is not None:
+        from ..outputs import check_outputs
+
+        # before any work: a checkpoint over the ledger (or a FIFO, a directory) is refused
+        ledger_path = ledger.path if isinstance(ledger, Ledger) else ledger
+        check_outputs({"checkpoint": checkpoint, "ledger": ledger_path})
+    elif isinstance(ledger, (str, os.PathLike)):
+        from ..outputs import check_output
+
+        check_output(ledger, "ledger")
     if algorithm in ("fw", "dpfw"):
         if checkpoint is not None:
             raise InputError(f"checkpoints are for the vertical algorithms (dp-bcfw, bcfw, dfw), "
@@ -254,8 +281,16 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
                     f"{accountant} accountant; nothing was released (use calibration='accountant')")
         noise_plan.details.update(sens_index=sens.index, sens_feature=sens.feature,
                                   z_bound=sens.z_bound, derivative_bound=sens.derivative_bound)
+        if checkpoint is not None and ledger is None and not ck:
+            raise InputError("a private run with a checkpoint needs a ledger file (ledger=PATH, "
+                             "--ledger): resuming must not spend again what an in-memory ledger "
+                             "forgot")
         if ck:
             ledger = ledger if ledger is not None else ck["ledger_path"]
+            if not isinstance(ledger, Ledger) and not os.path.isfile(ledger):
+                # never create an empty ledger for a run whose releases are recorded elsewhere
+                raise InputError(f"resume: the ledger {str(ledger)!r} of the checkpoint's run "
+                                 "does not exist")
             led = Ledger(ledger, budget={"epsilon": epsilon, "delta": delta},
                          run_id=ck["run_id"]) if not isinstance(ledger, Ledger) else ledger
         else:
@@ -264,9 +299,18 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
             raise InputError("a private run with a checkpoint needs a ledger file (ledger=PATH, "
                              "--ledger): resuming must not spend again what an in-memory ledger "
                              "forgot")
-        budget = BudgetFilter(led, epsilon, delta, accountant=accountant)
+        # The ledger's header budget governs (a run cannot raise it by asking for more).
+        b_eps, b_delta = led.governing_budget(epsilon, delta)
+        budget = BudgetFilter(led, b_eps, b_delta, accountant=accountant)
+        pending = _pending_records(led, ck, checkpoint) if ck else []
+        t0 = int(ck["state"]["t"]) if ck else 0
+        recal = None if ck or calibration != "accountant" else (
+            lambda e: P.calibrate_accountant(rnm, sens, e, delta, T, smp.max_parties, split,
+                                             accountant))
+        P.check_planned_spend(budget, noise_plan, sens, T, t0, smp.max_parties, pending, epsilon,
+                             recal)
         if ck:
-            budget = ReplayFilter(budget, _pending_records(led, ck, checkpoint))
+            budget = ReplayFilter(budget, pending)
         clip = (float(feature_bound), float(label_bound), sens.z_bound, sens.derivative_bound)
     on_round = None
     if checkpoint is not None:
@@ -296,6 +340,7 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
         values, best = _privacy_report(ev, delta, report_accountants)
         sol.privacy = {"epsilon_spent": values, "best_accountant": best, "delta": delta,
                        "target_epsilon": epsilon, "budget_accountant": accountant,
+                       "budget": {"epsilon": budget.epsilon, "delta": budget.delta},
                        "spent_by_budget_accountant": budget.spent(),
                        "calibration": noise_plan.to_dict(), "releases": len(led.records),
                        "neighboring": "replace_one"}
@@ -323,11 +368,19 @@ def _resume_checkpoint(path, config, seed, data) -> dict:
 
 
 def _pending_records(led, ck, path):
-    """Ledger records charged after the checkpoint was written (to replay, not re-append)."""
+    """Ledger records of this run charged after the checkpoint was written (to replay, not
+    re-append).  Other runs' records may sit between them (runs sharing a ledger)."""
     n = ck["ledger_length"]
     if n is None or len(led.records) < n:
         raise InputError(f"resume: the ledger {led.path!r} has {len(led.records)} records, fewer "
                          f"than the {n} the checkpoint {str(path)!r} saw")
+    if ck.get("run_records") is not None:
+        own = [r for r in led.records if r.run_id == ck["run_id"]]
+        if len(own) < ck["run_records"]:
+            raise InputError(f"resume: the ledger {led.path!r} holds {len(own)} records of run "
+                             f"{ck['run_id']}, fewer than the {ck['run_records']} the checkpoint "
+                             f"{str(path)!r} saw")
+        return own[ck["run_records"]:]
     pending = led.records[n:]
     for r in pending:
         if r.run_id != ck["run_id"]:
@@ -371,7 +424,8 @@ def _centralized(data, loss, eta, T, algorithm, epsilon, delta, Ba, By, accounta
         led = None
     else:
         led = _open_ledger(ledger, epsilon, delta)
-        budget = BudgetFilter(led, epsilon, delta, accountant=accountant)
+        b_eps, b_delta = led.governing_budget(epsilon, delta)
+        budget = BudgetFilter(led, b_eps, b_delta, accountant=accountant)
         r = dp_frank_wolfe(data.A, data.y, loss, eta, iterations=T, feature_bound=Ba,
                            label_bound=By, epsilon=epsilon, delta=delta, blocks=data.blocks,
                            accountant=accountant, budget_filter=budget, neighboring="replace_one",

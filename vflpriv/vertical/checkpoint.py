@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
+import zipfile
 
 import numpy as np
 import scipy.sparse as sp
@@ -53,30 +53,13 @@ def data_fingerprint(data) -> str:
 
 
 def write_checkpoint(path, meta: dict, arrays: dict):
-    """Atomically replace ``path`` with a checkpoint holding ``meta`` (JSON) and ``arrays``."""
-    path = os.fspath(path)
-    d = os.path.dirname(os.path.abspath(path))
+    """Atomically replace ``path`` with a checkpoint holding ``meta`` (JSON) and ``arrays``
+    (``outputs.write_atomic``: never over a directory, FIFO or device node; mode 0600)."""
+    from ..outputs import write_atomic
+
     blob = json.dumps(dict(meta, format=FORMAT, version=VERSION), allow_nan=True).encode("utf-8")
-    fd, tmp = tempfile.mkstemp(prefix=".ckpt-", suffix=".tmp", dir=d)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, __meta__=np.frombuffer(blob, dtype=np.uint8), **arrays)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    try:
-        dfd = os.open(d, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:
-        pass
+    write_atomic(path, lambda fh: np.savez(fh, __meta__=np.frombuffer(blob, dtype=np.uint8),
+                                           **arrays), mode=0o600)
 
 
 def read_checkpoint(path):
@@ -87,13 +70,15 @@ def read_checkpoint(path):
             arrays = {k: z[k] for k in z.files}
     except OSError as exc:
         raise InputError(f"cannot read checkpoint {path!r}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise InputError(f"{path!r} is not a vflpriv checkpoint ({exc})") from None
+    except (ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
+        # BadZipFile / EOFError: a truncated or damaged file
+        raise InputError(f"{path!r} is not a vflpriv checkpoint, or it is truncated or damaged "
+                         f"({type(exc).__name__}: {exc})") from None
     if "__meta__" not in arrays:
         raise InputError(f"{path!r} is not a vflpriv checkpoint (no metadata)")
     try:
         meta = json.loads(arrays.pop("__meta__").tobytes().decode("utf-8"))
-    except ValueError:
+    except (ValueError, RecursionError):
         raise InputError(f"{path!r} is not a vflpriv checkpoint (bad metadata)") from None
     if meta.get("format") != FORMAT or meta.get("version") != VERSION:
         raise InputError(f"{path!r} is not a version-{VERSION} vflpriv checkpoint")
@@ -117,8 +102,11 @@ class Checkpointer:
         state, arrays = server.get_state()
         bf = self.budget_filter
         # records charged up to this state (a resumed run's not yet replayed records excluded)
-        n = None if bf is None else len(bf.ledger.records) - len(getattr(bf, "pending", ()))
-        meta = dict(self.meta, state=state, ledger_length=n)
+        pending = len(getattr(bf, "pending", ()))
+        n = None if bf is None else len(bf.ledger.records) - pending
+        # this run's records so far: other runs may append to a shared ledger in between
+        own = None if bf is None else bf.ledger.run_records - pending
+        meta = dict(self.meta, state=state, ledger_length=n, run_records=own)
         write_checkpoint(self.path, meta, arrays)
 
 

@@ -34,6 +34,7 @@ from accounting import (REPLACE_ONE, Composed, Gaussian, ReportNoisyMax, SelfCom
 from accounting.ledger import Ledger, LedgerRecord
 
 from ..errors import InputError
+from ..optim._checks import round_down
 
 RNM_NOISES = ("laplace", "gumbel", "exponential")
 CALIBRATIONS = ("accountant", "paper")
@@ -159,9 +160,72 @@ def calibrate_paper(noise, sens, epsilon, delta, rounds, parties, eta, n, featur
                      {"G": G, "spectral_norm": spectral_norm})
 
 
+def check_planned_spend(budget, plan, sens, T, t0, parties, exclude, epsilon, recalibrate):
+    """Refuse up front a run whose worst-case remaining releases (rounds t0..T) do not fit in
+    what the ledger's budget has left; the message says what would fit: the smallest noise for
+    the same iterations and (a fresh run) the largest epsilon, checked by recalibrating."""
+    def planned(rounds, c=1.0, p=plan):
+        return plan_event(p.noise, c * p.index_scale,
+                            None if p.feature_sigma is None else c * p.feature_sigma, sens,
+                            rounds, parties)
+
+    def advice():
+        parts = []
+        if budget.epsilon < epsilon:
+            parts.append(f"the ledger's budget epsilon={budget.epsilon:g} governs, not this run's "
+                         f"epsilon={epsilon:g}")
+        c = smallest_noise_factor(budget, planned, T - t0, exclude)
+        if c is None:
+            parts.append("no noise lets even one more iteration fit: the budget is used up")
+            return "; ".join(parts)
+        noise = f"index scale >= {c * plan.index_scale:.4g}" + (
+            "" if plan.feature_sigma is None else
+            f" and feature sigma >= {c * plan.feature_sigma:.4g}")
+        parts.append(f"{T} iterations need {noise} (x{c:.3g} this run's noise)")
+        if recalibrate is not None:
+            e = largest_epsilon(budget, planned, T - t0, exclude, c, recalibrate)
+            if e is not None:
+                parts.append(f"epsilon <= {e:.4g} fits")
+        return "; ".join(parts)
+
+    if T > t0:
+        budget.check_plan(planned(T - t0), exclude=exclude, advice=advice)
+
+
+def largest_epsilon(budget, planned, rounds, exclude, c, recalibrate):
+    """A target epsilon whose calibrated plan fits (checked), starting from what the smallest
+    fitting noise spends alone; rounded down to 4 significant digits."""
+    e = budget.accountant.epsilon(planned(rounds, c), budget.delta)
+    for _ in range(20):
+        e = round_down(e)                  # 4 significant digits, rounded down
+        if e <= 0:
+            return None
+        if budget.fits(planned(rounds, 1.0, recalibrate(e)), exclude=exclude):
+            return e
+        e *= 0.97
+    return None
+
+
+def smallest_noise_factor(budget, planned, rounds, exclude):
+    """Smallest factor c >= 1 on both noise scales that makes ``rounds`` rounds fit (None when
+    the budget is already used up, or nothing reasonable fits)."""
+    if not budget.fits(planned(1, 1e6), exclude=exclude):
+        return None
+    lo, hi = 1.0, 2.0
+    while not budget.fits(planned(rounds, hi), exclude=exclude):
+        lo, hi = hi, hi * 2
+        if hi > 1e12:
+            return None
+    while hi / lo > 1.001:
+        mid = math.sqrt(lo * hi)
+        lo, hi = (lo, mid) if budget.fits(planned(rounds, mid), exclude=exclude) else (mid, hi)
+    return hi
+
+
 class MemoryLedger(Ledger):
     """A Ledger kept in memory (no file): same records, same composition, for runs without
-    ``--ledger``.  BudgetFilter only needs ``records``, ``append``, ``counts`` and ``event``."""
+    ``--ledger``.  BudgetFilter only needs ``records``, ``append``, ``counts``, ``event`` and
+    ``transaction`` (here a thread lock: no other process can see this ledger)."""
 
     def __init__(self, *, budget=None, run_id=None):
         import threading
@@ -169,16 +233,21 @@ class MemoryLedger(Ledger):
 
         self.path = None
         self.run_id = run_id or uuid.uuid4().hex
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self.repaired_torn_tail = False
         self.header = {"budget": budget}
         self.records = []
         self._counts = {}
 
+    def transaction(self):
+        return self._lock
+
+    def refresh(self):
+        pass
+
     def append(self, event, *, party="server", round=0, note=""):
         with self._lock:
             rec = LedgerRecord(seq=len(self.records), run_id=self.run_id, party=str(party),
                                round=int(round), time=0.0, event=event, note=str(note))
-            self.records.append(rec)
-            self._count(rec.party, event)
+            self._add(rec)
             return rec

@@ -61,6 +61,9 @@ class Sketch:
             m = n
         if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1:
             raise InputError(f"sketch dimension m must be a positive integer, got {m!r}")
+        if m > n:
+            raise InputError(f"sketch dimension m (--sketch-dim) must be at most the number of rows n = {n} "
+                             f"(a sketch compresses the n rows), got {m!r}")
         self.kind, self.n, self.m, self.seed = kind, int(n), int(m), int(seed)
 
     # -- party side: J a for the selected columns --------------------------------------------

@@ -23,15 +23,18 @@ from __future__ import annotations
 import math
 
 from .. import _native
-from ..events import Gaussian, Laplace
+from ..events import Gaussian, Laplace, flatten
 from ..gaussian import gaussian_delta, gaussian_epsilon
 from .._solve import smallest_x_with
-from .base import Accountant
+from .base import Accountant, UnsupportedEventError
 from .pld import MAX_PURE_EPSILON, safe_delta, safe_epsilon
 from .bounded_range import adaptive_cells, adaptive_delta, adaptive_epsilon
 from ._dp_params import dp_params
 
 PLD_DISCRETIZATION = 1e-4
+#: KOV's sum has up to k/2 terms and the inverse evaluates it ~40 times: 4e6 releases take ~1 s
+#: in C.  Past this the optimal accountant declines and rdp / pld answer.
+MAX_KOV_RELEASES = 4_000_000
 
 
 #: log delta below this is 0 for every purpose (the smallest double is e^-745); clamping keeps
@@ -139,9 +142,12 @@ class OptimalComposition(Accountant):
         gaussian = [isinstance(l, Gaussian) for l, _ in leaves]
         if not (all(gaussian) or not any(gaussian)):
             return False
-        if not any(gaussian) and self.mode(leaves) == "heterogeneous":
+        mode = "gaussian" if any(gaussian) else self.mode(leaves)
+        if mode == "heterogeneous":
             # heterogeneous pure/approx DP goes through the PLD grid: same range limit
             return all(dp_params(l)[0] <= MAX_PURE_EPSILON for l, _ in leaves)
+        if mode == "homogeneous":
+            return sum(n for _, n in leaves) <= MAX_KOV_RELEASES
         return True
 
     @staticmethod
@@ -155,6 +161,19 @@ class OptimalComposition(Accountant):
             if adaptive_cells(k) is not None and next(iter(params))[0] <= MAX_PURE_EPSILON:
                 return "bounded_range"
         return "homogeneous" if len(params) == 1 else "heterogeneous"
+
+    def _prepare(self, event):
+        try:
+            return super()._prepare(event)
+        except UnsupportedEventError:
+            leaves = flatten(event)
+            k = sum(n for _, n in leaves)
+            if (k > MAX_KOV_RELEASES and not any(isinstance(l, Gaussian) for l, _ in leaves)
+                    and self.mode(leaves) == "homogeneous"):
+                raise UnsupportedEventError(
+                    f"the optimal accountant evaluates KOV's sum for at most {MAX_KOV_RELEASES:,} "
+                    f"releases (this plan has {k:,}); rdp answers such plans") from None
+            raise
 
     def is_exact(self, leaves) -> bool:
         """Whether the value for these leaves is the exact optimum (not only an upper bound).

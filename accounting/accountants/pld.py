@@ -38,6 +38,9 @@ MIN_DELTA = 1e-12
 #: convolution (about 0.1 s for a subsampled Gaussian), so 2000 distinct releases would take
 #: minutes; past this the accountant declines (with this reason) and RDP answers in milliseconds.
 MAX_DISTINCT_LEAVES = 48
+#: most repeats of one non-Gaussian release: self-composition grows the grid like sqrt(count)
+#: (1e6 repeats of a pure-DP release: 2 s); past this the accountant declines, saying why
+MAX_REPEATS = 2_000_000
 #: relative safety on the PLD's own arithmetic: epsilon is computed for delta (1 - 1e-6) and a
 #: delta answer is inflated by the same factor (seen: 1e-8 relative error at delta = 1e-8)
 PLD_SAFETY = 1e-6
@@ -84,18 +87,23 @@ class PLDAccountant(Accountant):
     def _supports_leaves(self, leaves, relation):
         if not super()._supports_leaves(leaves, relation):
             return False
-        return sum(1 for l, _ in leaves if not isinstance(l, Gaussian)) <= MAX_DISTINCT_LEAVES
+        others = [n for l, n in leaves if not isinstance(l, Gaussian)]
+        return len(others) <= MAX_DISTINCT_LEAVES and max(others, default=0) <= MAX_REPEATS
 
     def _prepare(self, event):
         try:
             return super()._prepare(event)
         except Exception as exc:
             from ..events import flatten
-            distinct = sum(1 for l, _ in flatten(event) if not isinstance(l, Gaussian))
-            if distinct > MAX_DISTINCT_LEAVES:
+            others = [n for l, n in flatten(event) if not isinstance(l, Gaussian)]
+            if len(others) > MAX_DISTINCT_LEAVES:
                 raise type(exc)(f"the pld accountant composes at most {MAX_DISTINCT_LEAVES} distinct "
-                                f"non-Gaussian releases (this plan has {distinct}); rdp answers "
+                                f"non-Gaussian releases (this plan has {len(others)}); rdp answers "
                                 "such plans") from None
+            if max(others, default=0) > MAX_REPEATS:
+                raise type(exc)(f"the pld accountant composes at most {MAX_REPEATS:,} repeats of one "
+                                f"release (this plan has {max(others):,}); rdp answers such plans"
+                                ) from None
             raise
 
     def build(self, leaves, relation):

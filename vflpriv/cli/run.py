@@ -32,7 +32,10 @@ def register(sub):
     p.add_argument("--parties", type=int, default=2, metavar="K", help="number of parties (default 2)")
     p.add_argument("--partition", default="balanced",
                    help="balanced (eq. 11) | random | explicit groups '0-9,12;10-11,13-19'")
-    p.add_argument("--algorithm", default="dp-bcfw", choices=["dp-bcfw", "bcfw", "fw", "dpfw", "dfw"])
+    p.add_argument("--algorithm", default="dp-bcfw",
+                   choices=["dp-bcfw", "bcfw", "fw", "dpfw", "dfw", "dp-bcfw-secure"],
+                   help="dp-bcfw-secure: cross-party products under secret sharing, released "
+                        "once per selected feature (least squares; docs/vertical.md)")
     p.add_argument("--loss", default="squared", choices=["squared", "logistic", "smoothed-hinge"])
     p.add_argument("--eta", type=float, default=1.0, help="l1 radius of each party's block")
     p.add_argument("--iterations", type=int, default=100)
@@ -56,6 +59,11 @@ def register(sub):
     p.add_argument("--label-bound", type=float, help="declared bound |y_j| <= B_y (labels clipped)")
     p.add_argument("--derivative-clip", type=float,
                    help="clip per-sample loss derivatives to [-c, c] (lowers the score sensitivity)")
+    p.add_argument("--row-clip", type=float, metavar="C",
+                   help="dp-bcfw-secure: clip each row of a party's block to l2 norm C "
+                        "(sensitivity of the released cross-products 2 B_a C per party)")
+    p.add_argument("--max-features", type=int, default=10, metavar="F",
+                   help="dp-bcfw-secure: distinct features per party (default 10)")
     p.add_argument("--ledger", metavar="FILE", help="append every release to this ledger file")
     p.add_argument("--log-releases", action="store_true",
                    help="print 'released round T' on stdout (flushed) once round T's released "
@@ -168,7 +176,7 @@ def run(args) -> int:
         args = _resumed_args(args)
     if not args.data:
         raise InputError("--data is required (or --resume FILE)")
-    private_algo = args.algorithm in ("dp-bcfw", "dpfw")
+    private_algo = args.algorithm in ("dp-bcfw", "dpfw", "dp-bcfw-secure")
     if args.epsilon is None:
         if private_algo:
             raise InputError(f"--algorithm {args.algorithm} needs --epsilon (a number, or inf "
@@ -201,6 +209,8 @@ def run(args) -> int:
               sketch=args.sketch, sketch_dim=args.sketch_dim, calibration=args.calibration,
               split=args.split, feature_bound=args.feature_bound, label_bound=args.label_bound,
               accountant=args.accountant, seed=args.seed, derivative_clip=args.derivative_clip)
+    if args.algorithm == "dp-bcfw-secure":
+        kw.update(row_clip=args.row_clip, max_features=args.max_features)
     ckpt = args.resume or args.checkpoint
     cli = {k: v for k, v in vars(args).items() if k not in ("func", "resume")}
     if args.ledger:

@@ -158,6 +158,24 @@ class _LogReleases:
         self.inner(t, f)
 
 
+class _warnings_now:
+    """Print the engine's warnings (e.g. hopeless noise, raised before anything is spent) as one
+    ``vflpriv run: warning: ...`` line on stderr the moment they are raised."""
+
+    def __enter__(self):
+        import warnings
+
+        self._cm = warnings.catch_warnings()
+        self._cm.__enter__()
+        warnings.simplefilter("default")
+        warnings.showwarning = lambda message, category, *a, **k: sys.stderr.write(
+            f"vflpriv run: warning: {message}\n")
+        return self
+
+    def __exit__(self, *exc):
+        return self._cm.__exit__(*exc)
+
+
 def run(args) -> int:
     from accounting import BudgetExceeded
 
@@ -216,9 +234,10 @@ def run(args) -> int:
     if args.ledger:
         cli["ledger"] = os.path.abspath(args.ledger)
     try:
-        sol = solve(data, ledger=args.ledger, reference=args.reference, callback=progress,
-                    checkpoint=ckpt, checkpoint_every=args.checkpoint_every,
-                    resume=bool(args.resume), checkpoint_extra={"cli": cli}, **kw)
+        with _warnings_now():
+            sol = solve(data, ledger=args.ledger, reference=args.reference, callback=progress,
+                        checkpoint=ckpt, checkpoint_every=args.checkpoint_every,
+                        resume=bool(args.resume), checkpoint_extra={"cli": cli}, **kw)
     except BudgetExceeded as exc:
         sys.stderr.write(f"\nvflpriv run: {exc}\n")
         return 1

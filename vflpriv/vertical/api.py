@@ -270,6 +270,17 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
                     f"{accountant} accountant; nothing was released (use calibration='accountant')")
         noise_plan.details.update(sens_index=sens.index, sens_feature=sens.feature,
                                   z_bound=sens.z_bound, derivative_bound=sens.derivative_bound)
+        if not ck:
+            # before anything is charged: say so when the planned noise leaves nothing to learn
+            outlook = P.learning_outlook(noise_plan, sens, parties, float(eta),
+                                         sk.max_column_norm(), float(feature_bound),
+                                         float(label_bound))
+            noise_plan.details["outlook"] = outlook
+            if outlook["hopeless"]:
+                warnings.warn("DP-BCFW-AS is not expected to learn with this noise: "
+                              + "; ".join(outlook["reasons"]) + ". dp-bcfw-secure releases "
+                              "aggregates instead (docs/vertical.md, 'Where DP-BCFW-AS learns')",
+                              P.HopelessNoiseWarning, stacklevel=2)
         if ck:
             ledger = ledger if ledger is not None else ck["ledger_path"]
             led = Ledger(ledger, budget={"epsilon": epsilon, "delta": delta},

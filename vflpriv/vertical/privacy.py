@@ -182,3 +182,37 @@ class MemoryLedger(Ledger):
             self.records.append(rec)
             self._count(rec.party, event)
             return rec
+
+
+class HopelessNoiseWarning(UserWarning):
+    """The planned noise of a DP-BCFW-AS run leaves nothing to learn from (public quantities)."""
+
+
+def learning_outlook(plan: NoisePlan, sens: Sensitivity, parties: int, eta: float,
+                     max_column_norm: float, feature_bound: float, label_bound: float) -> dict:
+    """Whether DP-BCFW-AS can learn at this noise, from public quantities only (no data).
+
+    * predictor noise: after one round every per-sample predictor u_j = (J^T q_hat)_j carries the
+      released features' noise, of standard deviation sigma c_J eta sqrt(K) (c_J the largest
+      column norm of J, K features of weight eta); when that exceeds the largest residual the
+      bounds allow, R + B_y, the residuals and hence the scores are dominated by noise;
+    * selection noise: a report-noisy-max scale b at least the largest possible score B_a L
+      (|g_i| <= B_a L) selects nearly uniformly.
+
+    Returns the quantities and ``hopeless`` (either condition), with the reasons in words.
+    """
+    Ba = float(feature_bound)
+    resid = sens.z_bound + float(label_bound)
+    pred_noise = (plan.feature_sigma or 0.0) * max_column_norm * float(eta) * math.sqrt(parties)
+    score_bound = Ba * sens.derivative_bound
+    reasons = []
+    if pred_noise > resid:
+        reasons.append(f"the feature noise puts a standard deviation of {pred_noise:.3g} on every "
+                       f"per-sample predictor, {pred_noise / resid:.3g}x the largest residual the "
+                       f"bounds allow ({resid:.3g})")
+    if plan.index_scale >= score_bound:
+        reasons.append(f"the selection noise scale {plan.index_scale:.3g} is at least the largest "
+                       f"possible score ({score_bound:.3g})")
+    return {"predictor_noise": pred_noise, "residual_bound": resid,
+            "index_scale": plan.index_scale, "score_bound": score_bound,
+            "hopeless": bool(reasons), "reasons": reasons}

@@ -277,6 +277,8 @@ def _summary(sol, out):
         w(f"  uplink {_fmt_bytes(up)} payload ({_fmt_bytes(sum(sol.uplink_framed))} framed); "
           f"raw columns would be {_fmt_bytes(naive)}, full gradients {_fmt_bytes(full)}\n")
         w(f"  downlink {_fmt_bytes(sum(sol.downlink))} payload\n")
+        if sol.algorithm == "dp-bcfw-secure":
+            w(_secure_bytes(sol) + "\n")
     if sol.privacy:
         w(f"  {'deployment: ' if sol.deployment else ''}{sol.deployment_note}\n")
     if not sol.privacy:
@@ -288,6 +290,18 @@ def _summary(sol, out):
         w(f"  privacy: epsilon spent {pr['epsilon_spent']['best']:.4g} (best: "
           f"{pr['best_accountant']}; {vals}) at delta={pr['delta']:g}, target "
           f"{pr['target_epsilon']:g}, {pr['releases']} ledger records\n")
+
+
+def _secure_bytes(sol):
+    """Where dp-bcfw-secure's bytes go (framed, summed over senders and receivers' copies)."""
+    by = sol.extra.get("bytes_by_type", {})
+    get = lambda *names: sum(by.get(n, [0, 0])[1] for n in names)  # noqa: E731
+    return (f"  secure: {sol.extra['secure_products']} products; masked blocks "
+            f"{_fmt_bytes(get('MaskedBlock'))} (once: each party's n x p_k block, one-time-padded, "
+            f"to every other party), masked vectors {_fmt_bytes(get('MaskedVector'))}, result "
+            f"shares {_fmt_bytes(get('ResultShare'))}, dealer triples "
+            f"{_fmt_bytes(get('TripleToHolder', 'TripleToPeer'))}, indices and selections "
+            f"{_fmt_bytes(get('SecureIndex', 'Selections'))}")
 
 
 def _plot(sol, path):

@@ -277,8 +277,9 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
                                          float(label_bound))
             noise_plan.details["outlook"] = outlook
             if outlook["hopeless"]:
-                warnings.warn("DP-BCFW-AS is not expected to learn with this noise: "
-                              + "; ".join(outlook["reasons"]) + ". dp-bcfw-secure releases "
+                warnings.warn("DP-BCFW-AS is expected to learn little with this noise: "
+                              + "; ".join(outlook["reasons"]) + " (measured runs in this regime "
+                              "removed 0-25% of the gap f(0) - f(opt)). dp-bcfw-secure releases "
                               "aggregates instead (docs/vertical.md, 'Where DP-BCFW-AS learns')",
                               P.HopelessNoiseWarning, stacklevel=2)
         if ck:

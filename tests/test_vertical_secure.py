@@ -234,3 +234,54 @@ def test_learns_at_moderate_n():
     sol = _private(D, iterations=100, epsilon=4.0, row_clip=2.0, max_features=5, reference=True)
     gap = sol.initial_objective - sol.reference.objective
     assert (sol.initial_objective - sol.final_objective) / gap > 0.5
+
+
+def test_needs_two_parties():
+    with pytest.raises(InputError, match="at least 2 parties"):
+        _private(_data(n=100, d=12, K=1))
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["--row-clip", "-1"], "row_clip must be a positive finite number, got -1.0"),
+    (["--max-features", "0"], "got 0"),
+    (["--sampling", "serial"], "sampling 'elementary'"),
+])
+def test_cli_bad_input_exits_2(extra, needle, capsys):
+    from vflpriv.cli.main import main
+
+    code = main(["run", "--data", "synthetic:n=200,d=20", "--parties", "2", "--algorithm",
+                 "dp-bcfw-secure", "--iterations", "2", "--epsilon", "1", "--delta", "1e-6",
+                 "--feature-bound", "1", "--label-bound", "1", "--seed", "0", *extra])
+    err = capsys.readouterr().err
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_run_json_reports_the_secure_bytes(tmp_path, capsys):
+    import json
+
+    from vflpriv.cli.main import main
+
+    out = tmp_path / "s.json"
+    assert main(["run", "--data", "synthetic:n=300,d=24", "--parties", "3", "--algorithm",
+                 "dp-bcfw-secure", "--iterations", "5", "--epsilon", "2", "--delta", "1e-6",
+                 "--feature-bound", "1", "--label-bound", "1", "--row-clip", "2", "--seed", "0",
+                 "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["algorithm"] == "dp-bcfw-secure" and doc["private"] is True
+    assert doc["epsilon_spent"]["rdp"] <= 2.0 + 1e-9
+    assert doc["secure"]["bytes_by_type"]["MaskedBlock"][0] == 3 * 2
+    assert "secure:" in capsys.readouterr().out
+
+
+def test_bench_utility_smoke(tmp_path, capsys):
+    import json
+
+    from vflpriv.cli.main import main
+
+    out = tmp_path / "u.json"
+    assert main(["bench", "utility", "--n", "400", "--d", "24", "--epsilons", "2",
+                 "--iterations", "3", "--json", str(out), "--plot", str(tmp_path / "u.png")]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert {r["algorithm"] for r in rows} == {"dp-bcfw", "dp-bcfw-secure", "dpfw"}
+    assert all(r["epsilon_spent"] <= 2.0 + 1e-9 for r in rows)
+    assert (tmp_path / "u.png").stat().st_size > 0

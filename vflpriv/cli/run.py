@@ -242,6 +242,10 @@ def run(args) -> int:
         sys.stderr.write(f"\nvflpriv run: {exc}\n")
         return 1
     out = sol.to_dict()
+    if sol.algorithm == "dp-bcfw-secure":
+        out["secure"] = {k: sol.extra[k] for k in ("secure_products", "frac_bits", "feature_cap",
+                                                   "row_clips", "setup_seconds",
+                                                   "bytes_by_type")}
     if args.compare_calibration and math.isfinite(epsilon) and args.algorithm == "dp-bcfw":
         # on the run's own sketch (an unseeded run's sketch comes from entropy, not from kw)
         out["calibration_comparison"] = calibration_comparison(

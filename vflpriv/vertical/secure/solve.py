@@ -44,6 +44,9 @@ def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, 
         raise InputError("checkpoints are not implemented for dp-bcfw-secure")
     F = SP.check_feature_cap(max_features)
     K, n, T = data.K, data.n, int(iterations)
+    if K < 2:
+        raise InputError(f"dp-bcfw-secure needs at least 2 parties (it computes cross-party "
+                         f"products), got {K}")
     private = math.isfinite(epsilon)
     if row_clip is not None:
         SP.check_row_clip(row_clip)

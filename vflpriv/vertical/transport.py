@@ -36,13 +36,16 @@ class Meter:
         self._rows = defaultdict(_rounds)
         self.by_type = defaultdict(_pair)   # message class name -> [count, framed bytes]
 
-    def record(self, party: int, direction: str, round: int, frame_len: int, kind: str):
+    def record(self, party: int, direction: str, round: int, frame_len: int, kind: str | None):
+        """Count one frame for ``party`` in ``direction``; ``kind=None`` leaves the per-type
+        tally alone (the receiving end of a party-to-party message already counted once)."""
         row = self._rows[(int(party), direction)][int(round)]
         row[0] += frame_len - HEADER_BYTES
         row[1] += frame_len
         row[2] += 1
-        self.by_type[kind][0] += 1
-        self.by_type[kind][1] += frame_len
+        if kind is not None:
+            self.by_type[kind][0] += 1
+            self.by_type[kind][1] += frame_len
 
     def parties(self):
         return sorted({p for p, _ in self._rows})

@@ -74,10 +74,7 @@ class Network:
         out = []
         for d in dsts:
             self.meter.record(src, UP, t, len(frame), type(msg).__name__)
-            row = self.meter._rows[(int(d), DOWN)][int(t)]
-            row[0] += len(frame) - SM.HEADER_BYTES
-            row[1] += len(frame)
-            row[2] += 1
+            self.meter.record(d, DOWN, t, len(frame), None)
             self.peer_bytes += len(frame)
             out.append(SM.decode(frame)[0])
         return out

@@ -286,7 +286,9 @@ def _summary(sol, out):
     if sol.privacy:
         w(f"  {'deployment: ' if sol.deployment else ''}{sol.deployment_note}\n")
     if not sol.privacy:
-        w("  privacy: none (non-private run: exact scores and noiseless columns are shared)\n")
+        what = ("exact cross-products A_k^T a_j are revealed" if sol.algorithm == "dp-bcfw-secure"
+                else "exact scores and noiseless columns are shared")
+        w(f"  privacy: none (non-private run: {what})\n")
     else:
         pr = sol.privacy
         vals = ", ".join(f"{k}={v:.4g}" for k, v in pr["epsilon_spent"].items()

@@ -82,9 +82,18 @@ def test_fit_intercept_without_privacy_and_refused_with_it():
     est.fit(X, y + 5.0)
     assert est.intercept_ == pytest.approx(5.0, abs=0.05)
     assert est.score(X, y + 5.0) > 0.95
-    with pytest.raises(InputError, match="fit_intercept=True with a finite epsilon"):
-        VerticalDPLasso(fit_intercept=True, epsilon=1.0, delta=1e-5, feature_bound=1.0,
-                        label_bound=1.0).fit(X, y)
+    # private: the intercept is a constant column of the first party, accounted like the rest
+    rng = np.random.default_rng(3)
+    Xb = pd.DataFrame(rng.uniform(-1, 1, (20000, 6)), columns=COLS)
+    yb = 0.6 * Xb["a"] + 0.4
+    kw = dict(algorithm="dp-bcfw-secure", epsilon=4.0, delta=1e-6, feature_bound=1.0,
+              label_bound=1.0, row_clip=2.0, max_features=3, max_iter=60, random_state=0)
+    priv = VerticalDPLasso(fit_intercept=True, **kw).fit(Xb, yb)
+    none = VerticalDPLasso(**kw).fit(Xb, yb)
+    assert priv.coef_.shape == (6,) and [len(b) for b in priv.blocks_] == [3, 3]
+    assert priv.intercept_ == pytest.approx(0.4, abs=0.1)
+    assert priv.score(Xb, yb) > 0.8 > none.score(Xb, yb)
+    assert priv.privacy_["epsilon_spent"]["rdp"] <= 4.0 + 1e-9
     yc = np.where(y > 0, "p", "n")
     lg = VerticalDPLogistic(eta=3.0, max_iter=200, fit_intercept=True, random_state=0).fit(X, yc)
     assert lg.score(X, yc) > 0.9 and np.isfinite(lg.intercept_)

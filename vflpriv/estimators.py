@@ -22,9 +22,11 @@ the order of the dict.  Predict checks the column names against ``feature_names_
 
 ``fit_intercept=True``: without privacy, X's columns and y are centred for the fit (least squares;
 sparse X is densified) and ``intercept_ = mean(y) - mean(X) coef_``; for logistic regression the
-intercept is then the 1-D minimizer of the loss given ``coef_``.  With a finite epsilon it is
-refused: the intercept is a function of every label and would need its own accounted release,
-which is not implemented.
+intercept is then the 1-D minimizer of the loss given ``coef_``.  With a finite epsilon the
+intercept is a feature: a constant column c = min(1, feature_bound) added to the first party's
+block, selected, released and accounted like every other column (no separate release), so
+``intercept_ = c x_0`` is bounded by that party's l1 ball (|intercept_| <= c eta): centre y
+beforehand if its offset may exceed that.
 
 ``random_state=None`` draws noise, sketch and sampling from OS entropy; an integer makes the fit
 reproducible and marks it not for deployment (``solution_.deployment`` is False).
@@ -156,11 +158,6 @@ class _VerticalBase(BaseEstimator):
         d = X.shape[1]
         blocks, party_names = self._blocks(X, part, d)
         private = self._private()
-        if self.fit_intercept and private:
-            raise InputError("fit_intercept=True with a finite epsilon is not supported: the "
-                             "intercept depends on every label and would need its own accounted "
-                             "release; centre y (and X) with public or separately released "
-                             "means and use fit_intercept=False")
         if not private and not _NON_PRIVATE_SAID:
             _NON_PRIVATE_SAID = True
             warnings.warn(f"{type(self).__name__}: epsilon=inf is a non-private fit (BCFW-AS): the "
@@ -168,7 +165,17 @@ class _VerticalBase(BaseEstimator):
                           "feature_bound and label_bound for a differentially private fit "
                           "(said once per process)", NonPrivateFitWarning, stacklevel=3)
         Xf, yf, x_mean, y_mean = X, y_internal, None, 0.0
-        if self.fit_intercept and self._loss == "squared":
+        const = None
+        if self.fit_intercept and private:
+            # the intercept as a feature: a constant column c = min(1, B_a) in the first party's
+            # block (the label holder; every party holds y), so it is selected, released and
+            # accounted like any other column, inside that party's l1 ball
+            const = min(1.0, float(self.feature_bound)) if self.feature_bound else 1.0
+            Xf = sp.hstack([sp.csc_matrix(np.full((X.shape[0], 1), const)), sp.csc_matrix(X)],
+                           format="csc") if sp.issparse(X) else \
+                np.hstack([np.full((X.shape[0], 1), const), np.asarray(X)])
+            blocks = [np.concatenate([[0], blocks[0] + 1])] + [b + 1 for b in blocks[1:]]
+        elif self.fit_intercept and self._loss == "squared":
             Xd = X.toarray() if sp.issparse(X) else np.asarray(X)
             x_mean = Xd.mean(axis=0)
             y_mean = float(np.mean(y_internal))
@@ -186,14 +193,18 @@ class _VerticalBase(BaseEstimator):
                         max_features=self.max_features)
         self.coef_ = np.asarray(sol.x, dtype=float)
         self.intercept_ = 0.0
-        if self.fit_intercept:
+        if const is not None:
+            self.intercept_ = float(const * self.coef_[0])
+            self.coef_ = self.coef_[1:]
+        elif self.fit_intercept:
             if self._loss == "squared":
                 self.intercept_ = float(y_mean - x_mean @ self.coef_)
             else:
                 self.intercept_ = _logistic_intercept(X @ self.coef_, y_internal)
         self.history_ = np.asarray(sol.objective, dtype=float)
         self.n_iter_ = sol.iterations
-        self.blocks_ = [b.copy() for b in data.blocks]
+        self.blocks_ = [b.copy() for b in data.blocks] if const is None else \
+            [data.blocks[0][1:] - 1] + [b - 1 for b in data.blocks[1:]]
         self.bytes_ = None if sol.uplink is None else {
             "uplink": list(sol.uplink), "uplink_framed": list(sol.uplink_framed),
             "downlink": list(sol.downlink), "downlink_framed": list(sol.downlink_framed),

@@ -285,3 +285,14 @@ def test_bench_utility_smoke(tmp_path, capsys):
     assert {r["algorithm"] for r in rows} == {"dp-bcfw", "dp-bcfw-secure", "dpfw"}
     assert all(r["epsilon_spent"] <= 2.0 + 1e-9 for r in rows)
     assert (tmp_path / "u.png").stat().st_size > 0
+
+
+def test_full_plan_spends_exactly_the_calibrated_epsilon():
+    # F = 1: every party's first selection is its only new feature, so the run releases the
+    # worst-case plan (T K selections, K F features) and the ledger spends what was calibrated
+    D = _data()
+    sol = _private(D, max_features=1, iterations=5)
+    assert sum(sol.released) == D.K
+    eps = get_accountant("rdp").epsilon(sol.ledger.event(), 1e-6)
+    assert eps == pytest.approx(sol.noise_plan.epsilon, rel=1e-6)
+    assert eps <= 2.0 + 1e-9

@@ -94,8 +94,11 @@ class SecureParty:
             np.clip(A.data, -feature_bound, feature_bound, out=A.data)
             norms = np.sqrt(np.asarray(A.multiply(A).sum(axis=1)).ravel())
             scale = np.ones_like(norms)
-            big = norms > row_clip
-            scale[big] = row_clip / norms[big]
+            # a relative margin far above float rounding, so that no rounding in the norm or the
+            # scaling can leave a row above C (truncation to fixed point only shrinks it further)
+            target = row_clip * (1.0 - 1e-9)
+            big = norms > target
+            scale[big] = target / norms[big]
             A = sp.diags(scale) @ A
             y = np.clip(y, -label_bound, label_bound)
         A = sp.csr_matrix(A)

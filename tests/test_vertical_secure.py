@@ -296,3 +296,25 @@ def test_full_plan_spends_exactly_the_calibrated_epsilon():
     eps = get_accountant("rdp").epsilon(sol.ledger.event(), 1e-6)
     assert eps == pytest.approx(sol.noise_plan.epsilon, rel=1e-6)
     assert eps <= 2.0 + 1e-9
+
+
+def test_every_party_keeps_its_own_ledger_and_can_refuse(monkeypatch):
+    D = _data()
+    sol = _private(D)
+    server = [(r.round, r.note, r.event) for r in sol.ledger.records]
+    for led in sol.extra["party_ledgers"]:
+        assert [(r.round, r.note, r.event) for r in led.records] == server
+    # a party whose own ledger has (almost) no budget left refuses before drawing its noise,
+    # even though the server's filter accepted the round
+    import vflpriv.vertical.privacy as VP
+
+    class Spent(VP.MemoryLedger):
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.append(Gaussian(2.3838, 1.0, neighboring="replace_one"))
+
+    server_led = VP.MemoryLedger(budget={"epsilon": 2.0, "delta": 1e-6})
+    monkeypatch.setattr(VP, "MemoryLedger", Spent)
+    with pytest.raises(BudgetExceeded, match="nothing was released"):
+        _private(D, ledger=server_led)
+    assert len(server_led.records) == 1            # the server charged round 0; no party drew

@@ -175,6 +175,17 @@ class MemoryLedger(Ledger):
         self.records = []
         self._counts = {}
 
+    def __getstate__(self):              # the lock does not pickle; a fresh one on load
+        state = dict(self.__dict__)
+        state.pop("_lock", None)
+        return state
+
+    def __setstate__(self, state):
+        import threading
+
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def append(self, event, *, party="server", round=0, note=""):
         with self._lock:
             rec = LedgerRecord(seq=len(self.records), run_id=self.run_id, party=str(party),

@@ -18,6 +18,9 @@ Type codes start at 32 so that a frame of one protocol is never parsed as the ot
     38   MaskedVector   party l -> k      holder l u16, local index u32, n uint64: a_j + v   6 + 8 n
     39   ResultShare    party l -> k      holder l u16, local index u32, p_k uint64:
                                           l's share + fixed-point Gaussian noise           6 + 8 p_k
+    40   NewFeatures    server -> party   the holders of this round's new features: u16 each 2 K'
+                                          (each party charges the round's Gaussian to its own
+                                          ledger before any of its noise is drawn)
 
 Every share, mask and key that crosses a boundary is in these frames and so in the meter.
 """
@@ -171,8 +174,22 @@ class ResultShare:
         return cls(l, i, _u64(memoryview(b)[cls._S.size:]).copy())
 
 
+@dataclass
+class NewFeatures:
+    holders: list
+    TYPE = 40
+
+    def payload(self):
+        return np.asarray(self.holders, dtype="<u2").tobytes()
+
+    @classmethod
+    def parse(cls, b):
+        return cls([int(v) for v in np.frombuffer(b, dtype="<u2")])
+
+
 MESSAGE_TYPES = {c.TYPE: c for c in (SecureSetup, Selections, SecureIndex, MaskedBlock,
-                                     TripleToHolder, TripleToPeer, MaskedVector, ResultShare)}
+                                     TripleToHolder, TripleToPeer, MaskedVector, ResultShare,
+                                     NewFeatures)}
 
 
 def encode(msg, party: int, round: int) -> bytes:

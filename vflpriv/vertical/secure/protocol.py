@@ -121,7 +121,8 @@ class SecureParty:
         self.masked = {}                          # party l -> list of (row, E_l chunk)
         self.selected = []                        # own distinct features, in order
         self.feature_cap = None
-        self.t = 0
+        self.budget = None                        # the party's own BudgetFilter (private runs)
+        self.plan = None                          # (noise, b, Delta_sel, sigma, B_a, clips)
 
     # -- setup --------------------------------------------------------------------------------
     def setup(self, msg: SM.SecureSetup):
@@ -152,6 +153,27 @@ class SecureParty:
 
     def scores(self):
         return (np.asarray(self.AT @ (self.u - self.y)).ravel() + self.c) / self.n
+
+    def charge(self, event, t, note):
+        """The party's own check: its ledger must accept ``event`` before it draws any noise
+        (each party keeps every release of the run, since every one touches its people)."""
+        if self.budget is not None:
+            self.budget.charge(event, party=self.k, round=t, note=note)
+
+    def charge_selections(self, t):
+        from ..privacy import index_event
+
+        if self.budget is not None:
+            noise, b, sens = self.plan[:3]
+            self.charge(index_event(noise, b, sens, self.K), t, "secure: signed index")
+
+    def charge_features(self, msg: SM.NewFeatures, t):
+        from .privacy import round_feature_event
+
+        if self.budget is not None:
+            sigma, Ba, clips = self.plan[3:]
+            self.charge(round_feature_event(sigma, Ba, clips, msg.holders), t,
+                        "secure: cross-products")
 
     def select(self):
         g = self.scores()
@@ -236,6 +258,19 @@ def run_secure(data, *, eta, iterations, frac, private, noise_plan=None, budget_
                            index_scale=noise_plan.index_scale if private else 0.0,
                            sigma=noise_plan.feature_sigma if private else 0.0,
                            noise_seed=party_seeds[k]) for k in range(K)]
+    if private:
+        from accounting import BudgetFilter
+
+        from ..privacy import MemoryLedger
+
+        bf = budget_filter
+        for p in parties:
+            # each party's own ledger and filter, same budget and accountant as the server's
+            p.budget = BudgetFilter(MemoryLedger(budget={"epsilon": bf.epsilon,
+                                                         "delta": bf.delta}),
+                                    bf.epsilon, bf.delta, accountant=bf.accountant.name)
+            p.plan = (noise_plan.noise, noise_plan.index_scale, noise_plan.details["sens_index"],
+                      noise_plan.feature_sigma, float(feature_bound), clips)
     dealer = Dealer(keys, [p.p for p in parties], n, CHUNK_ROWS)
     for p in parties:
         p.setup(net.down(p.k, SM.SecureSetup(frac, feature_cap, K, n, dealer.mask_keys[p.k]), 0))
@@ -269,6 +304,7 @@ def run_secure(data, *, eta, iterations, frac, private, noise_plan=None, budget_
             msg = net.down(p.k, SM.Selections(prev), t)
             if t > 0:
                 p.apply(msg, gamma_prev)
+            p.charge_selections(t)
             reply = net.up(p.k, p.select(), t)
             s = reply.signed_index
             picks.append((abs(s) - 1, 1 if s > 0 else -1))
@@ -279,6 +315,8 @@ def run_secure(data, *, eta, iterations, frac, private, noise_plan=None, budget_
                                                          clips, [l for l, _ in new]),
                                      party=",".join(str(l) for l, _ in new), round=t,
                                      note="secure: cross-products")
+                for p in parties:
+                    p.charge_features(net.down(p.k, SM.NewFeatures([l for l, _ in new]), t), t)
             for l, i in new:
                 others = [k for k in range(K) if k != l]
                 to_holder, to_peer = dealer.triples(l, i, others)
@@ -314,4 +352,6 @@ def run_secure(data, *, eta, iterations, frac, private, noise_plan=None, budget_
     return SecureResult(x=x, objective=history, initial_objective=initial, meter=net.meter,
                         seconds=time.perf_counter() - t0 + setup_seconds, released=released,
                         selections=selections, products=products, frac_bits=frac,
-                        peer_bytes=net.peer_bytes, setup_seconds=setup_seconds)
+                        peer_bytes=net.peer_bytes, setup_seconds=setup_seconds,
+                        extra={"party_ledgers": [None if p.budget is None else p.budget.ledger
+                                                 for p in parties]})

@@ -87,6 +87,7 @@ def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, 
                    extra={"selections": res.selections, "secure_products": res.products,
                           "frac_bits": frac, "feature_cap": F, "row_clips": clips,
                           "setup_seconds": res.setup_seconds,
+                          "party_ledgers": res.extra["party_ledgers"],
                           "bytes_by_type": {k: list(v) for k, v in res.meter.by_type.items()}})
     if private:
         values, best = _privacy_report(led.event(), delta, report_accountants)

@@ -111,8 +111,8 @@ def test_messages_roundtrip():
             SM.SecureIndex(-7), SM.MaskedBlock(8, np.arange(6, dtype=np.uint64).reshape(2, 3)),
             SM.TripleToHolder(2, 5, bytes(16), np.arange(4, dtype=np.uint64)),
             SM.TripleToPeer(1, bytes(16)), SM.MaskedVector(1, 9, np.arange(5, dtype=np.uint64)),
-            SM.ResultShare(1, 9, np.arange(3, dtype=np.uint64))]
-    sizes = [25, 12, 4, 12 + 48, 22 + 32, 18, 6 + 40, 6 + 24]
+            SM.ResultShare(1, 9, np.arange(3, dtype=np.uint64)), SM.NewFeatures([0, 2])]
+    sizes = [25, 12, 4, 12 + 48, 22 + 32, 18, 6 + 40, 6 + 24, 4]
     for msg, size in zip(msgs, sizes):
         frame = SM.encode(msg, 1, 7)
         assert len(frame) == SM.HEADER_BYTES + size

@@ -7,7 +7,8 @@ risk against the certified reference optimum on the same product of l1 balls (co
 n).  Single runs with one seed (the machine is shared): expect run-to-run spread.
 
 n = 1e6 is off by default: the secure protocol's masked blocks (8 n p_k bytes per party, held by
-every other party) need about 16 GB in one process at d = 2000, K = 4.
+every other party) need about 16 GB in one process at d = 2000, K = 4, and on a 23 GB machine
+generating the synthetic data itself (1e8 nonzeros at density 0.05) ran out of memory.
 """
 from __future__ import annotations
 

@@ -25,6 +25,21 @@ def test_warns_before_anything_is_spent():
     assert led.records == []
 
 
+def test_threshold_separates_the_measured_regimes():
+    # docs/vertical.md: n = 1e5, K = 4, T = 50, B_a = B_y = eta = 1, Gumbel: eps 8 removed 13.9%
+    # (ratio 11.0, warned), eps 16 removed 45.8% (ratio 6.2, not warned)
+    from vflpriv.optim import get_loss
+    from vflpriv.vertical import privacy as P
+
+    sens = P.sensitivities(get_loss("squared"), 1.0, 1.0, 4.0, 100000, 1.0, 1.0)
+    out = {}
+    for eps in (8.0, 16.0):
+        plan = P.calibrate_accountant("gumbel", sens, eps, 1e-6, 50, 4, 0.5, "rdp")
+        out[eps] = P.learning_outlook(plan, sens, 4, 1.0, 1.0, 1.0, 1.0)
+    assert out[8.0]["hopeless"] and out[8.0]["ratio"] == pytest.approx(11.03, abs=0.01)
+    assert not out[16.0]["hopeless"] and out[16.0]["ratio"] == pytest.approx(6.18, abs=0.01)
+
+
 def test_no_warning_where_the_noise_is_small():
     # few releases, a large epsilon: predictor noise below the residual bound
     with warnings.catch_warnings():
@@ -36,7 +51,7 @@ def test_no_warning_where_the_noise_is_small():
 
 
 def test_cli_prints_one_warning_line(capsys):
-    code = main(["run", "--data", "synthetic:n=2000,d=200", "--parties", "4", "--iterations", "5",
+    code = main(["run", "--data", "synthetic:n=2000,d=200", "--parties", "4", "--iterations", "20",
                  "--epsilon", "4", "--delta", "1e-6", "--feature-bound", "1", "--label-bound", "1",
                  "--seed", "0"])
     err = capsys.readouterr().err

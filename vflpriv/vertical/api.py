@@ -278,8 +278,7 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
             noise_plan.details["outlook"] = outlook
             if outlook["hopeless"]:
                 warnings.warn("DP-BCFW-AS is expected to learn little with this noise: "
-                              + "; ".join(outlook["reasons"]) + " (measured runs in this regime "
-                              "removed 0-25% of the gap f(0) - f(opt)). dp-bcfw-secure releases "
+                              + "; ".join(outlook["reasons"]) + ". dp-bcfw-secure releases "
                               "aggregates instead (docs/vertical.md, 'Where DP-BCFW-AS learns')",
                               P.HopelessNoiseWarning, stacklevel=2)
         if ck:

@@ -196,7 +196,13 @@ class MemoryLedger(Ledger):
 
 
 class HopelessNoiseWarning(UserWarning):
-    """The planned noise of a DP-BCFW-AS run leaves nothing to learn from (public quantities)."""
+    """The planned noise of a DP-BCFW-AS run leaves little to learn from (public quantities)."""
+
+
+#: predictor noise / residual bound above which DP-BCFW-AS is expected to learn little: in the
+#: measurements of docs/vertical.md ("Where DP-BCFW-AS learns") runs above 10 removed at most 25%
+#: of the gap f(0) - f(opt), runs below 5 at least half
+HOPELESS_RATIO = 10.0
 
 
 def learning_outlook(plan: NoisePlan, sens: Sensitivity, parties: int, eta: float,
@@ -205,8 +211,9 @@ def learning_outlook(plan: NoisePlan, sens: Sensitivity, parties: int, eta: floa
 
     * predictor noise: after one round every per-sample predictor u_j = (J^T q_hat)_j carries the
       released features' noise, of standard deviation sigma c_J eta sqrt(K) (c_J the largest
-      column norm of J, K features of weight eta); when that exceeds the largest residual the
-      bounds allow, R + B_y, the residuals and hence the scores are dominated by noise;
+      column norm of J, K features of weight eta); when that exceeds ``HOPELESS_RATIO`` times the
+      largest residual the bounds allow, R + B_y, the residuals and hence the scores are
+      dominated by noise (the threshold is empirical: docs/vertical.md);
     * selection noise: a report-noisy-max scale b at least the largest possible score B_a L
       (|g_i| <= B_a L) selects nearly uniformly.
 
@@ -217,13 +224,15 @@ def learning_outlook(plan: NoisePlan, sens: Sensitivity, parties: int, eta: floa
     pred_noise = (plan.feature_sigma or 0.0) * max_column_norm * float(eta) * math.sqrt(parties)
     score_bound = Ba * sens.derivative_bound
     reasons = []
-    if pred_noise > resid:
+    ratio = pred_noise / resid
+    if ratio > HOPELESS_RATIO:
         reasons.append(f"the feature noise puts a standard deviation of {pred_noise:.3g} on every "
-                       f"per-sample predictor, {pred_noise / resid:.3g}x the largest residual the "
-                       f"bounds allow ({resid:.3g})")
+                       f"per-sample predictor, {ratio:.3g}x the largest residual the bounds allow "
+                       f"({resid:.3g}); measured runs above {HOPELESS_RATIO:g}x removed at most 25% "
+                       "of the gap f(0) - f(opt), runs below 5x at least half")
     if plan.index_scale >= score_bound:
         reasons.append(f"the selection noise scale {plan.index_scale:.3g} is at least the largest "
                        f"possible score ({score_bound:.3g})")
-    return {"predictor_noise": pred_noise, "residual_bound": resid,
+    return {"predictor_noise": pred_noise, "residual_bound": resid, "ratio": ratio,
             "index_scale": plan.index_scale, "score_bound": score_bound,
             "hopeless": bool(reasons), "reasons": reasons}

@@ -308,12 +308,12 @@ X0, Y0 = _X()
 
 # (id, callable, text the message must contain)
 API_CASES = [
-    ("fit-nan-X", _fit(X=_with(X0, (0, 0), np.nan)), "non-finite"),
-    ("fit-inf-y", _fit(y=_with(Y0, 3, np.inf)), "non-finite"),
+    ("fit-nan-X", _fit(X=_with(X0, (0, 0), np.nan)), "Input X contains NaN"),
+    ("fit-inf-y", _fit(y=_with(Y0, 3, np.inf)), "Input y contains infinity"),
     ("fit-y-wrong-length", _fit(y=Y0[:-1]), "29"),
-    ("fit-X-1d", _fit(X=X0[:, 0]), "2-dimensional"),
-    ("fit-no-features", _fit(X=X0[:, :0]), "got 0"),
-    ("fit-K-greater-than-d", _fit(parties=7), "K=7"),
+    ("fit-X-1d", _fit(X=X0[:, 0]), "Expected 2D array, got 1D array"),
+    ("fit-no-features", _fit(X=X0[:, :0]), "0 feature(s)"),
+    ("fit-K-greater-than-d", _fit(parties=7), "parties=7"),
     ("fit-eps-zero", _fit(epsilon=0), "got 0"),
     ("fit-eps-negative", _fit(epsilon=-1.0), "-1.0"),
     ("fit-delta-above-1", _fit(delta=2.0), "got 2.0"),

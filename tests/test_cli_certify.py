@@ -160,6 +160,11 @@ def test_demo_runs_the_example_plans(capsys):
     assert main(["demo"]) == 0
     out = capsys.readouterr().out
     assert "dpsgd-example" in out and "CERTIFIED" in out
+    # the private fit the demo points users to visibly learns, and each run explains its bytes
+    removed = [float(line.split("removed ")[1].split("%")[0]) for line in out.splitlines()
+               if line.startswith("  -> removed")]
+    assert len(removed) == 3 and removed[1] >= 50.0
+    assert out.count("  -> bytes:") == 3
 
 
 def test_tiny_delta_plan_over_target_is_not_certified(tmp_path, capsys):

@@ -1,4 +1,4 @@
-"""scikit-learn-style estimators over the vertical engine (paper 004, DP-BCFW-AS).
+"""scikit-learn estimators over the vertical engine (paper 004's DP-BCFW-AS, dp-bcfw-secure).
 
 >>> import numpy as np
 >>> from vflpriv.estimators import VerticalDPLasso
@@ -8,28 +8,57 @@
 >>> int(np.argmax(np.abs(est.coef_)))
 0
 
-Model: f(x) = (1/n) sum_j loss(X_j x, y_j) minimized over the product of per-party l1 balls of
-radius ``eta`` (no intercept: centre y / X beforehand if needed).  ``epsilon=inf`` is the
-non-private BCFW-AS; a finite epsilon needs ``delta``, ``feature_bound`` and ``label_bound``
-(declared ranges the data are clipped to; sensitivities come from them, docs/sensitivity.md).
-``random_state=None`` (the default) draws the noise, sketch and sampling from OS entropy; an
-integer makes the fit reproducible and marks it not for deployment
-(``solution_.deployment`` is False; docs/vertical.md, "Randomness for deployment").
+Model: f(x) = (1/n) sum_j loss(X_j x + b, y_j) over the product of per-party l1 balls of radius
+``eta``.  ``epsilon=inf`` (the default) is the non-private BCFW-AS (``fit`` says so once per
+process); a finite epsilon needs ``delta``, ``feature_bound`` and ``label_bound`` (declared ranges
+the data are clipped to; sensitivities come from them, docs/sensitivity.md).  For private least
+squares ``algorithm="dp-bcfw-secure"`` (with ``row_clip`` and ``max_features``) is the variant
+that learns at moderate n (docs/vertical.md); DP-BCFW-AS is the paper's algorithm.
 
-Fitted attributes: ``coef_`` (d,), ``history_`` (objective after each iteration), ``bytes_``
-(metered traffic per party), ``privacy_`` (the accountant's report of what the ledger spent;
-None when non-private), ``n_iter_``, ``solution_`` (the full :class:`vflpriv.vertical.Solution`).
+Partitions: ``partition="balanced"`` / ``"random"`` with ``parties``, explicit column-index groups,
+or, for a DataFrame, a dict ``{party: [column names]}``: every column of X must be in exactly one
+party (duplicates and missing columns are refused), and ``coef_`` is in X's column order whatever
+the order of the dict.  Predict checks the column names against ``feature_names_in_``.
+
+``fit_intercept=True``: without privacy, X's columns and y are centred for the fit (least squares;
+sparse X is densified) and ``intercept_ = mean(y) - mean(X) coef_``; for logistic regression the
+intercept is then the 1-D minimizer of the loss given ``coef_``.  With a finite epsilon the
+intercept is a feature: a constant column c = min(1, feature_bound) added to the first party's
+block, selected, released and accounted like every other column (no separate release), so
+``intercept_ = c x_0`` is bounded by that party's l1 ball (|intercept_| <= c eta): centre y
+beforehand if its offset may exceed that.
+
+``random_state=None`` draws noise, sketch and sampling from OS entropy; an integer makes the fit
+reproducible and marks it not for deployment (``solution_.deployment`` is False).
+
+Fitted attributes: ``coef_``, ``intercept_``, ``n_features_in_``, ``feature_names_in_`` (DataFrame
+input), ``history_`` (objective after each iteration, computed on the training data: a diagnostic,
+not a DP release; so is the divergence warning), ``bytes_``, ``privacy_`` (the accountant's report;
+None when non-private), ``n_iter_``, ``blocks_``, ``solution_``.  Fitted estimators pickle and
+clone; the pickle drops the ledger handle (the ledger file, if any, and ``privacy_`` remain).
 """
 from __future__ import annotations
 
+import copy
 import math
+import warnings
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .data import VerticalData, as_matrix
+from .data import VerticalData
 from .errors import InputError
 from .vertical import solve
+
+_NON_PRIVATE_SAID = False
+
+
+class NonPrivateFitWarning(UserWarning):
+    """A fit with epsilon=inf shares exact scores and raw (or noiseless sketched) columns."""
 
 
 class _VerticalBase(BaseEstimator):
@@ -39,7 +68,8 @@ class _VerticalBase(BaseEstimator):
                  delta=None, algorithm="dp-bcfw", sampling="elementary", rnm="laplace",
                  sketch="identity", sketch_dim=None, calibration="accountant", split=0.5,
                  feature_bound=None, label_bound=None, accountant="rdp", ledger=None,
-                 derivative_clip=None, random_state=None):
+                 derivative_clip=None, row_clip=None, max_features=10, fit_intercept=False,
+                 random_state=None):
         self.parties = parties
         self.partition = partition
         self.eta = eta
@@ -58,51 +88,126 @@ class _VerticalBase(BaseEstimator):
         self.accountant = accountant
         self.ledger = ledger
         self.derivative_clip = derivative_clip
+        self.row_clip = row_clip
+        self.max_features = max_features
+        self.fit_intercept = fit_intercept
         self.random_state = random_state
 
-    def _data(self, X, y, partition):
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        # a private fit draws noise: reproducible only with an integer random_state
+        tags.non_deterministic = self._private() and self.random_state is None
+        return tags
+
+    def _private(self):
+        try:
+            return math.isfinite(float(self.epsilon))
+        except (TypeError, ValueError):
+            return False
+
+    # -- data ---------------------------------------------------------------------------------
+    def _blocks(self, X, part, d):
+        """Column-index groups of X (in X's column order) for the partition ``part``."""
+        if isinstance(part, dict):
+            names = getattr(self, "feature_names_in_", None)
+            if names is None:
+                raise InputError("a dict partition {party: [column names]} needs X as a pandas "
+                                 "DataFrame with those column names")
+            pos = {str(c): i for i, c in enumerate(names)}
+            owner, blocks = {}, []
+            for p, cols in part.items():
+                if isinstance(cols, (str, bytes)) or not hasattr(cols, "__iter__"):
+                    raise InputError(f"party {p!r}: expected a list of column names, got {cols!r}")
+                idx = []
+                for c in cols:
+                    c = str(c)
+                    if c not in pos:
+                        raise InputError(f"party {p!r}: column {c!r} is not in X")
+                    if c in owner:
+                        raise InputError(f"column {c!r} is assigned twice (to party {owner[c]!r} "
+                                         f"and party {p!r})")
+                    owner[c] = p
+                    idx.append(pos[c])
+                if not idx:
+                    raise InputError(f"party {p!r} holds no columns")
+                blocks.append(np.sort(np.asarray(idx, dtype=np.int64)))
+            missing = [str(c) for c in names if str(c) not in owner]
+            if missing:
+                raise InputError(f"column {missing[0]!r} of X is in no party of the partition "
+                                 f"({len(missing)} unassigned)")
+            return blocks, [str(p) for p in part]
+        if isinstance(part, str):
+            K = self.parties
+            if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 1:
+                raise InputError(f"parties must be a positive integer, got {K!r}")
+            if K > d:
+                raise InputError(f"X has {d} feature(s) but parties={K}: every party needs at "
+                                 "least one column")
+            return VerticalData.from_arrays(sp.csc_matrix((1, d)), [0.0], part, parties=K,
+                                            seed=self.random_state).blocks, None
+        return VerticalData.from_arrays(sp.csc_matrix((1, d)), [0.0], part).blocks, None
+
+    def _validated(self, X, y):
+        return _one_line(validate_data, self, X, y, accept_sparse=["csc", "csr", "coo"],
+                         dtype=np.float64, y_numeric=self._loss == "squared", reset=True)
+
+    def _fit(self, X, y, partition, y_internal):
+        global _NON_PRIVATE_SAID
         from .vertical.api import check_seed
 
         check_seed(self.random_state, "random_state")
         part = self.partition if partition is None else partition
-        try:
-            import pandas as pd
-            is_df = isinstance(X, pd.DataFrame)
-        except ImportError:  # pragma: no cover - pandas is a dependency
-            is_df = False
-        if is_df and isinstance(part, dict):
-            frames = {}
-            for p, cols in part.items():
-                missing = [c for c in cols if c not in X.columns]
-                if missing:
-                    raise InputError(f"party {p!r}: column {missing[0]!r} is not in X")
-                frames[p] = X[list(cols)]
-            covered = sum(len(c) for c in part.values())
-            if covered != X.shape[1]:
-                raise InputError(f"the partition covers {covered} of the {X.shape[1]} columns of X")
-            return VerticalData.from_dataframes(frames, y)
-        if is_df:
-            self.feature_names_in_ = np.asarray([str(c) for c in X.columns], dtype=object)
-            X = X.to_numpy()          # as_matrix converts (and refuses complex values)
-        X = as_matrix(X, "X")          # named errors (non-finite, complex) say X, not A
-        K = None if not isinstance(part, str) else self.parties
-        return VerticalData.from_arrays(X, y, part, parties=K, seed=self.random_state)
-
-    def _fit(self, X, y, partition):
-        data = self._data(X, y, partition)
-        sol = solve(data, loss=self._loss, eta=self.eta, iterations=self.max_iter,
-                    algorithm=self.algorithm, sampling=self.sampling, epsilon=self.epsilon,
-                    delta=self.delta, rnm=self.rnm, sketch=self.sketch,
-                    sketch_dim=self.sketch_dim, calibration=self.calibration, split=self.split,
-                    feature_bound=self.feature_bound, label_bound=self.label_bound,
-                    accountant=self.accountant, ledger=self.ledger, seed=self.random_state,
-                    derivative_clip=self.derivative_clip)
-        # Columns of the data set are in the original order (partitions hold column indices).
+        d = X.shape[1]
+        blocks, party_names = self._blocks(X, part, d)
+        private = self._private()
+        if not private and not _NON_PRIVATE_SAID:
+            _NON_PRIVATE_SAID = True
+            warnings.warn(f"{type(self).__name__}: epsilon=inf is a non-private fit (BCFW-AS): the "
+                          "parties share exact scores and raw columns; set epsilon, delta, "
+                          "feature_bound and label_bound for a differentially private fit "
+                          "(said once per process)", NonPrivateFitWarning, stacklevel=3)
+        Xf, yf, x_mean, y_mean = X, y_internal, None, 0.0
+        const = None
+        if self.fit_intercept and private:
+            # the intercept as a feature: a constant column c = min(1, B_a) in the first party's
+            # block (the label holder; every party holds y), so it is selected, released and
+            # accounted like any other column, inside that party's l1 ball
+            const = min(1.0, float(self.feature_bound)) if self.feature_bound else 1.0
+            Xf = sp.hstack([sp.csc_matrix(np.full((X.shape[0], 1), const)), sp.csc_matrix(X)],
+                           format="csc") if sp.issparse(X) else \
+                np.hstack([np.full((X.shape[0], 1), const), np.asarray(X)])
+            blocks = [np.concatenate([[0], blocks[0] + 1])] + [b + 1 for b in blocks[1:]]
+        elif self.fit_intercept and self._loss == "squared":
+            Xd = X.toarray() if sp.issparse(X) else np.asarray(X)
+            x_mean = Xd.mean(axis=0)
+            y_mean = float(np.mean(y_internal))
+            Xf, yf = Xd - x_mean, y_internal - y_mean
+        data = VerticalData(Xf, yf, blocks, party_names=party_names or [])
+        with np.errstate(all="ignore"):
+            sol = solve(data, loss=self._loss, eta=self.eta, iterations=self.max_iter,
+                        algorithm=self.algorithm, sampling=self.sampling, epsilon=self.epsilon,
+                        delta=self.delta, rnm=self.rnm, sketch=self.sketch,
+                        sketch_dim=self.sketch_dim, calibration=self.calibration,
+                        split=self.split, feature_bound=self.feature_bound,
+                        label_bound=self.label_bound, accountant=self.accountant,
+                        ledger=self.ledger, seed=self.random_state,
+                        derivative_clip=self.derivative_clip, row_clip=self.row_clip,
+                        max_features=self.max_features)
         self.coef_ = np.asarray(sol.x, dtype=float)
+        self.intercept_ = 0.0
+        if const is not None:
+            self.intercept_ = float(const * self.coef_[0])
+            self.coef_ = self.coef_[1:]
+        elif self.fit_intercept:
+            if self._loss == "squared":
+                self.intercept_ = float(y_mean - x_mean @ self.coef_)
+            else:
+                self.intercept_ = _logistic_intercept(X @ self.coef_, y_internal)
         self.history_ = np.asarray(sol.objective, dtype=float)
         self.n_iter_ = sol.iterations
-        self.n_features_in_ = data.d
-        self.blocks_ = [b.copy() for b in data.blocks]
+        self.blocks_ = [b.copy() for b in data.blocks] if const is None else \
+            [data.blocks[0][1:] - 1] + [b - 1 for b in data.blocks[1:]]
         self.bytes_ = None if sol.uplink is None else {
             "uplink": list(sol.uplink), "uplink_framed": list(sol.uplink_framed),
             "downlink": list(sol.downlink), "downlink_framed": list(sol.downlink_framed),
@@ -110,55 +215,106 @@ class _VerticalBase(BaseEstimator):
             "uplink_full_gradient": list(sol.uplink_full_gradient), "meter": sol.meter}
         self.privacy_ = sol.privacy
         self.solution_ = sol
+        f0, fT = float(sol.initial_objective), float(sol.final_objective)
+        if not np.all(np.isfinite(self.history_)) or not np.all(np.isfinite(self.coef_)):
+            warnings.warn(f"{type(self).__name__}: the fit produced non-finite values (objective "
+                          f"{f0:.6g} -> {fT!r}); check the scale of X and y", ConvergenceWarning,
+                          stacklevel=3)
+        elif fT > f0 * (1 + 1e-12) + 1e-15:
+            warnings.warn(f"{type(self).__name__}: the fit diverged: the objective rose from "
+                          f"{f0:.6g} (the zero model) to {fT:.6g}"
+                          + ("; at this n and epsilon the noise dominates (docs/vertical.md)"
+                             if private else ""), ConvergenceWarning, stacklevel=3)
         return self
 
-    def _X(self, X):
-        if not hasattr(self, "coef_"):
-            raise InputError(f"{type(self).__name__} is not fitted yet; call fit first")
-        if hasattr(X, "to_numpy"):
-            X = X.to_numpy()          # as_matrix converts (and refuses complex values)
-        X = as_matrix(X, "X")
-        if X.shape[1] != self.coef_.shape[0]:
-            raise InputError(f"X has {X.shape[1]} features but the model was fitted on "
-                             f"{self.coef_.shape[0]}")
-        return X
+    def __getstate__(self):
+        state = super().__getstate__() if hasattr(super(), "__getstate__") else dict(self.__dict__)
+        state = dict(state)
+        sol = state.get("solution_")
+        if sol is not None and getattr(sol, "ledger", None) is not None:
+            sol = copy.copy(sol)
+            sol.ledger = None          # a file handle / lock; the ledger file and privacy_ remain
+            state["solution_"] = sol
+        return state
 
-    def decision_function(self, X):
-        return np.asarray(self._X(X) @ self.coef_).ravel()
+    def _X(self, X):
+        check_is_fitted(self, "coef_")
+        return _one_line(validate_data, self, X, accept_sparse=["csc", "csr", "coo"],
+                         dtype=np.float64, reset=False)
+
+    def _linear(self, X):
+        X = self._X(X)
+        return np.asarray(X @ self.coef_).ravel() + self.intercept_
+
+
+def _one_line(fn, *args, **kwargs):
+    """scikit-learn's validation, its errors as one InputError line (the array dumps dropped)."""
+    try:
+        return fn(*args, **kwargs)
+    except InputError:
+        raise
+    except ValueError as exc:
+        lines = [ln.strip() for ln in str(exc).splitlines()
+                 if ln.strip() and not ln.strip().startswith("array=")]
+        raise InputError(" ".join(lines).replace(": -", ":")) from None
+
+
+def _logistic_intercept(z, y):
+    """argmin_b mean log(1 + exp(-y (z + b))), y in {-1, +1} (1-D, convex)."""
+    from scipy.optimize import minimize_scalar
+
+    res = minimize_scalar(lambda b: float(np.mean(np.logaddexp(0.0, -y * (z + b)))),
+                          bounds=(-50.0, 50.0), method="bounded")
+    return float(res.x)
 
 
 class VerticalDPLasso(RegressorMixin, _VerticalBase):
-    """Least squares on the product of per-party l1 balls (a constrained Lasso), DP-BCFW-AS."""
+    """Least squares on the product of per-party l1 balls (a constrained Lasso)."""
 
     _loss = "squared"
 
     def fit(self, X, y, partition=None):
-        return self._fit(X, y, partition)
+        X, y = self._validated(X, y)
+        return self._fit(X, y, partition, np.asarray(y, dtype=np.float64))
 
     def predict(self, X):
-        return self.decision_function(X)
+        return self._linear(X)
 
 
 class VerticalDPLogistic(ClassifierMixin, _VerticalBase):
-    """Logistic regression (labels mapped to -1/+1) on the product of l1 balls, DP-BCFW-AS.
+    """Binary logistic regression (labels mapped to -1/+1) on the product of l1 balls.
 
     With a finite epsilon, ``label_bound`` is 1 after the mapping (set it to 1).
     """
 
     _loss = "logistic"
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        return tags
+
     def fit(self, X, y, partition=None):
-        y = np.asarray(y)
+        X, y = self._validated(X, y)
+        check_classification_targets(y)
         classes = np.unique(y)
-        if classes.shape[0] != 2:
-            raise InputError(f"VerticalDPLogistic needs exactly 2 classes in y, got {classes.shape[0]}")
+        if classes.shape[0] > 2:
+            raise InputError(f"Only binary classification is supported by VerticalDPLogistic; "
+                             f"y has {classes.shape[0]} classes")
+        if classes.shape[0] < 2:
+            raise InputError("VerticalDPLogistic needs 2 classes in y, got 1 class")
         self.classes_ = classes
-        return self._fit(X, np.where(y == classes[1], 1.0, -1.0), partition)
+        return self._fit(X, y, partition, np.where(y == classes[1], 1.0, -1.0))
+
+    def decision_function(self, X):
+        return self._linear(X)
 
     def predict_proba(self, X):
-        z = self.decision_function(X)
-        p1 = 1.0 / (1.0 + np.exp(-z))
+        from scipy.special import expit
+
+        p1 = expit(self._linear(X))
         return np.column_stack([1.0 - p1, p1])
 
     def predict(self, X):
-        return self.classes_[(self.decision_function(X) > 0).astype(int)]
+        z = self._linear(X)
+        return self.classes_[(z > 0).astype(int)]

@@ -10,6 +10,7 @@ import importlib
 TARGETS = {
     "accounting": "accounting: import time, DP-SGD epsilon (RDP, PLD), calibration; vs dp-accounting and opacus",
     "bcfw": "vertical engine: DP-BCFW-AS speed/memory (rcv1-sized), uplink compression, utility vs n, calibration",
+    "utility": "vertical privacy-utility frontier: dp-bcfw, dp-bcfw-secure, dpfw over epsilon and n, with a plot",
     "kernels": "kernels: fused noisy argmax and seeded sketches; compiled vs numpy reference, scikit-learn, scipy",
 }
 

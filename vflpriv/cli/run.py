@@ -34,7 +34,10 @@ def register(sub):
     p.add_argument("--parties", type=int, default=2, metavar="K", help="number of parties (default 2)")
     p.add_argument("--partition", default="balanced",
                    help="balanced (eq. 11) | random | explicit groups '0-9,12;10-11,13-19'")
-    p.add_argument("--algorithm", default="dp-bcfw", choices=["dp-bcfw", "bcfw", "fw", "dpfw", "dfw"])
+    p.add_argument("--algorithm", default="dp-bcfw",
+                   choices=["dp-bcfw", "bcfw", "fw", "dpfw", "dfw", "dp-bcfw-secure"],
+                   help="dp-bcfw-secure: cross-party products under secret sharing, released "
+                        "once per selected feature (least squares; docs/vertical.md)")
     p.add_argument("--loss", default="squared", choices=["squared", "logistic", "smoothed-hinge"])
     p.add_argument("--eta", type=float, default=1.0, help="l1 radius of each party's block")
     p.add_argument("--iterations", type=int, default=100)
@@ -58,6 +61,11 @@ def register(sub):
     p.add_argument("--label-bound", type=float, help="declared bound |y_j| <= B_y (labels clipped)")
     p.add_argument("--derivative-clip", type=float,
                    help="clip per-sample loss derivatives to [-c, c] (lowers the score sensitivity)")
+    p.add_argument("--row-clip", type=float, metavar="C",
+                   help="dp-bcfw-secure: clip each row of a party's block to l2 norm C "
+                        "(sensitivity of the released cross-products 2 B_a C per party)")
+    p.add_argument("--max-features", type=int, default=10, metavar="F",
+                   help="dp-bcfw-secure: distinct features per party (default 10)")
     p.add_argument("--ledger", metavar="FILE", help="append every release to this ledger file")
     p.add_argument("--log-releases", action="store_true",
                    help="print 'released round T' on stdout (flushed) once round T's released "
@@ -162,6 +170,24 @@ class _LogReleases:
         self.inner(t, f)
 
 
+class _warnings_now:
+    """Print the engine's warnings (e.g. hopeless noise, raised before anything is spent) as one
+    ``vflpriv run: warning: ...`` line on stderr the moment they are raised."""
+
+    def __enter__(self):
+        import warnings
+
+        self._cm = warnings.catch_warnings()
+        self._cm.__enter__()
+        warnings.simplefilter("default")
+        warnings.showwarning = lambda message, category, *a, **k: sys.stderr.write(
+            f"vflpriv run: warning: {message}\n")
+        return self
+
+    def __exit__(self, *exc):
+        return self._cm.__exit__(*exc)
+
+
 def run(args) -> int:
     from accounting import BudgetExceeded
 
@@ -183,7 +209,7 @@ def run(args) -> int:
     _check_paths(args)
     if args.seed is not None and args.seed < 0:
         raise InputError(f"--seed must be a non-negative integer, got {args.seed}")
-    private_algo = args.algorithm in ("dp-bcfw", "dpfw")
+    private_algo = args.algorithm in ("dp-bcfw", "dpfw", "dp-bcfw-secure")
     if args.epsilon is None:
         if private_algo:
             raise InputError(f"--algorithm {args.algorithm} needs --epsilon (a number, or inf "
@@ -216,18 +242,25 @@ def run(args) -> int:
               sketch=args.sketch, sketch_dim=args.sketch_dim, calibration=args.calibration,
               split=args.split, feature_bound=args.feature_bound, label_bound=args.label_bound,
               accountant=args.accountant, seed=args.seed, derivative_clip=args.derivative_clip)
+    if args.algorithm == "dp-bcfw-secure":
+        kw.update(row_clip=args.row_clip, max_features=args.max_features)
     ckpt = args.resume or args.checkpoint
     cli = {k: v for k, v in vars(args).items() if k not in ("func", "resume")}
     if args.ledger:
         cli["ledger"] = os.path.abspath(args.ledger)
     try:
-        sol = solve(data, ledger=args.ledger, reference=args.reference, callback=progress,
-                    checkpoint=ckpt, checkpoint_every=args.checkpoint_every,
-                    resume=bool(args.resume), checkpoint_extra={"cli": cli}, **kw)
+        with _warnings_now():
+            sol = solve(data, ledger=args.ledger, reference=args.reference, callback=progress,
+                        checkpoint=ckpt, checkpoint_every=args.checkpoint_every,
+                        resume=bool(args.resume), checkpoint_extra={"cli": cli}, **kw)
     except BudgetExceeded as exc:
         sys.stderr.write(f"\nvflpriv run: {exc}\n")
         return 1
     out = sol.to_dict()
+    if sol.algorithm == "dp-bcfw-secure":
+        out["secure"] = {k: sol.extra[k] for k in ("secure_products", "frac_bits", "feature_cap",
+                                                   "row_clips", "setup_seconds",
+                                                   "bytes_by_type")}
     if args.compare_calibration and math.isfinite(epsilon) and args.algorithm == "dp-bcfw":
         # on the run's own sketch (an unseeded run's sketch comes from entropy, not from kw)
         out["calibration_comparison"] = calibration_comparison(
@@ -263,10 +296,14 @@ def _summary(sol, out):
         w(f"  uplink {_fmt_bytes(up)} payload ({_fmt_bytes(sum(sol.uplink_framed))} framed); "
           f"raw columns would be {_fmt_bytes(naive)}, full gradients {_fmt_bytes(full)}\n")
         w(f"  downlink {_fmt_bytes(sum(sol.downlink))} payload\n")
+        if sol.algorithm == "dp-bcfw-secure":
+            w(_secure_bytes(sol) + "\n")
     if sol.privacy:
         w(f"  {'deployment: ' if sol.deployment else ''}{sol.deployment_note}\n")
     if not sol.privacy:
-        w("  privacy: none (non-private run: exact scores and noiseless columns are shared)\n")
+        what = ("exact cross-products A_k^T a_j are revealed" if sol.algorithm == "dp-bcfw-secure"
+                else "exact scores and noiseless columns are shared")
+        w(f"  privacy: none (non-private run: {what})\n")
     else:
         pr = sol.privacy
         vals = ", ".join(f"{k}={v:.4g}" for k, v in pr["epsilon_spent"].items()
@@ -274,6 +311,18 @@ def _summary(sol, out):
         w(f"  privacy: epsilon spent {pr['epsilon_spent']['best']:.4g} (best: "
           f"{pr['best_accountant']}; {vals}) at delta={pr['delta']:g}, target "
           f"{pr['target_epsilon']:g}, {pr['releases']} ledger records\n")
+
+
+def _secure_bytes(sol):
+    """Where dp-bcfw-secure's bytes go (framed, summed over senders and receivers' copies)."""
+    by = sol.extra.get("bytes_by_type", {})
+    get = lambda *names: sum(by.get(n, [0, 0])[1] for n in names)  # noqa: E731
+    return (f"  secure: {sol.extra['secure_products']} products; masked blocks "
+            f"{_fmt_bytes(get('MaskedBlock'))} (once: each party's n x p_k block, one-time-padded, "
+            f"to every other party), masked vectors {_fmt_bytes(get('MaskedVector'))}, result "
+            f"shares {_fmt_bytes(get('ResultShare'))}, dealer triples "
+            f"{_fmt_bytes(get('TripleToHolder', 'TripleToPeer'))}, indices and selections "
+            f"{_fmt_bytes(get('SecureIndex', 'Selections'))}")
 
 
 def _plot(sol, path):

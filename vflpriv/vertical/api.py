@@ -6,7 +6,9 @@ Algorithms (all on the same feasible set, the product of per-party l1 balls of r
 * ``bcfw``:    BCFW-AS, Algorithm 1, non-private, through the same protocol;
 * ``dfw``:     distributed FW (Bellet et al. 2015), the server moves the block with the largest gap;
 * ``fw``:      centralized Frank-Wolfe (Jaggi 2013), ``vflpriv.optim.frank_wolfe``;
-* ``dpfw``:    centralized DP-FW (Talwar, Thakurta, Zhang 2015), ``vflpriv.optim.dp_frank_wolfe``.
+* ``dpfw``:    centralized DP-FW (Talwar, Thakurta, Zhang 2015), ``vflpriv.optim.dp_frank_wolfe``;
+* ``dp-bcfw-secure``: DP-BCFW whose cross-party products are released once per selected feature,
+  computed under additive secret sharing (least squares; ``vflpriv.vertical.secure``).
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from .sketch import Sketch
 from .engine import _seeds
 from .checkpoint import Checkpointer, ReplayFilter, data_fingerprint, read_checkpoint
 
-ALGORITHMS = ("dp-bcfw", "bcfw", "dfw", "fw", "dpfw")
+ALGORITHMS = ("dp-bcfw", "bcfw", "dfw", "fw", "dpfw", "dp-bcfw-secure")
 #: accountants asked for the end-of-run report (PLD is exact-er but takes seconds)
 REPORT_ACCOUNTANTS = ("basic", "advanced", "optimal", "rdp", "pld")
 
@@ -178,7 +180,7 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
           label_bound=None, accountant="rdp", ledger=None, seed=None, release_cache=True,
           reference=False, callback=None, report_accountants=REPORT_ACCOUNTANTS,
           allow_biased_sketch=False, derivative_clip=None, checkpoint=None, checkpoint_every=1,
-          resume=False, checkpoint_extra=None) -> Solution:
+          resume=False, checkpoint_extra=None, row_clip=None, max_features=10) -> Solution:
     """Run ``algorithm`` on ``data`` (a :class:`vflpriv.data.VerticalData`); see module docstring.
 
     Private runs (finite ``epsilon``) need ``delta``, ``feature_bound`` and ``label_bound``; every
@@ -196,6 +198,9 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
     ``checkpoint_every`` rounds; ``resume=True`` continues the interrupted run from it without
     re-spending or re-releasing (``checkpoint.py``; private runs need a ledger file).
     ``checkpoint_extra`` (JSON-able) is stored in it for the caller (the CLI keeps its options).
+
+    ``row_clip`` (C) and ``max_features`` (F) are for ``dp-bcfw-secure``: each party scales the
+    rows of its block to l2 norm <= C, and selects at most F distinct features (docs/vertical.md).
     """
     if algorithm not in ALGORITHMS:
         raise InputError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
@@ -235,6 +240,17 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
         from ..outputs import check_output
 
         check_output(ledger, "ledger")
+    if algorithm == "dp-bcfw-secure":
+        from .secure import solve_secure
+
+        return solve_secure(data, loss=loss, eta=eta, iterations=int(iterations),
+                            sampling=sampling, epsilon=epsilon, delta=delta, rnm=rnm,
+                            sketch=sketch, calibration=calibration, split=split,
+                            feature_bound=feature_bound, label_bound=label_bound,
+                            accountant=accountant, ledger=ledger, seed=seed, reference=reference,
+                            callback=callback, report_accountants=report_accountants,
+                            derivative_clip=derivative_clip, checkpoint=checkpoint,
+                            row_clip=row_clip, max_features=max_features)
     if algorithm in ("fw", "dpfw"):
         if checkpoint is not None:
             raise InputError(f"checkpoints are for the vertical algorithms (dp-bcfw, bcfw, dfw), "
@@ -285,6 +301,17 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
             raise InputError("a private run with a checkpoint needs a ledger file (ledger=PATH, "
                              "--ledger): resuming must not spend again what an in-memory ledger "
                              "forgot")
+        if not ck:
+            # before anything is charged: say so when the planned noise leaves nothing to learn
+            outlook = P.learning_outlook(noise_plan, sens, parties, float(eta),
+                                         sk.max_column_norm(), float(feature_bound),
+                                         float(label_bound))
+            noise_plan.details["outlook"] = outlook
+            if outlook["hopeless"]:
+                warnings.warn("DP-BCFW-AS is expected to learn little with this noise: "
+                              + "; ".join(outlook["reasons"]) + ". dp-bcfw-secure releases "
+                              "aggregates instead (docs/vertical.md, 'Where DP-BCFW-AS learns')",
+                              P.HopelessNoiseWarning, stacklevel=2)
         if ck:
             ledger = ledger if ledger is not None else ck["ledger_path"]
             if not isinstance(ledger, Ledger) and not os.path.isfile(ledger):

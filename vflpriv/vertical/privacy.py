@@ -245,9 +245,63 @@ class MemoryLedger(Ledger):
     def refresh(self):
         pass
 
+    def __getstate__(self):              # the lock does not pickle; a fresh one on load
+        state = dict(self.__dict__)
+        state.pop("_lock", None)
+        return state
+
+    def __setstate__(self, state):
+        import threading
+
+        self.__dict__.update(state)
+        self._lock = threading.RLock()
+
     def append(self, event, *, party="server", round=0, note=""):
         with self._lock:
             rec = LedgerRecord(seq=len(self.records), run_id=self.run_id, party=str(party),
                                round=int(round), time=0.0, event=event, note=str(note))
             self._add(rec)
             return rec
+
+
+class HopelessNoiseWarning(UserWarning):
+    """The planned noise of a DP-BCFW-AS run leaves little to learn from (public quantities)."""
+
+
+#: predictor noise / residual bound above which DP-BCFW-AS is expected to learn little: in the
+#: measurements of docs/vertical.md ("Where DP-BCFW-AS learns") runs above 10 removed at most 25%
+#: of the gap f(0) - f(opt), runs below 5 at least half
+HOPELESS_RATIO = 10.0
+
+
+def learning_outlook(plan: NoisePlan, sens: Sensitivity, parties: int, eta: float,
+                     max_column_norm: float, feature_bound: float, label_bound: float) -> dict:
+    """Whether DP-BCFW-AS can learn at this noise, from public quantities only (no data).
+
+    * predictor noise: after one round every per-sample predictor u_j = (J^T q_hat)_j carries the
+      released features' noise, of standard deviation sigma c_J eta sqrt(K) (c_J the largest
+      column norm of J, K features of weight eta); when that exceeds ``HOPELESS_RATIO`` times the
+      largest residual the bounds allow, R + B_y, the residuals and hence the scores are
+      dominated by noise (the threshold is empirical: docs/vertical.md);
+    * selection noise: a report-noisy-max scale b at least the largest possible score B_a L
+      (|g_i| <= B_a L) selects nearly uniformly.
+
+    Returns the quantities and ``hopeless`` (either condition), with the reasons in words.
+    """
+    Ba = float(feature_bound)
+    resid = sens.z_bound + float(label_bound)
+    pred_noise = (plan.feature_sigma or 0.0) * max_column_norm * float(eta) * math.sqrt(parties)
+    score_bound = Ba * sens.derivative_bound
+    reasons = []
+    ratio = pred_noise / resid
+    if ratio > HOPELESS_RATIO:
+        reasons.append(f"the feature noise puts a standard deviation of {pred_noise:.3g} on every "
+                       f"per-sample predictor, {ratio:.3g}x the largest residual the bounds allow "
+                       f"({resid:.3g}); measured runs above {HOPELESS_RATIO:g}x removed at most 25% "
+                       "of the gap f(0) - f(opt), runs below 5x at least half")
+    if plan.index_scale >= score_bound:
+        reasons.append(f"the selection noise scale {plan.index_scale:.3g} is at least the largest "
+                       f"possible score ({score_bound:.3g})")
+    return {"predictor_noise": pred_noise, "residual_bound": resid, "ratio": ratio,
+            "index_scale": plan.index_scale, "score_bound": score_bound,
+            "hopeless": bool(reasons), "reasons": reasons}

@@ -15,21 +15,37 @@ from .messages import HEADER_BYTES, decode, encode
 UP, DOWN = "uplink", "downlink"
 
 
+def _row():
+    return [0, 0, 0]
+
+
+def _rounds():
+    return defaultdict(_row)
+
+
+def _pair():
+    return [0, 0]
+
+
 class Meter:
-    """Bytes per party, per direction, per round; payload and framed (payload + headers)."""
+    """Bytes per party, per direction, per round; payload and framed (payload + headers).
+    (Module-level default factories, not lambdas, so that a meter pickles.)"""
 
     def __init__(self):
         # (party, direction) -> {round: [payload, framed, messages]}
-        self._rows = defaultdict(lambda: defaultdict(lambda: [0, 0, 0]))
-        self.by_type = defaultdict(lambda: [0, 0])   # message class name -> [count, framed bytes]
+        self._rows = defaultdict(_rounds)
+        self.by_type = defaultdict(_pair)   # message class name -> [count, framed bytes]
 
-    def record(self, party: int, direction: str, round: int, frame_len: int, kind: str):
+    def record(self, party: int, direction: str, round: int, frame_len: int, kind: str | None):
+        """Count one frame for ``party`` in ``direction``; ``kind=None`` leaves the per-type
+        tally alone (the receiving end of a party-to-party message already counted once)."""
         row = self._rows[(int(party), direction)][int(round)]
         row[0] += frame_len - HEADER_BYTES
         row[1] += frame_len
         row[2] += 1
-        self.by_type[kind][0] += 1
-        self.by_type[kind][1] += frame_len
+        if kind is not None:
+            self.by_type[kind][0] += 1
+            self.by_type[kind][1] += frame_len
 
     def parties(self):
         return sorted({p for p, _ in self._rows})

@@ -1,0 +1,11 @@
+"""dp-bcfw-secure: vertical DP Frank-Wolfe with cross-party products under secret sharing.
+
+``ring`` (fixed point over Z_{2^64}, shares, AES-CTR PRG), ``beaver`` (the dealer-assisted
+matrix-vector product), ``messages`` (wire format), ``privacy`` (sensitivities, calibration),
+``protocol`` (parties, server, round loop), ``solve`` (the ``solve()`` branch).
+See docs/vertical.md ("dp-bcfw-secure") and docs/sensitivity.md (section 4).
+"""
+from .protocol import SecureParty, run_secure
+from .solve import solve_secure
+
+__all__ = ["run_secure", "solve_secure", "SecureParty"]

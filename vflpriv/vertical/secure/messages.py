@@ -1,0 +1,211 @@
+"""Wire format of the secure protocol (dp-bcfw-secure), framed like ``vertical.messages``.
+
+Frame = the same 12-byte header (version u8, type u8, party u16, round u32, payload length u32)
++ payload; ``party`` is the sender of a party's message and the addressee of a server's message.
+Type codes start at 32 so that a frame of one protocol is never parsed as the other.
+
+    type name           from -> to        payload                                         bytes
+    32   SecureSetup    server -> party   frac bits u8, feature cap u16, parties u16,
+                                          n u32, AES key of the party's matrix mask 16 B   25
+    33   Selections     server -> party   the previous round's signed indices: K int32     4 K
+    34   Index          party -> server   signed local index int32                          4
+    35   MaskedBlock    party k -> l      row offset u32, rows u32, cols u32, then
+                                          rows*cols uint64 of E_k = A_k - U_k (mod 2^64)    12 + 8 r c
+    36   TripleToHolder server -> l       recipient k u16, local index u32, AES key of the
+                                          vector mask v 16 B, then p_k uint64 (l's share
+                                          of U_k^T v)                                       22 + 8 p_k
+    37   TripleToPeer   server -> k       holder l u16, AES key of k's share of U_k^T v 16 B 18
+    38   MaskedVector   party l -> k      holder l u16, local index u32, n uint64: a_j + v   6 + 8 n
+    39   ResultShare    party l -> k      holder l u16, local index u32, p_k uint64:
+                                          l's share + fixed-point Gaussian noise           6 + 8 p_k
+    40   NewFeatures    server -> party   the holders of this round's new features: u16 each 2 K'
+                                          (each party charges the round's Gaussian to its own
+                                          ledger before any of its noise is drawn)
+
+Every share, mask and key that crosses a boundary is in these frames and so in the meter.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...errors import InputError
+from ..messages import HEADER, HEADER_BYTES, VERSION
+
+
+def _u64(b):
+    return np.frombuffer(b, dtype="<u8")
+
+
+def _u64_bytes(a):
+    return np.ascontiguousarray(a, dtype="<u8").tobytes()
+
+
+@dataclass
+class SecureSetup:
+    frac_bits: int
+    feature_cap: int
+    parties: int
+    n: int
+    mask_key: bytes
+    TYPE = 32
+    _S = struct.Struct("<BHHI16s")
+
+    def payload(self):
+        return self._S.pack(self.frac_bits, self.feature_cap, self.parties, self.n, self.mask_key)
+
+    @classmethod
+    def parse(cls, b):
+        return cls(*cls._S.unpack(b))
+
+
+@dataclass
+class Selections:
+    signed: list
+    TYPE = 33
+
+    def payload(self):
+        return np.asarray(self.signed, dtype="<i4").tobytes()
+
+    @classmethod
+    def parse(cls, b):
+        return cls([int(v) for v in np.frombuffer(b, dtype="<i4")])
+
+
+@dataclass
+class SecureIndex:
+    signed_index: int
+    TYPE = 34
+    _S = struct.Struct("<i")
+
+    def payload(self):
+        return self._S.pack(self.signed_index)
+
+    @classmethod
+    def parse(cls, b):
+        return cls(cls._S.unpack(b)[0])
+
+
+@dataclass
+class MaskedBlock:
+    row: int
+    block: np.ndarray          # rows x cols uint64
+    TYPE = 35
+    _S = struct.Struct("<III")
+
+    def payload(self):
+        r, c = self.block.shape
+        return self._S.pack(self.row, r, c) + _u64_bytes(self.block)
+
+    @classmethod
+    def parse(cls, b):
+        row, r, c = cls._S.unpack_from(b)
+        if len(b) != 12 + 8 * r * c:
+            raise InputError(f"MaskedBlock payload of {len(b)} bytes does not hold {r}x{c} words")
+        return cls(row, _u64(memoryview(b)[12:]).reshape(r, c))
+
+
+@dataclass
+class TripleToHolder:
+    peer: int
+    index: int
+    v_key: bytes
+    share: np.ndarray
+    TYPE = 36
+    _S = struct.Struct("<HI16s")
+
+    def payload(self):
+        return self._S.pack(self.peer, self.index, self.v_key) + _u64_bytes(self.share)
+
+    @classmethod
+    def parse(cls, b):
+        k, i, key = cls._S.unpack_from(b)
+        return cls(k, i, key, _u64(memoryview(b)[cls._S.size:]).copy())
+
+
+@dataclass
+class TripleToPeer:
+    holder: int
+    w_key: bytes
+    TYPE = 37
+    _S = struct.Struct("<H16s")
+
+    def payload(self):
+        return self._S.pack(self.holder, self.w_key)
+
+    @classmethod
+    def parse(cls, b):
+        return cls(*cls._S.unpack(b))
+
+
+@dataclass
+class MaskedVector:
+    holder: int
+    index: int
+    z: np.ndarray
+    TYPE = 38
+    _S = struct.Struct("<HI")
+
+    def payload(self):
+        return self._S.pack(self.holder, self.index) + _u64_bytes(self.z)
+
+    @classmethod
+    def parse(cls, b):
+        l, i = cls._S.unpack_from(b)
+        return cls(l, i, _u64(memoryview(b)[cls._S.size:]))
+
+
+@dataclass
+class ResultShare:
+    holder: int
+    index: int
+    share: np.ndarray
+    TYPE = 39
+    _S = struct.Struct("<HI")
+
+    def payload(self):
+        return self._S.pack(self.holder, self.index) + _u64_bytes(self.share)
+
+    @classmethod
+    def parse(cls, b):
+        l, i = cls._S.unpack_from(b)
+        return cls(l, i, _u64(memoryview(b)[cls._S.size:]).copy())
+
+
+@dataclass
+class NewFeatures:
+    holders: list
+    TYPE = 40
+
+    def payload(self):
+        return np.asarray(self.holders, dtype="<u2").tobytes()
+
+    @classmethod
+    def parse(cls, b):
+        return cls([int(v) for v in np.frombuffer(b, dtype="<u2")])
+
+
+MESSAGE_TYPES = {c.TYPE: c for c in (SecureSetup, Selections, SecureIndex, MaskedBlock,
+                                     TripleToHolder, TripleToPeer, MaskedVector, ResultShare,
+                                     NewFeatures)}
+
+
+def encode(msg, party: int, round: int) -> bytes:
+    body = msg.payload()
+    return HEADER.pack(VERSION, msg.TYPE, party, round, len(body)) + body
+
+
+def decode(frame: bytes):
+    """``(message, party, round)``; InputError on a malformed frame."""
+    if len(frame) < HEADER_BYTES:
+        raise InputError(f"truncated frame: {len(frame)} bytes, the header alone is {HEADER_BYTES}")
+    version, mtype, party, rnd, length = HEADER.unpack_from(frame)
+    if version != VERSION:
+        raise InputError(f"unsupported wire format version {version}")
+    if mtype not in MESSAGE_TYPES:
+        raise InputError(f"unknown secure-protocol message type {mtype}")
+    if len(frame) != HEADER_BYTES + length:
+        raise InputError(f"frame length {len(frame)} does not match header ({HEADER_BYTES} + {length})")
+    return MESSAGE_TYPES[mtype].parse(memoryview(frame)[HEADER_BYTES:]), party, rnd

@@ -1,0 +1,77 @@
+"""Sensitivities and calibration of dp-bcfw-secure (docs/sensitivity.md, section 4).
+
+Declared bounds |a_ij| <= B_a, |y_j| <= B_y, per-party l1 radius eta, and per-party row clipping
+C_k (each party scales every row of its block to l2 norm <= C_k; C_k is taken as
+min(row_clip, B_a sqrt(p_k)), the second being the bound that clipping entries already gives).
+Neighbours replace one person's row (``replace_one``); n is public.
+
+* selection of party k (report-noisy-max over the 2|candidates| signed scores
+  g_i = (a_i^T (A_k x_k - y) + c_i) / n, c = released cross-products, public):
+      Delta_sel = 2 B_a (B_a eta + B_y) / n
+* one newly selected feature j of party l: the K - 1 released vectors (A_k^T a_j + N_k)_{k != l}
+  together have L2 sensitivity  Delta_feat(l) = 2 B_a sqrt(sum_{k != l} C_k^2);
+  a round releasing features j_1..j_m is one Gaussian with sqrt(sum_i Delta_feat(l_i)^2).
+
+Worst-case plan: T rounds x K selections, K F feature releases of sensitivity max_l Delta_feat(l):
+``Composed(SelfComposed(SelfComposed(RNM, K), T), SelfComposed(Gaussian(sigma, sqrt(K) Delta), F))``
+(F Gaussians of sensitivity sqrt(K) Delta compose exactly as K F of sensitivity Delta), calibrated
+by ``vflpriv.vertical.privacy.calibrate_accountant`` with the split between the two parts.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...errors import InputError
+from .. import privacy as P
+
+
+def check_row_clip(v):
+    return P.check_bound("row_clip", v)
+
+
+def check_feature_cap(F):
+    if isinstance(F, bool) or not isinstance(F, (int, np.integer)) or F < 1:
+        raise InputError(f"max_features (distinct features per party) must be a positive integer, "
+                         f"got {F!r}")
+    return int(F)
+
+
+def row_clips(feature_bound, row_clip, block_sizes):
+    """C_k = min(row_clip, B_a sqrt(p_k)) per party (row_clip None: B_a sqrt(p_k), no clipping)."""
+    Ba = float(feature_bound)
+    out = []
+    for p in block_sizes:
+        nat = Ba * math.sqrt(p)
+        out.append(nat if row_clip is None else min(float(row_clip), nat))
+    return out
+
+
+def feature_sensitivity(feature_bound, clips, holder):
+    """L2 sensitivity of the K - 1 vectors released when party ``holder`` selects a new feature."""
+    return 2.0 * float(feature_bound) * math.sqrt(sum(c * c for k, c in enumerate(clips)
+                                                      if k != holder))
+
+
+def sensitivities(feature_bound, label_bound, eta, n, clips) -> P.Sensitivity:
+    Ba = P.check_bound("feature_bound", feature_bound)
+    By = P.check_bound("label_bound", label_bound)
+    L = Ba * float(eta) + By                      # |a_r^(k)T x_k - y_r| <= B_a eta + B_y
+    worst = max(feature_sensitivity(Ba, clips, l) for l in range(len(clips)))
+    return P.Sensitivity(z_bound=Ba * float(eta), derivative_bound=L, index=2.0 * Ba * L / n,
+                         feature=worst)
+
+
+def calibrate(noise, sens, epsilon, delta, rounds, parties, feature_cap, split, accountant):
+    """Noise (b, sigma) for the worst-case plan; see the module docstring."""
+    return P.calibrate_accountant(noise, sens, epsilon, delta, rounds, parties, split, accountant,
+                                  feature_rounds=feature_cap)
+
+
+def round_feature_event(sigma, feature_bound, clips, holders):
+    """One Gaussian for the round's new features (holders: the party of each)."""
+    from accounting import REPLACE_ONE, Gaussian
+
+    s2 = sum(feature_sensitivity(feature_bound, clips, l) ** 2 for l in holders)
+    return Gaussian(sigma, math.sqrt(s2), neighboring=REPLACE_ONE)

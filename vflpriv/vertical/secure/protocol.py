@@ -1,0 +1,357 @@
+"""dp-bcfw-secure: block-coordinate DP Frank-Wolfe whose cross-party terms are released once per
+selected feature, computed under additive secret sharing (docs/vertical.md, docs/sensitivity.md).
+
+Least squares, f(x) = (1/2n) ||A x - y||^2 over the product of per-party l1 balls (radius eta).
+Party k's block gradient is
+
+    n grad_k f = A_k^T (A_k x_k - y) + sum_{l != k} sum_{j in S_l} x_j A_k^T a_j,
+
+where S_l is the set of features party l has selected (x_l is supported on it).  The first sum is
+local to k (its own columns and the labels, which every party holds).  The cross-products
+A_k^T a_j are the only values that need another party's data: when party l selects feature j
+for the first time, every other party k obtains c_kj = A_k^T a_j + N(0, sigma^2 I) once, computed
+by the Beaver product of ``beaver.py`` so that neither k nor l sees the other's raw values, and
+keeps it (re-selections are free).  Each party holds at most F distinct features (``feature_cap``):
+once it has F, it selects among them only (its set is public, so the restriction is).
+
+One round t (every message framed, serialized and metered, ``messages.py``):
+
+1. Server charges the K selections (report-noisy-max) to the budget filter, then sends each
+   party ``Selections`` (the previous round's signed indices, from which every party updates the
+   public iterate x and its cross term c_k = sum_l sum_j x_j c_kj with gamma = 2/(t+1)).
+2. Party k: scores g = (A_k^T (A_k x_k - y) + c_k) / n on its candidates, signed report-noisy-max,
+   replies ``Index``.
+3. Server: for the features selected for the first time, charges one Gaussian for the round's
+   released vectors (before any noise is drawn), then runs the secure product of each new feature
+   with each other party's block.
+4. Server updates x with gamma_t = 2 / (t + 2) (elementary sampling: every party moves).
+
+With ``epsilon = inf`` no noise is drawn and nothing is clipped: the protocol computes the exact
+block gradients (to fixed-point precision) and picks the BCFW-AS vertices.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from ...errors import InputError
+from ..sketch import signed_argmax
+from ..transport import DOWN, UP, Meter
+from . import messages as SM
+from .beaver import Dealer, holder_shares, masked_block_chunks, peer_output
+from .ring import Prg, decode, encode
+
+#: rows per MaskedBlock frame (8192 x 500 columns = 32 MiB)
+CHUNK_ROWS = 8192
+
+
+class Network:
+    """Frames every message for real and meters it.  A party-to-party message counts as uplink of
+    its sender and downlink of its receiver; it travels on a direct (or end-to-end encrypted)
+    channel, never readable by the server.  A message sent to several parties is encoded once and
+    each receiver decodes the same immutable frame (in process, they share its memory)."""
+
+    def __init__(self):
+        self.meter = Meter()
+        self.peer_bytes = 0
+
+    def down(self, k, msg, t):
+        frame = SM.encode(msg, k, t)
+        self.meter.record(k, DOWN, t, len(frame), type(msg).__name__)
+        return SM.decode(frame)[0]
+
+    def up(self, k, msg, t):
+        frame = SM.encode(msg, k, t)
+        self.meter.record(k, UP, t, len(frame), type(msg).__name__)
+        return SM.decode(frame)[0]
+
+    def peer(self, src, dsts, msg, t):
+        frame = SM.encode(msg, src, t)
+        out = []
+        for d in dsts:
+            self.meter.record(src, UP, t, len(frame), type(msg).__name__)
+            self.meter.record(d, DOWN, t, len(frame), None)
+            self.peer_bytes += len(frame)
+            out.append(SM.decode(frame)[0])
+        return out
+
+
+class SecureParty:
+    """One data holder: its block (clipped when private), the labels, its noise generator, the
+    masked blocks of the other parties and the cross-products released to it."""
+
+    def __init__(self, k, A_k, y, eta, *, frac, private, feature_bound=None, label_bound=None,
+                 row_clip=None, noise=None, index_scale=0.0, sigma=0.0, noise_seed=None):
+        self.k, self.eta, self.f = k, float(eta), int(frac)
+        A = sp.csr_matrix(A_k, dtype=np.float64, copy=True)
+        y = np.asarray(y, dtype=np.float64)
+        self.private = private
+        if private:
+            np.clip(A.data, -feature_bound, feature_bound, out=A.data)
+            norms = np.sqrt(np.asarray(A.multiply(A).sum(axis=1)).ravel())
+            scale = np.ones_like(norms)
+            # a relative margin far above float rounding, so that no rounding in the norm or the
+            # scaling can leave a row above C (truncation to fixed point only shrinks it further)
+            target = row_clip * (1.0 - 1e-9)
+            big = norms > target
+            scale[big] = target / norms[big]
+            A = sp.diags(scale) @ A
+            y = np.clip(y, -label_bound, label_bound)
+        A = sp.csr_matrix(A)
+        # fixed point, truncated toward zero: entries and row norms stay within their bounds
+        A_fx = A.copy()
+        A_fx.data = encode(A.data, self.f)
+        A.data = decode(A_fx.data, self.f)
+        self.n, self.p = A.shape
+        self.A_csr, self.A_fx = A, A_fx
+        self.A_csc = A.tocsc()
+        self.AT = self.A_csc.T.tocsr()
+        self.A_fx_T = A_fx.T.tocsr()
+        self.y = y
+        self.noise, self.b, self.sigma = noise, float(index_scale), float(sigma)
+        self.rng = np.random.default_rng(noise_seed) if private else None
+        self.x = np.zeros(self.p)
+        self.u = np.zeros(self.n)                 # A_k x_k (own block, clipped data)
+        self.c = np.zeros(self.p)                 # sum_l sum_j x_j c_kj (released cross terms)
+        self.cross = {}                           # (holder l, its local index) -> c_kj
+        self.masked = {}                          # party l -> list of (row, E_l chunk)
+        self.selected = []                        # own distinct features, in order
+        self.feature_cap = None
+        self.budget = None                        # the party's own BudgetFilter (private runs)
+        self.plan = None                          # (noise, b, Delta_sel, sigma, B_a, clips)
+
+    # -- setup --------------------------------------------------------------------------------
+    def setup(self, msg: SM.SecureSetup):
+        self.mask_key, self.feature_cap, self.K = msg.mask_key, msg.feature_cap, msg.parties
+
+    def masked_blocks(self):
+        """E_k = A_k - U_k (mod 2^64) in row chunks, U_k from the mask key (offline phase)."""
+        return masked_block_chunks(self.A_fx, self.mask_key, CHUNK_ROWS)
+
+    def receive_block(self, sender, msg: SM.MaskedBlock):
+        self.masked.setdefault(sender, []).append((msg.row, msg.block))
+
+    # -- one round ----------------------------------------------------------------------------
+    def apply(self, msg: SM.Selections, gamma):
+        """Move the public iterate by the previous round's selections (step ``gamma``)."""
+        self.x *= 1.0 - gamma
+        self.u *= 1.0 - gamma
+        self.c *= 1.0 - gamma
+        for l, s in enumerate(msg.signed):
+            i, sign = abs(s) - 1, (1 if s > 0 else -1)
+            step = gamma * self.eta * sign
+            if l == self.k:
+                self.x[i] += step
+                lo, hi = self.A_csc.indptr[i], self.A_csc.indptr[i + 1]
+                self.u[self.A_csc.indices[lo:hi]] += step * self.A_csc.data[lo:hi]
+            else:
+                self.c += step * self.cross[(l, i)]
+
+    def scores(self):
+        return (np.asarray(self.AT @ (self.u - self.y)).ravel() + self.c) / self.n
+
+    def charge(self, event, t, note):
+        """The party's own check: its ledger must accept ``event`` before it draws any noise
+        (each party keeps every release of the run, since every one touches its people)."""
+        if self.budget is not None:
+            self.budget.charge(event, party=self.k, round=t, note=note)
+
+    def charge_selections(self, t):
+        from ..privacy import index_event
+
+        if self.budget is not None:
+            noise, b, sens = self.plan[:3]
+            self.charge(index_event(noise, b, sens, self.K), t, "secure: signed index")
+
+    def charge_features(self, msg: SM.NewFeatures, t):
+        from .privacy import round_feature_event
+
+        if self.budget is not None:
+            sigma, Ba, clips = self.plan[3:]
+            self.charge(round_feature_event(sigma, Ba, clips, msg.holders), t,
+                        "secure: cross-products")
+
+    def select(self):
+        g = self.scores()
+        cands = None if len(self.selected) < self.feature_cap else np.asarray(self.selected)
+        sub = g if cands is None else g[cands]
+        j, sign = signed_argmax(-sub, self.noise if self.private else None,
+                                self.b if self.private else 0.0, self.rng)
+        i = int(j) if cands is None else int(cands[j])
+        if i not in self.selected:
+            self.selected.append(i)
+        return SM.SecureIndex(sign * (i + 1))
+
+    # -- secure product, holder side (party l holds the selected column a_j) ------------------
+    def holder_messages(self, i, triples):
+        """``triples``: {k: TripleToHolder}.  Returns (MaskedVector for all k, {k: ResultShare}).
+        Noise for k is added to l's share here (l never sees the reconstructed value)."""
+        col = np.zeros(self.n, dtype=np.uint64)
+        a = self.A_csc[:, i]
+        col[a.indices] = encode(a.data, self.f)
+        keys = {t.v_key for t in triples.values()}
+        if len(keys) != 1:
+            raise InputError("the dealer sent different vector masks for one feature")
+        v = Prg(keys.pop()).uint64(self.n)
+        z = SM.MaskedVector(self.k, i, col + v)
+        shares = {}
+        for k, tr in triples.items():
+            s = holder_shares(self.masked[k], v, tr.share)
+            if self.private and self.sigma > 0:
+                s = s + _noise(self.rng, self.sigma, s.shape[0], 2 * self.f)
+            shares[k] = SM.ResultShare(self.k, i, s)
+        return z, shares
+
+    # -- secure product, peer side (party k holds the block) ----------------------------------
+    def peer_output(self, z: SM.MaskedVector, tr: SM.TripleToPeer, res: SM.ResultShare):
+        out = peer_output(self.A_fx_T, z.z, tr.w_key, res.share)
+        self.cross[(z.holder, z.index)] = decode(out, 2 * self.f)
+
+
+def _noise(rng, sigma, size, scale_bits):
+    from .ring import encode_round
+
+    return encode_round(rng.normal(0.0, sigma, size), scale_bits)
+
+
+@dataclass
+class SecureResult:
+    x: np.ndarray
+    objective: list
+    initial_objective: float
+    meter: Meter
+    seconds: float
+    released: list            # per party: distinct features whose cross-products were released
+    selections: list
+    products: int
+    frac_bits: int
+    peer_bytes: int
+    setup_seconds: float
+    extra: dict = field(default_factory=dict)
+
+
+def run_secure(data, *, eta, iterations, frac, private, noise_plan=None, budget_filter=None,
+               feature_bound=None, label_bound=None, clips=None, feature_cap=10, seed=None,
+               noise_key=None, callback=None) -> SecureResult:
+    """Run the protocol (module docstring).  ``clips``: per-party row clips C_k (private runs)."""
+    from ..engine import _seeds
+    from ..privacy import index_event
+    from .privacy import round_feature_event
+    from .ring import KeySource
+
+    K, n, T = data.K, data.n, int(iterations)
+    if private and (noise_plan is None or budget_filter is None):
+        raise InputError("a private secure run needs a noise plan and a budget filter")
+    t_setup = time.perf_counter()
+    _, _, noise_ss = _seeds(seed, noise_key)
+    party_seeds = noise_ss.spawn(K)
+    keys = KeySource(None if noise_key is not None else seed)
+    net = Network()
+    parties = [SecureParty(k, data.block(k), data.y, eta, frac=frac, private=private,
+                           feature_bound=feature_bound, label_bound=label_bound,
+                           row_clip=None if clips is None else clips[k],
+                           noise=noise_plan.noise if private else None,
+                           index_scale=noise_plan.index_scale if private else 0.0,
+                           sigma=noise_plan.feature_sigma if private else 0.0,
+                           noise_seed=party_seeds[k]) for k in range(K)]
+    if private:
+        from accounting import BudgetFilter
+
+        from ..privacy import MemoryLedger
+
+        bf = budget_filter
+        for p in parties:
+            # each party's own ledger and filter, same budget and accountant as the server's
+            p.budget = BudgetFilter(MemoryLedger(budget={"epsilon": bf.epsilon,
+                                                         "delta": bf.delta}),
+                                    bf.epsilon, bf.delta, accountant=bf.accountant.name)
+            p.plan = (noise_plan.noise, noise_plan.index_scale, noise_plan.details["sens_index"],
+                      noise_plan.feature_sigma, float(feature_bound), clips)
+    dealer = Dealer(keys, [p.p for p in parties], n, CHUNK_ROWS)
+    for p in parties:
+        p.setup(net.down(p.k, SM.SecureSetup(frac, feature_cap, K, n, dealer.mask_keys[p.k]), 0))
+    # offline phase: every party sends its masked block to every other party
+    for p in parties:
+        for row, block in p.masked_blocks():
+            msgs = net.peer(p.k, [q.k for q in parties if q.k != p.k], SM.MaskedBlock(row, block), 0)
+            for q, m in zip([q for q in parties if q.k != p.k], msgs):
+                q.receive_block(p.k, m)
+    setup_seconds = time.perf_counter() - t_setup
+
+    t0 = time.perf_counter()
+    x = np.zeros(data.d)
+    A = sp.csc_matrix(data.A)
+    u_eval = np.zeros(n)                          # A x on the data as given (evaluation only)
+    history, selections = [], []
+    initial = float(0.5 * np.mean(data.y ** 2))
+    prev = [0] * K
+    chosen = [set() for _ in range(K)]
+    released = [0] * K
+    products = 0
+    for t in range(T):
+        if private:
+            budget_filter.charge(index_event(noise_plan.noise, noise_plan.index_scale,
+                                             noise_plan.details["sens_index"], K),
+                                 party=",".join(map(str, range(K))), round=t,
+                                 note="secure: signed index")
+        gamma_prev = 2.0 / (t + 1.0)
+        picks = []
+        for p in parties:
+            msg = net.down(p.k, SM.Selections(prev), t)
+            if t > 0:
+                p.apply(msg, gamma_prev)
+            p.charge_selections(t)
+            reply = net.up(p.k, p.select(), t)
+            s = reply.signed_index
+            picks.append((abs(s) - 1, 1 if s > 0 else -1))
+        new = [(l, i) for l, (i, _) in enumerate(picks) if i not in chosen[l]]
+        if new and K > 1:
+            if private:
+                budget_filter.charge(round_feature_event(noise_plan.feature_sigma, feature_bound,
+                                                         clips, [l for l, _ in new]),
+                                     party=",".join(str(l) for l, _ in new), round=t,
+                                     note="secure: cross-products")
+                for p in parties:
+                    p.charge_features(net.down(p.k, SM.NewFeatures([l for l, _ in new]), t), t)
+            for l, i in new:
+                others = [k for k in range(K) if k != l]
+                to_holder, to_peer = dealer.triples(l, i, others)
+                holder = parties[l]
+                triples = {k: net.down(l, to_holder[k], t) for k in others}
+                z, shares = holder.holder_messages(i, triples)
+                zs = net.peer(l, others, z, t)
+                for k, zk in zip(others, zs):
+                    tp = net.down(k, to_peer[k], t)
+                    res = net.peer(l, [k], shares[k], t)[0]
+                    parties[k].peer_output(zk, tp, res)
+                    products += 1
+        for l, i in new:
+            chosen[l].add(i)
+            released[l] += 1
+        gamma = 2.0 / (t + 2.0)
+        x *= 1.0 - gamma
+        u_eval *= 1.0 - gamma
+        sel = []
+        for l, (i, sign) in enumerate(picks):
+            g = int(data.blocks[l][i])
+            step = gamma * eta * sign
+            x[g] += step
+            lo, hi = A.indptr[g], A.indptr[g + 1]
+            u_eval[A.indices[lo:hi]] += step * A.data[lo:hi]
+            sel.append((l, g, sign))
+        selections.append(sel)
+        prev = [sign * (i + 1) for i, sign in picks]
+        r = u_eval - data.y
+        history.append(float(0.5 * np.mean(r * r)))
+        if callback is not None:
+            callback(t, history[-1])
+    return SecureResult(x=x, objective=history, initial_objective=initial, meter=net.meter,
+                        seconds=time.perf_counter() - t0 + setup_seconds, released=released,
+                        selections=selections, products=products, frac_bits=frac,
+                        peer_bytes=net.peer_bytes, setup_seconds=setup_seconds,
+                        extra={"party_ledgers": [None if p.budget is None else p.budget.ledger
+                                                 for p in parties]})

@@ -1,0 +1,108 @@
+"""``solve(..., algorithm="dp-bcfw-secure")``: checks, calibration, ledger, and the Solution."""
+from __future__ import annotations
+
+import math
+import secrets
+
+import numpy as np
+
+from ...errors import InputError
+from . import privacy as SP
+from .protocol import run_secure
+from .ring import frac_bits
+
+#: noise beyond this many standard deviations is treated as impossible when sizing the ring
+#: (probability < 1e-300 per entry); a larger value would only wrap, a post-processing
+_NOISE_RANGE = 40.0
+
+
+def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, sketch,
+                 calibration, split, feature_bound, label_bound, accountant, ledger, seed,
+                 reference, callback, report_accountants, derivative_clip, checkpoint, row_clip,
+                 max_features):
+    from accounting import BudgetFilter
+
+    from ...optim import reference_optimum
+    from ..api import Solution, _open_ledger, _privacy_report
+
+    if loss.name != "squared":
+        raise InputError(f"dp-bcfw-secure fits least squares only (its cross-products are the "
+                         f"squared loss's Hessian blocks), got loss {loss.name!r}")
+    if str(sampling) != "elementary":
+        raise InputError(f"dp-bcfw-secure moves every party every round (sampling 'elementary'), "
+                         f"got sampling {sampling!r}")
+    if sketch != "identity":
+        raise InputError(f"dp-bcfw-secure releases no columns, so it takes no sketch; got "
+                         f"sketch {sketch!r}")
+    if calibration != "accountant":
+        raise InputError("dp-bcfw-secure is calibrated by the accountant (the paper's closed "
+                         "forms are for DP-BCFW-AS)")
+    if derivative_clip is not None:
+        raise InputError("derivative_clip does not apply to dp-bcfw-secure (its scores use the "
+                         "party's own partial residual; use row_clip to lower the sensitivity)")
+    if checkpoint is not None:
+        raise InputError("checkpoints are not implemented for dp-bcfw-secure")
+    F = SP.check_feature_cap(max_features)
+    K, n, T = data.K, data.n, int(iterations)
+    if K < 2:
+        raise InputError(f"dp-bcfw-secure needs at least 2 parties (it computes cross-party "
+                         f"products), got {K}")
+    private = math.isfinite(epsilon)
+    if row_clip is not None:
+        SP.check_row_clip(row_clip)
+    noise_plan = budget = led = clips = None
+    sigma = 0.0
+    if private:
+        clips = SP.row_clips(feature_bound, row_clip, [len(b) for b in data.blocks])
+        sens = SP.sensitivities(feature_bound, label_bound, eta, n, clips)
+        noise_plan = SP.calibrate(rnm, sens, epsilon, delta, T, K, F, split, accountant)
+        noise_plan.details.update(sens_index=sens.index, sens_feature=sens.feature,
+                                  row_clips=clips, feature_cap=F, algorithm="dp-bcfw-secure")
+        sigma = noise_plan.feature_sigma
+        led = _open_ledger(ledger, epsilon, delta)
+        # the ledger's header budget governs (issue #13), and the whole worst-case plan must fit
+        # in what remains before the first release
+        b_eps, b_delta = (led.governing_budget(epsilon, delta)
+                          if hasattr(led, "governing_budget") else (epsilon, delta))
+        budget = BudgetFilter(led, b_eps, b_delta, accountant=accountant)
+        budget.check_plan(noise_plan.event,
+                          advice=lambda: "a smaller epsilon, fewer iterations or a fresh ledger fits")
+        Ba = float(feature_bound)
+    else:
+        # non-private: the fixed-point range comes from the data (no privacy is claimed)
+        Ba = float(np.max(np.abs(data.A.data if hasattr(data.A, "data") and
+                                 not isinstance(data.A, np.ndarray) else data.A))) or 1.0
+    frac = frac_bits(n * Ba * Ba + _NOISE_RANGE * sigma + 1.0)
+    noise_key = None if seed is not None else secrets.randbits(128)
+    noise_seed = seed if seed is not None else secrets.randbits(128)
+    res = run_secure(data, eta=float(eta), iterations=T, frac=frac, private=private,
+                     noise_plan=noise_plan, budget_filter=budget, feature_bound=feature_bound,
+                     label_bound=label_bound, clips=clips, feature_cap=F, seed=noise_seed,
+                     noise_key=noise_key, callback=callback)
+    up = [res.meter.total(k, "uplink") for k in range(K)]
+    naive = [4 * T + 8 * n * r for r in res.released]
+    fullgrad = [8 * len(b) * T for b in data.blocks]
+    sol = Solution(algorithm="dp-bcfw-secure", x=res.x, objective=res.objective,
+                   initial_objective=res.initial_objective, iterations=T, seconds=res.seconds,
+                   K=K, n=n, seed=seed, uplink=up,
+                   uplink_framed=[res.meter.total(k, "uplink", True) for k in range(K)],
+                   downlink=[res.meter.total(k, "downlink") for k in range(K)],
+                   downlink_framed=[res.meter.total(k, "downlink", True) for k in range(K)],
+                   uplink_naive=naive, uplink_full_gradient=fullgrad, released=res.released,
+                   meter=res.meter, noise_plan=noise_plan, ledger=led,
+                   extra={"selections": res.selections, "secure_products": res.products,
+                          "frac_bits": frac, "feature_cap": F, "row_clips": clips,
+                          "setup_seconds": res.setup_seconds,
+                          "party_ledgers": res.extra["party_ledgers"],
+                          "bytes_by_type": {k: list(v) for k, v in res.meter.by_type.items()}})
+    if private:
+        values, best = _privacy_report(led.event(), delta, report_accountants)
+        sol.privacy = {"epsilon_spent": values, "best_accountant": best, "delta": delta,
+                       "target_epsilon": epsilon, "budget_accountant": accountant,
+                       "spent_by_budget_accountant": budget.spent(),
+                       "calibration": noise_plan.to_dict(), "releases": len(led.records),
+                       "neighboring": "replace_one"}
+    if reference:
+        sol.reference = reference_optimum(data.A, data.y, loss, blocks=data.blocks,
+                                          eta=float(eta), on_failure="flag")
+    return sol

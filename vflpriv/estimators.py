@@ -254,9 +254,16 @@ def _one_line(fn, *args, **kwargs):
     except InputError:
         raise
     except ValueError as exc:
-        lines = [ln.strip() for ln in str(exc).splitlines()
+        text = str(exc)
+        if text.startswith("Complex data not supported"):
+            # scikit-learn appends the whole array; name the problem instead
+            raise InputError("Complex data not supported: X (or y) holds complex values; only "
+                             "real numbers are") \
+                from None
+        lines = [ln.strip() for ln in text.splitlines()
                  if ln.strip() and not ln.strip().startswith("array=")]
-        raise InputError(" ".join(lines).replace(": -", ":")) from None
+        message = " ".join(lines).replace(": -", ":")
+        raise InputError(message if len(message) <= 300 else message[:297] + "...") from None
 
 
 def _logistic_intercept(z, y):

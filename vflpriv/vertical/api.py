@@ -301,17 +301,6 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
             raise InputError("a private run with a checkpoint needs a ledger file (ledger=PATH, "
                              "--ledger): resuming must not spend again what an in-memory ledger "
                              "forgot")
-        if not ck:
-            # before anything is charged: say so when the planned noise leaves nothing to learn
-            outlook = P.learning_outlook(noise_plan, sens, parties, float(eta),
-                                         sk.max_column_norm(), float(feature_bound),
-                                         float(label_bound))
-            noise_plan.details["outlook"] = outlook
-            if outlook["hopeless"]:
-                warnings.warn("DP-BCFW-AS is expected to learn little with this noise: "
-                              + "; ".join(outlook["reasons"]) + ". dp-bcfw-secure releases "
-                              "aggregates instead (docs/vertical.md, 'Where DP-BCFW-AS learns')",
-                              P.HopelessNoiseWarning, stacklevel=2)
         if ck:
             ledger = ledger if ledger is not None else ck["ledger_path"]
             if not isinstance(ledger, Ledger) and not os.path.isfile(ledger):
@@ -336,6 +325,18 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
                                              accountant))
         P.check_planned_spend(budget, noise_plan, sens, T, t0, smp.max_parties, pending, epsilon,
                              recal)
+        if not ck:
+            # before anything is charged (after the ledger and the plan are checked, so bad
+            # input stays one line): say so when the planned noise leaves nothing to learn
+            outlook = P.learning_outlook(noise_plan, sens, parties, float(eta),
+                                         sk.max_column_norm(), float(feature_bound),
+                                         float(label_bound))
+            noise_plan.details["outlook"] = outlook
+            if outlook["hopeless"]:
+                warnings.warn("DP-BCFW-AS is expected to learn little with this noise: "
+                              + "; ".join(outlook["reasons"]) + ". dp-bcfw-secure releases "
+                              "aggregates instead (docs/vertical.md, 'Where DP-BCFW-AS learns')",
+                              P.HopelessNoiseWarning, stacklevel=2)
         if ck:
             budget = ReplayFilter(budget, pending)
         clip = (float(feature_bound), float(label_bound), sens.z_bound, sens.derivative_bound)

@@ -57,7 +57,8 @@ __all__ = ["AuditMechanism", "REGISTRY", "UNAVAILABLE", "AUDIT_MODULES", "regist
            "claimed_epsilon", "audit_mechanism", "run_suite"]
 
 #: modules whose import registers audit mechanisms (each calls :func:`register`)
-AUDIT_MODULES = ["vflpriv.audit.mechanisms", "vflpriv.audit.vertical", "vflpriv.audit.horizontal"]
+AUDIT_MODULES = ["vflpriv.audit.mechanisms", "vflpriv.audit.vertical", "vflpriv.audit.horizontal",
+                 "vflpriv.audit.sparse"]
 
 #: name -> factory() -> AuditMechanism
 REGISTRY: dict = {}

@@ -6,7 +6,7 @@ that the smoothness of ``f_i`` is ``curvature * lambda_max(Z_i^T Z_i) / n_i`` (+
 
 Decisions (notes P000-7, B3):
 
-* ``squares``: 003's form ``f_i(x) = ||Z_i x - y_i||^2 / (2 n_i)``.  000 writes it without the 1/2;
+* ``squared``: 003's form ``f_i(x) = ||Z_i x - y_i||^2 / (2 n_i)``.  000 writes it without the 1/2;
   the two differ by a factor 2 in the objective and in the step size only.  Objectives reported by
   the engine are always in this form.
 * ``logistic``: labels in {-1, +1} (a two-valued label vector is mapped, the larger value to +1),
@@ -38,7 +38,7 @@ class Loss:
 
 
 class SquaredLoss(Loss):
-    name = "squares"
+    name = "squared"
     curvature = 1.0
 
     def value(self, u, y):
@@ -71,7 +71,7 @@ class LogisticLoss(Loss):
         return np.where(y == vals[1], 1.0, -1.0)
 
 
-LOSSES = {"squares": SquaredLoss, "logistic": LogisticLoss}
+LOSSES = {"squared": SquaredLoss, "logistic": LogisticLoss}
 
 
 def get_loss(name: str, l2: float = 0.0) -> Loss:

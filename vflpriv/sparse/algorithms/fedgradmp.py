@@ -93,7 +93,7 @@ class FedGradMP(Strategy):
 
     def local(self, ctx, X):
         shards, loss = ctx.shards, ctx.shards.loss
-        exact = not self.inexact and loss.name == "squares" and not loss.l2
+        exact = not self.inexact and loss.name == "squared" and not loss.l2
         for _ in range(self.local_steps):
             r = ctx.grad(X)
             cols, valid = merged_support(r, X, self.tau)

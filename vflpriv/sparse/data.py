@@ -96,8 +96,8 @@ def kmeans_partition(Z, n_clusters=10, parts_per_cluster=20, clusters_per_client
     Decisions (P000-12): k-means (scikit-learn, k-means++, n_init=3, seeded) on the raw features;
     parts drawn without replacement, so every row goes to exactly one client and there are
     n_clusters * parts_per_cluster / clusters_per_client clients (100 with the defaults); the
-    pairing is a seeded shuffle of the parts repaired until no client holds two parts of one
-    cluster.  Empty or tiny clusters give empty parts: a cluster smaller than its part count is
+    pairing is a seeded shuffle of the parts, repaired by random swaps (never increasing the
+    number of bad clients) until no client holds two parts of one cluster.  Empty or tiny clusters give empty parts: a cluster smaller than its part count is
     refused (name the numbers)."""
     from sklearn.cluster import KMeans
 
@@ -118,12 +118,25 @@ def kmeans_partition(Z, n_clusters=10, parts_per_cluster=20, clusters_per_client
                              f"{parts_per_cluster} parts it must be split into")
         parts.extend((c, chunk) for chunk in np.array_split(rows, parts_per_cluster))
     n_clients = total // clusters_per_client
-    for _ in range(10000):
-        order = rng.permutation(total)
-        groups = order.reshape(n_clients, clusters_per_client)
-        ok = all(len({parts[j][0] for j in g}) == clusters_per_client for g in groups)
-        if ok:
+    cluster = np.array([c for c, _ in parts])
+    groups = rng.permutation(total).reshape(n_clients, clusters_per_client)
+
+    def bad(g):
+        return len(set(cluster[g].tolist())) < clusters_per_client
+
+    for _ in range(100000):
+        bads = [r for r in range(n_clients) if bad(groups[r])]
+        if not bads:
             return [np.sort(np.concatenate([parts[j][1] for j in g])) for g in groups]
+        r = bads[int(rng.integers(len(bads)))]
+        h = int(rng.integers(n_clients))
+        a, b = int(rng.integers(clusters_per_client)), int(rng.integers(clusters_per_client))
+        if h == r:
+            continue
+        before = bad(groups[r]) + bad(groups[h])
+        groups[r, a], groups[h, b] = groups[h, b], groups[r, a]
+        if bad(groups[r]) + bad(groups[h]) > before:          # never make it worse
+            groups[r, a], groups[h, b] = groups[h, b], groups[r, a]
     raise InputError("could not pair the k-means parts so that each client holds different "
                      "clusters; use fewer clusters per client")
 

@@ -115,7 +115,7 @@ def kmeans_partition(Z, n_clusters=10, parts_per_cluster=20, clusters_per_client
         rows = rng.permutation(np.flatnonzero(labels == c))
         if rows.shape[0] < parts_per_cluster:
             raise InputError(f"k-means cluster {c} has {rows.shape[0]} rows, fewer than the "
-                             f"{parts_per_cluster} parts it must be split into")
+                             f"{parts_per_cluster} parts it must be split into (use fewer --clients)")
         parts.extend((c, chunk) for chunk in np.array_split(rows, parts_per_cluster))
     n_clients = total // clusters_per_client
     cluster = np.array([c for c, _ in parts])

@@ -33,7 +33,10 @@ def topk_mask(a, k: int) -> np.ndarray:
         gt = a2 > thr
         need = k - gt.sum(axis=1, keepdims=True)
         eq = a2 == thr
-        out = gt | (eq & (np.cumsum(eq, axis=1) <= need))
+        if (eq.sum(axis=1, keepdims=True) == need).all():    # no tie to break (the usual case)
+            out = gt | eq
+        else:
+            out = gt | (eq & (np.cumsum(eq, axis=1) <= need))
     return out[0] if one else out
 
 

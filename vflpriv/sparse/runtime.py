@@ -192,13 +192,16 @@ def default_lr(shards, weights="uniform", factor=1.0):
 
 def run(strategy, shards, *, rounds, participation=None, batch=None, lr=None, weights="uniform",
         seed=None, x_true=None, support_true=None, dictionary=None, privacy=None,
-        callback=None, metering=True):
+        callback=None, metering=True, vectorize=True, evaluate=True):
     """Run ``strategy`` for ``rounds`` rounds; see the module docstring.
 
     ``dictionary``: an (n x d) matrix A when the shards hold Z A (the model is the coefficient
     vector alpha; errors are measured on x = A alpha).  ``privacy``: a
     :class:`~vflpriv.sparse.privacy.PrivacyPlan` or None.  ``callback(t, objective)`` after each
-    round (progress bars).
+    round (progress bars).  ``vectorize=False`` runs the participants one at a time (a plain
+    per-client loop over the same code: the baseline of ``vflpriv bench sparse``).
+    ``evaluate=False`` computes the objective and errors only at round 0 and after the last
+    round (benchmarks time the rounds alone).
     """
     if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 1:
         raise ValueError(f"--rounds must be an integer >= 1, got {rounds!r}")
@@ -240,8 +243,14 @@ def run(strategy, shards, *, rounds, participation=None, batch=None, lr=None, we
             up.append(0)
             up_c.append({})
         else:
-            if S.shape[0]:
+            if S.shape[0] and vectorize:
                 V = strategy.local(ctx, np.tile(start_vec, (S.shape[0], 1)))
+            elif S.shape[0]:
+                V = np.empty((S.shape[0], shards.d))
+                for r, i in enumerate(S):
+                    ci = ClientContext(shards, S[r:r + 1], t, lr, batch.at(t), public_rng,
+                                       privacy, secret_rng)
+                    V[r] = strategy.local(ci, start_vec[None, :].copy())[0]
             else:
                 V = np.zeros((0, shards.d))
             if privacy is not None and privacy.level == "client":
@@ -258,10 +267,11 @@ def run(strategy, shards, *, rounds, participation=None, batch=None, lr=None, we
                 w = p[S] / p[S].sum()
                 mean = w @ V
             state = strategy.aggregate(state, mean)
-        x = strategy.model(state)
-        objective.append(float(p @ shards.local_objectives(x)))
-        if rel is not None:
-            rel.append(relative_error(to_x(x), x_true))
+        if evaluate or t == rounds - 1:
+            x = strategy.model(state)
+            objective.append(float(p @ shards.local_objectives(x)))
+            if rel is not None:
+                rel.append(relative_error(to_x(x), x_true))
         if callback is not None:
             callback(t, objective[-1])
     seconds = time.perf_counter() - t0

@@ -239,3 +239,30 @@ def test_synthetic_generators_follow_the_papers():
     assert np.allclose(v, [i ** -e for i in range(1, 5)], rtol=0.05)
     fd0 = synthetic_000(clients=3, d=50, samples=20, active=10, seed=0)
     assert fd0.x_true is None and list(fd0.support_true) == list(range(10))
+
+
+def test_orthonormal_dictionary_is_a_change_of_variables():
+    from vflpriv.sparse.data import make_dictionary
+
+    rng = np.random.default_rng(5)
+    n = 40
+    D = make_dictionary("orthonormal", n, seed=1)
+    assert np.allclose(D.T @ D, np.eye(n))
+    alpha = np.zeros(n)
+    alpha[[4, 17, 30]] = [1.0, -0.5, 0.8]
+    x = D @ alpha                                   # dense in the standard basis
+    parts = []
+    for _ in range(4):
+        Z = rng.standard_normal((30, n))
+        parts.append((Z @ D, Z @ x))
+    res = run(make_strategy("fedgradmp", 3, 2), DenseShards(parts, SquaredLoss()), rounds=6,
+              seed=0, x_true=x, dictionary=D)
+    assert res.relative_error[-1] < 1e-10
+
+
+def test_empty_poisson_round_keeps_the_state():
+    parts, _ = _unbalanced(9)
+    res = run(make_strategy("fediterht", 3, 2), DenseShards(parts, SquaredLoss()), rounds=6,
+              lr=0.05, participation=Participation("poisson", 0.05), seed=0)
+    assert np.isfinite(res.objective).all()
+    assert any(len(p) == 0 for p in res.participants)

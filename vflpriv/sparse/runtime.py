@@ -48,7 +48,7 @@ class Participation:
         """'full' | 'L' (an integer, L of N) | 'F' (a fraction in (0, 1): round(F N) of N) |
         'poisson:Q'."""
         s = str(text).strip().lower()
-        if s in ("full", "all", "1", "1.0"):
+        if s in ("full", "all"):
             return cls("full")
         if s.startswith("poisson:"):
             try:
@@ -239,7 +239,9 @@ def run(strategy, shards, *, rounds, participation=None, batch=None, lr=None, we
         down.append(nb_down * S.shape[0])
         down_c.append({int(i): nb_down for i in S})
         parts.append(S.tolist())
-        if S.shape[0] == 0 and privacy is None:
+        if S.shape[0] == 0 and (privacy is None or privacy.level != "client"):
+            # nobody joined (Poisson participation): nothing is sent, the state is kept (a
+            # client-level private round still releases its noise: the accounting assumes it)
             up.append(0)
             up_c.append({})
         else:

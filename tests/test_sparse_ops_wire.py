@@ -64,3 +64,20 @@ def test_decode_refuses_garbage():
         wire.decode(msg + b"x")
     with pytest.raises(ValueError):
         wire.decode(b"XX" + msg[2:])
+
+
+def test_sparse_rows_path_matches_brute_force():
+    rng = np.random.default_rng(1)
+    d = 5000
+    A = np.zeros((6, d))
+    for r in range(6):
+        nz = rng.choice(d, int(rng.integers(0, 40)), replace=False)
+        A[r, nz] = rng.integers(-3, 4, nz.shape[0])
+    for k in (1, 5, 30, 60):
+        M = topk_mask(A, k)
+        for r in range(6):
+            assert (M[r] == _brute_topk(A[r], k)).all()
+        H = hard_threshold(A, k)
+        for r in range(6):
+            ref = np.where(_brute_topk(A[r], k), A[r], 0.0)
+            assert (H[r] == ref).all()

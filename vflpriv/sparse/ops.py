@@ -16,27 +16,55 @@ from __future__ import annotations
 import numpy as np
 
 
-def topk_mask(a, k: int) -> np.ndarray:
-    """Boolean mask with exactly ``min(k, d)`` True per row: the k largest ``|a|``, ties to the
-    lower index.  ``a`` is (d,) or (rows, d)."""
+def _topk_dense(a2, k, exact):
+    rows, d = a2.shape
+    thr = np.partition(a2, d - k, axis=1)[:, d - k][:, None]
+    gt = a2 > thr
+    need = k - gt.sum(axis=1, keepdims=True)
+    eq = a2 == thr
+    if not exact:
+        eq &= thr > 0                  # ties at zero do not matter to H_k: zeros stay zero
+        need = np.where(thr > 0, need, 0)
+    if (eq.sum(axis=1, keepdims=True) == need).all():    # no tie to break (the usual case)
+        return gt | eq
+    return gt | (eq & (np.cumsum(eq, axis=1) <= need))
+
+
+def _topk_rows_sparse(a2, k, exact):
+    """The same rule on each row's nonzeros only (rows far sparser than d)."""
+    rows, d = a2.shape
+    out = np.zeros(a2.shape, dtype=bool)
+    for r in range(rows):
+        nz = np.flatnonzero(a2[r])
+        if nz.shape[0] > k:
+            vals = a2[r, nz]
+            keep = _topk_dense(vals[None, :], k, exact)[0]
+            out[r, nz[keep]] = True
+        else:
+            out[r, nz] = True
+            if exact and nz.shape[0] < k:   # fill with the lowest-index zeros
+                need = k - nz.shape[0]
+                out[r, np.setdiff1d(np.arange(min(d, k + nz.shape[0])), nz)[:need]] = True
+    return out
+
+
+def topk_mask(a, k: int, exact: bool = True) -> np.ndarray:
+    """Boolean mask of the k largest ``|a|`` per row, ties to the lower index.  ``a`` is (d,) or
+    (rows, d).  ``exact=True``: exactly ``min(k, d)`` True per row (zeros fill the set, lowest
+    index first); ``exact=False``: zeros are never selected (what :func:`hard_threshold` needs)."""
     a = np.abs(np.asarray(a, dtype=float))
     one = a.ndim == 1
     a2 = a[None, :] if one else a
     rows, d = a2.shape
     k = int(k)
     if k >= d:
-        out = np.ones_like(a2, dtype=bool)
+        out = np.ones_like(a2, dtype=bool) if exact else a2 > 0
     elif k <= 0:
         out = np.zeros_like(a2, dtype=bool)
+    elif d >= 4096 and np.count_nonzero(a2) < 0.05 * a2.size:
+        out = _topk_rows_sparse(a2, k, exact)
     else:
-        thr = np.partition(a2, d - k, axis=1)[:, d - k][:, None]
-        gt = a2 > thr
-        need = k - gt.sum(axis=1, keepdims=True)
-        eq = a2 == thr
-        if (eq.sum(axis=1, keepdims=True) == need).all():    # no tie to break (the usual case)
-            out = gt | eq
-        else:
-            out = gt | (eq & (np.cumsum(eq, axis=1) <= need))
+        out = _topk_dense(a2, k, exact)
     return out[0] if one else out
 
 
@@ -44,7 +72,7 @@ def hard_threshold(x, k: int) -> np.ndarray:
     """H_k: keep the k entries of largest magnitude (ties to the lower index), zero the rest.
     Row-wise for a 2-D array."""
     x = np.asarray(x, dtype=float)
-    return np.where(topk_mask(x, k), x, 0.0)
+    return np.where(topk_mask(x, k, exact=False), x, 0.0)
 
 
 def support(x) -> np.ndarray:

@@ -169,6 +169,10 @@ def test_cli_private_run_and_ledger(tmp_path, capsys):
     (["--algorithm", "diht", "--local-steps", "3"], "--local-steps"),
     (["--lr", "-1"], "--lr"),
     (["--tau", "5000"], "--tau"),
+    (["--epsilon", "1", "--delta", "1e-5", "--lr", "0.1", "--ledger", "/nonexistent/d/l.jsonl"],
+     "--ledger"),
+    (["--batch-growth", "0.5"], "--batch-growth"),
+    (["--data", "sklearn:nope"], "sklearn"),
 ])
 def test_cli_bad_input_exits_2_with_one_line(argv, needle, tmp_path, capsys):
     led = tmp_path / "never.jsonl"
@@ -176,3 +180,21 @@ def test_cli_bad_input_exits_2_with_one_line(argv, needle, tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and needle in err, err
     assert not led.exists()
+
+
+def test_geometric_batch_schedule_reaches_the_sampler(monkeypatch):
+    shards, _ = _shards()
+    seen = []
+    orig = DenseShards.sample_batch
+    monkeypatch.setattr(DenseShards, "sample_batch",
+                        lambda self, c, b, rng: (seen.append(b), orig(self, c, b, rng))[1])
+    run(make_strategy("fediterht", 5, 1), shards, rounds=4, lr=0.01,
+        batch=BatchSchedule(3, 2.0), seed=0)
+    assert seen == [3, 6, 12, 24]
+
+
+def test_gaussian_dictionary_run_reports_no_support_scores():
+    from vflpriv.sparse.api import fit
+
+    res = fit(SPEC, "fedgradmp", clients=4, rounds=2, tau=5, dictionary="gaussian", seed=0)
+    assert res.support_precision is None and len(res.relative_error) == 3

@@ -82,7 +82,7 @@ def register(sub):
            "(clipped updates, noise at the aggregator); default record")
     a("--clip", type=float, default=1.0, help="clipping norm C (per-sample gradients at "
       "record level, client updates at client level; default 1)")
-    a("--accountant", default="rdp", choices=["rdp", "pld", "best", "optimal"],
+    a("--accountant", default="rdp", choices=["rdp", "pld", "best"],
       help="accountant for calibration and the budget filter (default rdp)")
     a("--ledger", metavar="FILE", help="append every release to this ledger file")
     a("--seed", type=int, help="seed every random choice (reproducible; marked not for "
@@ -156,6 +156,8 @@ def run(args) -> int:
     from ..sparse.runtime import Participation
 
     Participation.parse(args.participation, args.clients)   # names a bad value before work
+    if args.ledger:
+        _check_writable(args.ledger, "--ledger")
     if args.json:
         _check_writable(args.json, "--json")
     if args.plot:

@@ -282,7 +282,7 @@ def run(strategy, shards, *, rounds, participation=None, batch=None, lr=None, we
     if support_true is not None:
         truth_support = np.zeros(x.shape[0])
         truth_support[np.asarray(support_true, dtype=int)] = 1.0
-    if truth_support is not None:
+    if truth_support is not None and dictionary is None:   # x = A alpha is not sparse
         sx = x if strategy.sparse_model else hard_threshold(x, strategy.tau)
         prec, rec = support_scores(sx, truth_support)
     else:

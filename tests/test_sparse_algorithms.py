@@ -266,3 +266,21 @@ def test_empty_poisson_round_keeps_the_state():
               lr=0.05, participation=Participation("poisson", 0.05), seed=0)
     assert np.isfinite(res.objective).all()
     assert any(len(p) == 0 for p in res.participants)
+
+
+def test_exact_solver_matches_lstsq_and_min_norm():
+    from vflpriv.sparse.algorithms.fedgradmp import solve_exact_lsq
+
+    rng = np.random.default_rng(11)
+    A = rng.standard_normal((4, 12, 6))
+    A[3] = rng.standard_normal((12, 6))
+    A[3, 4:] = 0.0                                 # client 3: 4 rows, 6 columns (min norm)
+    y = rng.standard_normal((4, 12))
+    valid = np.ones((4, 6), dtype=bool)
+    valid[1, [2, 5]] = False                       # padding columns
+    c = solve_exact_lsq(A, y, valid)
+    for i in range(4):
+        cols = np.flatnonzero(valid[i])
+        ref = np.linalg.lstsq(A[i][:, cols], y[i], rcond=None)[0]
+        assert np.allclose(c[i, cols], ref, atol=1e-10)
+        assert (c[i, ~valid[i]] == 0).all()

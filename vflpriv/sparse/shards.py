@@ -142,6 +142,7 @@ class SparseShards(Shards):
         self.N = len(parts)
         self.d = int(parts[0][0].shape[1])
         self.Zs = [sp.csr_matrix(Z, dtype=np.float64) for Z, _ in parts]
+        self.Zc = [Z.tocsc() for Z in self.Zs]           # column slices (FedGradMP supports)
         self.ys = [np.asarray(y, dtype=float) for _, y in parts]
         self.counts = np.array([Z.shape[0] for Z in self.Zs], dtype=np.int64)
         self.norms = [np.sqrt(np.asarray(Z.multiply(Z).sum(axis=1)).ravel()) for Z in self.Zs]
@@ -187,7 +188,7 @@ class SparseShards(Shards):
         y = np.zeros((clients.shape[0], n_max))
         for r, i in enumerate(clients):
             n = self.counts[i]
-            A[r, :n] = self.Zs[i][:, cols[r]].toarray()
+            A[r, :n] = self.Zc[i][:, cols[r]].toarray()
             y[r, :n] = self.ys[i]
         return A, y, self.counts[clients]
 

@@ -39,11 +39,18 @@ from .base import Strategy
 def merged_support(r, X, tau):
     """(columns (L, k), valid (L, k)): Gamma = top-2tau(|r|) united with supp(X), padded to
     k = min(3 tau, d) columns (valid marks the real ones, in index order)."""
-    d = r.shape[1]
+    L, d = r.shape
     merged = topk_mask(r, min(2 * tau, d)) | (X != 0)
     k = min(3 * tau, d)
-    order = np.argsort(~merged, axis=1, kind="stable")[:, :k]
-    valid = np.take_along_axis(merged, order, axis=1)
+    rows, cols = np.nonzero(merged)                  # row-major: each row's columns ascending
+    starts = np.concatenate([[0], np.cumsum(merged.sum(axis=1))[:-1]])
+    pos = np.arange(rows.shape[0]) - starts[rows]
+    if pos.size and pos.max() >= k:
+        raise RuntimeError("a merged support exceeds 3 tau: the iterate was not tau-sparse")
+    order = np.zeros((L, k), dtype=np.int64)         # padding points at column 0, masked
+    valid = np.zeros((L, k), dtype=bool)
+    order[rows, pos] = cols
+    valid[rows, pos] = True
     return order, valid
 
 
@@ -131,7 +138,8 @@ class FedGradMP(Strategy):
                                      self.max_iter)
                 self.subproblem_iterations.append(its)
             b = np.zeros_like(X)
-            np.put_along_axis(b, cols, c * valid, axis=1)
+            rr, kk = np.nonzero(valid)                   # scatter the real columns only
+            b[rr, cols[rr, kk]] = c[rr, kk]
             X = project_l2_ball(hard_threshold(b, self.tau), self.radius)
         return X
 

@@ -284,3 +284,80 @@ def test_exact_solver_matches_lstsq_and_min_norm():
         ref = np.linalg.lstsq(A[i][:, cols], y[i], rcond=None)[0]
         assert np.allclose(c[i, cols], ref, atol=1e-10)
         assert (c[i, ~valid[i]] == 0).all()
+
+
+def _softmax_parts(seed=0, N=4, f=6, c=3):
+    rng = np.random.default_rng(seed)
+    W = rng.standard_normal((c, f)) * 2
+    parts = []
+    for _ in range(N):
+        Z = rng.standard_normal((25, f))
+        y = (Z @ W.T + rng.gumbel(size=(25, c))).argmax(axis=1).astype(float)
+        parts.append((Z, y))
+    return parts
+
+
+def test_softmax_gradient_matches_finite_differences():
+    from vflpriv.sparse.losses import SoftmaxLoss
+
+    parts = _softmax_parts()
+    loss = SoftmaxLoss(classes=3)
+    for layout in ("dense", "sparse"):
+        sh = make_shards(parts, loss, layout)
+        rng = np.random.default_rng(1)
+        X = rng.standard_normal((4, 18))
+        G = sh.grad(X, np.arange(4))
+        h = 1e-6
+        for j in (0, 7, 17):
+            e = np.zeros(18)
+            e[j] = h
+            num = (sh.local_objectives(X[2] + e) - sh.local_objectives(X[2] - e))[2] / (2 * h)
+            assert np.isclose(G[2, j], num, atol=1e-6), (layout, j)
+
+
+def test_softmax_per_class_iht_matches_a_plain_loop():
+    from vflpriv.sparse.losses import SoftmaxLoss
+
+    parts = _softmax_parts(2)
+    loss = SoftmaxLoss(classes=3)
+    res = run(make_strategy("diht", 2), DenseShards(parts, loss), rounds=8, lr=0.5,
+              weights="examples")
+    Zs, ys = np.vstack([p[0] for p in parts]), np.concatenate([p[1] for p in parts]).astype(int)
+    W = np.zeros((3, 6))
+    for _ in range(8):
+        U = Zs @ W.T
+        P = np.exp(U - U.max(1, keepdims=True))
+        P /= P.sum(1, keepdims=True)
+        P[np.arange(len(ys)), ys] -= 1
+        W = W - 0.5 * (P.T @ Zs) / len(ys)
+        W = np.vstack([hard_threshold(w, 2) for w in W])      # tau per class
+    assert np.allclose(res.x, W.ravel(), atol=1e-12)
+    assert all(np.count_nonzero(b) <= 2 for b in res.x.reshape(3, 6))
+
+
+@pytest.mark.parametrize("softmax", [False, True])
+def test_private_gradient_clips_each_record(softmax):
+    from vflpriv.sparse.losses import SoftmaxLoss
+
+    parts = _softmax_parts(3) if softmax else _unbalanced(3)[0]
+    loss = SoftmaxLoss(classes=3) if softmax else SquaredLoss()
+    rng = np.random.default_rng(0)
+    for layout in ("dense", "sparse"):
+        sh = make_shards(parts, loss, layout)
+        X = rng.standard_normal((len(parts), sh.d))
+        clients = np.arange(len(parts))
+        q = np.ones(len(parts))
+        G = sh.private_grad(X, clients, q, 0.3, np.zeros((len(parts), 1)), rng, rng)
+        for i, (Z, y) in enumerate(parts):
+            acc = np.zeros(sh.d)
+            for z, t in zip(Z, y):
+                if softmax:
+                    u = X[i].reshape(3, -1) @ z
+                    p = np.exp(u - u.max())
+                    p /= p.sum()
+                    p[int(t)] -= 1
+                    g = np.outer(p, z).ravel()
+                else:
+                    g = (z @ X[i] - t) * z
+                acc += g * min(1.0, 0.3 / np.linalg.norm(g))
+            assert np.allclose(G[i], acc / Z.shape[0]), layout

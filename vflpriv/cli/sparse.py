@@ -49,8 +49,8 @@ def register(sub):
     a("--algorithm", default="fediterht", choices=ALGORITHMS)
     a("--data", default="synthetic-003:alpha=0.5,e=1.1,sparsity=10,seed=0",
       help="synthetic-000:alpha=0.5,beta=0.5,seed=0 | synthetic-003:alpha=0.5,e=1.1,sparsity=10,"
-           "seed=0 | an svmlight/CSV/parquet file (k-means non-IID split) | sklearn:diabetes | "
-           "sklearn:breast_cancer | sklearn:digits")
+           "seed=0 | an svmlight/CSV/parquet file (k-means non-IID split) | sklearn:diabetes "
+           "(regression) | sklearn:breast_cancer (2 classes) | sklearn:digits (10 classes)")
     a("--label", help="label column of a CSV/parquet file")
     a("--clients", type=int, help="number of clients (default: 100 for synthetic-000 and "
       "files, 30 for synthetic-003)")
@@ -68,7 +68,8 @@ def register(sub):
       "replacement) | a fraction | poisson:Q (default full)")
     a("--weights", default="uniform", choices=["uniform", "examples"],
       help="p_i = 1/N (uniform, default) or n_i/n (examples)")
-    a("--loss", default="squared", choices=["squared", "logistic"])
+    a("--loss", default="squared", choices=["squared", "logistic", "softmax"],
+      help="squared | logistic (two labels) | softmax (classes; tau per class)")
     a("--l2", type=float, default=0.0, help="l2 regularization lambda (default 0)")
     a("--dictionary", default="identity", choices=["identity", "orthonormal", "gaussian"],
       help="sparsity with respect to a seeded dictionary (default identity)")

@@ -46,8 +46,11 @@ def check_options(algorithm, *, rounds, local_steps, tau, lr, batch_size, batch_
         raise InputError(f"--batch-growth must be a finite number >= 1, got {batch_growth!r}")
     if weights not in ("uniform", "examples"):
         raise InputError(f"--weights must be uniform or examples, got {weights!r}")
-    if loss not in ("squared", "logistic"):
-        raise InputError(f"--loss must be squared or logistic, got {loss!r}")
+    if loss not in ("squared", "logistic", "softmax"):
+        raise InputError(f"--loss must be squared, logistic or softmax, got {loss!r}")
+    if loss == "softmax" and algorithm in ("fedgradmp", "fedgradmp-inexact"):
+        raise InputError(f"--algorithm {algorithm} supports --loss squared or logistic, not "
+                         "softmax")
     if not (isinstance(epsilon, (int, float)) and epsilon > 0 and not math.isnan(epsilon)):
         raise InputError(f"--epsilon must be a positive number or inf, got {epsilon!r}")
     if math.isfinite(epsilon):
@@ -91,12 +94,22 @@ def fit(data, algorithm, *, clients=None, rounds=50, local_steps=1, tau=None, lr
         fd = data
     else:
         raise InputError(f"data must be a --data spec or FederatedData, got {type(data).__name__}")
+    if loss in ("softmax", "logistic") and str(fd.description.get("kind", "")).startswith(
+            "synthetic"):
+        raise InputError(f"--loss {loss} needs class labels; {fd.description['kind']} data have "
+                         "real-valued labels (use a labelled file or sklearn:digits)")
     lossf = get_loss(loss, l2)
-    try:
-        parts = [(Z, lossf.labels(y)) for Z, y in fd.parts]
+    try:      # one label mapping for the whole federation (a client may hold one class only)
+        import numpy as np
+
+        ys = lossf.labels(np.concatenate([np.asarray(y, dtype=float) for _, y in fd.parts]))
     except ValueError as exc:
         raise InputError(f"--loss {loss}: {exc}") from None
+    cuts = np.cumsum([Z.shape[0] for Z, _ in fd.parts])[:-1]
+    parts = [(Z, yi) for (Z, _), yi in zip(fd.parts, np.split(ys, cuts))]
     d_in = fd.d
+    if loss == "softmax" and dictionary not in (None, "identity"):
+        raise InputError("--dictionary needs --loss squared or logistic")
     D = make_dictionary(dictionary, d_in, seed=0 if seed is None else seed)
     parts = apply_dictionary(parts, D)
     d = parts[0][0].shape[1]
@@ -104,6 +117,7 @@ def fit(data, algorithm, *, clients=None, rounds=50, local_steps=1, tau=None, lr
         tau = len(fd.support_true) if fd.support_true is not None else min(10, d)
     if tau > d:
         raise InputError(f"--tau must be at most the dimension d={d}, got {tau}")
+
     part = Participation.parse(participation, len(parts))
     shards = make_shards(parts, lossf, layout)
     strategy = make_strategy(algorithm, tau, local_steps, tol=tol, radius=radius,

@@ -156,8 +156,6 @@ def load_table(spec, label=None):
         ds = getattr(skd, f"load_{name}")()
         Z = np.asarray(ds.data, dtype=float)
         y = np.asarray(ds.target, dtype=float)
-        if name == "digits":          # one digit against the rest: a binary task
-            y = np.where(y == 0, 1.0, -1.0)
         return Z, y
     from ..data import load
 

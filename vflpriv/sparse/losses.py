@@ -71,7 +71,50 @@ class LogisticLoss(Loss):
         return np.where(y == vals[1], 1.0, -1.0)
 
 
-LOSSES = {"squared": SquaredLoss, "logistic": LogisticLoss}
+class SoftmaxLoss(Loss):
+    """Multiclass softmax cross-entropy (000's MNIST loss; 003's FEMNIST loss with its typo read as
+    the log-sum-exp, notes B3).  The model is c class vectors of length d, stored class-major as
+    one vector of length c d; the predictor of a sample is the row u = (z^T x_1, ..., z^T x_c) and
+    ``derivative`` is softmax(u) - onehot(y) (rows of length c).  The Hessian of the cross-entropy
+    in u is diag(p) - p p^T, whose largest eigenvalue is at most 1/2: ``curvature``.  Labels are
+    mapped to 0..c-1 in sorted order.  Sparsity is per class (000: tau per class column)."""
+
+    name = "softmax"
+    curvature = 0.5
+
+    def __init__(self, l2: float = 0.0, classes: int | None = None):
+        super().__init__(l2)
+        self.classes = classes
+
+    def _probs(self, u):
+        m = u.max(axis=-1, keepdims=True)
+        e = np.exp(u - m)
+        return e / e.sum(axis=-1, keepdims=True)
+
+    def value(self, u, y):
+        m = u.max(axis=-1, keepdims=True)
+        lse = (m + np.log(np.exp(u - m).sum(axis=-1, keepdims=True)))[..., 0]
+        return lse - np.take_along_axis(u, y.astype(np.int64)[..., None], axis=-1)[..., 0]
+
+    def derivative(self, u, y):
+        p = self._probs(u)
+        np.put_along_axis(p, y.astype(np.int64)[..., None],
+                          np.take_along_axis(p, y.astype(np.int64)[..., None], axis=-1) - 1.0,
+                          axis=-1)
+        return p
+
+    def labels(self, y):
+        y = np.asarray(y, dtype=float)
+        vals = np.unique(y)
+        if not 2 <= vals.shape[0] <= 1000:
+            raise ValueError(f"the softmax loss needs between 2 and 1000 label values (classes), "
+                             f"found {vals.shape[0]}")
+        if self.classes is None:
+            self.classes = int(vals.shape[0])
+        return np.searchsorted(vals, y).astype(float)
+
+
+LOSSES = {"squared": SquaredLoss, "logistic": LogisticLoss, "softmax": SoftmaxLoss}
 
 
 def get_loss(name: str, l2: float = 0.0) -> Loss:

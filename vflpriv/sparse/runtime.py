@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import wire
-from .ops import hard_threshold, relative_error, support_scores
+from .ops import relative_error, support_scores
 
 
 class Participation:
@@ -214,6 +214,7 @@ def run(strategy, shards, *, rounds, participation=None, batch=None, lr=None, we
     if lr is not None and not (lr > 0 and math.isfinite(lr)):
         raise ValueError(f"--lr must be a positive finite number, got {lr!r}")
     strategy.lr = lr
+    strategy.blocks = getattr(shards, "c", 1)
     public_rng = np.random.default_rng(seed)
     secret_rng = np.random.default_rng(None if seed is None else [int(seed), 1])
 
@@ -283,7 +284,7 @@ def run(strategy, shards, *, rounds, participation=None, batch=None, lr=None, we
         truth_support = np.zeros(x.shape[0])
         truth_support[np.asarray(support_true, dtype=int)] = 1.0
     if truth_support is not None and dictionary is None:   # x = A alpha is not sparse
-        sx = x if strategy.sparse_model else hard_threshold(x, strategy.tau)
+        sx = x if strategy.sparse_model else strategy.ht(x[None, :])[0]
         prec, rec = support_scores(sx, truth_support)
     else:
         prec = rec = None

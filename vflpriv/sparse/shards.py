@@ -35,10 +35,12 @@ class DenseShards(Shards):
         """``parts``: list of (Z_i dense (n_i, d), y_i (n_i,)); ``loss``: a :class:`Loss`."""
         self.loss = loss
         self.N = len(parts)
-        self.d = int(parts[0][0].shape[1])
+        self.features = int(parts[0][0].shape[1])
+        self.c = int(getattr(loss, "classes", None) or 1)
+        self.d = self.features * self.c            # length of the model vector
         self.counts = np.array([p[0].shape[0] for p in parts], dtype=np.int64)
         n_max = int(self.counts.max())
-        self.Z = np.zeros((self.N, n_max, self.d))
+        self.Z = np.zeros((self.N, n_max, self.features))
         self.y = np.zeros((self.N, n_max))
         self.mask = np.zeros((self.N, n_max))
         for i, (Z, y) in enumerate(parts):
@@ -48,6 +50,23 @@ class DenseShards(Shards):
         self.row_norms = np.sqrt(np.einsum("ijk,ijk->ij", self.Z, self.Z))
 
     # -- helpers -------------------------------------------------------------------------
+    def _pred(self, Z, X):
+        """Predictors of the rows of Z (L, b, f) under the models X (L, d): (L, b) or (L, b, c)."""
+        if self.c == 1:
+            return np.matmul(Z, X[:, :, None])[:, :, 0]
+        L = X.shape[0]
+        return np.matmul(Z, X.reshape(L, self.c, self.features).transpose(0, 2, 1))
+
+    def _back(self, Z, R):
+        """sum_j R_j z_j per client: (L, d)."""
+        if self.c == 1:
+            return np.matmul(R[:, None, :], Z)[:, 0, :]
+        G = np.matmul(Z.transpose(0, 2, 1), R)                     # (L, f, c)
+        return G.transpose(0, 2, 1).reshape(Z.shape[0], self.d)
+
+    def _scale(self, R, w):
+        return R * (w if self.c == 1 else w[:, :, None])
+
     def _rows(self, clients):
         if clients.shape[0] == self.N and (clients == np.arange(self.N)).all():
             return self.Z, self.y, self.mask, self.row_norms
@@ -77,9 +96,9 @@ class DenseShards(Shards):
             idx, w = batch
             Z = self.Z[clients[:, None], idx]
             y = self.y[clients[:, None], idx]
-        u = np.matmul(Z, X[:, :, None])[:, :, 0]
-        r = loss.derivative(u, y) * w
-        g = np.matmul(r[:, None, :], Z)[:, 0, :]
+        u = self._pred(Z, X)
+        r = self._scale(loss.derivative(u, y), w)
+        g = self._back(Z, r)
         if loss.l2:
             g += loss.l2 * X
         return g
@@ -89,13 +108,12 @@ class DenseShards(Shards):
         per-sample gradients clipped to L2 norm ``clip``, N(0, sigma^2 I) added to the clipped
         sum, divided by the expected batch size q n_i.  ``sigma`` is noise_multiplier * clip."""
         Z, y, m, norms = self._rows(clients)
-        u = np.matmul(Z, X[:, :, None])[:, :, 0]
-        dl = self.loss.derivative(u, y)
-        gnorm = np.abs(dl) * norms                       # ||l'(u) z_j|| per record
+        dl = self.loss.derivative(self._pred(Z, X), y)
+        dn = np.abs(dl) if self.c == 1 else np.linalg.norm(dl, axis=-1)
+        gnorm = dn * norms                               # ||l'(u) z_j|| = ||l'(u)|| ||z_j||
         factor = np.minimum(1.0, clip / np.maximum(gnorm, 1e-300))
         take = (rng.random(m.shape) < q[:, None]) * m
-        r = dl * factor * take
-        g = np.matmul(r[:, None, :], Z)[:, 0, :]
+        g = self._back(Z, self._scale(dl, factor * take))
         g += sigma * noise_rng.standard_normal(g.shape)
         g /= (q * self.counts[clients])[:, None]
         if self.loss.l2:
@@ -111,7 +129,7 @@ class DenseShards(Shards):
 
     def local_objectives(self, x):
         """f_i(x) for every client (x one vector)."""
-        u = self.Z @ x
+        u = self.Z @ x if self.c == 1 else self.Z @ x.reshape(self.c, self.features).T
         v = (self.loss.value(u, self.y) * self.mask).sum(axis=1) / self.counts
         if self.loss.l2:
             v += 0.5 * self.loss.l2 * float(x @ x)
@@ -121,7 +139,7 @@ class DenseShards(Shards):
         """Per-client smoothness estimate curvature * lambda_max(Z_i^T Z_i) / n_i (+ l2), by
         batched power iteration (an estimate from below; 50 iterations)."""
         rng = np.random.default_rng(seed)
-        v = rng.standard_normal((self.N, self.d))
+        v = rng.standard_normal((self.N, self.features))
         lam = np.zeros(self.N)
         for _ in range(iters):
             v /= np.linalg.norm(v, axis=1, keepdims=True)
@@ -140,12 +158,20 @@ class SparseShards(Shards):
     def __init__(self, parts, loss):
         self.loss = loss
         self.N = len(parts)
-        self.d = int(parts[0][0].shape[1])
+        self.features = int(parts[0][0].shape[1])
+        self.c = int(getattr(loss, "classes", None) or 1)
+        self.d = self.features * self.c
         self.Zs = [sp.csr_matrix(Z, dtype=np.float64) for Z, _ in parts]
         self.Zc = [Z.tocsc() for Z in self.Zs]           # column slices (FedGradMP supports)
         self.ys = [np.asarray(y, dtype=float) for _, y in parts]
         self.counts = np.array([Z.shape[0] for Z in self.Zs], dtype=np.int64)
         self.norms = [np.sqrt(np.asarray(Z.multiply(Z).sum(axis=1)).ravel()) for Z in self.Zs]
+
+    def _pred(self, Z, x):
+        return Z @ x if self.c == 1 else Z @ x.reshape(self.c, self.features).T
+
+    def _back(self, Z, R):
+        return Z.T @ R if self.c == 1 else (Z.T @ R).T.ravel()
 
     def sample_batch(self, clients, b, rng):
         cnt = self.counts[clients]
@@ -161,8 +187,7 @@ class SparseShards(Shards):
             Z, y = self.Zs[i], self.ys[i]
             if batch is not None:
                 Z, y = Z[batch[0][r]], y[batch[0][r]]
-            u = Z @ X[r]
-            G[r] = Z.T @ self.loss.derivative(u, y) / Z.shape[0]
+            G[r] = self._back(Z, self.loss.derivative(self._pred(Z, X[r]), y)) / Z.shape[0]
         if self.loss.l2:
             G += self.loss.l2 * X
         return G
@@ -171,11 +196,12 @@ class SparseShards(Shards):
         G = np.empty_like(X)
         for r, i in enumerate(clients):
             Z, y = self.Zs[i], self.ys[i]
-            u = Z @ X[r]
-            dl = self.loss.derivative(u, y)
-            factor = np.minimum(1.0, clip / np.maximum(np.abs(dl) * self.norms[i], 1e-300))
+            dl = self.loss.derivative(self._pred(Z, X[r]), y)
+            dn = np.abs(dl) if self.c == 1 else np.linalg.norm(dl, axis=-1)
+            factor = np.minimum(1.0, clip / np.maximum(dn * self.norms[i], 1e-300))
             take = rng.random(Z.shape[0]) < q[r]
-            G[r] = Z.T @ (dl * factor * take)
+            w = factor * take
+            G[r] = self._back(Z, dl * (w if self.c == 1 else w[:, None]))
         G += sigma * noise_rng.standard_normal(G.shape)
         G /= (q * self.counts[clients])[:, None]
         if self.loss.l2:
@@ -193,7 +219,7 @@ class SparseShards(Shards):
         return A, y, self.counts[clients]
 
     def local_objectives(self, x):
-        v = np.array([self.loss.value(Z @ x, y).mean() for Z, y in zip(self.Zs, self.ys)])
+        v = np.array([self.loss.value(self._pred(Z, x), y).mean() for Z, y in zip(self.Zs, self.ys)])
         if self.loss.l2:
             v += 0.5 * self.loss.l2 * float(x @ x)
         return v

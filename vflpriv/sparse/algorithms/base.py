@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..ops import hard_threshold
+
 
 def check_tau(tau, d=None):
     if isinstance(tau, bool) or not isinstance(tau, (int, np.integer)) or tau < 1:
@@ -40,10 +42,20 @@ class Strategy:
     #: may run record-level private (its clients touch the data only through ctx.grad)
     record_private = True
     lr = None
+    #: number of blocks thresholded separately (softmax: one per class; set by the runtime)
+    blocks = 1
 
     def __init__(self, tau, local_steps=1):
         self.tau = check_tau(tau)
         self.local_steps = check_steps(local_steps)
+
+    def ht(self, X):
+        """H_tau of every row of X, per block (per class for softmax: tau per class)."""
+        if self.blocks == 1:
+            return hard_threshold(X, self.tau)
+        X = np.asarray(X, dtype=float)
+        d = X.shape[-1] // self.blocks
+        return hard_threshold(X.reshape(-1, d), self.tau).reshape(X.shape)
 
     def init_state(self, d):
         return np.zeros(d)

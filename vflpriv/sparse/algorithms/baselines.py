@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 
-from ..ops import hard_threshold
 from .base import Strategy
 
 
@@ -34,11 +33,11 @@ class FedMid(Strategy):
 
     def local(self, ctx, X):
         for _ in range(self.local_steps):
-            X = hard_threshold(X - self.lr * ctx.grad(X), self.tau)
+            X = self.ht(X - self.lr * ctx.grad(X))
         return X
 
     def aggregate(self, state, mean):
-        return hard_threshold(state + self.server_lr * (mean - state), self.tau)
+        return self.ht(state + self.server_lr * (mean - state))
 
     def settings(self):
         return {**super().settings(), "server_lr": self.server_lr}
@@ -53,14 +52,14 @@ class FedDualAvg(Strategy):
 
     def local(self, ctx, Zd):
         for _ in range(self.local_steps):
-            Zd = Zd - self.lr * ctx.grad(hard_threshold(Zd, self.tau))
+            Zd = Zd - self.lr * ctx.grad(self.ht(Zd))
         return Zd
 
     def aggregate(self, state, mean):
         return state + self.server_lr * (mean - state)
 
     def model(self, state):
-        return hard_threshold(state, self.tau)
+        return self.ht(state)
 
     def settings(self):
         return {**super().settings(), "server_lr": self.server_lr}

@@ -32,7 +32,7 @@ import math
 
 import numpy as np
 
-from ..ops import hard_threshold, project_l2_ball, topk_mask
+from ..ops import project_l2_ball, topk_mask
 from .base import Strategy
 
 
@@ -140,11 +140,11 @@ class FedGradMP(Strategy):
             b = np.zeros_like(X)
             rr, kk = np.nonzero(valid)                   # scatter the real columns only
             b[rr, cols[rr, kk]] = c[rr, kk]
-            X = project_l2_ball(hard_threshold(b, self.tau), self.radius)
+            X = project_l2_ball(self.ht(b), self.radius)
         return X
 
     def aggregate(self, state, mean):
-        return project_l2_ball(hard_threshold(mean, self.tau), self.radius)
+        return project_l2_ball(self.ht(mean), self.radius)
 
     def settings(self):
         out = {**super().settings(), "radius": self.radius}

@@ -12,7 +12,6 @@ constant step gamma (P000-5); the algorithm as listed, with the full gradient g 
 """
 from __future__ import annotations
 
-from ..ops import hard_threshold
 from .base import Strategy
 
 
@@ -24,11 +23,11 @@ class FedHT(Strategy):
         for _ in range(self.local_steps):
             X = X - self.lr * ctx.grad(X)
             if self.iterative:
-                X = hard_threshold(X, self.tau)
+                X = self.ht(X)
         return X
 
     def aggregate(self, state, mean):
-        return hard_threshold(mean, self.tau)
+        return self.ht(mean)
 
 
 class FedIterHT(FedHT):

@@ -123,9 +123,10 @@ class DenseShards(Shards):
     def columns(self, clients, cols):
         """(Z restricted to columns ``cols`` (L, k) of each client: (L, n_max, k), y (L, n_max),
         counts (L,))."""
-        Z, y, _, _ = self._rows(clients)
-        A = np.take_along_axis(Z, cols[:, None, :], axis=2)
-        return A, y, self.counts[clients]
+        if getattr(self, "_ZT", None) is None:     # (N, f, n_max) copy: gathers whole rows
+            self._ZT = np.ascontiguousarray(self.Z.transpose(0, 2, 1))
+        A = self._ZT[clients[:, None], cols].transpose(0, 2, 1)
+        return A, self.y[clients], self.counts[clients]
 
     def local_objectives(self, x):
         """f_i(x) for every client (x one vector)."""

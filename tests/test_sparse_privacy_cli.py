@@ -154,6 +154,8 @@ def test_cli_private_run_and_ledger(tmp_path, capsys):
     assert d["epsilon_spent"]["best"] <= 2.0 + 1e-9
     assert len(read_ledger(led).records) == 12
     assert "not for deployment" in capsys.readouterr().out
+    assert read_ledger(led).header["budget"]["per_party"] is True
+    assert main(["ledger", "verify", str(led)]) == 0          # per-client budgets hold
 
 
 @pytest.mark.parametrize("argv,needle", [

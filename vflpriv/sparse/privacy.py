@@ -82,7 +82,9 @@ class PrivacyPlan:
         self.participation = participation
         self.counts = np.asarray(counts)
         self.accountant = accountant
-        self.ledger = Ledger(ledger) if ledger else _memory_ledger()
+        budget = {"epsilon": self.epsilon, "delta": self.delta, "accountant": accountant,
+                  "level": level, "per_party": level == "record"}
+        self.ledger = Ledger(ledger, budget=budget) if ledger else _memory_ledger()
         self.ledger_path = ledger
         self.filter = BudgetFilter(self.ledger, self.epsilon, self.delta, accountant=accountant,
                                    per_party=(level == "record"))

@@ -84,7 +84,8 @@ def register(sub):
     a("--clip", type=float, default=1.0, help="clipping norm C (per-sample gradients at "
       "record level, client updates at client level; default 1)")
     a("--accountant", default="rdp", choices=["rdp", "pld", "best"],
-      help="accountant for calibration and the budget filter (default rdp)")
+      help="accountant for calibration and the budget filter (default rdp; pld and best may "
+           "evaluate a PLD per charge, slow with many clients)")
     a("--ledger", metavar="FILE", help="append every release to this ledger file")
     a("--seed", type=int, help="seed every random choice (reproducible; marked not for "
       "deployment); default OS entropy")

@@ -200,3 +200,15 @@ def test_gaussian_dictionary_run_reports_no_support_scores():
 
     res = fit(SPEC, "fedgradmp", clients=4, rounds=2, tau=5, dictionary="gaussian", seed=0)
     assert res.support_precision is None and len(res.relative_error) == 3
+
+
+def test_record_level_noise_has_the_calibrated_scale():
+    # zero features: the release is pure noise, N(0, (z C)^2) / (q n_i) per coordinate
+    sh = DenseShards([(np.zeros((50, 100)), np.zeros(50))] * 2, SquaredLoss())
+    rng = np.random.default_rng(0)
+    q = np.array([0.2, 0.2])
+    G = np.vstack([sh.private_grad(np.zeros((2, 100)), np.arange(2), q, 1.5,
+                                   np.full((2, 1), 0.8 * 1.5), rng, rng) for _ in range(100)])
+    sd = 0.8 * 1.5 / (0.2 * 50)
+    # 20000 draws: the sample sd is within 3% of sigma with overwhelming probability (> 6 sd)
+    assert abs(G.std() / sd - 1) < 0.03 and abs(G.mean()) < 5 * sd / np.sqrt(G.size)

@@ -95,7 +95,7 @@ def fit(data, algorithm, *, clients=None, rounds=50, local_steps=1, tau=None, lr
     else:
         raise InputError(f"data must be a --data spec or FederatedData, got {type(data).__name__}")
     if loss in ("softmax", "logistic") and str(fd.description.get("kind", "")).startswith(
-            "synthetic"):
+            "synthetic") and not (loss == "logistic" and fd.description.get("logistic")):
         raise InputError(f"--loss {loss} needs class labels; {fd.description['kind']} data have "
                          "real-valued labels (use a labelled file or sklearn:digits)")
     lossf = get_loss(loss, l2)

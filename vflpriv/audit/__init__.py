@@ -58,7 +58,7 @@ __all__ = ["AuditMechanism", "REGISTRY", "UNAVAILABLE", "AUDIT_MODULES", "regist
 
 #: modules whose import registers audit mechanisms (each calls :func:`register`)
 AUDIT_MODULES = ["vflpriv.audit.mechanisms", "vflpriv.audit.vertical", "vflpriv.audit.horizontal",
-                 "vflpriv.audit.secure"]
+                 "vflpriv.audit.secure", "vflpriv.audit.sparse"]
 
 #: name -> factory() -> AuditMechanism
 REGISTRY: dict = {}

@@ -1,0 +1,199 @@
+"""(epsilon, delta)-DP for the sparse methods (neither paper has any: notes P003-14).
+
+Two levels, chosen by the user; each says what a neighbouring data set is and where the noise is.
+
+**Record level** (``level="record"``; the guarantee protects one record of one client against
+everyone else, the server included; local DP in the sense of LDP-FedP3).  Every gradient a client
+computes is a DP-SGD step on its own data: each record joins the step's minibatch independently
+with probability q_i = b / n_i (n_i public), its gradient l'(z^T x, y) z is clipped to L2 norm C,
+N(0, z^2 C^2 I) is added to the clipped sum, which is divided by the expected batch q_i n_i.
+One step is ``PoissonSubsampledGaussian(z, q_i)`` (add/remove one record; Gaussian(z, 1) when
+q_i = 1); K steps a round compose.  Everything the client sends (dense Fed-HT models, FedIter-HT's
+tau-sparse models and their *supports*, FedDualAvg's dual state) is a function of these noisy
+gradients and the public broadcasts, so it is post-processing: the support a client reveals is
+selected from noised values, never from raw data.  Records of different clients are disjoint, so
+every client has its own budget (``BudgetFilter(per_party=True)``, party ``client-i``) and the
+run's epsilon is the largest client's.  Only strategies whose clients touch their data through
+``ctx.grad`` can run at this level (not FedGradMP: its subproblem reads the full local data).
+
+**Client level** (``level="client"``; protects a client's whole data set; central DP with a
+trusted aggregator, or secure aggregation of the clipped updates).  A participant's reply v_i is
+replaced by ``ref + clip_C(v_i - ref)`` (ref = the public broadcast), the aggregator adds
+N(0, z^2 C^2 I) to the sum of the clipped updates and divides by a public count (N, L, or q N),
+then the strategy's own server step (H_tau, the l2 ball, FedDualAvg's dual update) runs on that
+noisy *dense* mean: the server's hard thresholding and everything broadcast after it are
+post-processing of a Gaussian release, so no data-dependent support is released unprotected.
+One round is ``Gaussian(z, 1)`` with full or fixed-size (L of N) participation (no amplification
+is claimed for sampling without replacement), ``PoissonSubsampledGaussian(z, q)`` with Poisson
+participation (DP-FedAvg, McMahan et al. 2018; amplification holds because a client joins
+independently with probability q and the divisor q N does not depend on who joined).  Neighbours
+add or remove one client's contribution (a client's slot contributing nothing).  Weights must be
+uniform (p_i = 1/N); examples-weighted means would make the sensitivity depend on n_i.
+
+Order of operations (both levels): the round's release is charged to the
+:class:`~accounting.BudgetFilter` (durably recorded in the ledger) before any of its noise is
+drawn; a release the budget cannot afford raises :class:`~accounting.BudgetExceeded` and nothing
+of it is computed.  Noise scales come from :func:`accounting.calibrate` for the run's plan (every
+client in every round: the worst case).  What a private run does **not** protect: the metrics the
+simulation prints (objective, errors) are computed on the raw data for the experimenter and are
+not releases; a deployment computes none of them.  The default step size reads the data, so a
+private run needs an explicit ``lr``.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from accounting import (ADD_REMOVE, BudgetFilter, Gaussian, Ledger, PoissonSubsampledGaussian,
+                        SelfComposed, calibrate, get_accountant, report)
+
+LEVELS = ("record", "client")
+
+
+def _step_event(z, q):
+    return Gaussian(z, 1.0, neighboring=ADD_REMOVE) if q >= 1 else \
+        PoissonSubsampledGaussian(z, q, neighboring=ADD_REMOVE)
+
+
+def _memory_ledger():
+    # the vertical engine's in-memory ledger (same records and composition, no file)
+    from ..vertical.privacy import MemoryLedger
+
+    return MemoryLedger()
+
+
+class PrivacyPlan:
+    """The noise, events and budget of one private run (module docstring)."""
+
+    def __init__(self, level, epsilon, delta, clip, *, rounds, local_steps, participation,
+                 counts, batch_size=None, ledger=None, accountant="rdp"):
+        if level not in LEVELS:
+            raise ValueError(f"privacy level must be record or client, got {level!r}")
+        if not (isinstance(epsilon, (int, float)) and epsilon > 0 and math.isfinite(epsilon)):
+            raise ValueError(f"--epsilon must be a positive finite number, got {epsilon!r}")
+        if delta is None or not (0 < delta < 1):
+            raise ValueError(f"--delta must be in (0, 1) for a private run, got {delta!r}")
+        if not (isinstance(clip, (int, float)) and clip > 0 and math.isfinite(clip)):
+            raise ValueError(f"--clip must be a positive finite number, got {clip!r}")
+        self.level, self.epsilon, self.delta, self.clip = level, float(epsilon), float(delta), \
+            float(clip)
+        self.rounds, self.local_steps = int(rounds), int(local_steps)
+        self.participation = participation
+        self.counts = np.asarray(counts)
+        self.accountant = accountant
+        budget = {"epsilon": self.epsilon, "delta": self.delta, "accountant": accountant,
+                  "level": level, "per_party": level == "record"}
+        self.ledger = Ledger(ledger, budget=budget) if ledger else _memory_ledger()
+        self.ledger_path = ledger
+        self.filter = BudgetFilter(self.ledger, self.epsilon, self.delta, accountant=accountant,
+                                   per_party=(level == "record"))
+        if level == "record":
+            b = batch_size
+            self.q = np.array([1.0 if b is None else min(1.0, b / n) for n in self.counts])
+            steps = self.rounds * self.local_steps
+            self.z = {}
+            for q in sorted(set(self.q.tolist())):
+                self.z[q] = calibrate(lambda s, q=q: SelfComposed(_step_event(s, q), steps),
+                                      self.epsilon, self.delta, guess=1.0,
+                                      accountant=accountant, decreasing=True).value
+        else:
+            kind = participation.kind
+            self.q_clients = participation.value if kind == "poisson" else 1.0
+            self.z = calibrate(lambda s: SelfComposed(self.round_event(s), self.rounds),
+                               self.epsilon, self.delta, guess=1.0, accountant=accountant,
+                               decreasing=True).value
+        self.charged_steps = None
+
+    # -- events --------------------------------------------------------------------------
+    def round_event(self, z=None):
+        """The client-level event of one round."""
+        z = self.z if z is None else z
+        return _step_event(z, self.q_clients)
+
+    def client_event(self, i):
+        """The record-level event of client i's round (K DP-SGD steps)."""
+        e = _step_event(self.z[float(self.q[i])], float(self.q[i]))
+        return e if self.local_steps == 1 else SelfComposed(e, self.local_steps)
+
+    # -- the round -----------------------------------------------------------------------
+    def before_round(self, ctx, strategy):
+        """Charge the round's releases (durably) before any of their noise is drawn."""
+        if self.level == "record":
+            if not strategy.record_private:
+                raise ValueError(f"--algorithm {strategy.name} cannot run record-level private "
+                                 "(its clients read their data outside the private gradient)")
+            for i in ctx.clients:
+                self.filter.charge(self.client_event(int(i)), party=f"client-{int(i)}",
+                                   round=ctx.t, note=f"{self.local_steps} DP-SGD step(s)")
+            self.charged_steps = self.local_steps
+        else:
+            self.filter.charge(self.round_event(), party="server", round=ctx.t,
+                               note=f"noisy sum of {ctx.clients.shape[0]} clipped updates")
+
+    def client_gradient(self, ctx, X):
+        if ctx.steps > self.charged_steps:
+            raise RuntimeError(f"{ctx.steps} private gradient steps in a round charged for "
+                               f"{self.charged_steps}")
+        q = self.q[ctx.clients]
+        sigma = np.array([self.z[float(v)] for v in q])[:, None] * self.clip
+        return ctx.shards.private_grad(X, ctx.clients, q, self.clip, sigma, ctx.secret_rng,
+                                       ctx.secret_rng)
+
+    def clip_updates(self, V, ref):
+        """ref + clip_C(v_i - ref) for every reply (what each client sends the aggregator)."""
+        D = V - ref
+        norms = np.linalg.norm(D, axis=1, keepdims=True)
+        return ref + D * np.minimum(1.0, self.clip / np.maximum(norms, 1e-300))
+
+    def denominator(self, N):
+        p = self.participation
+        return float(N if p.kind == "full" else p.value if p.kind == "fixed" else p.value * N)
+
+    def noisy_mean(self, V, ref, ctx):
+        """ref + (sum of the clipped updates + N(0, z^2 C^2 I)) / (public count)."""
+        total = (V - ref).sum(axis=0) if V.shape[0] else np.zeros_like(ref)
+        total = total + self.z * self.clip * ctx.secret_rng.standard_normal(ref.shape[0])
+        return ref + total / self.denominator(ctx.shards.N)
+
+    # -- report --------------------------------------------------------------------------
+    def spent_event(self):
+        """The composed event of the most-charged party (record level: the client whose
+        releases cost most by the filter's accountant)."""
+        if self.level == "client":
+            return self.ledger.event()
+        acc = get_accountant(self.accountant)
+        best, worst = None, -1.0
+        seen = {}
+        for party in {r.party for r in self.ledger.records}:
+            ev = self.ledger.event(party=party)
+            if ev not in seen:
+                seen[ev] = acc.epsilon(ev, self.delta)
+            if seen[ev] > worst:
+                best, worst = ev, seen[ev]
+        return best
+
+    def summary(self):
+        ev = self.spent_event()
+        if ev is None:
+            spent = {"best": 0.0}
+            best_name = None
+        else:
+            rep = report(ev, delta=self.delta)
+            spent = {k: v for k, v in rep.values.items()}
+            spent["best"] = rep.best_value
+            best_name = rep.best_accountant
+        out = {"level": self.level, "epsilon": self.epsilon, "delta": self.delta,
+               "clip": self.clip, "accountant": self.accountant, "epsilon_spent": spent,
+               "best_accountant": best_name, "releases": len(self.ledger.records),
+               "ledger": self.ledger_path,
+               "neighbouring": "add/remove one record of one client" if self.level == "record"
+               else "add/remove one client's contribution"}
+        if self.level == "record":
+            out["noise_multiplier"] = {f"{q:g}": z for q, z in self.z.items()}
+            out["record_sample_rate"] = sorted(set(self.q.tolist()))
+        else:
+            out["noise_multiplier"] = self.z
+            out["client_sample_rate"] = self.q_clients
+            out["amplification"] = self.participation.kind == "poisson"
+        return out

@@ -44,135 +44,24 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
-from torch import nn
-from torch.func import functional_call, grad, vmap
+from torch.func import functional_call
 
 from accounting import BudgetExceeded, BudgetFilter, Ledger, PoissonSubsampledGaussian, \
     SelfComposed, calibrate
 from ..errors import InputError
 from . import wire
+# the models and the DP-SGD step live in shared modules; re-exported here for FedP3's users
+from .dp import (_loss_one, clip_per_sample, clipped_gradient_sum, flat_vector,  # noqa: F401
+                 noisy_average, nonprivate_gradient, per_sample_gradients, poisson_batch,
+                 private_gradient)
+from .models import (MLP, LayeredModel, PaperCNN, SmallCNN, build_model,  # noqa: F401
+                     paper_layer_counts, paper_mlp)
 
 SCHEMES = ("fedavg", "lowerb", "opu2", "opu3", "opr2", "opu1-2-3", "opu2-3")
 GLOBAL_PRUNING = ("random", "magnitude")
 LOCAL_PRUNING = ("fixed", "uniform", "ordered_dropout")
 AGGREGATIONS = ("simple", "weighted")
 NOISE = ("calibrate", "paper")
-
-
-# ---------------------------------------------------------------------------------------------
-# Models with named layers.  ``layer_names`` lists the trainable layers in forward order; the last
-# is the final fully connected layer (FFC, always trained and uploaded).  ``flatten_channels``
-# maps the first FC layer after a convolution to the number of channels that were flattened into
-# it, so ordered dropout can drop whole channels there.
-
-class LayeredModel(nn.Module):
-    layer_names: tuple = ()
-    flatten_channels: dict = {}
-
-    def layer(self, name):
-        return getattr(self, name)
-
-
-class MLP(LayeredModel):
-    """Fully connected ReLU network ``n_inputs -> hidden... -> n_classes``; layers fc1.., ffc."""
-
-    def __init__(self, n_inputs: int, n_classes: int, hidden=(128, 128, 128), bias=True):
-        super().__init__()
-        sizes = [int(n_inputs), *map(int, hidden)]
-        names = []
-        for k in range(len(hidden)):
-            setattr(self, f"fc{k + 1}", nn.Linear(sizes[k], sizes[k + 1], bias=bias))
-            names.append(f"fc{k + 1}")
-        self.ffc = nn.Linear(sizes[-1], int(n_classes), bias=bias)
-        self.layer_names = (*names, "ffc")
-        self.flatten_channels = {}
-
-    def forward(self, x):
-        x = x.flatten(1)
-        for name in self.layer_names[:-1]:
-            x = F.relu(getattr(self, name)(x))
-        return self.ffc(x)
-
-
-class SmallCNN(LayeredModel):
-    """Two 3x3 convolutions, a 2x2 max-pool, two FC layers and the FFC: the paper's 5-layer CNN
-    shape (Table 4) shrunk for 8x8 digits so it trains on a CPU in seconds."""
-
-    def __init__(self, in_channels=1, image_size=8, n_classes=10, channels=(8, 16), hidden=(64, 64)):
-        super().__init__()
-        self.conv1 = nn.Conv2d(in_channels, channels[0], 3, padding=1)
-        self.conv2 = nn.Conv2d(channels[0], channels[1], 3, padding=1)
-        flat = channels[1] * (image_size // 2) ** 2
-        self.fc1 = nn.Linear(flat, hidden[0])
-        self.fc2 = nn.Linear(hidden[0], hidden[1])
-        self.ffc = nn.Linear(hidden[1], n_classes)
-        self.layer_names = ("conv1", "conv2", "fc1", "fc2", "ffc")
-        self.flatten_channels = {"fc1": channels[1]}
-        self.image_shape = (in_channels, image_size, image_size)
-
-    def forward(self, x):
-        x = x.reshape(x.shape[0], *self.image_shape)
-        x = F.relu(self.conv1(x))
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        x = F.relu(self.fc1(x.flatten(1)))
-        x = F.relu(self.fc2(x))
-        return self.ffc(x)
-
-
-class PaperCNN(LayeredModel):
-    """Paper 002, Table 4 (CIFAR10/100, FashionMNIST): conv5x5x64-ReLU-pool, conv5x5x64-ReLU-pool,
-    FC 1600x1024-ReLU, FC 1024x1024-ReLU, FC 1024xclasses.  A 28x28 input needs padding 2 on the
-    first convolution to reach the table's 1600-dim flatten (notes B.10)."""
-
-    def __init__(self, in_channels=3, n_classes=10, image_size=32):
-        super().__init__()
-        self.conv1 = nn.Conv2d(in_channels, 64, 5, padding=2 if image_size == 28 else 0)
-        self.conv2 = nn.Conv2d(64, 64, 5)
-        self.fc1 = nn.Linear(1600, 1024)
-        self.fc2 = nn.Linear(1024, 1024)
-        self.ffc = nn.Linear(1024, n_classes)
-        self.layer_names = ("conv1", "conv2", "fc1", "fc2", "ffc")
-        self.flatten_channels = {"fc1": 64}
-        self.image_shape = (in_channels, image_size, image_size)
-
-    def forward(self, x):
-        x = x.reshape(x.shape[0], *self.image_shape)
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        x = F.relu(self.fc1(x.flatten(1)))
-        x = F.relu(self.fc2(x))
-        return self.ffc(x)
-
-
-def paper_mlp(n_classes=10):
-    """Paper 002, Table 4 (EMNIST-L): FC 784x1024, 1024x1024, 1024x1024 (ReLU), FC 1024x10."""
-    return MLP(784, n_classes, hidden=(1024, 1024, 1024))
-
-
-def paper_layer_counts(model: LayeredModel) -> dict:
-    """Parameters per layer as paper 002's Table 4 counts them: convolutions with their biases,
-    fully connected layers without (e.g. Conv1 on 3 channels 4,864; FC 1600x1024 1,638,400)."""
-    out = {}
-    for name in model.layer_names:
-        mod = model.layer(name)
-        n = mod.weight.numel()
-        if isinstance(mod, nn.Conv2d) and mod.bias is not None:
-            n += mod.bias.numel()
-        out[name] = n
-    return out
-
-
-def build_model(name: str, n_inputs: int, n_classes: int, image_shape=None) -> LayeredModel:
-    """``mlp`` (any data) or ``cnn`` (image data only)."""
-    if name == "mlp":
-        return MLP(n_inputs, n_classes)
-    if name == "cnn":
-        if image_shape is None:
-            raise InputError("model 'cnn' needs image data (use --model mlp for this data set)")
-        c, h, w = image_shape
-        return SmallCNN(c, h, n_classes)
-    raise InputError(f"unknown model {name!r}; choose mlp or cnn")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -236,81 +125,6 @@ def ordered_dropout_masks(model: LayeredModel, name: str, q: float, first: bool)
         bm = torch.zeros_like(bias)
         bm[:ko] = 1.0
     return wm, bm
-
-
-# ---------------------------------------------------------------------------------------------
-# Gradients: per-sample (torch.func vmap + grad), clipping, noise.
-
-def _loss_one(model, trainable, fixed, x, y):
-    out = functional_call(model, {**fixed, **trainable}, (x.unsqueeze(0),))
-    return F.cross_entropy(out, y.unsqueeze(0))
-
-
-def per_sample_gradients(model, trainable: dict, fixed: dict, X, y) -> dict:
-    """name -> tensor of shape (batch, *param.shape): the gradient of each record's loss."""
-    g = grad(lambda tr, x, t: _loss_one(model, tr, fixed, x, t))
-    return vmap(g, in_dims=(None, 0, 0))(trainable, X, y)
-
-
-def clip_per_sample(grads: dict, clip: float):
-    """Scale each record's whole gradient (all trainable tensors together) to L2 norm <= clip:
-    g_j <- g_j * min(1, C / ||g_j||).  Returns (clipped grads, per-sample norms before clipping)."""
-    flat = torch.cat([g.reshape(g.shape[0], -1) for g in grads.values()], dim=1)
-    norms = flat.norm(dim=1)
-    if math.isinf(clip):
-        return grads, norms
-    factor = torch.clamp(clip / (norms + 1e-12), max=1.0)
-    return {k: g * factor.view(-1, *([1] * (g.dim() - 1))) for k, g in grads.items()}, norms
-
-
-def flat_vector(params: dict) -> torch.Tensor:
-    """One parameter (or gradient) dict as a single flat vector, in the dict's order."""
-    return torch.cat([v.reshape(-1) for v in params.values()])
-
-
-def poisson_batch(rng, m: int, q: float) -> np.ndarray:
-    """Indices of a Poisson minibatch: each of the m records joins independently with
-    probability q (the sampling ``PoissonSubsampledGaussian(z, q)`` accounts for)."""
-    return np.flatnonzero(rng.random(m) < q)
-
-
-def clipped_gradient_sum(model, trainable, fixed, X, y, *, clip: float) -> dict:
-    """sum_{j in batch} clip_C(grad f_j(w)): the part of a DP-SGD step that sees the data.
-    Deterministic given the batch; an empty batch gives zeros."""
-    if X.shape[0] == 0:
-        return {k: torch.zeros_like(v) for k, v in trainable.items()}
-    clipped, _ = clip_per_sample(per_sample_gradients(model, trainable, fixed, X, y), clip)
-    return {k: g.sum(0) for k, g in clipped.items()}
-
-
-def noisy_average(total: dict, *, clip: float, noise_multiplier: float, expected_batch: float,
-                  generator) -> dict:
-    """(total + N(0, z^2 C^2 I)) / b: the release of one DP-SGD step given its clipped sum."""
-    if noise_multiplier > 0:
-        std = noise_multiplier * clip
-        total = {k: g + std * torch.randn(g.shape, generator=generator, dtype=g.dtype)
-                 for k, g in total.items()}
-    return {k: g / expected_batch for k, g in total.items()}
-
-
-def private_gradient(model, trainable, fixed, X, y, *, clip: float, noise_multiplier: float,
-                     expected_batch: float, generator) -> dict:
-    """(sum of clipped per-sample gradients + N(0, z^2 C^2 I)) / b; the noise goes on the clipped
-    minibatch gradient (notes B.8), so its scale is in gradient units, as eq. (18) assumes."""
-    total = clipped_gradient_sum(model, trainable, fixed, X, y, clip=clip)
-    return noisy_average(total, clip=clip, noise_multiplier=noise_multiplier,
-                         expected_batch=expected_batch, generator=generator)
-
-
-def nonprivate_gradient(model, trainable, fixed, X, y, *, expected_batch: float) -> dict:
-    """Plain autograd gradient of sum_j loss_j / b (same normalization as the private path)."""
-    if X.shape[0] == 0:
-        return {k: torch.zeros_like(v) for k, v in trainable.items()}
-    params = {k: v.detach().requires_grad_(True) for k, v in trainable.items()}
-    out = functional_call(model, {**fixed, **params}, (X,))
-    loss = F.cross_entropy(out, y, reduction="sum") / expected_batch
-    gs = torch.autograd.grad(loss, list(params.values()))
-    return dict(zip(params.keys(), gs))
 
 
 # ---------------------------------------------------------------------------------------------

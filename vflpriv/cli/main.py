@@ -11,7 +11,7 @@ import importlib
 import sys
 
 #: module (under vflpriv.cli) -> its subcommand registers itself
-SUBCOMMANDS = ["certify", "bench", "demo", "fedp3", "audit", "ledger", "run"]
+SUBCOMMANDS = ["certify", "bench", "demo", "fedp3", "horizontal", "audit", "ledger", "run"]
 
 
 class _Parser(argparse.ArgumentParser):

@@ -46,6 +46,7 @@ class RunResult:
     stopped_round: list = field(default_factory=list)
     deployment: bool = False
     ledger: str | None = None
+    client_states: list = field(default_factory=list)   # the strategy's per-client state
 
     @property
     def accuracy(self) -> float:
@@ -130,4 +131,5 @@ def _run(strategy, data, model_fn, rounds, participation, local, sampler, epsilo
     return RunResult(theta=theta, accuracy_history=history, meter=meter, participants=participants,
                      epsilon_spent=[dp.spent(k) for k in range(m)] if private else None,
                      noise_multiplier=dict(dp._z) if private else {}, stopped_round=stopped,
-                     deployment=seed is None, ledger=dp.ledger.path if private else None)
+                     deployment=seed is None, ledger=dp.ledger.path if private else None,
+                     client_states=states)

@@ -23,7 +23,7 @@ def threshold(delta, eps: float):
     """Paper 001's transmission sparsification: zero every entry with |delta_i| <= eps."""
     if eps <= 0:
         return delta
-    return delta * (abs(delta) > eps)
+    return delta * (abs(delta) > eps) + 0.0        # + 0.0 turns -0.0 into 0.0
 
 
 class Strategy:

@@ -74,15 +74,30 @@ class FlatModel:
         loss = F.cross_entropy(self.logits(t, X), y, reduction="sum") / expected_batch
         return torch.autograd.grad(loss, t)[0]
 
-    def private_gradient(self, theta, X, y, *, clip, noise_multiplier, expected_batch, generator):
-        """The DP-SGD release: (sum of per-sample gradients clipped to C + N(0, z^2 C^2 I)) / b."""
-        total = clipped_gradient_sum(self.net, self.unflatten(theta.detach()), {}, X, y, clip=clip)
-        return flat_vector(noisy_average(total, clip=clip, noise_multiplier=noise_multiplier,
-                                         expected_batch=expected_batch, generator=generator))
+    def clipped_sum(self, theta, X, y, *, clip) -> dict:
+        """sum_j clip_C(grad CE_j(theta)): the data-dependent part of a DP-SGD step."""
+        return clipped_gradient_sum(self.net, self.unflatten(theta.detach()), {}, X, y, clip=clip)
 
     def accuracy(self, theta, X, y) -> float:
         with torch.no_grad():
             return float((self.logits(theta, X).argmax(1) == y).float().mean())
+
+
+def private_step_gradient(model: FlatModel, theta, X, y, *, q, clip, noise_multiplier,
+                          expected_batch, rng, generator, cache=None):
+    """One DP-SGD release of the runtime's local DP: a Poisson(q) minibatch of (X, y), per-sample
+    gradients clipped to C, N(0, z^2 C^2 I) on the sum, divided by b (a
+    ``PoissonSubsampledGaussian(z, q)`` release).  ``cache`` (the audit's) memoizes the clipped sum
+    per batch, which is deterministic given the batch and theta."""
+    b = poisson_batch(rng, X.shape[0], q)
+    key = b.tobytes()
+    total = cache.get(key) if cache is not None else None
+    if total is None:
+        total = model.clipped_sum(theta, X[b], y[b], clip=clip)
+        if cache is not None:
+            cache[key] = total
+    return flat_vector(noisy_average(total, clip=clip, noise_multiplier=noise_multiplier,
+                                     expected_batch=expected_batch, generator=generator))
 
 
 def local_train(model: FlatModel, theta0, X, y, cfg: LocalConfig, *, correction=None,
@@ -105,9 +120,9 @@ def local_train(model: FlatModel, theta0, X, y, cfg: LocalConfig, *, correction=
             g = model.gradient(theta, X[b], y[b], expected_batch=len(b))
         else:
             clip, z, gen = dp
-            b = poisson_batch(rng, m, cfg.batch_size / m)
-            g = model.private_gradient(theta, X[b], y[b], clip=clip, noise_multiplier=z,
-                                       expected_batch=cfg.batch_size, generator=gen)
+            g = private_step_gradient(model, theta, X, y, q=cfg.batch_size / m, clip=clip,
+                                      noise_multiplier=z, expected_batch=cfg.batch_size, rng=rng,
+                                      generator=gen)
         with torch.no_grad():
             if correction is not None:
                 g = g + correction

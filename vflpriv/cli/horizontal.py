@@ -17,8 +17,9 @@ JSON fields: ``accuracy`` (final global test accuracy), ``accuracy_history``, ``
 round: paper 001's definition), ``uplink_bytes`` / ``downlink_bytes`` (real serialized messages,
 smallest of dense / COO / bitmap per vector), ``epsilon_spent`` (per client, from the ledger by the
 accountant; null when non-private), ``settings``, ``per_round`` (the cumulative counts after every
-round) and ``entropy_variants``.  For ``fedp3`` the nonzero and entropy counts are null (FedP3 meters
-bytes only) and its own defaults apply (``vflpriv fedp3`` has all its options).
+round) and ``entropy_variants``.  FedP3 uploads its trained layers' weights (not an update), so its
+nonzeros and entropy are those of the weights sent; its own defaults apply (``vflpriv fedp3`` has all
+its options).
 """
 from __future__ import annotations
 
@@ -190,7 +191,7 @@ def _json_num(x):
     return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
 
 
-def _run_fedp3(s, args):
+def _run_fedp3(s, args, progress):
     from ..horizontal.fedp3 import MLP, FedP3
     from ..horizontal.partition import load_dataset, make_clients
     data_seed = s["seed"] if s["seed"] is not None else secrets.randbits(32)
@@ -199,19 +200,13 @@ def _run_fedp3(s, args):
     model = (lambda: MLP(X.shape[1], n_classes, tuple(s["hidden"]))) if s["model"] == "mlp" \
         else "cnn"
     est = FedP3(model=model, participation=s["participation"], rounds=s["rounds"],
+                threads=1,
                 local_epochs=s["local_epochs"], batch_size=s["batch_size"], lr=s["lr"],
                 epsilon=s["epsilon"], delta=s["delta"], clip=s["clip"],
                 accountant=s["accountant"], ledger=args.ledger, seed=s["seed"])
-    est.fit(clients, n_classes, image_shape)
-    hist = []
-    up = down = 0
-    for r in range(s["rounds"]):
-        up += sum(e["up"] for e in est.comm_log_ if e["round"] == r)
-        down += sum(e["down"] for e in est.comm_log_ if e["round"] == r)
-        hist.append({"uplink_nonzeros": None, "uplink_entropy": None, "uplink_bytes": up,
-                     "downlink_bytes": down})
+    est.fit(clients, n_classes, image_shape, progress=progress)
     eps = est.epsilon_spent_ if math.isfinite(s["epsilon"]) else None
-    return est.accuracy_history_, hist, eps, None
+    return est.accuracy_history_, est.meter_.history, eps, est.meter_
 
 
 def _run_elastic(s, args, progress):
@@ -247,7 +242,7 @@ def _run_elastic(s, args, progress):
                      local=local, epsilon=s["epsilon"], delta=s["delta"], clip=s["clip"],
                      accountant=s["accountant"], ledger=args.ledger, seed=s["seed"],
                      progress=progress)
-    return res.accuracy_history, res.meter.history, res.epsilon_spent, res
+    return res.accuracy_history, res.meter.history, res.epsilon_spent, res.meter
 
 
 def run(args) -> int:
@@ -267,9 +262,9 @@ def run(args) -> int:
     from ..bench import write_json
     progress = _Progress(s["rounds"])
     if s["algorithm"] == "fedp3":
-        acc, hist, eps, res = _run_fedp3(s, args)
+        acc, hist, eps, meter = _run_fedp3(s, args, progress)
     else:
-        acc, hist, eps, res = _run_elastic(s, args, progress)
+        acc, hist, eps, meter = _run_elastic(s, args, progress)
     last = hist[-1]
     out = {"accuracy": acc[-1], "accuracy_history": acc,
            "uplink_nonzeros": last["uplink_nonzeros"], "uplink_entropy": last["uplink_entropy"],
@@ -277,7 +272,7 @@ def run(args) -> int:
            "epsilon_spent": [_json_num(e) for e in eps] if eps is not None else None,
            "settings": {k: _json_num(v) for k, v in s.items()},
            "per_round": hist,
-           "entropy_variants": dict(res.meter.entropy) if res is not None else None}
+           "entropy_variants": dict(meter.entropy)}
     name = s["algorithm"] + (" + elastic net" if s["elastic_net"] else "")
     print(f"{name} on {s['data']}: {s['clients']} clients, {s['rounds']} rounds, "
           f"participation {s['participation']:g}")

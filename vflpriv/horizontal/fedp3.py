@@ -46,10 +46,12 @@ import numpy as np
 import torch
 from torch.func import functional_call
 
-from accounting import BudgetExceeded, BudgetFilter, Ledger, PoissonSubsampledGaussian, \
-    SelfComposed, calibrate
+from accounting import PoissonSubsampledGaussian, SelfComposed, calibrate
 from ..errors import InputError
 from . import wire
+from .ldp import LocalDP
+from .loop import round_loop
+from .metering import Meter
 # the models and the DP-SGD step live in shared modules; re-exported here for FedP3's users
 from .dp import (_loss_one, clip_per_sample, clipped_gradient_sum, flat_vector,  # noqa: F401
                  noisy_average, nonprivate_gradient, per_sample_gradients, poisson_batch,
@@ -362,19 +364,20 @@ class FedP3:
             return float((out.argmax(1).numpy() == y).mean())
 
     # -- the main loop (Alg. 1) ---------------------------------------------------------------
-    def fit(self, clients, n_classes=None, image_shape=None):
-        """Train on ``clients`` (list of :class:`~vflpriv.horizontal.partition.ClientData`)."""
+    def fit(self, clients, n_classes=None, image_shape=None, progress=None):
+        """Train on ``clients`` (list of :class:`~vflpriv.horizontal.partition.ClientData`);
+        ``progress(t)`` is called after every round."""
         self._check()
         # The models are tiny: torch's intra-op threads cost far more than they save (30x slower
         # on a busy 2-core machine), so fit runs on ``threads`` threads and restores the setting.
         before = torch.get_num_threads()
         torch.set_num_threads(self.threads)
         try:
-            return self._fit(clients, n_classes, image_shape)
+            return self._fit(clients, n_classes, image_shape, progress)
         finally:
             torch.set_num_threads(before)
 
-    def _fit(self, clients, n_classes, image_shape):
+    def _fit(self, clients, n_classes, image_shape, progress=None):
         if not clients:
             raise InputError("no clients given")
         n = len(clients)
@@ -405,82 +408,30 @@ class FedP3:
                       tuple(hidden[j] for j in cyclic_layers(i, n, len(hidden), counts[i]))
                       for i in range(n)]
 
-        plans = [self._plan(c) for c in clients]
+        self._plans = plans = [self._plan(c) for c in clients]
         private = math.isfinite(self.epsilon)
+        budget = None
         if private:
-            led = self.ledger if isinstance(self.ledger, Ledger) else None
-            if led is None:
-                path = self.ledger
-                if path is None:
-                    import tempfile
-                    path = tempfile.mkstemp(prefix="fedp3-", suffix=".ledger")[1]
-                    open(path, "w").close()
-                led = Ledger(path, budget={"epsilon": self.epsilon, "delta": self.delta,
-                                           "per_party": True})
-            self.ledger_ = led
-            budget = BudgetFilter(led, self.epsilon, self.delta, accountant=self.accountant,
-                                  per_party=True)
-        else:
-            self.ledger_ = None
+            budget = LocalDP(self.epsilon, self.delta, self.clip, self.rounds,
+                             accountant=self.accountant, ledger=self.ledger, prefix="fedp3-")
+        self.ledger_ = budget.ledger if private else None
 
-        k_part = n if self.participation >= 1 else max(1, int(round(self.participation * n)))
+        self._k_part = n if self.participation >= 1 else max(1, int(round(self.participation * n)))
+        self.n_clients, self._clients, self._hidden, self._fixed_sets = n, clients, hidden, fixed_sets
+        self._W, self._L = W, [None] * n
         self.uplink_bytes_ = [0] * n
         self.downlink_bytes_ = [0] * n
         self.uplink_bytes_full_ = [0] * n
         self.downlink_bytes_full_ = [0] * n
         self.comm_log_, self.accuracy_history_ = [], []
         self.client_accuracy_ = [None] * n
-        trained_once = [False] * n
-        self.stopped_round_ = [None] * n
+        self._trained_once = [False] * n
         self.layer_sets_ = [list(s) if s is not None else None for s in fixed_sets]
-        for t in range(self.rounds):
-            round_rng = np.random.default_rng([self._public_seed, t, 11])
-            chosen = np.sort(round_rng.choice(n, size=k_part, replace=False)) if k_part < n \
-                else np.arange(n)
-            uploads = []
-            for i in map(int, chosen):
-                if self.stopped_round_[i] is not None:
-                    continue
-                plan = plans[i]
-                if private:
-                    event = SelfComposed(PoissonSubsampledGaussian(plan.noise_multiplier, plan.q),
-                                         plan.steps)
-                    try:   # charged before the round's noise is drawn
-                        budget.charge(event, party=f"client-{i}", round=t,
-                                      note=f"FedP3 round {t}: {plan.steps} DP-SGD steps")
-                    except BudgetExceeded:
-                        self.stopped_round_[i] = t
-                        continue
-                L_i = fixed_sets[i]
-                if L_i is None:   # OPR2: two random non-final layers, redrawn every round
-                    pick = round_rng.choice(len(hidden), size=2, replace=False)
-                    L_i = tuple(hidden[j] for j in sorted(pick))
-                L_i = (*L_i, self.layer_names_[-1])
-                down = self._downlink(W, L_i, i, t)
-                params, _ = self._unpack(down)                 # what the client reconstructs
-                rng = np.random.default_rng([self._client_key, t, i, 3])
-                gen = torch.Generator().manual_seed(int(rng.integers(2 ** 62)))
-                local, trained = self._train_client(params, L_i, clients[i], plan, rng, gen)
-                self.client_accuracy_[i] = self._accuracy(local, clients[i].X_test, clients[i].y_test)
-                trained_once[i] = True
-                up = self._uplink(trained, L_i)
-                received, _ = self._unpack(up)
-                uploads.append((i, L_i, received))
-                full_down, full_up = len(self._downlink(W, L_i, i, t, full=True)), \
-                    len(self._uplink(W, L_i, full=True))
-                self.downlink_bytes_[i] += len(down)
-                self.uplink_bytes_[i] += len(up)
-                self.downlink_bytes_full_[i] += full_down
-                self.uplink_bytes_full_[i] += full_up
-                self.comm_log_.append({"round": t, "client": i, "layers": list(L_i),
-                                       "down": len(down), "up": len(up),
-                                       "down_full": full_down, "up_full": full_up})
-            W = self._aggregate(W, uploads)
-            for i in range(n):   # clients not trained yet are scored with the current global model
-                if not trained_once[i]:
-                    self.client_accuracy_[i] = self._accuracy(W, clients[i].X_test, clients[i].y_test)
-            self.accuracy_history_.append(float(np.mean(self.client_accuracy_)))
-        self.global_weights_ = W
+        self.meter_ = Meter()
+        self.stopped_round_ = round_loop(self, self.rounds, meter=self.meter_, budget=budget,
+                                         progress=progress)
+        self.global_weights_ = self._W
+        del self._clients, self._round_rng      # the run's working state, not fitted attributes
         self.accuracy_ = self.accuracy_history_[-1]
         self.noise_multiplier_ = [p.noise_multiplier for p in plans]
         self.sigma_ = [p.sigma for p in plans]
@@ -488,9 +439,63 @@ class FedP3:
         self.implied_c_ = [p.implied_c for p in plans]
         self.sample_rate_ = [p.q for p in plans]
         self.local_steps_ = [p.steps for p in plans]
-        self.epsilon_spent_ = [budget.spent(f"client-{i}") if private else math.inf
-                               for i in range(n)]
+        self.epsilon_spent_ = [budget.spent(i) if private else math.inf for i in range(n)]
         return self
+
+    # -- one round, as the shared loop (vflpriv.horizontal.loop) drives it --------------------
+    def sample(self, t):
+        """Fixed-size uniform participation from the public seed; the round's generator also
+        draws OPR2's layer sets."""
+        n = self.n_clients
+        self._round_rng = round_rng = np.random.default_rng([self._public_seed, t, 11])
+        return np.sort(round_rng.choice(n, size=self._k_part, replace=False)) \
+            if self._k_part < n else np.arange(n)
+
+    def privacy_event(self, i, t):
+        plan = self._plans[i]
+        event = SelfComposed(PoissonSubsampledGaussian(plan.noise_multiplier, plan.q), plan.steps)
+        return event, f"FedP3 round {t}: {plan.steps} DP-SGD steps"
+
+    def downlink(self, i, t):
+        L_i = self._fixed_sets[i]
+        if L_i is None:   # OPR2: two random non-final layers, redrawn every round
+            pick = self._round_rng.choice(len(self._hidden), size=2, replace=False)
+            L_i = tuple(self._hidden[j] for j in sorted(pick))
+        self._L[i] = L_i = (*L_i, self.layer_names_[-1])
+        return self._downlink(self._W, L_i, i, t)
+
+    def client_update(self, i, t, down):
+        L_i, client = self._L[i], self._clients[i]
+        params, _ = self._unpack(down)                 # what the client reconstructs
+        rng = np.random.default_rng([self._client_key, t, i, 3])
+        gen = torch.Generator().manual_seed(int(rng.integers(2 ** 62)))
+        local, trained = self._train_client(params, L_i, client, self._plans[i], rng, gen)
+        self.client_accuracy_[i] = self._accuracy(local, client.X_test, client.y_test)
+        self._trained_once[i] = True
+        return self._uplink(trained, L_i)
+
+    def receive(self, i, t, down, up):
+        L_i, W = self._L[i], self._W
+        received, _ = self._unpack(up)
+        full_down, full_up = len(self._downlink(W, L_i, i, t, full=True)), \
+            len(self._uplink(W, L_i, full=True))
+        self.downlink_bytes_[i] += len(down)
+        self.uplink_bytes_[i] += len(up)
+        self.downlink_bytes_full_[i] += full_down
+        self.uplink_bytes_full_[i] += full_up
+        self.comm_log_.append({"round": t, "client": i, "layers": list(L_i),
+                               "down": len(down), "up": len(up),
+                               "down_full": full_down, "up_full": full_up})
+        return [v.numpy().ravel() for v in received.values()], (L_i, received)
+
+    def aggregate(self, t, replies):
+        self._W = self._aggregate(self._W, [(i, L_i, rec) for i, (L_i, rec) in replies])
+
+    def evaluate(self, t):
+        for i, client in enumerate(self._clients):   # not trained yet: scored with the global model
+            if not self._trained_once[i]:
+                self.client_accuracy_[i] = self._accuracy(self._W, client.X_test, client.y_test)
+        self.accuracy_history_.append(float(np.mean(self.client_accuracy_)))
 
     def _aggregate(self, W, uploads):
         """Alg. 3, layer by layer over the contributors S_t^l; empty S_t^l keeps W_t^l."""

@@ -20,7 +20,7 @@ from accounting import BudgetExceeded, BudgetFilter, Ledger, PoissonSubsampledGa
 
 class LocalDP:
     def __init__(self, epsilon: float, delta: float, clip: float, rounds: int, *,
-                 accountant: str = "rdp", ledger=None):
+                 accountant: str = "rdp", ledger=None, prefix: str = "horizontal-"):
         self.epsilon, self.delta, self.clip, self.rounds = epsilon, delta, clip, rounds
         self.accountant = accountant
         led = ledger if isinstance(ledger, Ledger) else None
@@ -28,7 +28,7 @@ class LocalDP:
             path = ledger
             if path is None:
                 import tempfile
-                path = tempfile.mkstemp(prefix="horizontal-", suffix=".ledger")[1]
+                path = tempfile.mkstemp(prefix=prefix, suffix=".ledger")[1]
                 open(path, "w").close()
             led = Ledger(path, budget={"epsilon": epsilon, "delta": delta, "per_party": True})
         self.ledger = led
@@ -45,12 +45,14 @@ class LocalDP:
                                      accountant=self.accountant, decreasing=True).value
         return self._z[key]
 
-    def charge(self, client: int, rnd: int, q: float, steps: int) -> bool:
-        """Charge one round of client ``client``; False (nothing charged) if it would overspend."""
-        event = SelfComposed(PoissonSubsampledGaussian(self.noise_multiplier(q, steps), q), steps)
+    def round_event(self, q: float, steps: int):
+        """One round of a client: ``SelfComposed(PoissonSubsampledGaussian(z, q), steps)``."""
+        return SelfComposed(PoissonSubsampledGaussian(self.noise_multiplier(q, steps), q), steps)
+
+    def charge_event(self, event, client: int, rnd: int, note: str) -> bool:
+        """Charge ``event`` to client ``client``; False (nothing charged) if it would overspend."""
         try:
-            self.filter.charge(event, party=f"client-{client}", round=rnd,
-                               note=f"horizontal round {rnd}: {steps} DP-SGD steps")
+            self.filter.charge(event, party=f"client-{client}", round=rnd, note=note)
         except BudgetExceeded:
             return False
         return True

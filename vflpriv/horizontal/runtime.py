@@ -1,6 +1,6 @@
-"""The horizontal round loop, written once (torch): participation, messages, metering, local DP
-budget, local training, evaluation.  Algorithms are :class:`~vflpriv.horizontal.strategy.Strategy`
-objects (FedAvg / FedProx / SCAFFOLD / FedDyn and their FedElasticNet variants, paper 001).
+"""Strategies on flat parameter vectors, run by the shared round loop (torch):
+:func:`run` drives a :class:`~vflpriv.horizontal.strategy.Strategy` (FedAvg / FedProx / SCAFFOLD /
+FedDyn and their FedElasticNet variants, paper 001) through :func:`~vflpriv.horizontal.loop.round_loop`.
 
 Round t (0-based):
 
@@ -29,6 +29,7 @@ import torch
 
 from . import wire
 from .local import FlatModel, LocalConfig, local_train
+from .loop import round_loop
 from .metering import Meter
 from .participation import feddyn_sample, fixed_size_sample
 
@@ -71,65 +72,94 @@ def run(strategy, data, model_fn, *, rounds: int, participation: float = 1.0,
         torch.set_num_threads(before)
 
 
+class _StrategyRun:
+    """A :class:`Strategy` on flat parameter vectors, in the shape :func:`round_loop` drives:
+    the server side calls the strategy, the client side runs :func:`local_train`."""
+
+    def __init__(self, strategy, data, model, *, participation, local, sampler, public,
+                 client_key, dp, clip):
+        self.strategy, self.model, self.local, self.dp, self.clip = strategy, model, local, dp, clip
+        self.participation, self.sampler, self.public, self.client_key = \
+            participation, sampler, public, client_key
+        self.theta = model.flat()
+        self.Xs = [torch.from_numpy(np.ascontiguousarray(X)) for X, _ in data.clients]
+        self.ys = [torch.from_numpy(np.asarray(y, dtype=np.int64)) for _, y in data.clients]
+        self.Xte = torch.from_numpy(np.ascontiguousarray(data.X_test))
+        self.yte = torch.from_numpy(np.asarray(data.y_test, np.int64))
+        self.sizes = [int(y.shape[0]) for y in self.ys]
+        self.n_clients = len(self.sizes)
+        strategy.initialize(self.theta, self.sizes)
+        self.states = [strategy.init_client(k, torch.zeros_like(self.theta))
+                       for k in range(self.n_clients)]
+        self.server_rng = np.random.default_rng([public, 11])
+        self.participants, self.history = [], []
+
+    def _plan(self, k):
+        private = self.dp is not None
+        return self.local.batch_size / self.sizes[k], self.local.steps(self.sizes[k], private)
+
+    # -- server ---------------------------------------------------------------------------------
+    def sample(self, t):
+        m = self.n_clients
+        chosen = feddyn_sample(m, self.participation, t, seed=self.public) \
+            if self.sampler == "feddyn" else fixed_size_sample(m, self.participation, self.server_rng)
+        self.participants.append([int(k) for k in chosen])
+        return chosen
+
+    def privacy_event(self, k, t):
+        q, steps = self._plan(k)
+        return self.dp.round_event(q, steps), f"horizontal round {t}: {steps} DP-SGD steps"
+
+    def downlink(self, k, t):
+        vecs = self.strategy.configure_train(self.theta, k)
+        return wire.encode_vectors([v.numpy() for v in vecs], wire.DOWN)
+
+    def receive(self, k, t, down, up):
+        decoded = wire.decode_vectors(up)
+        return decoded, [torch.from_numpy(v) for v in decoded]
+
+    def aggregate(self, t, replies):
+        self.theta = self.strategy.aggregate_train(self.theta, replies)
+
+    def evaluate(self, t):
+        self.history.append(self.model.accuracy(self.theta, self.Xte, self.yte))
+
+    # -- client k -------------------------------------------------------------------------------
+    def client_update(self, k, t, down):
+        received = [torch.from_numpy(v) for v in wire.decode_vectors(down)]
+        corr, lam1, lam2 = self.strategy.local_objective(k, self.states[k], received)
+        rng = np.random.default_rng([self.client_key, t, k, 3])
+        noise = None
+        if self.dp is not None:
+            q, steps = self._plan(k)
+            gen = torch.Generator().manual_seed(int(rng.integers(2 ** 62)))
+            noise = (self.clip, self.dp.noise_multiplier(q, steps), gen)
+        theta_k, steps = local_train(self.model, received[0], self.Xs[k], self.ys[k], self.local,
+                                     correction=corr, lambda1=lam1, lambda2=lam2, rng=rng,
+                                     dp=noise)
+        reply = self.strategy.client_reply(k, self.states[k], received, theta_k, steps,
+                                           self.local.lr)
+        return wire.encode_vectors([v.numpy() for v in reply], wire.UP)
+
+
 def _run(strategy, data, model_fn, rounds, participation, local, sampler, epsilon, delta, clip,
          accountant, ledger, seed, progress):
     public = int(seed) if seed is not None else secrets.randbits(63)
     client_key = int(seed) if seed is not None else secrets.randbits(128)
     torch.manual_seed(public)
     model = FlatModel(model_fn())
-    theta = model.flat()
-    m = len(data.clients)
-    Xs = [torch.from_numpy(np.ascontiguousarray(X)) for X, _ in data.clients]
-    ys = [torch.from_numpy(np.asarray(y, dtype=np.int64)) for _, y in data.clients]
-    Xte, yte = torch.from_numpy(data.X_test), torch.from_numpy(np.asarray(data.y_test, np.int64))
-    sizes = [int(y.shape[0]) for y in ys]
-    strategy.initialize(theta, sizes)
-    states = [strategy.init_client(k, torch.zeros_like(theta)) for k in range(m)]
-    private = math.isfinite(epsilon)
     dp = None
-    if private:
+    if math.isfinite(epsilon):
         from .ldp import LocalDP
         dp = LocalDP(epsilon, delta, clip, rounds, accountant=accountant, ledger=ledger)
-    meter, history, participants = Meter(), [], []
-    stopped = [None] * m
-    server_rng = np.random.default_rng([public, 11])
-    for t in range(rounds):
-        chosen = feddyn_sample(m, participation, t, seed=public) if sampler == "feddyn" \
-            else fixed_size_sample(m, participation, server_rng)
-        participants.append([int(k) for k in chosen])
-        replies = []
-        for k in map(int, chosen):
-            if stopped[k] is not None:
-                continue
-            q, steps = local.batch_size / sizes[k], local.steps(sizes[k], private)
-            if private and not dp.charge(k, t, q, steps):      # charged before any noise
-                stopped[k] = t
-                continue
-            down = wire.encode_vectors([v.numpy() for v in strategy.configure_train(theta, k)],
-                                       wire.DOWN)
-            meter.downlink(down)
-            received = [torch.from_numpy(v) for v in wire.decode_vectors(down)]
-            corr, lam1, lam2 = strategy.local_objective(k, states[k], received)
-            rng = np.random.default_rng([client_key, t, k, 3])
-            noise = None
-            if private:
-                gen = torch.Generator().manual_seed(int(rng.integers(2 ** 62)))
-                noise = (clip, dp.noise_multiplier(q, steps), gen)
-            theta_k, steps = local_train(model, received[0], Xs[k], ys[k], local, correction=corr,
-                                         lambda1=lam1, lambda2=lam2, rng=rng, dp=noise)
-            reply = [v.numpy() for v in strategy.client_reply(k, states[k], received, theta_k,
-                                                               steps, local.lr)]
-            up = wire.encode_vectors(reply, wire.UP)
-            decoded = wire.decode_vectors(up)
-            meter.uplink(decoded, up)
-            replies.append((k, [torch.from_numpy(v) for v in decoded]))
-        theta = strategy.aggregate_train(theta, replies)
-        meter.end_round()
-        history.append(model.accuracy(theta, Xte, yte))
-        if progress is not None:
-            progress(t)
-    return RunResult(theta=theta, accuracy_history=history, meter=meter, participants=participants,
-                     epsilon_spent=[dp.spent(k) for k in range(m)] if private else None,
-                     noise_multiplier=dict(dp._z) if private else {}, stopped_round=stopped,
-                     deployment=seed is None, ledger=dp.ledger.path if private else None,
-                     client_states=states)
+    algo = _StrategyRun(strategy, data, model, participation=participation, local=local,
+                        sampler=sampler, public=public, client_key=client_key, dp=dp, clip=clip)
+    meter = Meter()
+    stopped = round_loop(algo, rounds, meter=meter, budget=dp, progress=progress)
+    m = algo.n_clients
+    return RunResult(theta=algo.theta, accuracy_history=algo.history, meter=meter,
+                     participants=algo.participants,
+                     epsilon_spent=[dp.spent(k) for k in range(m)] if dp else None,
+                     noise_multiplier=dict(dp._z) if dp else {}, stopped_round=stopped,
+                     deployment=seed is None, ledger=dp.ledger.path if dp else None,
+                     client_states=algo.states)

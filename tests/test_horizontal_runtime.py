@@ -294,3 +294,26 @@ def test_torch_free_modules_do_not_import_torch():
             "vflpriv.horizontal.ldp, vflpriv.cli.horizontal; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_fashion_mnist_idx_loader_keeps_the_official_split(tmp_path, monkeypatch):
+    import gzip
+
+    from vflpriv.horizontal.partition import PRESPLIT, load_federated
+
+    def idx(path, arr):
+        head = bytes([0, 0, 8, arr.ndim]) + b"".join(int(n).to_bytes(4, "big") for n in arr.shape)
+        with gzip.open(path, "wb") as f:
+            f.write(head + arr.astype(np.uint8).tobytes())
+    n_train = PRESPLIT["fashion-mnist"]
+    for split, n in (("train", n_train), ("t10k", 50)):
+        idx(tmp_path / f"{split}-images-idx3-ubyte.gz", np.full((n, 28, 28), 51))
+        idx(tmp_path / f"{split}-labels-idx1-ubyte.gz", np.arange(n) % 10)
+    monkeypatch.setenv("VFLPRIV_FASHION_MNIST", str(tmp_path))
+    fd = load_federated("fashion-mnist", 100, seed=0)
+    assert fd.X_test.shape == (50, 784) and fd.image_shape == (1, 28, 28)
+    assert sum(len(y) for _, y in fd.clients) == n_train
+    assert fd.X_test.max() == pytest.approx(0.2)            # 51 / 255
+    monkeypatch.setenv("VFLPRIV_FASHION_MNIST", str(tmp_path / "missing"))
+    with pytest.raises(ValueError, match="VFLPRIV_FASHION_MNIST"):
+        load_federated("fashion-mnist", 10, seed=0)

@@ -20,9 +20,10 @@ DATASETS = ("digits", "synthetic", "fashion-mnist")
 #: data sets with their own train/test split: name -> number of training records (load_dataset
 #: returns train then test, pooled)
 PRESPLIT = {"fashion-mnist": 60000}
-#: where the IDX files of Fashion-MNIST (28x28, 10 classes: MNIST's shape) are looked for; Debian's
+#: where the IDX files of Fashion-MNIST (28x28, 10 classes: MNIST's shape) are looked for unless the
+#: environment variable ``VFLPRIV_FASHION_MNIST`` names another folder; Debian's
 #: ``dataset-fashion-mnist`` package installs them here
-FASHION_MNIST_DIR = os.environ.get("VFLPRIV_FASHION_MNIST", "/usr/share/datasets/fashion-mnist")
+FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
 
 
 def _idx(path):
@@ -35,7 +36,7 @@ def _idx(path):
 
 
 def _fashion_mnist():
-    d = FASHION_MNIST_DIR
+    d = os.environ.get("VFLPRIV_FASHION_MNIST", FASHION_MNIST_DIR)
     try:
         parts = [_idx(os.path.join(d, f"{s}-{k}-idx{n}-ubyte.gz"))
                  for s in ("train", "t10k") for k, n in (("images", 3), ("labels", 1))]

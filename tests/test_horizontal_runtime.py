@@ -317,3 +317,19 @@ def test_fashion_mnist_idx_loader_keeps_the_official_split(tmp_path, monkeypatch
     monkeypatch.setenv("VFLPRIV_FASHION_MNIST", str(tmp_path / "missing"))
     with pytest.raises(ValueError, match="VFLPRIV_FASHION_MNIST"):
         load_federated("fashion-mnist", 10, seed=0)
+
+
+def test_cli_plot_and_fedp3_through_horizontal(tmp_path, capsys):
+    import importlib.util
+    if importlib.util.find_spec("matplotlib") is None:
+        pytest.skip("matplotlib not installed")
+    png, js = tmp_path / "h.png", tmp_path / "p3.json"
+    assert main(["horizontal", "--algorithm", "scaffold", "--data", "synthetic", "--clients", "4",
+                 "--rounds", "2", "--participation", "1", "--hidden", "8", "--local-epochs", "1",
+                 "--seed", "1", "--plot", str(png)]) == 0
+    assert png.stat().st_size > 0
+    assert main(["horizontal", "--algorithm", "fedp3", "--data", "synthetic", "--clients", "3",
+                 "--rounds", "1", "--hidden", "8,8", "--local-epochs", "1", "--seed", "1",
+                 "--json", str(js)]) == 0
+    d = json.loads(js.read_text())
+    assert d["uplink_bytes"] > 0 and d["uplink_nonzeros"] > 0 and d["settings"]["algorithm"] == "fedp3"

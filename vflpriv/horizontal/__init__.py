@@ -15,13 +15,17 @@ Torch-free modules (numpy only; the numpy sparse engine may share them):
   Alg. 1), :mod:`~vflpriv.horizontal.scaffold` (SCAFFOLD, Alg. 2), :mod:`~vflpriv.horizontal.feddyn`
   (FedDyn, Alg. 3): one short module each.
 - :mod:`~vflpriv.horizontal.ldp` -- local DP: noise calibrated by the accountant, per-client budget.
+- :mod:`~vflpriv.horizontal.loop` -- the round loop, written once (sampling, budget charge,
+  messages, metering, aggregation, evaluation).
 
 Torch modules (the ``torch`` extra; importing this package does not import torch):
 
 - :mod:`~vflpriv.horizontal.models` -- the models (FedP3's and FedDyn's).
 - :mod:`~vflpriv.horizontal.dp` -- per-sample gradients, clipping, noise (the DP-SGD step).
 - :mod:`~vflpriv.horizontal.local` -- a client's local training (subgradient or prox elastic net).
-- :mod:`~vflpriv.horizontal.runtime` -- the round loop, written once.
-- :mod:`~vflpriv.horizontal.fedp3` -- FedP3 and LDP-FedP3 (paper 002); it uses the shared models,
-  DP-SGD step and wire format but still runs its own round loop (see docs/fedelasticnet.md).
+- :mod:`~vflpriv.horizontal.runtime` -- a Strategy on flat parameter vectors, driven by the loop.
+- :mod:`~vflpriv.horizontal.fedp3` (with :mod:`~vflpriv.horizontal.pruning`) -- FedP3 and LDP-FedP3
+  (paper 002), driven by the same loop.
+
+The round loop itself, :mod:`~vflpriv.horizontal.loop`, is torch-free: it moves bytes.
 """

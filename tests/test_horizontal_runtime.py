@@ -291,7 +291,7 @@ def test_torch_free_modules_do_not_import_torch():
     code = ("import sys, vflpriv.horizontal.participation, vflpriv.horizontal.metering, "
             "vflpriv.horizontal.wire, vflpriv.horizontal.partition, vflpriv.horizontal.strategy, "
             "vflpriv.horizontal.fedavg, vflpriv.horizontal.scaffold, vflpriv.horizontal.feddyn, "
-            "vflpriv.horizontal.ldp, vflpriv.cli.horizontal; "
+            "vflpriv.horizontal.ldp, vflpriv.horizontal.loop, vflpriv.cli.horizontal; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 

@@ -140,3 +140,38 @@ def test_without_torch_the_step_is_listed_and_skipped():
     assert proc.returncode == 2, proc.stderr
     assert '"fedp3_local_step": "needs torch' in proc.stdout
     assert "cannot run here: needs torch" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# -- the shared runtime's local DP step (FedAvg / FedProx / SCAFFOLD / FedDyn with local DP) ------
+
+def test_runtime_step_is_registered_and_charged_as_the_audited_event(tmp_path):
+    from accounting import SelfComposed, read_ledger
+    from vflpriv.audit.horizontal import make_runtime_step
+    from vflpriv.horizontal.fedavg import FedAvg
+    from vflpriv.horizontal.local import LocalConfig
+    from vflpriv.horizontal.models import MLP
+    from vflpriv.horizontal.partition import FederatedData
+    from vflpriv.horizontal.runtime import run
+
+    assert "horizontal_local_step" in registered()
+    mech = make_runtime_step()
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(8, 4)).astype(np.float32)
+    y = rng.integers(0, 2, 8)
+    data = FederatedData([(X, y)], X, y, 2, None)
+    res = run(FedAvg(), data, lambda: MLP(4, 2, hidden=(4,)), rounds=1, epsilon=2.0, delta=1e-5,
+              clip=0.1, accountant="best", ledger=str(tmp_path / "h.ledger"), seed=0,
+              local=LocalConfig(epochs=0.5, batch_size=4))
+    (rec,) = read_ledger(res.ledger).records
+    ev = rec.event
+    assert isinstance(ev, SelfComposed) and ev.count == 1
+    assert ev.event.sample_rate == 0.5 and ev.event.neighboring == "add_remove"
+    assert ev.event.noise_multiplier == pytest.approx(mech.event.noise_multiplier, rel=1e-3)
+
+
+def test_runtime_step_holds_its_claim_and_a_quarter_noise_client_is_caught():
+    from vflpriv.audit.horizontal import make_runtime_step
+    row = audit_mechanism(make_runtime_step(), samples=20_000, seed=5)
+    assert row["ok"] and 0.3 < row["lower_bound"] <= row["claimed_epsilon"]
+    bad = audit_mechanism(make_runtime_step(noise_factor=0.25), samples=20_000, seed=2)
+    assert not bad["ok"] and bad["lower_bound"] > bad["claimed_epsilon"]

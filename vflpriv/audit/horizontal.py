@@ -1,4 +1,9 @@
-"""Audit of the LDP-FedP3 local step (paper 002, Alg. 5 as made accountable in notes B.8).
+"""Audit of the horizontal local DP step: LDP-FedP3's (paper 002, Alg. 5 as made accountable in
+notes B.8; entry ``fedp3_local_step``) and the shared runtime's, which every FedAvg / FedProx /
+SCAFFOLD / FedDyn run with ``epsilon`` finite uses (entry ``horizontal_local_step``, through
+:func:`vflpriv.horizontal.local.private_step_gradient`, the function ``local_train`` calls; the
+strategy's correction, the elastic-net terms, the clip and the weight decay come after the release
+and are post-processing).  Both use the same worst-case pair and score, described below.
 
 One local step of a client is a DP-SGD step: a Poisson minibatch (every record joins with
 probability q), per-sample gradients clipped to L2 norm C, N(0, z^2 C^2 I) added to the clipped
@@ -115,6 +120,68 @@ def make_local_step(q: float = SAMPLE_RATE, epsilon: float = TARGET_EPSILON,
         f"Gaussian noise z={z:.4g}; empty data set vs one record")
 
 
+def make_runtime_step(q: float = SAMPLE_RATE, epsilon: float = TARGET_EPSILON,
+                      clip: float = CLIP, noise_factor: float = 1.0) -> AuditMechanism:
+    """The audited local DP step of the horizontal runtime (``noise_factor`` < 1: a client that
+    draws less noise than claimed, for tests of the audit)."""
+    import numpy as np
+    import torch
+
+    from accounting import PoissonSubsampledGaussian, calibrate
+    from vflpriv.horizontal.local import FlatModel, private_step_gradient
+    from vflpriv.horizontal.models import MLP
+
+    z = calibrate(lambda s: PoissonSubsampledGaussian(s, q), epsilon, DELTA,
+                  decreasing=True).value
+    event = PoissonSubsampledGaussian(z, q)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = FlatModel(MLP(4, 2, hidden=(4,)))
+    theta = model.flat()
+    x_star = torch.full((1, 4), 3.0, dtype=torch.float32)
+    y_star = torch.tensor([int(model.logits(theta, x_star).argmin(1))])
+    raw = model.clipped_sum(theta, x_star, y_star, clip=float("inf"))
+    norm = float(torch.cat([v.reshape(-1) for v in raw.values()]).norm())
+    if norm <= clip:
+        raise ValueError(f"the audit record's gradient norm {norm:.4g} does not exceed the "
+                         f"clipping norm {clip:.4g}; the pair would not be worst case")
+    u = torch.cat([v.reshape(-1) for v in model.clipped_sum(theta, x_star, y_star,
+                                                             clip=clip).values()]) / clip
+    data = {0: (x_star[:0], y_star[:0]), 1: (x_star, y_star)}
+
+    def sample(k, rng):
+        before = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            outs = []
+            for side in (0, 1):
+                X, y = data[side]
+                gen = torch.Generator().manual_seed(int(rng.integers(2 ** 62)))
+                cache: dict = {}
+                rows = np.empty((k, u.numel()))
+                for r in range(k):
+                    rows[r] = private_step_gradient(
+                        model, theta, X, y, q=q, clip=clip, noise_multiplier=z * noise_factor,
+                        expected_batch=EXPECTED_BATCH, rng=rng, generator=gen,
+                        cache=cache).numpy()
+                outs.append(rows)
+            return outs[0], outs[1]
+        finally:
+            torch.set_num_threads(before)
+
+    direction = u.numpy().astype(float)
+
+    def score(rows):
+        return (rows @ direction) * (EXPECTED_BATCH / clip)
+
+    return AuditMechanism(
+        "horizontal_local_step", event, DELTA, sample, score=score,
+        description=f"one local DP step of the horizontal runtime (FedAvg / FedProx / SCAFFOLD / "
+        f"FedDyn with local DP, vflpriv.horizontal.local): Poisson minibatch q={q:g}, per-sample "
+        f"clipping C={clip:g} (record's gradient norm {norm:.3g}), Gaussian noise z={z:.4g}; "
+        f"empty data set vs one record")
+
+
 def _available() -> str | None:
     import importlib.util
 
@@ -127,5 +194,7 @@ def _available() -> str | None:
 
 if _available() is None:
     register_mechanism("fedp3_local_step", make_local_step)
+    register_mechanism("horizontal_local_step", make_runtime_step)
 else:
     register_unavailable("fedp3_local_step", _available())
+    register_unavailable("horizontal_local_step", _available())

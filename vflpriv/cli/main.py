@@ -11,7 +11,8 @@ import importlib
 import sys
 
 #: module (under vflpriv.cli) -> its subcommand registers itself
-SUBCOMMANDS = ["certify", "bench", "demo", "fedp3", "audit", "ledger", "run", "sparse"]
+SUBCOMMANDS = ["certify", "bench", "demo", "fedp3", "horizontal", "audit", "ledger", "run",
+               "sparse"]
 
 
 class _Parser(argparse.ArgumentParser):

@@ -44,273 +44,28 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
-from torch import nn
-from torch.func import functional_call, grad, vmap
+from torch.func import functional_call
 
-from accounting import BudgetExceeded, BudgetFilter, Ledger, PoissonSubsampledGaussian, \
-    SelfComposed, calibrate
+from accounting import PoissonSubsampledGaussian, SelfComposed, calibrate
 from ..errors import InputError
 from . import wire
+from .ldp import LocalDP
+from .loop import round_loop
+from .metering import Meter
+# the models and the DP-SGD step live in shared modules; re-exported here for FedP3's users
+from .dp import (_loss_one, clip_per_sample, clipped_gradient_sum, flat_vector,  # noqa: F401
+                 noisy_average, nonprivate_gradient, per_sample_gradients, poisson_batch,
+                 private_gradient)
+from .models import (MLP, LayeredModel, PaperCNN, SmallCNN, build_model,  # noqa: F401
+                     paper_layer_counts, paper_mlp)
+from .pruning import (cyclic_layers, kept_count, magnitude_mask,  # noqa: F401
+                      ordered_dropout_masks, scheme_layer_count)
 
 SCHEMES = ("fedavg", "lowerb", "opu2", "opu3", "opr2", "opu1-2-3", "opu2-3")
 GLOBAL_PRUNING = ("random", "magnitude")
 LOCAL_PRUNING = ("fixed", "uniform", "ordered_dropout")
 AGGREGATIONS = ("simple", "weighted")
 NOISE = ("calibrate", "paper")
-
-
-# ---------------------------------------------------------------------------------------------
-# Models with named layers.  ``layer_names`` lists the trainable layers in forward order; the last
-# is the final fully connected layer (FFC, always trained and uploaded).  ``flatten_channels``
-# maps the first FC layer after a convolution to the number of channels that were flattened into
-# it, so ordered dropout can drop whole channels there.
-
-class LayeredModel(nn.Module):
-    layer_names: tuple = ()
-    flatten_channels: dict = {}
-
-    def layer(self, name):
-        return getattr(self, name)
-
-
-class MLP(LayeredModel):
-    """Fully connected ReLU network ``n_inputs -> hidden... -> n_classes``; layers fc1.., ffc."""
-
-    def __init__(self, n_inputs: int, n_classes: int, hidden=(128, 128, 128), bias=True):
-        super().__init__()
-        sizes = [int(n_inputs), *map(int, hidden)]
-        names = []
-        for k in range(len(hidden)):
-            setattr(self, f"fc{k + 1}", nn.Linear(sizes[k], sizes[k + 1], bias=bias))
-            names.append(f"fc{k + 1}")
-        self.ffc = nn.Linear(sizes[-1], int(n_classes), bias=bias)
-        self.layer_names = (*names, "ffc")
-        self.flatten_channels = {}
-
-    def forward(self, x):
-        x = x.flatten(1)
-        for name in self.layer_names[:-1]:
-            x = F.relu(getattr(self, name)(x))
-        return self.ffc(x)
-
-
-class SmallCNN(LayeredModel):
-    """Two 3x3 convolutions, a 2x2 max-pool, two FC layers and the FFC: the paper's 5-layer CNN
-    shape (Table 4) shrunk for 8x8 digits so it trains on a CPU in seconds."""
-
-    def __init__(self, in_channels=1, image_size=8, n_classes=10, channels=(8, 16), hidden=(64, 64)):
-        super().__init__()
-        self.conv1 = nn.Conv2d(in_channels, channels[0], 3, padding=1)
-        self.conv2 = nn.Conv2d(channels[0], channels[1], 3, padding=1)
-        flat = channels[1] * (image_size // 2) ** 2
-        self.fc1 = nn.Linear(flat, hidden[0])
-        self.fc2 = nn.Linear(hidden[0], hidden[1])
-        self.ffc = nn.Linear(hidden[1], n_classes)
-        self.layer_names = ("conv1", "conv2", "fc1", "fc2", "ffc")
-        self.flatten_channels = {"fc1": channels[1]}
-        self.image_shape = (in_channels, image_size, image_size)
-
-    def forward(self, x):
-        x = x.reshape(x.shape[0], *self.image_shape)
-        x = F.relu(self.conv1(x))
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        x = F.relu(self.fc1(x.flatten(1)))
-        x = F.relu(self.fc2(x))
-        return self.ffc(x)
-
-
-class PaperCNN(LayeredModel):
-    """Paper 002, Table 4 (CIFAR10/100, FashionMNIST): conv5x5x64-ReLU-pool, conv5x5x64-ReLU-pool,
-    FC 1600x1024-ReLU, FC 1024x1024-ReLU, FC 1024xclasses.  A 28x28 input needs padding 2 on the
-    first convolution to reach the table's 1600-dim flatten (notes B.10)."""
-
-    def __init__(self, in_channels=3, n_classes=10, image_size=32):
-        super().__init__()
-        self.conv1 = nn.Conv2d(in_channels, 64, 5, padding=2 if image_size == 28 else 0)
-        self.conv2 = nn.Conv2d(64, 64, 5)
-        self.fc1 = nn.Linear(1600, 1024)
-        self.fc2 = nn.Linear(1024, 1024)
-        self.ffc = nn.Linear(1024, n_classes)
-        self.layer_names = ("conv1", "conv2", "fc1", "fc2", "ffc")
-        self.flatten_channels = {"fc1": 64}
-        self.image_shape = (in_channels, image_size, image_size)
-
-    def forward(self, x):
-        x = x.reshape(x.shape[0], *self.image_shape)
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        x = F.relu(self.fc1(x.flatten(1)))
-        x = F.relu(self.fc2(x))
-        return self.ffc(x)
-
-
-def paper_mlp(n_classes=10):
-    """Paper 002, Table 4 (EMNIST-L): FC 784x1024, 1024x1024, 1024x1024 (ReLU), FC 1024x10."""
-    return MLP(784, n_classes, hidden=(1024, 1024, 1024))
-
-
-def paper_layer_counts(model: LayeredModel) -> dict:
-    """Parameters per layer as paper 002's Table 4 counts them: convolutions with their biases,
-    fully connected layers without (e.g. Conv1 on 3 channels 4,864; FC 1600x1024 1,638,400)."""
-    out = {}
-    for name in model.layer_names:
-        mod = model.layer(name)
-        n = mod.weight.numel()
-        if isinstance(mod, nn.Conv2d) and mod.bias is not None:
-            n += mod.bias.numel()
-        out[name] = n
-    return out
-
-
-def build_model(name: str, n_inputs: int, n_classes: int, image_shape=None) -> LayeredModel:
-    """``mlp`` (any data) or ``cnn`` (image data only)."""
-    if name == "mlp":
-        return MLP(n_inputs, n_classes)
-    if name == "cnn":
-        if image_shape is None:
-            raise InputError("model 'cnn' needs image data (use --model mlp for this data set)")
-        c, h, w = image_shape
-        return SmallCNN(c, h, n_classes)
-    raise InputError(f"unknown model {name!r}; choose mlp or cnn")
-
-
-# ---------------------------------------------------------------------------------------------
-# Layer sets L_i (notes B.5).  Non-final layers are indexed 0..H-1; client i of n starts at
-# d1 = floor(i H / n) (= floor(i / 25) for the paper's 100 clients and 4 layers) and takes k
-# consecutive layers cyclically, so every layer gets the same number of clients.
-
-def scheme_layer_count(scheme: str, rng) -> int | None:
-    """Number of non-final layers a client trains; None = redrawn every round (OPR2)."""
-    fixed = {"lowerb": 1, "opu2": 2, "opu3": 3}
-    if scheme in fixed:
-        return fixed[scheme]
-    if scheme == "opu1-2-3":
-        return int(rng.integers(1, 4))
-    if scheme == "opu2-3":
-        return int(rng.integers(2, 4))
-    return None
-
-
-def cyclic_layers(client: int, n_clients: int, n_hidden: int, k: int) -> tuple:
-    d1 = (client * n_hidden) // n_clients
-    return tuple(sorted({(d1 + j) % n_hidden for j in range(k)}))
-
-
-# ---------------------------------------------------------------------------------------------
-# Pruning masks.
-
-def kept_count(numel: int, keep_ratio: float) -> int:
-    """ceil(r |W|) weights survive global pruning (notes B.12)."""
-    return min(numel, max(1, int(math.ceil(keep_ratio * numel - 1e-9))))
-
-
-def magnitude_mask(w: torch.Tensor, keep_ratio: float) -> np.ndarray:
-    """Keep the ceil(r |W|) largest |w| (the released code's global pruning)."""
-    flat = w.detach().reshape(-1).abs()
-    keep = torch.topk(flat, kept_count(flat.numel(), keep_ratio)).indices
-    mask = np.zeros(flat.numel(), dtype=bool)
-    mask[keep.numpy()] = True
-    return mask
-
-
-def ordered_dropout_masks(model: LayeredModel, name: str, q: float, first: bool):
-    """FjORD ordered dropout at width q for layer ``name``: keep the first ceil(q d_out) output units
-    (channels) and the first ceil(q d_in) input units; the network input is never pruned.  Returns
-    (weight mask, bias mask) as float tensors of the parameter shapes."""
-    w = model.layer(name).weight
-    out_units, in_units = w.shape[0], w.shape[1]
-    wm = torch.zeros_like(w)
-    ko = int(math.ceil(q * out_units))
-    if first:
-        ki = in_units
-    elif name in model.flatten_channels:
-        ch = model.flatten_channels[name]
-        ki = int(math.ceil(q * ch)) * (in_units // ch)      # whole flattened channels
-    else:
-        ki = int(math.ceil(q * in_units))
-    wm[:ko, :ki] = 1.0
-    bias = model.layer(name).bias
-    bm = None
-    if bias is not None:
-        bm = torch.zeros_like(bias)
-        bm[:ko] = 1.0
-    return wm, bm
-
-
-# ---------------------------------------------------------------------------------------------
-# Gradients: per-sample (torch.func vmap + grad), clipping, noise.
-
-def _loss_one(model, trainable, fixed, x, y):
-    out = functional_call(model, {**fixed, **trainable}, (x.unsqueeze(0),))
-    return F.cross_entropy(out, y.unsqueeze(0))
-
-
-def per_sample_gradients(model, trainable: dict, fixed: dict, X, y) -> dict:
-    """name -> tensor of shape (batch, *param.shape): the gradient of each record's loss."""
-    g = grad(lambda tr, x, t: _loss_one(model, tr, fixed, x, t))
-    return vmap(g, in_dims=(None, 0, 0))(trainable, X, y)
-
-
-def clip_per_sample(grads: dict, clip: float):
-    """Scale each record's whole gradient (all trainable tensors together) to L2 norm <= clip:
-    g_j <- g_j * min(1, C / ||g_j||).  Returns (clipped grads, per-sample norms before clipping)."""
-    flat = torch.cat([g.reshape(g.shape[0], -1) for g in grads.values()], dim=1)
-    norms = flat.norm(dim=1)
-    if math.isinf(clip):
-        return grads, norms
-    factor = torch.clamp(clip / (norms + 1e-12), max=1.0)
-    return {k: g * factor.view(-1, *([1] * (g.dim() - 1))) for k, g in grads.items()}, norms
-
-
-def flat_vector(params: dict) -> torch.Tensor:
-    """One parameter (or gradient) dict as a single flat vector, in the dict's order."""
-    return torch.cat([v.reshape(-1) for v in params.values()])
-
-
-def poisson_batch(rng, m: int, q: float) -> np.ndarray:
-    """Indices of a Poisson minibatch: each of the m records joins independently with
-    probability q (the sampling ``PoissonSubsampledGaussian(z, q)`` accounts for)."""
-    return np.flatnonzero(rng.random(m) < q)
-
-
-def clipped_gradient_sum(model, trainable, fixed, X, y, *, clip: float) -> dict:
-    """sum_{j in batch} clip_C(grad f_j(w)): the part of a DP-SGD step that sees the data.
-    Deterministic given the batch; an empty batch gives zeros."""
-    if X.shape[0] == 0:
-        return {k: torch.zeros_like(v) for k, v in trainable.items()}
-    clipped, _ = clip_per_sample(per_sample_gradients(model, trainable, fixed, X, y), clip)
-    return {k: g.sum(0) for k, g in clipped.items()}
-
-
-def noisy_average(total: dict, *, clip: float, noise_multiplier: float, expected_batch: float,
-                  generator) -> dict:
-    """(total + N(0, z^2 C^2 I)) / b: the release of one DP-SGD step given its clipped sum."""
-    if noise_multiplier > 0:
-        std = noise_multiplier * clip
-        total = {k: g + std * torch.randn(g.shape, generator=generator, dtype=g.dtype)
-                 for k, g in total.items()}
-    return {k: g / expected_batch for k, g in total.items()}
-
-
-def private_gradient(model, trainable, fixed, X, y, *, clip: float, noise_multiplier: float,
-                     expected_batch: float, generator) -> dict:
-    """(sum of clipped per-sample gradients + N(0, z^2 C^2 I)) / b; the noise goes on the clipped
-    minibatch gradient (notes B.8), so its scale is in gradient units, as eq. (18) assumes."""
-    total = clipped_gradient_sum(model, trainable, fixed, X, y, clip=clip)
-    return noisy_average(total, clip=clip, noise_multiplier=noise_multiplier,
-                         expected_batch=expected_batch, generator=generator)
-
-
-def nonprivate_gradient(model, trainable, fixed, X, y, *, expected_batch: float) -> dict:
-    """Plain autograd gradient of sum_j loss_j / b (same normalization as the private path)."""
-    if X.shape[0] == 0:
-        return {k: torch.zeros_like(v) for k, v in trainable.items()}
-    params = {k: v.detach().requires_grad_(True) for k, v in trainable.items()}
-    out = functional_call(model, {**fixed, **params}, (X,))
-    loss = F.cross_entropy(out, y, reduction="sum") / expected_batch
-    gs = torch.autograd.grad(loss, list(params.values()))
-    return dict(zip(params.keys(), gs))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -551,19 +306,20 @@ class FedP3:
             return float((out.argmax(1).numpy() == y).mean())
 
     # -- the main loop (Alg. 1) ---------------------------------------------------------------
-    def fit(self, clients, n_classes=None, image_shape=None):
-        """Train on ``clients`` (list of :class:`~vflpriv.horizontal.partition.ClientData`)."""
+    def fit(self, clients, n_classes=None, image_shape=None, progress=None):
+        """Train on ``clients`` (list of :class:`~vflpriv.horizontal.partition.ClientData`);
+        ``progress(t)`` is called after every round."""
         self._check()
         # The models are tiny: torch's intra-op threads cost far more than they save (30x slower
         # on a busy 2-core machine), so fit runs on ``threads`` threads and restores the setting.
         before = torch.get_num_threads()
         torch.set_num_threads(self.threads)
         try:
-            return self._fit(clients, n_classes, image_shape)
+            return self._fit(clients, n_classes, image_shape, progress)
         finally:
             torch.set_num_threads(before)
 
-    def _fit(self, clients, n_classes, image_shape):
+    def _fit(self, clients, n_classes, image_shape, progress=None):
         if not clients:
             raise InputError("no clients given")
         n = len(clients)
@@ -594,23 +350,12 @@ class FedP3:
                       tuple(hidden[j] for j in cyclic_layers(i, n, len(hidden), counts[i]))
                       for i in range(n)]
 
-        plans = [self._plan(c) for c in clients]
+        self._plans = plans = [self._plan(c) for c in clients]
         private = math.isfinite(self.epsilon)
+        budget = None
         if private:
-            led = self.ledger if isinstance(self.ledger, Ledger) else None
-            if led is None:
-                path = self.ledger
-                if path is None:
-                    import tempfile
-                    path = tempfile.mkstemp(prefix="fedp3-", suffix=".ledger")[1]
-                    open(path, "w").close()
-                led = Ledger(path, budget={"epsilon": self.epsilon, "delta": self.delta,
-                                           "per_party": True})
-            self.ledger_ = led
-            # the ledger's header budget governs (a run cannot raise it by asking for more)
-            b_eps, b_delta = led.governing_budget(self.epsilon, self.delta, per_party=True)
-            budget = BudgetFilter(led, b_eps, b_delta, accountant=self.accountant,
-                                  per_party=True)
+            budget = LocalDP(self.epsilon, self.delta, self.clip, self.rounds,
+                             accountant=self.accountant, ledger=self.ledger, prefix="fedp3-")
             if self.noise == "calibrate":
                 # Each client's whole worst case (every round) up front: a client that cannot
                 # fit refuses the fit before any release.  (With the paper's closed forms the
@@ -619,68 +364,25 @@ class FedP3:
                 for i, plan in enumerate(plans):
                     whole = SelfComposed(PoissonSubsampledGaussian(plan.noise_multiplier, plan.q),
                                          plan.steps * self.rounds)
-                    budget.check_plan(whole, party=f"client-{i}")
-        else:
-            self.ledger_ = None
+                    budget.filter.check_plan(whole, party=f"client-{i}")
+        self.ledger_ = budget.ledger if private else None
 
-        k_part = n if self.participation >= 1 else max(1, int(round(self.participation * n)))
+        self._k_part = n if self.participation >= 1 else max(1, int(round(self.participation * n)))
+        self.n_clients, self._clients, self._hidden, self._fixed_sets = n, clients, hidden, fixed_sets
+        self._W, self._L = W, [None] * n
         self.uplink_bytes_ = [0] * n
         self.downlink_bytes_ = [0] * n
         self.uplink_bytes_full_ = [0] * n
         self.downlink_bytes_full_ = [0] * n
         self.comm_log_, self.accuracy_history_ = [], []
         self.client_accuracy_ = [None] * n
-        trained_once = [False] * n
-        self.stopped_round_ = [None] * n
+        self._trained_once = [False] * n
         self.layer_sets_ = [list(s) if s is not None else None for s in fixed_sets]
-        for t in range(self.rounds):
-            round_rng = np.random.default_rng([self._public_seed, t, 11])
-            chosen = np.sort(round_rng.choice(n, size=k_part, replace=False)) if k_part < n \
-                else np.arange(n)
-            uploads = []
-            for i in map(int, chosen):
-                if self.stopped_round_[i] is not None:
-                    continue
-                plan = plans[i]
-                if private:
-                    event = SelfComposed(PoissonSubsampledGaussian(plan.noise_multiplier, plan.q),
-                                         plan.steps)
-                    try:   # charged before the round's noise is drawn
-                        budget.charge(event, party=f"client-{i}", round=t,
-                                      note=f"FedP3 round {t}: {plan.steps} DP-SGD steps")
-                    except BudgetExceeded:
-                        self.stopped_round_[i] = t
-                        continue
-                L_i = fixed_sets[i]
-                if L_i is None:   # OPR2: two random non-final layers, redrawn every round
-                    pick = round_rng.choice(len(hidden), size=2, replace=False)
-                    L_i = tuple(hidden[j] for j in sorted(pick))
-                L_i = (*L_i, self.layer_names_[-1])
-                down = self._downlink(W, L_i, i, t)
-                params, _ = self._unpack(down)                 # what the client reconstructs
-                rng = np.random.default_rng([self._client_key, t, i, 3])
-                gen = torch.Generator().manual_seed(int(rng.integers(2 ** 62)))
-                local, trained = self._train_client(params, L_i, clients[i], plan, rng, gen)
-                self.client_accuracy_[i] = self._accuracy(local, clients[i].X_test, clients[i].y_test)
-                trained_once[i] = True
-                up = self._uplink(trained, L_i)
-                received, _ = self._unpack(up)
-                uploads.append((i, L_i, received))
-                full_down, full_up = len(self._downlink(W, L_i, i, t, full=True)), \
-                    len(self._uplink(W, L_i, full=True))
-                self.downlink_bytes_[i] += len(down)
-                self.uplink_bytes_[i] += len(up)
-                self.downlink_bytes_full_[i] += full_down
-                self.uplink_bytes_full_[i] += full_up
-                self.comm_log_.append({"round": t, "client": i, "layers": list(L_i),
-                                       "down": len(down), "up": len(up),
-                                       "down_full": full_down, "up_full": full_up})
-            W = self._aggregate(W, uploads)
-            for i in range(n):   # clients not trained yet are scored with the current global model
-                if not trained_once[i]:
-                    self.client_accuracy_[i] = self._accuracy(W, clients[i].X_test, clients[i].y_test)
-            self.accuracy_history_.append(float(np.mean(self.client_accuracy_)))
-        self.global_weights_ = W
+        self.meter_ = Meter()
+        self.stopped_round_ = round_loop(self, self.rounds, meter=self.meter_, budget=budget,
+                                         progress=progress)
+        self.global_weights_ = self._W
+        del self._clients, self._round_rng      # the run's working state, not fitted attributes
         self.accuracy_ = self.accuracy_history_[-1]
         self.noise_multiplier_ = [p.noise_multiplier for p in plans]
         self.sigma_ = [p.sigma for p in plans]
@@ -688,9 +390,63 @@ class FedP3:
         self.implied_c_ = [p.implied_c for p in plans]
         self.sample_rate_ = [p.q for p in plans]
         self.local_steps_ = [p.steps for p in plans]
-        self.epsilon_spent_ = [budget.spent(f"client-{i}") if private else math.inf
-                               for i in range(n)]
+        self.epsilon_spent_ = [budget.spent(i) if private else math.inf for i in range(n)]
         return self
+
+    # -- one round, as the shared loop (vflpriv.horizontal.loop) drives it --------------------
+    def sample(self, t):
+        """Fixed-size uniform participation from the public seed; the round's generator also
+        draws OPR2's layer sets."""
+        n = self.n_clients
+        self._round_rng = round_rng = np.random.default_rng([self._public_seed, t, 11])
+        return np.sort(round_rng.choice(n, size=self._k_part, replace=False)) \
+            if self._k_part < n else np.arange(n)
+
+    def privacy_event(self, i, t):
+        plan = self._plans[i]
+        event = SelfComposed(PoissonSubsampledGaussian(plan.noise_multiplier, plan.q), plan.steps)
+        return event, f"FedP3 round {t}: {plan.steps} DP-SGD steps"
+
+    def downlink(self, i, t):
+        L_i = self._fixed_sets[i]
+        if L_i is None:   # OPR2: two random non-final layers, redrawn every round
+            pick = self._round_rng.choice(len(self._hidden), size=2, replace=False)
+            L_i = tuple(self._hidden[j] for j in sorted(pick))
+        self._L[i] = L_i = (*L_i, self.layer_names_[-1])
+        return self._downlink(self._W, L_i, i, t)
+
+    def client_update(self, i, t, down):
+        L_i, client = self._L[i], self._clients[i]
+        params, _ = self._unpack(down)                 # what the client reconstructs
+        rng = np.random.default_rng([self._client_key, t, i, 3])
+        gen = torch.Generator().manual_seed(int(rng.integers(2 ** 62)))
+        local, trained = self._train_client(params, L_i, client, self._plans[i], rng, gen)
+        self.client_accuracy_[i] = self._accuracy(local, client.X_test, client.y_test)
+        self._trained_once[i] = True
+        return self._uplink(trained, L_i)
+
+    def receive(self, i, t, down, up):
+        L_i, W = self._L[i], self._W
+        received, _ = self._unpack(up)
+        full_down, full_up = len(self._downlink(W, L_i, i, t, full=True)), \
+            len(self._uplink(W, L_i, full=True))
+        self.downlink_bytes_[i] += len(down)
+        self.uplink_bytes_[i] += len(up)
+        self.downlink_bytes_full_[i] += full_down
+        self.uplink_bytes_full_[i] += full_up
+        self.comm_log_.append({"round": t, "client": i, "layers": list(L_i),
+                               "down": len(down), "up": len(up),
+                               "down_full": full_down, "up_full": full_up})
+        return [v.numpy().ravel() for v in received.values()], (L_i, received)
+
+    def aggregate(self, t, replies):
+        self._W = self._aggregate(self._W, [(i, L_i, rec) for i, (L_i, rec) in replies])
+
+    def evaluate(self, t):
+        for i, client in enumerate(self._clients):   # not trained yet: scored with the global model
+            if not self._trained_once[i]:
+                self.client_accuracy_[i] = self._accuracy(self._W, client.X_test, client.y_test)
+        self.accuracy_history_.append(float(np.mean(self.client_accuracy_)))
 
     def _aggregate(self, W, uploads):
         """Alg. 3, layer by layer over the contributors S_t^l; empty S_t^l keeps W_t^l."""

@@ -1,0 +1,305 @@
+"""``vflpriv horizontal``: horizontal federated learning on one runtime -- FedAvg, FedProx,
+SCAFFOLD, FedDyn, each optionally with its FedElasticNet terms (paper 001), and FedP3 (paper 002).
+
+Example::
+
+    vflpriv horizontal --algorithm feddyn --elastic-net --data digits --clients 20 --rounds 30 \\
+        --participation 0.1 --alpha 0.3 --seed 0 --json run.json --plot run.png
+
+``--elastic-net`` defaults come from paper 001's Table 5, MNIST row (lambda1 / lambda2 / threshold):
+FedAvg and FedProx (Alg. 1) 1e-6 / 1e-6 / 1e-3, SCAFFOLD (Alg. 2) 1e-4 / 0 / 1e-4, FedDyn (Alg. 3)
+1e-4 / 5e-2 / 5e-3; without it FedProx uses mu = lambda2 = 1e-4 and FedDyn alpha = lambda2 = 5e-2.
+``--epsilon`` finite adds record-level local DP to every client (per-sample clipping, Gaussian noise
+calibrated by the accountant, each round charged to the client's budget before its noise).
+
+JSON fields: ``accuracy`` (final global test accuracy), ``accuracy_history``, ``uplink_nonzeros``
+(cumulative nonzeros sent), ``uplink_entropy`` (cumulative per-element entropy, bin 0.01, pooled per
+round: paper 001's definition), ``uplink_bytes`` / ``downlink_bytes`` (real serialized messages,
+smallest of dense / COO / bitmap per vector), ``epsilon_spent`` (per client, from the ledger by the
+accountant; null when non-private), ``settings``, ``per_round`` (the cumulative counts after every
+round) and ``entropy_variants``.  FedP3 uploads its trained layers' weights (not an update), so its
+nonzeros and entropy are those of the weights sent; its own defaults apply (``vflpriv fedp3`` has all
+its options).
+"""
+from __future__ import annotations
+
+import math
+import secrets
+import sys
+
+from ..errors import InputError
+
+ALGORITHMS = ("fedavg", "fedprox", "scaffold", "feddyn", "fedp3")
+#: paper 001, Table 5, MNIST row: (lambda1, lambda2, threshold) for the base method and with
+#: --elastic-net (Alg. 1 for FedAvg and FedProx, Alg. 2 SCAFFOLD, Alg. 3 FedDyn)
+TABLE5_MNIST = {
+    "fedavg": ((0.0, 0.0, 0.0), (1e-6, 1e-6, 1e-3)),
+    "fedprox": ((0.0, 1e-4, 0.0), (1e-6, 1e-6, 1e-3)),
+    "scaffold": ((0.0, 0.0, 0.0), (1e-4, 0.0, 1e-4)),
+    "feddyn": ((0.0, 5e-2, 0.0), (1e-4, 5e-2, 5e-3)),
+}
+#: run defaults; FedP3's are its own command's
+DEFAULTS = {"clients": 20, "rounds": 30, "participation": 0.1, "alpha": math.inf,
+            "local_epochs": 5.0, "lr": 0.1}
+FEDP3_DEFAULTS = {"clients": 10, "rounds": 15, "participation": 1.0, "alpha": 0.5,
+                  "local_epochs": 2.0, "lr": 0.3}
+
+
+def register(sub):
+    p = sub.add_parser("horizontal", help="FedAvg / FedProx / SCAFFOLD / FedDyn (+ FedElasticNet) "
+                       "and FedP3 on one horizontal runtime",
+                       description="Horizontal federated learning on an offline data set: one "
+                       "runtime, the algorithm as a strategy; communication metered as nonzeros, "
+                       "entropy and real bytes; optional per-client local DP.")
+    a = p.add_argument
+    a("--algorithm", default="fedavg", help="fedavg | fedprox | scaffold | feddyn | fedp3")
+    a("--elastic-net", action="store_true", help="add FedElasticNet's l1 / l2 terms on the local "
+      "update and the transmission threshold (paper 001, Alg. 1-3)")
+    a("--lambda1", type=float, default=None, help="l1 coefficient (default: Table 5, MNIST)")
+    a("--lambda2", type=float, default=None, help="l2 coefficient = FedProx mu = FedDyn alpha "
+      "(default: Table 5, MNIST)")
+    a("--threshold", type=float, default=None, help="transmission threshold epsilon on the update "
+      "(default: Table 5, MNIST)")
+    a("--step", default="subgradient", help="local step for the l1 term: subgradient (the "
+      "paper's) | prox (soft-thresholding); default subgradient")
+    a("--data", default="digits", help="digits | synthetic | fashion-mnist (default digits)")
+    a("--model", default="mlp", help="mlp | cnn (default mlp)")
+    a("--hidden", default="200,200", help="mlp hidden widths (default 200,200: FedDyn's MNIST FC)")
+    a("--clients", type=int, default=None, help="number of clients (default 20)")
+    a("--rounds", type=int, default=None, help="communication rounds (default 30)")
+    a("--participation", type=float, default=None, help="fraction of clients per round "
+      "(default 0.1; FedDyn's Bernoulli sampler)")
+    a("--alpha", type=float, default=None, help="Dirichlet label-skew concentration "
+      "(default inf = IID)")
+    a("--local-epochs", type=float, default=None, help="local epochs per round (default 5)")
+    a("--batch-size", type=int, default=10, help="local minibatch size (default 10)")
+    a("--lr", type=float, default=None, help="local step size (default 0.1)")
+    a("--weight-decay", type=float, default=1e-3, help="local weight decay (default 1e-3)")
+    a("--grad-clip", type=float, default=10.0, help="local gradient norm clip (default 10; inf off)")
+    a("--seed", type=int, default=None, help="seed everything (reproducible run, not for "
+      "deployment); default: OS entropy")
+    a("--epsilon", type=float, default=math.inf, help="per-client epsilon of local DP "
+      "(default inf = non-private)")
+    a("--delta", type=float, default=1e-5, help="per-client delta (default 1e-5)")
+    a("--clip", type=float, default=1.0, help="per-sample clipping norm under local DP (default 1)")
+    a("--accountant", default="rdp", help="rdp | pld | best (default rdp)")
+    a("--ledger", default=None, metavar="FILE", help="privacy ledger file (default: a temp file)")
+    a("--json", default=None, metavar="FILE", help="write the figures as JSON to FILE")
+    a("--plot", default=None, metavar="FILE.png", help="plot accuracy and cumulative nonzeros / "
+      "bytes per round (needs matplotlib)")
+    p.set_defaults(func=run)
+
+
+def _settings(args) -> dict:
+    """Validate everything before any work; returns the resolved settings."""
+    if args.algorithm not in ALGORITHMS:
+        raise InputError(f"--algorithm must be one of {', '.join(ALGORITHMS)}, got {args.algorithm!r}")
+    fedp3 = args.algorithm == "fedp3"
+    d = FEDP3_DEFAULTS if fedp3 else DEFAULTS
+    s = {k: getattr(args, k) if getattr(args, k) is not None else v for k, v in d.items()}
+    if fedp3 and (args.elastic_net or args.lambda1 is not None or args.lambda2 is not None
+                  or args.threshold is not None):
+        raise InputError("--elastic-net / --lambda1 / --lambda2 / --threshold do not apply to "
+                         "--algorithm fedp3")
+    if not args.elastic_net:
+        if args.lambda1 is not None:
+            raise InputError(f"--lambda1 {args.lambda1:g} needs --elastic-net")
+        if args.threshold is not None:
+            raise InputError(f"--threshold {args.threshold:g} needs --elastic-net")
+        if args.lambda2 is not None and args.algorithm in ("fedavg", "scaffold"):
+            raise InputError(f"--lambda2 {args.lambda2:g} needs --elastic-net for "
+                             f"{args.algorithm} (use fedprox for a proximal term)")
+    if not fedp3:
+        base, en = TABLE5_MNIST[args.algorithm]
+        l1, l2, thr = en if args.elastic_net else base
+        s["lambda1"] = l1 if args.lambda1 is None else args.lambda1
+        s["lambda2"] = l2 if args.lambda2 is None else args.lambda2
+        s["threshold"] = thr if args.threshold is None else args.threshold
+        for name in ("lambda1", "lambda2", "threshold"):
+            v = s[name]
+            if not (math.isfinite(v) and v >= 0):
+                raise InputError(f"--{name} must be a finite number >= 0, got {v!r}")
+        if args.algorithm == "feddyn" and not s["lambda2"] > 0:
+            raise InputError(f"--lambda2 must be > 0 for feddyn, got {s['lambda2']!r}")
+    if args.step not in ("subgradient", "prox"):
+        raise InputError(f"--step must be subgradient or prox, got {args.step!r}")
+    if args.data not in ("digits", "synthetic", "fashion-mnist"):
+        raise InputError(f"--data must be digits, synthetic or fashion-mnist, got {args.data!r}")
+    if args.model not in ("mlp", "cnn"):
+        raise InputError(f"--model must be mlp or cnn, got {args.model!r}")
+    if args.model == "cnn" and args.data == "synthetic":
+        raise InputError("--model cnn needs image data; --data synthetic has none")
+    try:
+        hidden = tuple(int(h) for h in args.hidden.split(","))
+        if not hidden or min(hidden) < 1:
+            raise ValueError
+    except ValueError:
+        raise InputError(f"--hidden must be positive integers separated by commas, "
+                         f"got {args.hidden!r}") from None
+    s["hidden"] = list(hidden)
+    for name in ("clients", "rounds"):
+        if s[name] < 1:
+            raise InputError(f"--{name} must be a positive integer, got {s[name]}")
+    if args.batch_size < 1:
+        raise InputError(f"--batch-size must be a positive integer, got {args.batch_size}")
+    if not 0 < s["participation"] <= 1:
+        raise InputError(f"--participation must be in (0, 1], got {s['participation']!r}")
+    if not s["alpha"] > 0:
+        raise InputError(f"--alpha must be > 0 (inf = IID), got {s['alpha']!r}")
+    if not (math.isfinite(s["local_epochs"]) and s["local_epochs"] > 0):
+        raise InputError(f"--local-epochs must be > 0, got {s['local_epochs']!r}")
+    if not (math.isfinite(s["lr"]) and s["lr"] > 0):
+        raise InputError(f"--lr must be > 0, got {s['lr']!r}")
+    if not (math.isfinite(args.weight_decay) and args.weight_decay >= 0):
+        raise InputError(f"--weight-decay must be >= 0, got {args.weight_decay!r}")
+    if not args.grad_clip > 0:
+        raise InputError(f"--grad-clip must be > 0 (inf = off), got {args.grad_clip!r}")
+    if not args.epsilon > 0:
+        raise InputError(f"--epsilon must be > 0 (inf = non-private), got {args.epsilon!r}")
+    if not 0 < args.delta < 1:
+        raise InputError(f"--delta must be in (0, 1), got {args.delta!r}")
+    if not (math.isfinite(args.clip) and args.clip > 0):
+        raise InputError(f"--clip must be > 0, got {args.clip!r}")
+    if args.accountant not in ("rdp", "pld", "best"):
+        raise InputError(f"--accountant must be rdp, pld or best, got {args.accountant!r}")
+    if args.seed is not None and args.seed < 0:
+        raise InputError(f"--seed must be >= 0, got {args.seed}")
+    s.update(algorithm=args.algorithm, elastic_net=args.elastic_net, step=args.step,
+             data=args.data, model=args.model, batch_size=args.batch_size,
+             weight_decay=args.weight_decay, grad_clip=args.grad_clip, seed=args.seed,
+             epsilon=args.epsilon, delta=args.delta, clip=args.clip, accountant=args.accountant)
+    return s
+
+
+class _Progress:
+    """A one-line progress bar on stderr, drawn only when stderr is a terminal."""
+
+    def __init__(self, total):
+        self.total, self.on = total, sys.stderr.isatty()
+
+    def __call__(self, t):
+        if self.on:
+            n = t + 1
+            bar = "#" * (30 * n // self.total)
+            sys.stderr.write(f"\r  round {n:>4}/{self.total} [{bar:<30}]")
+            if n == self.total:
+                sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def _json_num(x):
+    return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
+
+
+def _run_fedp3(s, args, progress):
+    from ..horizontal.fedp3 import MLP, FedP3
+    from ..horizontal.partition import load_dataset, make_clients
+    data_seed = s["seed"] if s["seed"] is not None else secrets.randbits(32)
+    X, y, n_classes, image_shape = load_dataset(s["data"], seed=data_seed)
+    clients = make_clients(X, y, s["clients"], alpha=s["alpha"], seed=data_seed)
+    model = (lambda: MLP(X.shape[1], n_classes, tuple(s["hidden"]))) if s["model"] == "mlp" \
+        else "cnn"
+    est = FedP3(model=model, participation=s["participation"], rounds=s["rounds"],
+                threads=1,
+                local_epochs=s["local_epochs"], batch_size=s["batch_size"], lr=s["lr"],
+                epsilon=s["epsilon"], delta=s["delta"], clip=s["clip"],
+                accountant=s["accountant"], ledger=args.ledger, seed=s["seed"])
+    est.fit(clients, n_classes, image_shape, progress=progress)
+    eps = est.epsilon_spent_ if math.isfinite(s["epsilon"]) else None
+    return est.accuracy_history_, est.meter_.history, eps, est.meter_
+
+
+def _run_elastic(s, args, progress):
+    import torch
+
+    from ..horizontal.fedavg import FedAvg, FedProx
+    from ..horizontal.feddyn import FedDyn
+    from ..horizontal.local import LocalConfig
+    from ..horizontal.models import MLP, SmallCNN
+    from ..horizontal.partition import load_federated
+    from ..horizontal.runtime import run as run_rounds
+    from ..horizontal.scaffold import Scaffold
+    data_seed = s["seed"] if s["seed"] is not None else secrets.randbits(32)
+    data = load_federated(s["data"], s["clients"], alpha=s["alpha"], seed=data_seed)
+    l1, l2, thr = s["lambda1"], s["lambda2"], s["threshold"]
+    strategy = {"fedavg": lambda: FedAvg(l1, l2, thr), "fedprox": lambda: FedProx(l1, l2, thr),
+                "scaffold": lambda: Scaffold(l1, l2, thr),
+                "feddyn": lambda: FedDyn(l2, l1, thr)}[s["algorithm"]]()
+    n_in = data.X_test.shape[1]
+    if s["model"] == "mlp":
+        model_fn = lambda: MLP(n_in, data.n_classes, hidden=tuple(s["hidden"]))  # noqa: E731
+    else:
+        c, h, _ = data.image_shape
+        model_fn = lambda: SmallCNN(c, h, data.n_classes)  # noqa: E731
+    for X, _ in data.clients:
+        if s["batch_size"] > X.shape[0] and math.isfinite(s["epsilon"]):
+            raise InputError(f"--batch-size {s['batch_size']} exceeds a client's {X.shape[0]} "
+                             "training records")
+    local = LocalConfig(epochs=s["local_epochs"], batch_size=s["batch_size"], lr=s["lr"],
+                        weight_decay=s["weight_decay"], grad_clip=s["grad_clip"], step=s["step"])
+    torch.set_num_threads(1)
+    res = run_rounds(strategy, data, model_fn, rounds=s["rounds"], participation=s["participation"],
+                     local=local, epsilon=s["epsilon"], delta=s["delta"], clip=s["clip"],
+                     accountant=s["accountant"], ledger=args.ledger, seed=s["seed"],
+                     progress=progress)
+    return res.accuracy_history, res.meter.history, res.epsilon_spent, res.meter
+
+
+def run(args) -> int:
+    s = _settings(args)
+    if args.plot:
+        try:
+            import matplotlib
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError:
+            raise InputError("--plot needs matplotlib, which is not installed "
+                             "(pip install 'vflpriv[plot]')") from None
+    try:
+        import torch  # noqa: F401
+    except ImportError as exc:
+        raise InputError(f"vflpriv horizontal needs torch ({exc}); install the torch extra") from None
+    from ..bench import write_json
+    progress = _Progress(s["rounds"])
+    if s["algorithm"] == "fedp3":
+        acc, hist, eps, meter = _run_fedp3(s, args, progress)
+    else:
+        acc, hist, eps, meter = _run_elastic(s, args, progress)
+    last = hist[-1]
+    out = {"accuracy": acc[-1], "accuracy_history": acc,
+           "uplink_nonzeros": last["uplink_nonzeros"], "uplink_entropy": last["uplink_entropy"],
+           "uplink_bytes": last["uplink_bytes"], "downlink_bytes": last["downlink_bytes"],
+           "epsilon_spent": [_json_num(e) for e in eps] if eps is not None else None,
+           "settings": {k: _json_num(v) for k, v in s.items()},
+           "per_round": hist,
+           "entropy_variants": dict(meter.entropy)}
+    name = s["algorithm"] + (" + elastic net" if s["elastic_net"] else "")
+    print(f"{name} on {s['data']}: {s['clients']} clients, {s['rounds']} rounds, "
+          f"participation {s['participation']:g}")
+    print(f"  final test accuracy      {out['accuracy']:.4f}")
+    if out["uplink_nonzeros"] is not None:
+        print(f"  uplink nonzeros          {out['uplink_nonzeros']:,}")
+        print(f"  uplink entropy (cum.)    {out['uplink_entropy']:.2f}")
+    print(f"  uplink bytes             {out['uplink_bytes']:,}")
+    print(f"  downlink bytes           {out['downlink_bytes']:,}")
+    spent = [e for e in (out["epsilon_spent"] or []) if e is not None]
+    print(f"  epsilon spent (max)      {max(spent):.4f} at delta={s['delta']:g}" if spent
+          else "  non-private (epsilon = inf)")
+    write_json(args.json, out)
+    if args.plot:
+        r = range(1, len(acc) + 1)
+        fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
+        axes[0].plot(r, acc, marker="o")
+        axes[0].set_xlabel("round")
+        axes[0].set_ylabel("test accuracy")
+        if out["uplink_nonzeros"] is not None:
+            axes[1].plot(r, [h["uplink_nonzeros"] for h in hist], label="uplink nonzeros")
+        axes[1].plot(r, [h["uplink_bytes"] for h in hist], label="uplink bytes")
+        axes[1].plot(r, [h["downlink_bytes"] for h in hist], label="downlink bytes")
+        axes[1].set_xlabel("round")
+        axes[1].set_ylabel("cumulative")
+        axes[1].legend()
+        fig.suptitle(name)
+        fig.tight_layout()
+        fig.savefig(args.plot)
+    return 0

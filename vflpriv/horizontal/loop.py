@@ -1,0 +1,46 @@
+"""The horizontal round loop, written once (torch-free: it moves bytes, the algorithm computes).
+
+Every horizontal method runs through :func:`round_loop`: the FedElasticNet family through
+:func:`vflpriv.horizontal.runtime.run` (which wraps a :class:`~vflpriv.horizontal.strategy.Strategy`),
+FedP3 through :class:`vflpriv.horizontal.fedp3.FedP3`.  Round t:
+
+1. ``algo.sample(t)`` -- the participants, in order;
+2. for each participant k not stopped: with a budget, ``algo.privacy_event(k, t)`` is charged to k's
+   account first (before any noise of the round is drawn); a refused charge stops k for good.
+   Then ``down = algo.downlink(k, t)`` (the serialized server message), ``up = algo.client_update(k,
+   t, down)`` (the client's side: decode, train, serialize), ``algo.receive(k, t, down, up)`` (the
+   server decodes; returns the transmitted values for metering and the payload to aggregate); the
+   meter counts both messages;
+3. ``algo.aggregate(t, replies)``, the meter closes the round, ``algo.evaluate(t)``.
+
+The algorithm object is the only thing that knows torch, models or the wire format.
+"""
+from __future__ import annotations
+
+
+def round_loop(algo, rounds: int, *, meter, budget=None, progress=None) -> list:
+    """Run ``rounds`` rounds of ``algo``; returns the round at which each client was stopped by
+    its budget (None: never)."""
+    stopped = [None] * algo.n_clients
+    for t in range(rounds):
+        replies = []
+        for k in map(int, algo.sample(t)):
+            if stopped[k] is not None:
+                continue
+            if budget is not None:
+                event, note = algo.privacy_event(k, t)
+                if not budget.charge_event(event, k, t, note):     # before any noise is drawn
+                    stopped[k] = t
+                    continue
+            down = algo.downlink(k, t)
+            up = algo.client_update(k, t, down)
+            values, payload = algo.receive(k, t, down, up)
+            meter.downlink(down)
+            meter.uplink(values, up)
+            replies.append((k, payload))
+        algo.aggregate(t, replies)
+        meter.end_round()
+        algo.evaluate(t)
+        if progress is not None:
+            progress(t)
+    return stopped

@@ -1,0 +1,165 @@
+"""Strategies on flat parameter vectors, run by the shared round loop (torch):
+:func:`run` drives a :class:`~vflpriv.horizontal.strategy.Strategy` (FedAvg / FedProx / SCAFFOLD /
+FedDyn and their FedElasticNet variants, paper 001) through :func:`~vflpriv.horizontal.loop.round_loop`.
+
+Round t (0-based):
+
+1. participants P_t: FedDyn's Bernoulli sampler (``sampler="feddyn"``, paper 001's; seed-indexed per
+   round) or a fixed-size uniform draw (``"fixed"``);
+2. for each k in P_t, in order: with local DP, the round's DP-SGD steps are charged to k's budget
+   first (a refused charge drops k for good); the server's vectors (``configure_train``) are
+   serialized (:func:`wire.encode_vectors`, smallest encoding per vector) and metered as downlink;
+   the client decodes them, trains locally, its reply (``client_reply``) is serialized, metered
+   (nonzeros, entropy, bytes) and decoded for the server;
+3. the server aggregates the decoded replies (``aggregate_train``) and the global model is scored on
+   the global test set.
+
+Randomness: ``seed=None`` (deployment) draws the server's public seed (initial model, participation)
+and the clients' secret key (batches, DP noise) from OS entropy; an integer seeds both (reproducible,
+not for deployment).
+"""
+from __future__ import annotations
+
+import math
+import secrets
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from . import wire
+from .local import FlatModel, LocalConfig, local_train
+from .loop import round_loop
+from .metering import Meter
+from .participation import feddyn_sample, fixed_size_sample
+
+SAMPLERS = ("feddyn", "fixed")
+
+
+@dataclass
+class RunResult:
+    theta: torch.Tensor
+    accuracy_history: list
+    meter: Meter
+    participants: list                 # P_t per round
+    epsilon_spent: list | None         # per client (None: non-private)
+    noise_multiplier: dict = field(default_factory=dict)   # (q, steps) -> z
+    stopped_round: list = field(default_factory=list)
+    deployment: bool = False
+    ledger: str | None = None
+    client_states: list = field(default_factory=list)   # the strategy's per-client state
+
+    @property
+    def accuracy(self) -> float:
+        return self.accuracy_history[-1] if self.accuracy_history else math.nan
+
+
+def run(strategy, data, model_fn, *, rounds: int, participation: float = 1.0,
+        local: LocalConfig | None = None, sampler: str = "feddyn", epsilon: float = math.inf,
+        delta: float = 1e-5, clip: float = 1.0, accountant: str = "rdp", ledger=None,
+        seed: int | None = None, threads: int = 1, progress=None) -> RunResult:
+    """Train with ``strategy`` on ``data`` (:class:`~vflpriv.horizontal.partition.FederatedData`);
+    ``model_fn()`` builds the torch model.  ``progress(t)`` is called after every round."""
+    if sampler not in SAMPLERS:
+        raise ValueError(f"sampler must be one of {', '.join(SAMPLERS)}, got {sampler!r}")
+    local = local or LocalConfig()
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        return _run(strategy, data, model_fn, rounds, participation, local, sampler, epsilon,
+                    delta, clip, accountant, ledger, seed, progress)
+    finally:
+        torch.set_num_threads(before)
+
+
+class _StrategyRun:
+    """A :class:`Strategy` on flat parameter vectors, in the shape :func:`round_loop` drives:
+    the server side calls the strategy, the client side runs :func:`local_train`."""
+
+    def __init__(self, strategy, data, model, *, participation, local, sampler, public,
+                 client_key, dp, clip):
+        self.strategy, self.model, self.local, self.dp, self.clip = strategy, model, local, dp, clip
+        self.participation, self.sampler, self.public, self.client_key = \
+            participation, sampler, public, client_key
+        self.theta = model.flat()
+        self.Xs = [torch.from_numpy(np.ascontiguousarray(X)) for X, _ in data.clients]
+        self.ys = [torch.from_numpy(np.asarray(y, dtype=np.int64)) for _, y in data.clients]
+        self.Xte = torch.from_numpy(np.ascontiguousarray(data.X_test))
+        self.yte = torch.from_numpy(np.asarray(data.y_test, np.int64))
+        self.sizes = [int(y.shape[0]) for y in self.ys]
+        self.n_clients = len(self.sizes)
+        strategy.initialize(self.theta, self.sizes)
+        self.states = [strategy.init_client(k, torch.zeros_like(self.theta))
+                       for k in range(self.n_clients)]
+        self.server_rng = np.random.default_rng([public, 11])
+        self.participants, self.history = [], []
+
+    def _plan(self, k):
+        private = self.dp is not None
+        return self.local.batch_size / self.sizes[k], self.local.steps(self.sizes[k], private)
+
+    # -- server ---------------------------------------------------------------------------------
+    def sample(self, t):
+        m = self.n_clients
+        chosen = feddyn_sample(m, self.participation, t, seed=self.public) \
+            if self.sampler == "feddyn" else fixed_size_sample(m, self.participation, self.server_rng)
+        self.participants.append([int(k) for k in chosen])
+        return chosen
+
+    def privacy_event(self, k, t):
+        q, steps = self._plan(k)
+        return self.dp.round_event(q, steps), f"horizontal round {t}: {steps} DP-SGD steps"
+
+    def downlink(self, k, t):
+        vecs = self.strategy.configure_train(self.theta, k)
+        return wire.encode_vectors([v.numpy() for v in vecs], wire.DOWN)
+
+    def receive(self, k, t, down, up):
+        decoded = wire.decode_vectors(up)
+        return decoded, [torch.from_numpy(v) for v in decoded]
+
+    def aggregate(self, t, replies):
+        self.theta = self.strategy.aggregate_train(self.theta, replies)
+
+    def evaluate(self, t):
+        self.history.append(self.model.accuracy(self.theta, self.Xte, self.yte))
+
+    # -- client k -------------------------------------------------------------------------------
+    def client_update(self, k, t, down):
+        received = [torch.from_numpy(v) for v in wire.decode_vectors(down)]
+        corr, lam1, lam2 = self.strategy.local_objective(k, self.states[k], received)
+        rng = np.random.default_rng([self.client_key, t, k, 3])
+        noise = None
+        if self.dp is not None:
+            q, steps = self._plan(k)
+            gen = torch.Generator().manual_seed(int(rng.integers(2 ** 62)))
+            noise = (self.clip, self.dp.noise_multiplier(q, steps), gen)
+        theta_k, steps = local_train(self.model, received[0], self.Xs[k], self.ys[k], self.local,
+                                     correction=corr, lambda1=lam1, lambda2=lam2, rng=rng,
+                                     dp=noise)
+        reply = self.strategy.client_reply(k, self.states[k], received, theta_k, steps,
+                                           self.local.lr)
+        return wire.encode_vectors([v.numpy() for v in reply], wire.UP)
+
+
+def _run(strategy, data, model_fn, rounds, participation, local, sampler, epsilon, delta, clip,
+         accountant, ledger, seed, progress):
+    public = int(seed) if seed is not None else secrets.randbits(63)
+    client_key = int(seed) if seed is not None else secrets.randbits(128)
+    torch.manual_seed(public)
+    model = FlatModel(model_fn())
+    dp = None
+    if math.isfinite(epsilon):
+        from .ldp import LocalDP
+        dp = LocalDP(epsilon, delta, clip, rounds, accountant=accountant, ledger=ledger)
+    algo = _StrategyRun(strategy, data, model, participation=participation, local=local,
+                        sampler=sampler, public=public, client_key=client_key, dp=dp, clip=clip)
+    meter = Meter()
+    stopped = round_loop(algo, rounds, meter=meter, budget=dp, progress=progress)
+    m = algo.n_clients
+    return RunResult(theta=algo.theta, accuracy_history=algo.history, meter=meter,
+                     participants=algo.participants,
+                     epsilon_spent=[dp.spent(k) for k in range(m)] if dp else None,
+                     noise_multiplier=dict(dp._z) if dp else {}, stopped_round=stopped,
+                     deployment=seed is None, ledger=dp.ledger.path if dp else None,
+                     client_states=algo.states)

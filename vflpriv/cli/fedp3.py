@@ -94,6 +94,8 @@ def run(args) -> int:
     from ..bench import write_json
     from ..horizontal.partition import load_dataset, make_clients
 
+    from ..horizontal.partition import check_dataset
+    args.data = check_dataset(args.data)
     if args.seed is not None and args.seed < 0:
         raise InputError(f"--seed must be a non-negative integer, got {args.seed}")
     if args.clients < 1:

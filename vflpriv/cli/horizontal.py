@@ -123,8 +123,8 @@ def _settings(args) -> dict:
             raise InputError(f"--lambda2 must be > 0 for feddyn, got {s['lambda2']!r}")
     if args.step not in ("subgradient", "prox"):
         raise InputError(f"--step must be subgradient or prox, got {args.step!r}")
-    if args.data not in ("digits", "synthetic", "fashion-mnist"):
-        raise InputError(f"--data must be digits, synthetic or fashion-mnist, got {args.data!r}")
+    from ..horizontal.partition import check_dataset
+    args.data = check_dataset(args.data)
     if args.model not in ("mlp", "cnn"):
         raise InputError(f"--model must be mlp or cnn, got {args.model!r}")
     if args.model == "cnn" and args.data == "synthetic":

@@ -28,12 +28,15 @@ def register(sub):
                        description="Run DP-BCFW-AS (paper 004, Algorithm 2) or a baseline on "
                        "vertically partitioned data and report objective, bytes and privacy.")
     p.add_argument("--data",
-                   help="svmlight/LIBSVM file, CSV/parquet (with --label) or "
+                   help="a shipped data set (diabetes: clinic + lab, 2 parties; datasets/), "
+                        "svmlight/LIBSVM file, CSV/parquet (with --label) or "
                         "synthetic:n=2000,d=20000,density=0.01,sparsity=0.01,seed=0")
     p.add_argument("--label", help="label column of a CSV/parquet file")
-    p.add_argument("--parties", type=int, default=2, metavar="K", help="number of parties (default 2)")
-    p.add_argument("--partition", default="balanced",
-                   help="balanced (eq. 11) | random | explicit groups '0-9,12;10-11,13-19'")
+    p.add_argument("--parties", type=int, default=None, metavar="K",
+                   help="number of parties (default 2, or the shipped data set's own split)")
+    p.add_argument("--partition", default=None,
+                   help="balanced (eq. 11) | random | explicit groups '0-9,12;10-11,13-19' "
+                        "(default balanced, or the shipped data set's own split)")
     p.add_argument("--algorithm", default="dp-bcfw",
                    choices=["dp-bcfw", "bcfw", "fw", "dpfw", "dfw", "dp-bcfw-secure"],
                    help="dp-bcfw-secure: cross-party products under secret sharing, released "
@@ -188,6 +191,23 @@ class _warnings_now:
         return self._cm.__exit__(*exc)
 
 
+def _default_split(args):
+    """A shipped vertical data set brings its own party split (e.g. diabetes: clinic | lab)
+    unless --parties or --partition says otherwise; other data: 2 balanced parties."""
+    from ..data.named import is_named, load_named
+
+    if args.partition is None and args.parties is None and is_named(args.data) \
+            and not os.path.exists(args.data):
+        d = load_named(args.data)
+        if d.kind == "vertical":
+            args.partition = ";".join(",".join(str(int(c)) for c in b) for b in d.blocks)
+            args.parties = len(d.blocks)
+    if args.parties is None:
+        args.parties = 2
+    if args.partition is None:
+        args.partition = "balanced"
+
+
 def run(args) -> int:
     from accounting import BudgetExceeded
 
@@ -222,6 +242,7 @@ def run(args) -> int:
             raise InputError(f"--epsilon must be a number or inf, got {args.epsilon!r}") from None
     A, y, names = load(args.data, args.label)
     y = _labels(y, args.loss)
+    _default_split(args)
     if getattr(args, "partition_seed", None) is None:
         # a random partition is public (everyone learns who holds which column); an unseeded
         # run still keeps its partition seed so that --resume rebuilds the same partition

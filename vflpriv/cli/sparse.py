@@ -49,7 +49,8 @@ def register(sub):
     a("--algorithm", default="fediterht", choices=ALGORITHMS)
     a("--data", default="synthetic-003:alpha=0.5,e=1.1,sparsity=10,seed=0",
       help="synthetic-000:alpha=0.5,beta=0.5,seed=0 | synthetic-003:alpha=0.5,e=1.1,sparsity=10,"
-           "seed=0 | an svmlight/CSV/parquet file (k-means non-IID split) | sklearn:diabetes "
+           "seed=0 | gapminder (shipped, one client per continent) | diabetes (shipped; k-means "
+           "split) | an svmlight/CSV/parquet file (k-means non-IID split) | sklearn:diabetes "
            "(regression) | sklearn:breast_cancer (2 classes) | sklearn:digits (10 classes)")
     a("--label", help="label column of a CSV/parquet file")
     a("--clients", type=int, help="number of clients (default: 100 for synthetic-000 and "
@@ -119,6 +120,12 @@ def _defaults(args):
     for k in ("synthetic-000", "synthetic-003"):
         if args.data == k or args.data.startswith(k + ":"):
             kind = k
+    from ..data.named import is_named, load_named
+    import os
+
+    if args.clients is None and is_named(args.data) and not os.path.exists(args.data):
+        d = load_named(args.data)
+        args.clients = len(d.clients) if d.kind == "horizontal" else 10
     if args.clients is None:
         args.clients = 30 if kind == "synthetic-003" else 100
     if args.local_steps is None:

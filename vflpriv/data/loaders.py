@@ -1,6 +1,7 @@
 """Loaders: svmlight/LIBSVM (scikit-learn's reader), CSV/parquet (pandas), paper 004's synthetic data.
 
-``load(spec, label=None)`` returns ``(A, y, feature_names)``; ``spec`` is a path or
+``load(spec, label=None)`` returns ``(A, y, feature_names)``; ``spec`` is the name of a shipped
+data set (``diabetes``, ``gapminder``: :mod:`vflpriv.data.named`), a path, or
 ``synthetic:n=2000,d=20000,density=0.01,sparsity=0.01,seed=0``.
 """
 from __future__ import annotations
@@ -94,9 +95,16 @@ def _check_fields(path, sep):
 
 
 def load(spec: str, label: str | None = None):
-    """Load ``(A, y, feature_names)`` from a path or a ``synthetic:`` spec."""
+    """Load ``(A, y, feature_names)`` from a shipped data set's name, a path or a ``synthetic:``
+    spec.  A name wins over a file of the same name in the working directory only when no such
+    file exists (give ``./diabetes`` for the file)."""
+    from .named import is_named, load_named
+
     if not isinstance(spec, str) or not spec:
-        raise InputError(f"data must be a file path or 'synthetic:...', got {spec!r}")
+        raise InputError(f"data must be a data set name, a file path or 'synthetic:...', got {spec!r}")
+    if is_named(spec) and not os.path.exists(spec):
+        d = load_named(spec)
+        return d.A, d.y, list(d.feature_names)
     if spec == "synthetic" or spec.startswith("synthetic:"):
         A, y, _ = make_synthetic(**parse_synthetic(spec))
         return A, y, None

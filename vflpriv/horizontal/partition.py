@@ -61,6 +61,22 @@ class ClientData:
         return int(self.y_train.shape[0])
 
 
+def check_dataset(name: str) -> str:
+    """The canonical (lower-case) name of a classification data set for the horizontal commands;
+    a shipped regression data set (datasets/: diabetes, gapminder) is refused with the reason."""
+    from ..data.named import NAMES, is_named
+
+    low = name.lower() if isinstance(name, str) else name
+    if low in DATASETS:
+        return low
+    if is_named(low):
+        raise InputError(f"--data {name}: a shipped regression data set, but this command trains "
+                         f"classifiers; use it with vflpriv sparse (or run, for the vertical "
+                         f"diabetes); here choose one of {', '.join(DATASETS)}")
+    raise InputError(f"--data must be one of {', '.join(DATASETS)}, got {name!r} (the shipped "
+                     f"data sets {', '.join(NAMES)} are regression sets)")
+
+
 def load_dataset(name: str, *, seed: int = 0):
     """Return ``(X, y, n_classes, image_shape)``; ``image_shape`` is ``(C, H, W)`` or None.
 
@@ -68,6 +84,7 @@ def load_dataset(name: str, *, seed: int = 0):
     (10 informative), 5 classes, 2 clusters per class, standardized (a public generator, so
     standardizing with its own statistics leaks nothing private).
     """
+    name = check_dataset(name)
     if name == "digits":
         from sklearn.datasets import load_digits
         d = load_digits()

@@ -220,6 +220,14 @@ def check_spec(spec, clients, label=None):
     kind, kw = parse_spec(spec)
     if kind != "file":
         _check_synthetic(kind, kw, clients)
+    elif _named(spec):
+        from ..data.named import load_named
+
+        d = load_named(spec)
+        if d.kind == "horizontal" and clients != len(d.clients):
+            raise InputError(f"--data {spec} has its own split into {len(d.clients)} clients "
+                             f"({', '.join(d.client_names)}); --clients must be "
+                             f"{len(d.clients)}, got {clients}")
     elif spec.startswith("sklearn:"):
         if spec.split(":", 1)[1] not in SKLEARN_SETS[:3]:
             raise InputError(f"--data {spec!r}: unknown bundled data set; choose one of "
@@ -232,9 +240,26 @@ def check_spec(spec, clients, label=None):
     return kind, kw
 
 
+def _named(spec):
+    import os
+
+    from ..data.named import is_named
+    return is_named(spec) and not os.path.exists(spec)
+
+
 def load_federated(spec, clients, *, label=None, seed=0, clusters=10, clusters_per_client=2):
-    """A :class:`FederatedData` from a --data spec with ``clients`` clients."""
+    """A :class:`FederatedData` from a --data spec with ``clients`` clients.  A shipped
+    horizontal data set (``gapminder``) keeps its natural split (one client per continent)."""
     kind, kw = check_spec(spec, clients, label)
+    if _named(spec):
+        from ..data.named import load_named
+
+        d = load_named(spec)
+        if d.kind == "horizontal":
+            return FederatedData(d.parts(), None, None,
+                                 {"kind": "named", "name": d.name, "rows": int(d.A.shape[0]),
+                                  "d": int(d.A.shape[1]), "split": "natural",
+                                  "clients": list(d.client_names)})
     if kind == "synthetic-000":
         return synthetic_000(clients=clients, **kw)
     if kind == "synthetic-003":

@@ -173,12 +173,13 @@ def audit_mechanism(mech: AuditMechanism, samples: int = 100_000, seed: int = 0,
 
 
 def run_suite(names=None, samples: int = 100_000, seed: int = 0,
-              confidence: float = 0.95) -> dict:
+              confidence: float = 0.95, progress=None) -> dict:
     """Audit the registered mechanisms (all, or ``names``) with a family-wise ``confidence``.
 
     Returns ``{"ok": bool, "confidence": ..., "mechanisms": [row, ...], "skipped": [{"name",
     "reason"}, ...]}``; ``skipped`` lists the mechanisms that cannot run in this installation
     (only when auditing all; naming one of them is an error that says why).
+    ``progress(i)`` is called after the i-th mechanism (0-based).
     """
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
@@ -198,6 +199,10 @@ def run_suite(names=None, samples: int = 100_000, seed: int = 0,
             raise ValueError(f"unknown audit mechanism {unknown[0]!r}; known: "
                              f"{', '.join(sorted([*reg, *missing]))}")
     per = 1.0 - (1.0 - confidence) / max(1, len(names))
-    rows = [audit_mechanism(reg[n](), samples=samples, seed=seed, confidence=per) for n in names]
+    rows = []
+    for i, n in enumerate(names):
+        rows.append(audit_mechanism(reg[n](), samples=samples, seed=seed, confidence=per))
+        if progress is not None:
+            progress(i)
     return {"ok": all(r["ok"] for r in rows), "confidence": confidence,
             "per_mechanism_confidence": per, "mechanisms": rows, "skipped": skipped}

@@ -66,8 +66,12 @@ def run(args) -> int:
         check_output(args.json, "--json")      # before the audit's minutes of work
     if not 0 < args.confidence < 1:
         raise ValueError(f"--confidence must be in (0, 1), got {args.confidence!r}")
-    result = run_suite(args.mechanism, samples=samples, seed=args.seed,
-                       confidence=args.confidence)
+    from .progress import Progress
+
+    total = len(args.mechanism) if args.mechanism else len(registered())
+    with Progress(total, "audit", quiet=args.quiet, unit="mechanism") as bar:
+        result = run_suite(args.mechanism, samples=samples, seed=args.seed,
+                           confidence=args.confidence, progress=bar)
     rows = [("mechanism", "claimed eps", "delta", "lower bound", "samples", "ok")]
     for m in result["mechanisms"]:
         rows.append((m["name"], _fmt(m["claimed_epsilon"]), f"{m['delta']:g}",

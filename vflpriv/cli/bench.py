@@ -37,4 +37,7 @@ def _run(mod, args):
         from ..outputs import check_output
 
         check_output(args.json, "--json")      # before the benchmark's work
-    return importlib.import_module(mod).run(args)
+    from .progress import Spinner
+
+    with Spinner(f"bench {args.target}", quiet=args.quiet):
+        return importlib.import_module(mod).run(args)

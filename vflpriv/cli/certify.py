@@ -40,8 +40,12 @@ def _fmt(v):
 def run(args) -> int:
     from accounting.plan import certify, load_plan
 
+    from .progress import Spinner
+
     plan = load_plan(args.plan)
-    cert = certify(plan, calibrate_param=args.calibrate)
+    with Spinner(f"calibrating {args.calibrate}" if args.calibrate else "certifying",
+                 quiet=args.quiet or not args.calibrate):
+        cert = certify(plan, calibrate_param=args.calibrate)
     if args.json:
         print(json.dumps(cert, allow_nan=True))
     else:

@@ -129,7 +129,11 @@ def run(args) -> int:
     from accounting import BudgetExceeded
 
     try:
-        est.fit(clients, n_classes, image_shape)
+        from .progress import Progress
+
+        est.fit(clients, n_classes, image_shape,
+                progress=Progress(args.rounds, f"FedP3 {args.scheme}", quiet=args.quiet,
+                                  unit="round"))
     except BudgetExceeded as exc:
         sys.stderr.write(f"vflpriv fedp3: {exc}\n")
         return 1

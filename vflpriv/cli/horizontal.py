@@ -171,22 +171,6 @@ def _settings(args) -> dict:
     return s
 
 
-class _Progress:
-    """A one-line progress bar on stderr, drawn only when stderr is a terminal."""
-
-    def __init__(self, total):
-        self.total, self.on = total, sys.stderr.isatty()
-
-    def __call__(self, t):
-        if self.on:
-            n = t + 1
-            bar = "#" * (30 * n // self.total)
-            sys.stderr.write(f"\r  round {n:>4}/{self.total} [{bar:<30}]")
-            if n == self.total:
-                sys.stderr.write("\n")
-            sys.stderr.flush()
-
-
 def _json_num(x):
     return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
 
@@ -260,7 +244,9 @@ def run(args) -> int:
     except ImportError as exc:
         raise InputError(f"vflpriv horizontal needs torch ({exc}); install the torch extra") from None
     from ..bench import write_json
-    progress = _Progress(s["rounds"])
+    from .progress import Progress
+
+    progress = Progress(s["rounds"], args.algorithm, quiet=args.quiet, unit="round")
     if s["algorithm"] == "fedp3":
         acc, hist, eps, meter = _run_fedp3(s, args, progress)
     else:

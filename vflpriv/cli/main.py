@@ -21,6 +21,40 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+class _Formatter(argparse.HelpFormatter):
+    """``--help`` shows every option's default, unless its help already says it or it has none
+    (a flag, or an option that is off unless given)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        d = action.default
+        if (not action.option_strings or d is None or d is False or d is argparse.SUPPRESS
+                or "default" in text.lower() or isinstance(action, argparse._VersionAction)):
+            return text
+        return f"{text} (default: %(default)s)" if text else "default: %(default)s"
+
+
+def _leaves(parser):
+    """Every parser that runs a command (not the ones that only choose a subcommand)."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield parser
+    for a in subs:
+        for child in dict.fromkeys(a.choices.values()):
+            yield from _leaves(child)
+
+
+def _polish(parser):
+    parser.formatter_class = _Formatter
+    for a in parser._actions:
+        if a.help is None and a.option_strings and a.default not in (None, False,
+                                                                      argparse.SUPPRESS):
+            a.help = "default: %(default)s"      # argparse prints nothing for help=None
+        if isinstance(a, argparse._SubParsersAction):
+            for child in dict.fromkeys(a.choices.values()):
+                _polish(child)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="vflpriv", description="Differentially private federated sparse "
                      "learning with a rigorous privacy accountant.")
@@ -29,6 +63,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in SUBCOMMANDS:
         importlib.import_module(f"vflpriv.cli.{name}").register(sub)
+    for leaf in _leaves(parser):
+        if leaf is not parser and "--quiet" not in leaf._option_string_actions:
+            leaf.add_argument("-q", "--quiet", action="store_true",
+                              help="no progress bar (there is none anyway when stdout or stderr "
+                                   "is not a terminal)")
+    _polish(parser)
     return parser
 
 
@@ -39,7 +79,11 @@ def main(argv=None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        try:
+            return int(args.func(args) or 0)
+        finally:
+            from .progress import close_all
+            close_all()                 # a bar's line is finished before any message below
     except BrokenPipeError:
         # The reader went away (``vflpriv ... | head``): not bad input.  Point stdout at devnull
         # so the interpreter's final flush stays quiet, and exit like a process killed by

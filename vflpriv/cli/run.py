@@ -16,7 +16,6 @@ import math
 import os
 import secrets
 import sys
-import time
 
 import numpy as np
 
@@ -140,25 +139,6 @@ def _labels(y, loss):
     return np.where(y == vals[1], 1.0, -1.0)
 
 
-class _Progress:
-    def __init__(self, total, enabled):
-        self.total, self.enabled, self.last = total, enabled, 0.0
-
-    def __call__(self, t, f):
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if now - self.last < 0.1 and t + 1 < self.total:
-            return
-        self.last = now
-        width = 30
-        done = int(width * (t + 1) / self.total)
-        sys.stderr.write(f"\r[{'#' * done}{'.' * (width - done)}] {t + 1}/{self.total}  f={f:.6g}")
-        if t + 1 == self.total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
-
-
 class _LogReleases:
     """Wraps the progress callback: one stdout line per finished round.  The engine calls it after
     round t's replies reached the server, so a line means those values left their party; every
@@ -255,7 +235,9 @@ def run(args) -> int:
         raise InputError(f"--partition/--parties: {exc}") from None
     if any(c.isdigit() for c in args.partition) and data.K != args.parties:
         raise InputError(f"--partition lists {data.K} parties but --parties is {args.parties}")
-    progress = _Progress(args.iterations, sys.stderr.isatty())
+    from .progress import Progress
+
+    progress = bar = Progress(args.iterations, args.algorithm, quiet=args.quiet, unit="round")
     if args.log_releases:
         progress = _LogReleases(progress)
     kw = dict(loss=args.loss, eta=args.eta, iterations=args.iterations, algorithm=args.algorithm,
@@ -274,6 +256,7 @@ def run(args) -> int:
             sol = solve(data, ledger=args.ledger, reference=args.reference, callback=progress,
                         checkpoint=ckpt, checkpoint_every=args.checkpoint_every,
                         resume=bool(args.resume), checkpoint_extra={"cli": cli}, **kw)
+        bar.close()
     except BudgetExceeded as exc:
         sys.stderr.write(f"\nvflpriv run: {exc}\n")
         return 1

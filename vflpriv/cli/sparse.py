@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 import sys
-import time
 
 from ..errors import InputError
 
@@ -95,24 +94,6 @@ def register(sub):
     p.set_defaults(func=run)
 
 
-class _Progress:
-    def __init__(self, total, enabled):
-        self.total, self.enabled, self.last = total, enabled, 0.0
-
-    def __call__(self, t, f):
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if now - self.last < 0.1 and t + 1 < self.total:
-            return
-        self.last = now
-        done = int(30 * (t + 1) / self.total)
-        sys.stderr.write(f"\r[{'#' * done}{'.' * (30 - done)}] {t + 1}/{self.total}  f={f:.6g}")
-        if t + 1 == self.total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
-
-
 def _defaults(args):
     from ..sparse.data import check_spec
 
@@ -171,7 +152,9 @@ def run(args) -> int:
         _check_writable(args.json, "--json")
     if args.plot:
         _check_writable(args.plot, "--plot")
-    progress = _Progress(args.rounds, sys.stderr.isatty())
+    from .progress import Progress
+
+    progress = Progress(args.rounds, args.algorithm, quiet=args.quiet, unit="round")
     try:
         res = fit(args.data, args.algorithm, clients=args.clients, rounds=args.rounds,
                   local_steps=args.local_steps, tau=args.tau, lr=args.lr,
@@ -181,6 +164,7 @@ def run(args) -> int:
                   clip=args.clip, accountant=args.accountant, ledger=args.ledger, seed=args.seed,
                   label=args.label, dictionary=args.dictionary, radius=args.radius,
                   tol=args.tol, server_lr=args.server_lr, callback=progress)
+        progress.close()                # stopped early (--tol): end the bar before the results
     except BudgetExceeded as exc:
         sys.stderr.write(f"\nvflpriv sparse: {exc}\n")
         return 1

@@ -1,0 +1,127 @@
+"""The one progress helper of the ``vflpriv`` command (tqdm on stderr).
+
+A bar is drawn only when both stdout and stderr are terminals and ``--quiet`` was not given:
+piped or redirected output, CI logs and tests stay free of carriage returns.  ``Progress`` is
+used as a context manager so that the bar is closed (its line finished) however the block ends,
+also on Ctrl-C: ``vflpriv: interrupted`` then starts on a line of its own.
+
+* ``Progress(total, desc)``: ``bar(t)`` or ``bar(t, f)`` after step ``t`` (0-based) of
+  ``total``, with an optional objective value ``f`` shown beside it (the engines' callbacks);
+  ``bar.step()`` advances by one.
+* ``Spinner(desc)``: for work without a step count (a calibration's root search, a benchmark):
+  elapsed seconds, redrawn by a daemon thread.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+_ACTIVE = []          # open bars; main() closes them before it prints an error or "interrupted"
+
+
+def close_all():
+    """Finish every open bar's line (main() calls it before any message on stderr)."""
+    for bar in list(_ACTIVE):
+        bar.close()
+
+
+def enabled(quiet: bool = False) -> bool:
+    """Draw progress?  Not with --quiet, and only on a terminal (stdout and stderr)."""
+    if quiet or os.environ.get("VFLPRIV_NO_PROGRESS"):
+        return False
+    try:
+        return sys.stderr.isatty() and sys.stdout.isatty()
+    except (AttributeError, ValueError):          # a closed or replaced stream
+        return False
+
+
+def _width() -> dict:
+    """Follow the terminal's size; a terminal that reports none (0 x 0) is taken as 80 x 24
+    (tqdm would draw nothing there)."""
+    try:
+        size = os.get_terminal_size(sys.stderr.fileno())
+        if size.columns > 0 and size.lines > 0:
+            return {"dynamic_ncols": True}
+    except (OSError, ValueError, AttributeError):
+        pass
+    return {"ncols": 80, "nrows": 24}
+
+
+class Progress:
+    def __init__(self, total: int, desc: str = "", *, quiet: bool = False, unit: str = "it"):
+        self.total, self.n = int(total), 0
+        self._bar = None
+        if enabled(quiet) and self.total > 0:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=self.total, desc=desc, unit=unit, file=sys.stderr,
+                             mininterval=0.1, **_width())
+            _ACTIVE.append(self)
+
+    def __call__(self, t, f=None):
+        if self._bar is None:
+            return
+        done = min(int(t) + 1, self.total)
+        if done > self.n:
+            self._bar.update(done - self.n)
+            self.n = done
+        if f is not None:
+            self._bar.set_postfix_str(f"f={f:.6g}", refresh=False)
+        if done >= self.total:          # finished: its line ends before the results are printed
+            self.close()
+
+    def step(self, k: int = 1):
+        self(self.n + k - 1)
+
+    def close(self):
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+            if self in _ACTIVE:
+                _ACTIVE.remove(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+class Spinner:
+    """Elapsed time for work with no step count; silent where :func:`enabled` says so."""
+
+    def __init__(self, desc: str, *, quiet: bool = False):
+        self.desc, self.on = desc, enabled(quiet)
+        self._stop = threading.Event()
+        self._thread = None
+        self._bar = None
+
+    def __enter__(self):
+        if self.on:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=None, desc=self.desc, file=sys.stderr, leave=False,
+                             bar_format="{desc}: {elapsed}", **_width())
+            self._thread = threading.Thread(target=self._spin, daemon=True)
+            self._thread.start()
+            _ACTIVE.append(self)
+        return self
+
+    def _spin(self):
+        while not self._stop.wait(0.25):
+            self._bar.refresh()
+
+    def close(self):
+        if self._bar is not None:
+            self._stop.set()
+            self._thread.join()
+            self._bar.close()
+            self._bar = None
+            if self in _ACTIVE:
+                _ACTIVE.remove(self)
+
+    def __exit__(self, *exc):
+        self.close()
+        return False

@@ -44,9 +44,32 @@ def _leaves(parser):
             yield from _leaves(child)
 
 
+#: free-text options that hold a name (not a path or a number): read case-insensitively
+NAME_OPTIONS = {"scheme", "local_pruning", "global_pruning", "aggregation", "model", "step",
+                "algorithm", "accountant", "noise", "sampling", "partition"}
+
+
+def _lower(text):
+    return text.lower()
+
+
+def _case_insensitive(a):
+    """``OPU2``, ``BCFW``, ``RDP``: names and choices are read in lower case."""
+    if a.type is not None or not a.option_strings or isinstance(
+            a, (argparse._StoreTrueAction, argparse._StoreFalseAction, argparse._HelpAction,
+                argparse._VersionAction)):
+        return
+    choices = list(a.choices) if a.choices is not None else None
+    if choices and all(isinstance(c, str) and c == c.lower() for c in choices):
+        a.type = _lower
+    elif choices is None and a.dest in NAME_OPTIONS:
+        a.type = _lower
+
+
 def _polish(parser):
     parser.formatter_class = _Formatter
     for a in parser._actions:
+        _case_insensitive(a)
         if a.help is None and a.option_strings and a.default not in (None, False,
                                                                       argparse.SUPPRESS):
             a.help = "default: %(default)s"      # argparse prints nothing for help=None

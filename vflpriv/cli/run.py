@@ -58,7 +58,9 @@ def register(sub):
                    help="share of epsilon for the index releases (accountant calibration)")
     p.add_argument("--accountant", default="rdp",
                    choices=["rdp", "pld", "best", "optimal", "basic", "advanced"],
-                   help="accountant that calibrates and guards the budget (default rdp)")
+                   help="accountant that calibrates and guards the budget (default rdp; basic, "
+                        "advanced and optimal only for dpfw, whose releases are all noisy-max "
+                        "selections)")
     p.add_argument("--feature-bound", type=float, help="declared bound |a_ij| <= B_a (data clipped)")
     p.add_argument("--label-bound", type=float, help="declared bound |y_j| <= B_y (labels clipped)")
     p.add_argument("--derivative-clip", type=float,
@@ -171,6 +173,30 @@ class _warnings_now:
         return self._cm.__exit__(*exc)
 
 
+#: why basic / advanced / optimal cannot guard a DP-BCFW-AS or dp-bcfw-secure run
+_NO_GAUSSIAN = {
+    "basic": "composes (epsilon, delta)-DP releases only, and a Gaussian release has no single "
+             "(epsilon, delta)",
+    "advanced": "composes (epsilon, delta)-DP releases only, and a Gaussian release has no "
+                "single (epsilon, delta)",
+    "optimal": "does not support a composition that mixes Gaussian releases with noisy-max "
+               "selections",
+}
+
+
+def _check_accountant(args, epsilon):
+    """Refuse an accountant that cannot account for the run's releases, before any work: dpfw
+    releases report-noisy-max selections only (every accountant works); dp-bcfw and
+    dp-bcfw-secure also release Gaussian vectors."""
+    acc = args.accountant
+    if (acc in _NO_GAUSSIAN and math.isfinite(epsilon)
+            and args.algorithm in ("dp-bcfw", "dp-bcfw-secure")):
+        raise InputError(f"--accountant {acc} cannot guard --algorithm {args.algorithm}: it "
+                         f"releases Gaussian noisy vectors next to noisy-max selections, and "
+                         f"the {acc} accountant {_NO_GAUSSIAN[acc]}; use rdp, pld or best "
+                         "(dpfw works with every accountant)")
+
+
 def _default_split(args):
     """A shipped vertical data set brings its own party split (e.g. diabetes: clinic | lab)
     unless --parties or --partition says otherwise; other data: 2 balanced parties."""
@@ -220,6 +246,7 @@ def run(args) -> int:
             epsilon = float(args.epsilon)
         except ValueError:
             raise InputError(f"--epsilon must be a number or inf, got {args.epsilon!r}") from None
+    _check_accountant(args, epsilon)
     A, y, names = load(args.data, args.label)
     y = _labels(y, args.loss)
     _default_split(args)
@@ -270,6 +297,8 @@ def run(args) -> int:
         out["calibration_comparison"] = calibration_comparison(
             data, sketch_seed=sol.extra["sketch_seed"], **kw)
     _summary(sol, out)
+    if args.compare_calibration:
+        _print_comparison(out.get("calibration_comparison"))
     if args.json:
         from ..bench import write_json
 
@@ -284,6 +313,21 @@ def _fmt_bytes(b):
         if b < 1024 or unit == "GB":
             return f"{b:.0f} {unit}" if unit == "B" else f"{b:.1f} {unit}"
         b /= 1024
+
+
+def _print_comparison(cmp):
+    """--compare-calibration on the terminal: each calibration's noise and what it spends."""
+    w = sys.stdout.write
+    if cmp is None:
+        w("  calibration comparison: only for a private dp-bcfw run (finite --epsilon)\n")
+        return
+    a = cmp["accountant"]
+    w(f"  calibration comparison at delta={a['delta']:g} (epsilon by the {a['accountant']} "
+      "accountant):\n")
+    for name in ("accountant", "paper"):
+        c = cmp[name]
+        w(f"    {name:<10} index noise scale {c['index_scale']:.4g}, feature noise sigma "
+          f"{c['feature_sigma']:.4g}, epsilon {c['epsilon']:.4g}\n")
 
 
 def _summary(sol, out):

@@ -106,3 +106,35 @@ def test_help_shows_defaults_once():
     run = " ".join(build_parser()._subparsers._group_actions[0].choices["run"].format_help().split())
     assert "(default: dp-bcfw)" in run and "--iterations ITERATIONS default: 100" in run
     assert "(default 2, or the shipped data set's own split)" in run   # said once, not twice
+
+
+def test_ledger_header_records_the_accountant(tmp_path):
+    import json
+
+    ledger = tmp_path / "a.ledger"
+    r = subprocess.run([sys.executable, "-m", "vflpriv", "run", "--data", "synthetic:n=200,d=100",
+                        "--epsilon", "1", "--delta", "1e-5", "--feature-bound", "1",
+                        "--label-bound", "1", "--iterations", "3", "--accountant", "PLD",
+                        "--ledger", str(ledger)], cwd=ROOT, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    header = json.loads(ledger.read_text().splitlines()[0])
+    assert header["budget"]["accountant"] == "pld"
+
+
+@pytest.mark.parametrize("acc", ["basic", "advanced", "optimal"])
+def test_run_refuses_an_accountant_that_cannot_guard_it_up_front(acc):
+    r = subprocess.run([sys.executable, "-m", "vflpriv", "run", "--data", "no-such-file.csv",
+                        "--epsilon", "1", "--delta", "1e-5", "--accountant", acc], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1
+    assert f"--accountant {acc} cannot guard --algorithm dp-bcfw" in r.stderr
+
+
+def test_compare_calibration_prints():
+    r = subprocess.run([sys.executable, "-m", "vflpriv", "run", "--data", "synthetic:n=200,d=100",
+                        "--epsilon", "1", "--delta", "1e-5", "--feature-bound", "1",
+                        "--label-bound", "1", "--iterations", "3", "--compare-calibration"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "calibration comparison" in r.stdout and "paper" in r.stdout

@@ -30,7 +30,8 @@ class LocalDP:
                 import tempfile
                 path = tempfile.mkstemp(prefix=prefix, suffix=".ledger")[1]
                 open(path, "w").close()
-            led = Ledger(path, budget={"epsilon": epsilon, "delta": delta, "per_party": True})
+            led = Ledger(path, budget={"epsilon": epsilon, "delta": delta, "per_party": True,
+                                       "accountant": accountant})
         self.ledger = led
         # the ledger's header budget governs (a run cannot raise it by asking for more)
         b_eps, b_delta = led.governing_budget(epsilon, delta, per_party=True)

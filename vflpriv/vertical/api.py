@@ -307,10 +307,11 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
                 # never create an empty ledger for a run whose releases are recorded elsewhere
                 raise InputError(f"resume: the ledger {str(ledger)!r} of the checkpoint's run "
                                  "does not exist")
-            led = Ledger(ledger, budget={"epsilon": epsilon, "delta": delta},
+            led = Ledger(ledger, budget={"epsilon": epsilon, "delta": delta,
+                                         "accountant": accountant},
                          run_id=ck["run_id"]) if not isinstance(ledger, Ledger) else ledger
         else:
-            led = _open_ledger(ledger, epsilon, delta)
+            led = _open_ledger(ledger, epsilon, delta, accountant)
         if checkpoint is not None and led.path is None:
             raise InputError("a private run with a checkpoint needs a ledger file (ledger=PATH, "
                              "--ledger): resuming must not spend again what an in-memory ledger "
@@ -434,8 +435,11 @@ def _replay_objective(data, loss, r, eta):
     return out
 
 
-def _open_ledger(ledger, epsilon, delta):
+def _open_ledger(ledger, epsilon, delta, accountant=None):
+    """A new ledger's header records the budget and the accountant that set (and guards) it."""
     budget = {"epsilon": epsilon, "delta": delta}
+    if accountant is not None:
+        budget["accountant"] = accountant
     if ledger is None:
         return P.MemoryLedger(budget=budget)
     if isinstance(ledger, Ledger):
@@ -451,7 +455,7 @@ def _centralized(data, loss, eta, T, algorithm, epsilon, delta, Ba, By, accounta
         privacy = None
         led = None
     else:
-        led = _open_ledger(ledger, epsilon, delta)
+        led = _open_ledger(ledger, epsilon, delta, accountant)
         b_eps, b_delta = led.governing_budget(epsilon, delta)
         budget = BudgetFilter(led, b_eps, b_delta, accountant=accountant)
         r = dp_frank_wolfe(data.A, data.y, loss, eta, iterations=T, feature_bound=Ba,

@@ -59,7 +59,7 @@ def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, 
         noise_plan.details.update(sens_index=sens.index, sens_feature=sens.feature,
                                   row_clips=clips, feature_cap=F, algorithm="dp-bcfw-secure")
         sigma = noise_plan.feature_sigma
-        led = _open_ledger(ledger, epsilon, delta)
+        led = _open_ledger(ledger, epsilon, delta, accountant)
         # the ledger's header budget governs (issue #13), and the whole worst-case plan must fit
         # in what remains before the first release
         b_eps, b_delta = (led.governing_budget(epsilon, delta)

@@ -138,3 +138,14 @@ def test_compare_calibration_prints():
                        cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert "calibration comparison" in r.stdout and "paper" in r.stdout
+
+
+def test_certify_finds_the_shipped_examples_from_any_directory(tmp_path):
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    for plan in ("dpsgd.toml", "vertical_selection", "vflpriv/examples/dpsgd.toml"):
+        r = subprocess.run([sys.executable, "-m", "vflpriv", "certify", plan], cwd=tmp_path,
+                           env=env, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and "CERTIFIED" in r.stdout, r.stderr
+    r = subprocess.run([sys.executable, "-m", "vflpriv", "certify", "vertical_selection.toml"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert "neighboring = replace_one" in r.stdout and "4.345590" in r.stdout

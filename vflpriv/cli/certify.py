@@ -20,7 +20,10 @@ def register(sub):
         description="Read a TOML release plan and print what each accountant certifies "
         "(basic, advanced, optimal, rdp, pld) and the best valid value. Exit 0 when the plan meets "
         "its target (or has none), 1 when it exceeds it, 2 on bad input.")
-    p.add_argument("plan", metavar="PLAN.toml", help="the release plan (see docs/certify.md)")
+    p.add_argument("plan", metavar="PLAN.toml",
+                   help="the release plan (see docs/certify.md); a name that is not a file "
+                        "is looked up among the shipped examples (dpsgd.toml, "
+                        "vertical_selection.toml)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--calibrate", metavar="PARAM",
                    help="solve for this release parameter (e.g. noise_multiplier, sigma, scale, "
@@ -37,9 +40,26 @@ def _fmt(v):
     return f"{v:.6f}" if v >= 1e-3 else f"{v:.4e}"
 
 
+def example_path(plan: str) -> str:
+    """``plan`` itself when it is a file; else the shipped example of that name (``dpsgd``,
+    ``dpsgd.toml`` or ``vflpriv/examples/dpsgd.toml`` from any directory)."""
+    import os
+    from pathlib import Path
+
+    if os.path.exists(plan):
+        return plan
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    name = Path(plan).name
+    for cand in (name, name + ".toml"):
+        if (examples / cand).is_file():
+            return str(examples / cand)
+    return plan          # load_plan names the missing file
+
+
 def run(args) -> int:
     from accounting.plan import certify, load_plan
 
+    args.plan = example_path(args.plan)
     from .progress import Spinner
 
     plan = load_plan(args.plan)

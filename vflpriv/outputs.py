@@ -145,3 +145,12 @@ def save_figure(fig, path) -> None:
     """``fig.savefig`` to ``path`` atomically (the format from the extension)."""
     fmt = os.path.splitext(os.fspath(path))[1].lower().lstrip(".")
     write_atomic(path, lambda fh: fig.savefig(fh, format=fmt))
+
+
+def integer_ticks(*axes, which="x"):
+    """Integer tick labels on round / iteration / party axes (matplotlib would put 2.5 there)."""
+    from matplotlib.ticker import MaxNLocator
+
+    for ax in axes:
+        for name in which:
+            getattr(ax, f"{name}axis").set_major_locator(MaxNLocator(integer=True))

@@ -171,8 +171,10 @@ def run(args) -> int:
         ax.set_xlabel("round")
         ax.set_ylabel("mean personalized test accuracy")
         ax.set_title(f"FedP3 {args.scheme}, epsilon={args.epsilon:g}")
+        from ..outputs import integer_ticks, save_figure
+
+        integer_ticks(ax)
         fig.tight_layout()
-        from ..outputs import save_figure
 
         save_figure(fig, args.plot)
     return 0

@@ -285,7 +285,12 @@ def run(args) -> int:
         axes[1].set_xlabel("round")
         axes[1].set_ylabel("cumulative")
         axes[1].legend()
+        axes[0].set_title("test accuracy")
+        axes[1].set_title("communication")
         fig.suptitle(name)
+        from ..outputs import integer_ticks, save_figure
+
+        integer_ticks(*axes)
         fig.tight_layout()
-        fig.savefig(args.plot)
+        save_figure(fig, args.plot)
     return 0

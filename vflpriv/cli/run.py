@@ -386,17 +386,22 @@ def _plot(sol, path):
         ax.axhline(sol.reference.objective, color="k", ls="--", label="reference")
     ax.set_xlabel("iteration")
     ax.set_ylabel("objective")
+    ax.set_title(f"{sol.algorithm}: objective, K={sol.K} parties, n={sol.n}")
     ax.legend()
+    from ..outputs import integer_ticks, save_figure
+
+    integer_ticks(ax)
     if sol.uplink is not None:
         ax = axes[0][1]
         k = np.arange(sol.K)
         ax.bar(k - 0.2, sol.uplink, width=0.4, label="uplink (payload)")
         ax.bar(k + 0.2, sol.uplink_naive, width=0.4, label="raw columns")
+        ax.set_xticks(k)
         ax.set_xlabel("party")
         ax.set_ylabel("bytes")
+        ax.set_title("bytes sent by each party")
         ax.legend()
     fig.tight_layout()
-    from ..outputs import save_figure
 
     save_figure(fig, path)
     plt.close(fig)

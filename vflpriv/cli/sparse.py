@@ -238,7 +238,12 @@ def _plot(res, path):
     ax.plot(r, res.downlink_bytes, label="downlink")
     ax.set_xlabel("round")
     ax.set_ylabel("bytes (all clients)")
+    ax.set_title("bytes per round")
     ax.legend()
+    axes[0].set_title(f"{res.algorithm}: {'relative error' if res.relative_error is not None else 'objective'}")
+    from ..outputs import integer_ticks, save_figure
+
+    integer_ticks(*axes)
     fig.tight_layout()
-    fig.savefig(path)
+    save_figure(fig, path)
     plt.close(fig)

@@ -54,7 +54,8 @@ def register(sub):
     a = p.add_argument
     a("--algorithm", default="fedavg", help="fedavg | fedprox | scaffold | feddyn | fedp3")
     a("--elastic-net", action="store_true", help="add FedElasticNet's l1 / l2 terms on the local "
-      "update and the transmission threshold (paper 001, Alg. 1-3)")
+      "update and the transmission threshold (Kim et al., Communication-Efficient "
+      "and Drift-Robust Federated Learning via Elastic Net, Alg. 1-3)")
     a("--lambda1", type=float, default=None, help="l1 coefficient (default: Table 5, MNIST)")
     a("--lambda2", type=float, default=None, help="l2 coefficient = FedProx mu = FedDyn alpha "
       "(default: Table 5, MNIST)")

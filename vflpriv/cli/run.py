@@ -24,7 +24,9 @@ from ..errors import InputError
 
 def register(sub):
     p = sub.add_parser("run", help="fit a sparse model across parties holding different columns",
-                       description="Run DP-BCFW-AS (paper 004, Algorithm 2) or a baseline on "
+                       description="Run DP-BCFW-AS (Lou and Cheung, An Uplink Communication-"
+                       "Efficient Approach to Featurewise Distributed Sparse Optimization With "
+                       "Differential Privacy, Algorithm 2) or a baseline on "
                        "vertically partitioned data and report objective, bytes and privacy.")
     p.add_argument("--data",
                    help="a shipped data set (diabetes: clinic + lab, 2 parties; datasets/), "

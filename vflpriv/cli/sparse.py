@@ -41,8 +41,9 @@ def _epsilon(text):
 
 def register(sub):
     p = sub.add_parser("sparse", help="horizontal sparse FL: Fed-HT, FedIter-HT, FedGradMP, ...",
-                       description="Run a horizontal sparse federated method (papers 000 and "
-                       "003) on synthetic or real data split across clients, with real "
+                       description="Run a horizontal sparse federated method (Tong et al., Federated "
+                       "Nonconvex Sparse Learning; Jeong et al., Federated Gradient Matching "
+                       "Pursuit) on synthetic or real data split across clients, with real "
                        "serialized messages and optional (epsilon, delta)-DP.")
     a = p.add_argument
     a("--algorithm", default="fediterht", choices=ALGORITHMS)

@@ -88,3 +88,12 @@ def test_classifier_commands_name_the_regression_sets(cmd):
     r = _cli(cmd, "--data", "gapminder")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
     assert "regression data set" in r.stderr
+
+
+def test_non_finite_value_named_without_numpy_repr(tmp_path):
+    bad = tmp_path / "nan.csv"
+    bad.write_text("a,y\n1,2\nnan,3\n")
+    r = _cli("run", "--data", str(bad), "--label", "y", "--algorithm", "bcfw")
+    assert r.returncode == 2
+    assert r.stderr.strip().endswith("the feature matrix has a non-finite value nan at row 1, "
+                                     "column 0")

@@ -27,6 +27,12 @@ def _refuse_complex(A, name):
         raise InputError(f"{name} has complex values (dtype {dtype}); give real numbers")
 
 
+def _what(name):
+    """A user-facing name for the engine's symbols (a number in a message names its input, never
+    an internal symbol): ``A`` is the feature matrix, ``y`` the labels."""
+    return {"A": "the feature matrix", "y": "the label vector"}.get(name, name)
+
+
 def as_matrix(A, name="A"):
     """A float64 dense array or CSC matrix, with a finite check that names the first bad entry."""
     _refuse_complex(A, name)
@@ -37,8 +43,8 @@ def as_matrix(A, name="A"):
         if not np.isfinite(data).all():
             k = int(np.argmax(~np.isfinite(data)))
             col = int(np.searchsorted(A.indptr, k, side="right") - 1)
-            raise InputError(f"{name} has a non-finite value {data[k]!r} at row {A.indices[k]}, "
-                             f"column {col}")
+            raise InputError(f"{_what(name)} has a non-finite value {float(data[k])} at row "
+                             f"{A.indices[k]}, column {col}")
         return A
     try:
         A = np.asarray(A, dtype=np.float64)
@@ -49,7 +55,8 @@ def as_matrix(A, name="A"):
     bad = ~np.isfinite(A)
     if bad.any():
         i, j = np.argwhere(bad)[0]
-        raise InputError(f"{name} has a non-finite value {A[i, j]!r} at row {i}, column {j}")
+        raise InputError(f"{_what(name)} has a non-finite value {float(A[i, j])} at row {i}, "
+                         f"column {j}")
     return A
 
 
@@ -68,7 +75,7 @@ def as_labels(y, n=None, name="y"):
     bad = ~np.isfinite(y)
     if bad.any():
         i = int(np.argmax(bad))
-        raise InputError(f"{name} has a non-finite value {y[i]!r} at position {i}")
+        raise InputError(f"{_what(name)} has a non-finite value {float(y[i])} at position {i}")
     return y
 
 

@@ -149,3 +149,31 @@ def test_certify_finds_the_shipped_examples_from_any_directory(tmp_path):
     r = subprocess.run([sys.executable, "-m", "vflpriv", "certify", "vertical_selection.toml"],
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert "neighboring = replace_one" in r.stdout and "4.345590" in r.stdout
+
+
+def test_printed_lines_never_land_on_the_bar_line():
+    code = ("from vflpriv.cli.progress import Progress\n"
+            "b = Progress(3, 'r')\n"
+            "for t in range(3):\n"
+            "    print('released', t); b(t)\n"
+            "print('done')\n")
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    p = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=slave, stderr=slave,
+                         stdin=subprocess.DEVNULL)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    assert p.wait(timeout=60) == 0
+    text = out.decode("utf-8", "replace")
+    for t in range(3):          # each printed line is whole, right after the bar was cleared
+        assert f"\rreleased {t}\r\n" in text
+    assert "3/3" in text and text.rstrip().endswith("done")

@@ -26,6 +26,53 @@ def close_all():
         bar.close()
 
 
+class _ClearingStdout:
+    """While a bar is drawn, stdout goes through this: whole lines are written with the bar's line
+    cleared before and redrawn after, so printed tables never land on the bar's line (a partial
+    line waits for its newline, or for the bar to close)."""
+
+    def __init__(self, real, bar, lock):
+        self._real, self._bar, self._lock = real, bar, lock
+        self._pending = ""
+
+    def write(self, text):
+        with self._lock:
+            self._pending += text
+            cut = self._pending.rfind("\n") + 1
+            if cut:
+                self._bar.clear()
+                self._real.write(self._pending[:cut])
+                self._real.flush()
+                self._pending = self._pending[cut:]
+                self._bar.refresh()
+        return len(text)
+
+    def flush(self):
+        pass                     # whole lines are flushed as they are written
+
+    def release(self):
+        """The bar is closing: hand back any partial line."""
+        if self._pending:
+            self._real.write(self._pending)
+            self._pending = ""
+        self._real.flush()
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+def _guard_stdout(bar):
+    """Route stdout around ``bar``; returns the function that undoes it."""
+    real = sys.stdout
+    sys.stdout = _ClearingStdout(real, bar, threading.RLock())
+
+    def undo():
+        if isinstance(sys.stdout, _ClearingStdout) and sys.stdout._bar is bar:
+            sys.stdout.release()
+            sys.stdout = real
+    return undo
+
+
 def enabled(quiet: bool = False) -> bool:
     """Draw progress?  Not with --quiet, and only on a terminal (stdout and stderr)."""
     if quiet or os.environ.get("VFLPRIV_NO_PROGRESS"):
@@ -57,6 +104,7 @@ class Progress:
 
             self._bar = tqdm(total=self.total, desc=desc, unit=unit, file=sys.stderr,
                              mininterval=0.1, **_width())
+            self._undo = _guard_stdout(self._bar)
             _ACTIVE.append(self)
 
     def __call__(self, t, f=None):
@@ -77,6 +125,7 @@ class Progress:
     def close(self):
         if self._bar is not None:
             self._bar.close()
+            self._undo()
             self._bar = None
             if self in _ACTIVE:
                 _ACTIVE.remove(self)
@@ -104,20 +153,24 @@ class Spinner:
 
             self._bar = tqdm(total=None, desc=self.desc, file=sys.stderr, leave=False,
                              bar_format="{desc}: {elapsed}", **_width())
+            self._undo = _guard_stdout(self._bar)
             self._thread = threading.Thread(target=self._spin, daemon=True)
             self._thread.start()
             _ACTIVE.append(self)
         return self
 
     def _spin(self):
+        lock = sys.stdout._lock if isinstance(sys.stdout, _ClearingStdout) else threading.RLock()
         while not self._stop.wait(0.25):
-            self._bar.refresh()
+            with lock:
+                self._bar.refresh()
 
     def close(self):
         if self._bar is not None:
             self._stop.set()
             self._thread.join()
             self._bar.close()
+            self._undo()
             self._bar = None
             if self in _ACTIVE:
                 _ACTIVE.remove(self)

@@ -6,7 +6,8 @@ checksums when loaded.  Where the folder is looked for, in order:
 
 1. ``$VFLPRIV_DATASETS`` (a folder holding ``NAME/provenance.toml``);
 2. the ``datasets/`` folder beside the ``vflpriv`` package (a clone or an editable install);
-3. ``<prefix>/share/vflpriv/datasets`` (a wheel installs them there).
+3. ``<prefix>/share/vflpriv/datasets`` (a wheel installs them there; ``~/.local/share/...``
+   for ``pip install --user``).
 
 * ``diabetes`` (vertical, regression): a clinic (age, sex, bmi, bp; the outcome) and a laboratory
   (six serum measurements) joined on ``patient_id``.
@@ -30,8 +31,12 @@ def datasets_dir() -> str:
     """The folder that holds the shipped data sets (see the module docstring)."""
     env = os.environ.get("VFLPRIV_DATASETS")
     here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    candidates = ([env] if env else []) + [os.path.join(here, "datasets"),
-                                           os.path.join(sys.prefix, "share", "vflpriv", "datasets")]
+    import site
+
+    candidates = ([env] if env else []) + [
+        os.path.join(here, "datasets"),
+        os.path.join(sys.prefix, "share", "vflpriv", "datasets"),
+        os.path.join(site.getuserbase(), "share", "vflpriv", "datasets")]     # pip --user
     for c in candidates:
         if os.path.isfile(os.path.join(c, "diabetes", "provenance.toml")):
             return c

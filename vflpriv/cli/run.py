@@ -83,7 +83,7 @@ def register(sub):
                    help="rounds between checkpoints (default 1)")
     p.add_argument("--resume", metavar="FILE",
                    help="continue the interrupted run of this checkpoint (its options are used; "
-                        "only --json, --plot and --log-releases may be given with it)")
+                        "only --json, --plot, --log-releases and --quiet may be given with it)")
     p.add_argument("--seed", type=int, default=None,
                    help="seed every random choice (sketch, sampling, noise) for a reproducible "
                         "run; its outputs are marked not for deployment.  Default: the noise "
@@ -99,7 +99,7 @@ def register(sub):
 
 _PARSER = None
 #: options that may be given with --resume (they do not change the run)
-_RESUME_OK = ("json", "plot", "log_releases", "resume", "func", "command")
+_RESUME_OK = ("json", "plot", "log_releases", "quiet", "resume", "func", "command")
 
 
 def _resumed_args(args):

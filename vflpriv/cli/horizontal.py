@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 import secrets
-import sys
 
 from ..errors import InputError
 

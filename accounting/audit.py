@@ -33,6 +33,13 @@ of many thresholds is not valid without a correction.  Two corrections are imple
   samples with each confidence bound at level alpha / (2 * number of tests), and the maximum is
   returned (a union bound over all tests).
 
+* ``method="tradeoff"``: a pilot grid (``pilot_fraction``) of thresholds dense in both tails,
+  and one-sided Clopper-Pearson upper bounds on all 4 tail probabilities per threshold at level
+  alpha / (4 * number of thresholds): a simultaneous confidence envelope of the distinguisher's
+  ROC.  It returns the (epsilon, delta) bound valid for any mechanism and, in ``mu``, a lower
+  bound on the Gaussian-DP parameter from the whole ROC (:func:`tradeoff_bound` has the
+  argument; docs/audit.md, "The trade-off audit").
+
 Why split is the default: it tests with the mild quantile z_{alpha/2} = 1.96 on 80 % of the
 samples, where Bonferroni over 200 thresholds * 4 tests needs z_{alpha/1600} = 4.0.  Measured on
 the Laplace mechanism with epsilon = 1 (f(D0) = 0, f(D1) = 1, scale 1), confidence 0.95, default
@@ -227,8 +234,9 @@ def audit_samples(samples_d0, samples_d1, delta: float = 0.0, confidence: float 
         The returned epsilon is <= the true epsilon with probability >= confidence.
     score : callable, optional
         Maps an array of outputs to a 1-D array of real scores.
-    method : "split" or "bonferroni"
-        How the choice of the best threshold is paid for (module docstring).
+    method : "split", "bonferroni" or "tradeoff"
+        How the choice of the best threshold is paid for (module docstring); "tradeoff" also
+        returns the GDP bound ``mu`` and its ``gdp_epsilon``.
     thresholds : int or array-like
         Number of candidate thresholds (quantiles), or an explicit data-independent grid (with
         ``"bonferroni"`` an explicit grid needs no pilot and all samples are used for testing).

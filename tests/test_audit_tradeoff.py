@@ -113,7 +113,11 @@ def test_suite_rows_report_method_and_share(tmp_path):
     doc = json.loads(out.read_text())
     for m in doc["mechanisms"]:
         assert {"name", "claimed_epsilon", "lower_bound", "method", "share", "tradeoff"} <= set(m)
-        assert m["method"] == "split"
+        assert m["method"] in ("split", "tradeoff")
+        # the larger of the two valid bounds, each at half the error allowance
+        assert m["lower_bound"] == max(m["split_epsilon"], m["tradeoff"]["epsilon"])
+        assert m["method"] == ("tradeoff" if m["tradeoff"]["epsilon"] > m["split_epsilon"]
+                               else "split")
         assert m["share"] == pytest.approx(m["lower_bound"] / m["claimed_epsilon"])
         assert m["test"]["confidence"] == m["tradeoff"]["confidence"]
         assert 1 - m["test"]["confidence"] == pytest.approx((1 - m["confidence"]) / 2)

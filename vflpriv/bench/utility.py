@@ -22,8 +22,14 @@ ALGORITHMS = ("dp-bcfw", "dp-bcfw-secure", "dpfw")
 BASELINES = ("dpl-linreg", "dpl-logreg")
 
 
-def _default_algorithms(loss):
-    return ALGORITHMS + (("dpl-linreg",) if loss == "squared" else ("dpl-logreg",))
+#: above this dimension the diffprivlib baseline is not in the default list: at d = 2000, n = 1e4
+#: one dense LinearRegression fit took 114 s and its objective was 3e9 (docs/dependencies.md)
+BASELINE_DEFAULT_MAX_D = 500
+
+
+def _default_algorithms(loss, d):
+    base = "dpl-linreg" if loss == "squared" else "dpl-logreg"
+    return ALGORITHMS + ((base,) if d <= BASELINE_DEFAULT_MAX_D else ())
 
 
 def add_arguments(p):
@@ -31,8 +37,8 @@ def add_arguments(p):
     p.add_argument("--epsilons", default="0.5,1,2,4,8")
     p.add_argument("--algorithms", default=None,
                    help="comma-separated, from " + ", ".join(ALGORITHMS + BASELINES) +
-                   " (default: the three vertical algorithms and the diffprivlib baseline of "
-                   "--loss)")
+                   " (default: the three vertical algorithms and, when --d <= 500, the "
+                   "diffprivlib baseline of --loss)")
     p.add_argument("--loss", default="squared", choices=["squared", "logistic"],
                    help="loss (logistic: labels are the signs of the synthetic responses)")
     p.add_argument("--d", type=int, default=2000)
@@ -73,7 +79,7 @@ def run(args) -> int:
     from .baselines import LOSS, fit_baseline
 
     algos = ([a.strip() for a in args.algorithms.split(",") if a.strip()]
-             if args.algorithms else list(_default_algorithms(args.loss)))
+             if args.algorithms else list(_default_algorithms(args.loss, args.d)))
     for a in algos:
         if a not in ALGORITHMS + BASELINES:
             raise InputError(f"--algorithms: {a!r} is not one of "
@@ -82,6 +88,10 @@ def run(args) -> int:
             raise InputError(f"--algorithms: {a} optimizes the {LOSS[a]} loss, but --loss is "
                              f"{args.loss}")
     loss = get_loss(args.loss)
+    if not args.algorithms and args.d > BASELINE_DEFAULT_MAX_D:
+        print(f"(diffprivlib baseline not run by default at d={args.d} > "
+              f"{BASELINE_DEFAULT_MAX_D}: a dense fit takes minutes and its noise grows with d^2; "
+              f"name it in --algorithms to run it)")
     clip = args.derivative_clip or None
     rows = []
     print(f"utility: d={args.d} density={args.density} sparsity={args.sparsity} K={args.parties} "

@@ -33,6 +33,13 @@ of many thresholds is not valid without a correction.  Two corrections are imple
   samples with each confidence bound at level alpha / (2 * number of tests), and the maximum is
   returned (a union bound over all tests).
 
+* ``method="tradeoff"``: a pilot grid (``pilot_fraction``) of thresholds dense in both tails,
+  and one-sided Clopper-Pearson upper bounds on all 4 tail probabilities per threshold at level
+  alpha / (4 * number of thresholds): a simultaneous confidence envelope of the distinguisher's
+  ROC.  It returns the (epsilon, delta) bound valid for any mechanism and, in ``mu``, a lower
+  bound on the Gaussian-DP parameter from the whole ROC (:func:`tradeoff_bound` has the
+  argument; docs/audit.md, "The trade-off audit").
+
 Why split is the default: it tests with the mild quantile z_{alpha/2} = 1.96 on 80 % of the
 samples, where Bonferroni over 200 thresholds * 4 tests needs z_{alpha/1600} = 4.0.  Measured on
 the Laplace mechanism with epsilon = 1 (f(D0) = 0, f(D1) = 1, scale 1), confidence 0.95, default
@@ -63,9 +70,10 @@ import math
 import numbers
 from dataclasses import dataclass
 
-__all__ = ["epsilon_lower_bound", "audit_samples", "AuditBound", "clopper_pearson"]
+__all__ = ["epsilon_lower_bound", "audit_samples", "AuditBound", "clopper_pearson",
+           "tradeoff_bound"]
 
-METHODS = ("split", "bonferroni")
+METHODS = ("split", "bonferroni", "tradeoff")
 
 
 @dataclass(frozen=True)
@@ -91,6 +99,8 @@ class AuditBound:
     n0: int
     n1: int
     tests: int
+    mu: float | None = None
+    gdp_epsilon: float | None = None
 
     def to_dict(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
@@ -147,6 +157,22 @@ def _candidates(pool, k):
     if uniq.size <= k:
         return uniq[:-1] if uniq.size > 1 else uniq  # {> max} is empty: drop it
     qs = np.quantile(pool, np.linspace(0.0, 1.0, k + 2)[1:-1], method="lower")
+    return np.unique(qs)
+
+
+def _tail_candidates(pool, k):
+    """Up to k thresholds for the trade-off audit: the distinct values when there are few, else
+    quantiles of the pooled scores at probabilities spaced geometrically from 1/len(pool) to 1/2
+    in each tail (the (epsilon, delta) bound at a small delta lives in the tails, the GDP fit in
+    the middle: both get candidates)."""
+    import numpy as np
+
+    uniq = np.unique(pool)
+    if uniq.size <= k:
+        return uniq[:-1] if uniq.size > 1 else uniq
+    half = max(1, k // 2)
+    p = np.geomspace(1.0 / pool.size, 0.5, half)
+    qs = np.quantile(pool, np.concatenate([p, 1.0 - p]), method="lower")
     return np.unique(qs)
 
 
@@ -208,8 +234,9 @@ def audit_samples(samples_d0, samples_d1, delta: float = 0.0, confidence: float 
         The returned epsilon is <= the true epsilon with probability >= confidence.
     score : callable, optional
         Maps an array of outputs to a 1-D array of real scores.
-    method : "split" or "bonferroni"
-        How the choice of the best threshold is paid for (module docstring).
+    method : "split", "bonferroni" or "tradeoff"
+        How the choice of the best threshold is paid for (module docstring); "tradeoff" also
+        returns the GDP bound ``mu`` and its ``gdp_epsilon``.
     thresholds : int or array-like
         Number of candidate thresholds (quantiles), or an explicit data-independent grid (with
         ``"bonferroni"`` an explicit grid needs no pilot and all samples are used for testing).
@@ -239,6 +266,13 @@ def audit_samples(samples_d0, samples_d1, delta: float = 0.0, confidence: float 
         if grid.ndim != 1 or grid.size == 0 or not np.all(np.isfinite(grid)):
             raise ValueError(f"thresholds must be a positive int or a non-empty 1-D array of "
                              f"finite numbers, got {thresholds!r}")
+
+    if method == "tradeoff":
+        if grid is None:
+            m0, m1 = max(1, int(pilot_fraction * s0.size)), max(1, int(pilot_fraction * s1.size))
+            grid = _tail_candidates(np.concatenate([s0[:m0], s1[:m1]]), int(thresholds))
+            s0, s1 = s0[m0:], s1[m1:]
+        return tradeoff_bound(np.sort(s0), np.sort(s1), grid, delta, confidence)
 
     if method == "bonferroni":
         if grid is None:
@@ -272,6 +306,66 @@ def audit_samples(samples_d0, samples_d1, delta: float = 0.0, confidence: float 
     b = _bounds(np.array([k0]), tst0.size, np.array([k1]), tst1.size, level, delta)[row, 0]
     return _result(b, row, float(t[0]), k0, tst0.size, k1, tst1.size, level, delta, confidence,
                    "split", 1)
+
+
+def tradeoff_bound(sorted0, sorted1, grid, delta: float = 0.0,
+                   confidence: float = 0.95) -> AuditBound:
+    """Lower bounds from a confidence envelope of the distinguisher's ROC (trade-off curve).
+
+    ``grid`` must be fixed without looking at ``sorted0`` / ``sorted1`` (sorted test scores of
+    the two datasets).  Every threshold t gives two tests of D0 against D1, "reject D0 when
+    score > t" and "... when score <= t", with type I / type II errors (alpha, beta) =
+    (P0(> t), P1(<= t)) and (P0(<= t), P1(> t)).  The four tail probabilities per threshold
+    get one-sided Clopper-Pearson *upper* bounds at level (1 - confidence) / (4 T), so with
+    probability >= confidence all 2T points (alpha_hi, beta_hi) hold at once (a union bound),
+    and the true trade-off function f = T(M(D0), M(D1)) satisfies f(alpha_hi) <= beta_hi at
+    every one of them (f is non-increasing and the threshold test achieves (alpha, beta)).
+
+    * ``epsilon``, valid for ANY mechanism: (epsilon, delta)-DP is equivalent to f >= f_{eps,
+      delta} = max(0, 1 - delta - e^eps alpha, e^-eps (1 - delta - alpha)) (Dong, Roth & Su
+      2022, Prop. 2.5 / Wasserman & Zhou 2010), so a point with beta_hi below f_{eps,delta}
+      refutes eps: epsilon >= max over points of ln((1 - delta - beta_hi) / alpha_hi) and
+      ln((1 - delta - alpha_hi) / beta_hi).  (Chords between points add nothing: f_{eps,delta}
+      is convex.)
+    * ``mu``, valid for ANY mechanism as a statement about Gaussian DP: mu-GDP is f >= G_mu,
+      G_mu(alpha) = Phi(Phi^-1(1 - alpha) - mu), so no mu' < max over points of
+      Phi^-1(1 - alpha_hi) - Phi^-1(beta_hi) is satisfied.  This uses the whole ROC, the dense
+      middle included.  ``gdp_epsilon`` is mu converted to epsilon at ``delta``
+      (:func:`accounting.gaussian.gaussian_epsilon`): it refutes every Gaussian claim with a
+      smaller epsilon at ``delta`` (an accountant's claim for a ``Gaussian`` event is exactly
+      such a claim: its privacy profile is G_mu's), but it is NOT a lower bound on a general
+      mechanism's epsilon at delta (a randomized response is refuted as mu-GDP for large mu
+      while its epsilon is small).
+    """
+    import numpy as np
+    from scipy.stats import norm
+
+    from .gaussian import gaussian_epsilon
+
+    grid = np.asarray(grid, dtype=float)
+    alpha = 1.0 - float(confidence)
+    level = alpha / (4 * grid.size)
+    n0, n1 = sorted0.size, sorted1.size
+    k0, k1 = _hits(sorted0, grid), _hits(sorted1, grid)
+    b = _bounds(k0, n0, k1, n1, level, float(delta))
+    row, col = np.unravel_index(int(np.argmax(b)), b.shape)
+    res = _result(b[row, col], row, grid[col], int(k0[col]), n0, int(k1[col]), n1, level,
+                  float(delta), confidence, "tradeoff", 4 * grid.size)
+    _, a_gt0 = clopper_pearson(k0, n0, level)       # P0(> t)
+    _, a_le0 = clopper_pearson(n0 - k0, n0, level)  # P0(<= t)
+    _, b_gt1 = clopper_pearson(k1, n1, level)       # P1(> t)
+    _, b_le1 = clopper_pearson(n1 - k1, n1, level)  # P1(<= t)
+    A = np.concatenate([a_gt0, a_le0])
+    B = np.concatenate([b_le1, b_gt1])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        m = norm.isf(A) - norm.ppf(B)
+    m = m[np.isfinite(m)]
+    mu = float(max(0.0, m.max())) if m.size else 0.0
+    gdp = gaussian_epsilon(mu, delta) if (mu > 0 and delta > 0) else (math.inf if mu > 0 and
+                                                                       delta == 0 else 0.0)
+    from dataclasses import replace
+
+    return replace(res, mu=mu, gdp_epsilon=float(gdp))
 
 
 def _result(value, row, threshold, k0, n0, k1, n1, level, delta, confidence, method, tests):

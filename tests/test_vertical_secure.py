@@ -282,7 +282,7 @@ def test_bench_utility_smoke(tmp_path, capsys):
     assert main(["bench", "utility", "--n", "400", "--d", "24", "--epsilons", "2",
                  "--iterations", "3", "--json", str(out), "--plot", str(tmp_path / "u.png")]) == 0
     rows = json.loads(out.read_text())["rows"]
-    assert {r["algorithm"] for r in rows} == {"dp-bcfw", "dp-bcfw-secure", "dpfw"}
+    assert {r["algorithm"] for r in rows} == {"dp-bcfw", "dp-bcfw-secure", "dpfw", "dpl-linreg"}
     assert all(r["epsilon_spent"] <= 2.0 + 1e-9 for r in rows)
     assert (tmp_path / "u.png").stat().st_size > 0
 

@@ -4,7 +4,10 @@ For each n and epsilon: DP-BCFW-AS (``dp-bcfw``, paper 004), ``dp-bcfw-secure`` 
 DP-FW (``dpfw``) on ``synthetic:n=N,d=D,density,sparsity`` split among K parties, the same
 (epsilon, delta), bounds and T; the share of the gap f(0) - f(opt) each removes and its excess
 risk against the certified reference optimum on the same product of l1 balls (computed once per
-n).  Single runs with one seed (the machine is shared): expect run-to-run spread.
+n).  Beside them, diffprivlib's centralized DP models as baselines (:mod:`.baselines`):
+``dpl-linreg`` with ``--loss squared``, ``dpl-logreg`` with ``--loss logistic`` (labels are the
+signs of the synthetic responses).  Single runs with one seed (the machine is shared): expect
+run-to-run spread.
 
 n = 1e6 is off by default: the secure protocol's masked blocks (8 n p_k bytes per party, held by
 every other party) need about 16 GB in one process at d = 2000, K = 4, and on a 23 GB machine
@@ -16,12 +19,28 @@ import math
 import time
 
 ALGORITHMS = ("dp-bcfw", "dp-bcfw-secure", "dpfw")
+BASELINES = ("dpl-linreg", "dpl-logreg")
+
+
+#: above this dimension the diffprivlib baseline is not in the default list: at d = 2000, n = 1e4
+#: one dense LinearRegression fit took 114 s and its objective was 3e9 (docs/dependencies.md)
+BASELINE_DEFAULT_MAX_D = 500
+
+
+def _default_algorithms(loss, d):
+    base = "dpl-linreg" if loss == "squared" else "dpl-logreg"
+    return ALGORITHMS + ((base,) if d <= BASELINE_DEFAULT_MAX_D else ())
 
 
 def add_arguments(p):
     p.add_argument("--n", default="10000,100000", help="comma-separated sample sizes")
     p.add_argument("--epsilons", default="0.5,1,2,4,8")
-    p.add_argument("--algorithms", default=",".join(ALGORITHMS))
+    p.add_argument("--algorithms", default=None,
+                   help="comma-separated, from " + ", ".join(ALGORITHMS + BASELINES) +
+                   " (default: the three vertical algorithms and, when --d <= 500, the "
+                   "diffprivlib baseline of --loss)")
+    p.add_argument("--loss", default="squared", choices=["squared", "logistic"],
+                   help="loss (logistic: labels are the signs of the synthetic responses)")
     p.add_argument("--d", type=int, default=2000)
     p.add_argument("--density", type=float, default=0.05)
     p.add_argument("--sparsity", type=float, default=0.01)
@@ -57,10 +76,22 @@ def run(args) -> int:
 
     ns = [int(v) for v in _floats(args.n, "n")]
     eps = _floats(args.epsilons, "epsilons")
-    algos = [a.strip() for a in args.algorithms.split(",") if a.strip()]
+    from .baselines import LOSS, fit_baseline
+
+    algos = ([a.strip() for a in args.algorithms.split(",") if a.strip()]
+             if args.algorithms else list(_default_algorithms(args.loss, args.d)))
     for a in algos:
-        if a not in ALGORITHMS:
-            raise InputError(f"--algorithms: {a!r} is not one of {', '.join(ALGORITHMS)}")
+        if a not in ALGORITHMS + BASELINES:
+            raise InputError(f"--algorithms: {a!r} is not one of "
+                             f"{', '.join(ALGORITHMS + BASELINES)}")
+        if a in BASELINES and LOSS[a] != args.loss:
+            raise InputError(f"--algorithms: {a} optimizes the {LOSS[a]} loss, but --loss is "
+                             f"{args.loss}")
+    loss = get_loss(args.loss)
+    if not args.algorithms and args.d > BASELINE_DEFAULT_MAX_D:
+        print(f"(diffprivlib baseline not run by default at d={args.d} > "
+              f"{BASELINE_DEFAULT_MAX_D}: a dense fit takes minutes and its noise grows with d^2; "
+              f"name it in --algorithms to run it)")
     clip = args.derivative_clip or None
     rows = []
     print(f"utility: d={args.d} density={args.density} sparsity={args.sparsity} K={args.parties} "
@@ -71,14 +102,22 @@ def run(args) -> int:
     for n in ns:
         A, y, _ = make_synthetic(n=n, d=args.d, density=args.density, sparsity=args.sparsity,
                                  seed=args.seed)
+        if args.loss == "logistic":
+            import numpy as np
+
+            y = np.where(np.asarray(y) >= 0, 1.0, -1.0)
         data = VerticalData.from_arrays(A, y, "balanced", parties=args.parties)
         t0 = time.perf_counter()
-        ref = reference_optimum(data.A, data.y, get_loss("squared"), blocks=data.blocks, eta=1.0,
+        ref = reference_optimum(data.A, data.y, loss, blocks=data.blocks, eta=1.0,
                                 on_failure="flag")
         ref_s = time.perf_counter() - t0
         for algo in algos:
+            if algo in BASELINES:
+                rows.extend(_baseline_rows(algo, data, loss, eps, ref, ref_s, n, args,
+                                           fit_baseline))
+                continue
             for e in eps:
-                kw = dict(algorithm=algo, iterations=args.iterations, epsilon=e,
+                kw = dict(loss=args.loss, algorithm=algo, iterations=args.iterations, epsilon=e,
                           delta=args.delta, feature_bound=args.bound, label_bound=args.bound,
                           seed=args.seed)
                 if algo == "dp-bcfw-secure":
@@ -111,6 +150,35 @@ def run(args) -> int:
     return 0
 
 
+def _baseline_rows(algo, data, loss, eps, ref, ref_s, n, args, fit_baseline):
+    """Rows of one diffprivlib baseline (centralized, pure epsilon-DP, objective on the bench's
+    loss; the model is not restricted to the l1 ball)."""
+    import numpy as np
+
+    out = []
+    A, y = data.A, np.asarray(data.y, dtype=float)
+    f0 = float(loss.objective(A, np.zeros(A.shape[1]), y))
+    for e in eps:
+        t0 = time.perf_counter()
+        coef, reason = fit_baseline(algo, A, y, e, args.bound, args.row_clip, args.seed)
+        sec = time.perf_counter() - t0
+        if coef is None:
+            print(f"{n:>8} {algo:>15} skipped: {reason}", flush=True)
+            out.append({"n": n, "algorithm": algo, "epsilon": e, "skipped": reason})
+            break                                       # the reason does not depend on epsilon
+        fT = float(loss.objective(A, coef, y))
+        removed = (f0 - fT) / (f0 - ref.objective)
+        row = {"n": n, "algorithm": algo, "epsilon": e, "f0": f0, "final": fT,
+               "reference": ref.objective, "reference_certified": bool(ref.certified),
+               "reference_seconds": ref_s, "gap_removed": removed, "excess": fT - ref.objective,
+               "epsilon_spent": e, "seconds": sec, "uplink_bytes": None,
+               "l1_norm": float(np.abs(coef).sum()), "library": "diffprivlib"}
+        out.append(row)
+        print(f"{n:>8} {algo:>15} {e:>5g} {f0:>9.5f} {fT:>9.5g} {ref.objective:>9.5f} "
+              f"{removed:>7.1%} {fT - ref.objective:>9.4g} {e:>9.4g} {sec:>8.1f}", flush=True)
+    return out
+
+
 def _plot(rows, ns, algos, path):
     import matplotlib
 
@@ -121,7 +189,7 @@ def _plot(rows, ns, algos, path):
     for ax, n in zip(axes[0], ns):
         for a in algos:
             pts = sorted((r["epsilon"], r["gap_removed"]) for r in rows
-                         if r["n"] == n and r["algorithm"] == a)
+                         if r["n"] == n and r["algorithm"] == a and "gap_removed" in r)
             if pts:
                 ax.plot([p[0] for p in pts], [100 * p[1] for p in pts], marker="o", label=a)
         ax.axhline(0, color="k", lw=0.5)

@@ -2,7 +2,8 @@
 
 Prints a table (mechanism, claimed epsilon from the accountant, delta, empirical lower bound,
 samples, verdict); ``--json FILE`` writes ``{"ok": bool, "mechanisms": [{"name",
-"claimed_epsilon", "delta", "lower_bound", "samples", "ok", ...}]}``.  Exit code 1 when a lower
+"claimed_epsilon", "delta", "lower_bound", "method", "share", "samples", "ok",
+"tradeoff": {"mu_lower", "mu_claimed", "gdp_epsilon", "gdp_share", ...}, ...}]}``.  Exit code 1 when a lower
 bound exceeds its claim (the implementation leaks more than it says), 2 on bad input.
 """
 from __future__ import annotations
@@ -50,6 +51,10 @@ def _fmt(x, nd=4):
     return f"{x:.{nd}f}" if isinstance(x, float) else str(x)
 
 
+def _pct(x):
+    return "-" if x is None else f"{x:.0%}" if x != float("inf") else "inf"
+
+
 def run(args) -> int:
     from vflpriv.audit import registered, run_suite, unavailable
 
@@ -72,16 +77,23 @@ def run(args) -> int:
     with Progress(total, "audit", quiet=args.quiet, unit="mechanism") as bar:
         result = run_suite(args.mechanism, samples=samples, seed=args.seed,
                            confidence=args.confidence, progress=bar)
-    rows = [("mechanism", "claimed eps", "delta", "lower bound", "samples", "ok")]
+    rows = [("mechanism", "claimed eps", "delta", "lower bound", "method", "share", "GDP mu lb",
+             "GDP eps", "GDP share", "samples", "ok")]
     for m in result["mechanisms"]:
+        t = m["tradeoff"]
         rows.append((m["name"], _fmt(m["claimed_epsilon"]), f"{m['delta']:g}",
-                     _fmt(m["lower_bound"]), str(m["samples"]), "ok" if m["ok"] else "FAIL"))
+                     _fmt(m["lower_bound"]), m["method"], _pct(m["share"]), _fmt(t["mu_lower"]),
+                     _fmt(t["gdp_epsilon"]) if t["mu_claimed"] is not None else "-",
+                     _pct(t["gdp_share"]), str(m["samples"]), "ok" if m["ok"] else "FAIL"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in
                         enumerate(zip(r, widths))))
     for m in result["skipped"]:
         print(f"{m['name']}: skipped, {m['reason']}")
+    print("lower bound: epsilon at delta, valid for any mechanism (the larger of the split "
+          "threshold test and the trade-off envelope's); GDP: mu from the ROC's confidence "
+          "envelope, checked against Gaussian claims (docs/audit.md)")
     print(f"confidence {result['confidence']:g} family-wise "
           f"({result['per_mechanism_confidence']:.4g} per mechanism); seed {args.seed}: "
           f"{'all claims hold' if result['ok'] else 'SOME LOWER BOUND EXCEEDS ITS CLAIM'}")

@@ -177,3 +177,16 @@ def test_ledger_disk_full_names_the_ledger_and_records_nothing(tmp_path, capsys,
     # one error line (the run may first warn, on its own line, that its noise is hopeless)
     assert len([ln for ln in err.strip().splitlines() if ": warning: " not in ln]) == 1
     assert led.read_bytes() == before           # the partial record was cut off
+
+
+@pytest.mark.parametrize("bad, word", [(["--plot", "{d}/x.txt"], "image file extension"),
+                                      (["--json", "{d}/missing/x.json"], "does not exist")])
+def test_horizontal_checks_outputs_before_training(tmp_path, capsys, bad, word):
+    pytest.importorskip("torch")
+    argv = ["horizontal", "--algorithm", "fedavg", "--data", "digits", "--rounds", "50",
+            "--clients", "5"] + [a.format(d=tmp_path) for a in bad]
+    rc = main(argv)
+    captured = capsys.readouterr()
+    assert rc == 2 and word in captured.err and len(captured.err.strip().splitlines()) == 1
+    assert "accuracy" not in captured.out               # no round ran
+    assert list(tmp_path.iterdir()) == []

@@ -231,6 +231,12 @@ def _run_elastic(s, args, progress):
 
 def run(args) -> int:
     s = _settings(args)
+    from ..outputs import check_outputs
+
+    # every output checked before any training: writable folder, an image extension for --plot,
+    # no output that is another output or the ledger
+    check_outputs({"--json": args.json, "--plot": args.plot, "--ledger": args.ledger},
+                  images=("--plot",))
     if args.plot:
         try:
             import matplotlib

@@ -72,7 +72,7 @@ seeds = [0] if page.fast else [0, 1, 2, 3, 4]
 T = 20
 ALGS = {"dp-bcfw-secure": dict(row_clip=2.0, max_features=10),
         "dp-bcfw": dict(derivative_clip=1.0)}
-share, upl, dnl, spent = {}, {}, {}, {}
+share, upl, dnl, spent, naive = {}, {}, {}, {}, {}
 for alg, kw in ALGS.items():
     for e in epsilons:
         vals = []
@@ -85,6 +85,8 @@ for alg, kw in ALGS.items():
                         / (sol.initial_objective - ref.objective))
             if s == seeds[0]:
                 upl[alg, e], dnl[alg, e] = list(sol.uplink), list(sol.downlink)
+                if alg == "dp-bcfw":
+                    naive[e] = list(sol.uplink_naive)
                 spent[alg, e] = sol.privacy["epsilon_spent"]["best"]
         share[alg, e] = float(np.median(vals))
         print(f"{alg} eps={e}: median share {share[alg, e]:.1%} over {len(seeds)} seed(s)")
@@ -134,12 +136,15 @@ page.text(f"""
 
 - With 442 patients privacy is expensive: dp-bcfw-secure first removes half the gap at epsilon
   = {half['dp-bcfw-secure']}, the paper's DP-BCFW-AS at epsilon = {half['dp-bcfw']} (median over
-  {len(seeds)} seed(s); "None" = not within the epsilons tried). The noise is calibrated to the
-  bounds and shrinks like 1/n, so the same epsilon buys far more on larger data (docs/vertical.md,
-  "The frontier").
-- dp-bcfw-secure pays for its accuracy in bytes: secret-shared products cost more traffic than
-  DP-BCFW-AS's noisy columns. Both are independent of epsilon except through which features get
-  selected.
+  {len(seeds)} seed(s); "None" = not within the epsilons tried). dp-bcfw-secure releases noisy
+  aggregates over all patients, whose relative noise falls like 1/n, so the same epsilon buys far
+  more on larger data; DP-BCFW-AS releases noisy per-patient columns, whose noise does not fall
+  with n (docs/vertical.md, "The frontier" and "Where DP-BCFW-AS learns").
+- Traffic at epsilon = {e_b}: dp-bcfw-secure's parties sent {sum(upl['dp-bcfw-secure', e_b]):,}
+  bytes and received {sum(dnl['dp-bcfw-secure', e_b]):,}; DP-BCFW-AS's sent
+  {sum(upl['dp-bcfw', e_b]):,} and received {sum(dnl['dp-bcfw', e_b]):,}. DP-BCFW-AS (no sketch)
+  sends each selected feature's column with noise, n numbers per feature: the raw columns would
+  have taken {sum(naive[e_b]):,} bytes.
 - Use `vflpriv certify` on the run's plan before deploying (Tutorial 1) and keep its ledger
   (Tutorial 2).
 """)

@@ -178,7 +178,9 @@ def plot(oc, title, path):
         ax.legend(fontsize=7)
     for ax in list(axes.flat)[k:]:
         ax.set_visible(False)
-    fig.suptitle(title, fontsize=10)
+    import textwrap
+
+    fig.suptitle(textwrap.fill(title, int(13 * 4.6 * cols)), fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)

@@ -61,3 +61,10 @@ def test_reproduce_bad_input(argv, tmp_path, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("vflpriv reproduce: error:")
+
+
+def test_reproduce_checks_its_files_before_the_work(tmp_path, capsys):
+    (tmp_path / "004-fig1.png").mkdir()
+    assert main(["reproduce", "004-fig1", "--out", str(tmp_path)]) == 2
+    assert "is a directory" in capsys.readouterr().err
+    assert not (tmp_path / "004-fig1.json").exists()

@@ -37,10 +37,13 @@ def run(args) -> int:
     out = args.out
     if os.path.exists(out) and not os.path.isdir(out):
         raise InputError(f"--out must be a folder, got the file {out!r}")
-    os.makedirs(out, exist_ok=True)
-    if not os.access(out, os.W_OK):
-        raise InputError(f"--out folder is not writable: {out!r}")
-    res = reproduce(args.name, out, fast=args.fast)
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"--out {out!r}: {exc.strerror}") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise InputError(f"--out folder {out!r} is not writable")
+    res = reproduce(args.name, out, fast=args.fast)   # checks its three files before the work
     from ..reproduce import table
 
     print(f"{args.name} ({'fast' if args.fast else 'full'}, {res['seconds']:.1f} s)")

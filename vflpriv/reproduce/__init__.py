@@ -86,6 +86,8 @@ ENTRIES = {e.name: e for e in [
           "(0.5, 0.5), (1, 1)", "horizontal", "p000_fig2"),
     Entry("003-fig3", _P003, "Fig. 3", "FedGradMP vs FedIterHT, FedMid, FedDualAvg: relative "
           "error on 15-sparse regression, low heterogeneity", "horizontal", "p003_fig3"),
+    Entry("003-fig4", _P003, "Fig. 4", "the same comparison under high heterogeneity "
+          "(alpha = 0.5)", "horizontal", "p003_fig4"),
     Entry("003-fig9", _P003, "Fig. 9", "FedGradMP reaches the ground truth to machine "
           "precision in four rounds with three local iterations", "horizontal", "p003_fig9"),
     Entry("001-table2", _P001, "Tables 2-3", "uplink nonzeros and entropy: FedProx vs Alg. 1, "
@@ -107,24 +109,31 @@ def run_entry(name, fast=False):
 def reproduce(name, out, fast=False):
     """Run ``name`` and write NAME.png, NAME.md, NAME.json into ``out``; return the paths
     and the outcome."""
+    from ..outputs import check_output, write_atomic
+
     e = ENTRIES[name]
+    os.makedirs(out, exist_ok=True)
+    png, md, js = output_paths(name, out)
+    for path in (png, md, js):                 # before the work
+        check_output(path, "--out")
     t0 = time.perf_counter()
     oc = run_entry(name, fast)
     seconds = time.perf_counter() - t0
-    os.makedirs(out, exist_ok=True)
-    png = os.path.join(out, f"{name}.png")
-    md = os.path.join(out, f"{name}.md")
-    js = os.path.join(out, f"{name}.json")
     plot(oc, f"{name}: {e.target} of {e.paper.split(':')[0].split(' (')[0]}", png)
-    with open(md, "w") as f:
-        f.write(markdown(e, oc, fast, seconds, os.path.basename(png)))
-    with open(js, "w") as f:
-        json.dump({"name": name, "paper": e.paper, "target": e.target, "fast": fast,
-                   "seconds": seconds, "settings": oc.settings,
-                   "claims": [dict(c.__dict__, verdict=c.verdict()) for c in oc.claims],
-                   "panels": [dict(p.__dict__) for p in oc.panels], "notes": oc.notes},
-                  f, indent=1, default=_jsonable)
+    text = markdown(e, oc, fast, seconds, os.path.basename(png))
+    write_atomic(md, lambda fh: fh.write(text.encode("utf-8")))
+    blob = json.dumps({"name": name, "paper": e.paper, "target": e.target, "fast": fast,
+                       "seconds": seconds, "settings": oc.settings,
+                       "claims": [dict(c.__dict__, verdict=c.verdict()) for c in oc.claims],
+                       "panels": [dict(p.__dict__) for p in oc.panels], "notes": oc.notes},
+                      indent=1, default=_jsonable) + "\n"
+    write_atomic(js, lambda fh: fh.write(blob.encode("utf-8")))
     return {"png": png, "md": md, "json": js, "seconds": seconds, "outcome": oc}
+
+
+def output_paths(name, out):
+    """NAME.png, NAME.md, NAME.json in ``out``."""
+    return tuple(os.path.join(out, f"{name}.{ext}") for ext in ("png", "md", "json"))
 
 
 def _jsonable(v):
@@ -182,5 +191,8 @@ def plot(oc, title, path):
 
     fig.suptitle(textwrap.fill(title, int(13 * 4.6 * cols)), fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    from ..outputs import save_figure
+
+    fig.set_dpi(90)
+    save_figure(fig, path)
     plt.close(fig)

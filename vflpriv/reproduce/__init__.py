@@ -82,6 +82,8 @@ ENTRIES = {e.name: e for e in [
           "p004", "fig6"),
     Entry("000-fig3a", _P000, "Fig. 3a", "FedIter-HT vs Fed-HT vs Distributed-IHT on "
           "synthetic(0.5, 0.5), rounds to reach DIHT's objective", "horizontal", "p000_fig3a"),
+    Entry("000-fig3b", _P000, "Fig. 3b", "the same on the logistic simulation (top 10% of "
+          "sigmoid scores labelled 1)", "horizontal", "p000_fig3b"),
     Entry("000-fig2", _P000, "Fig. 2", "Fed-HT / FedIter-HT under (alpha, beta) = (0.1, 0.1), "
           "(0.5, 0.5), (1, 1)", "horizontal", "p000_fig2"),
     Entry("003-fig3", _P003, "Fig. 3", "FedGradMP vs FedIterHT, FedMid, FedDualAvg: relative "

@@ -43,9 +43,20 @@ def _rounds_to(curve, level):
 
 
 def p000_fig3a(fast):
+    return _p000_fig3(fast, logistic=False)
+
+
+def p000_fig3b(fast):
+    return _p000_fig3(fast, logistic=True)
+
+
+def _p000_fig3(fast, logistic):
     R = 30 if fast else 200
-    data = "synthetic-000:alpha=0.5,beta=0.5,seed=0"
+    data = "synthetic-000:alpha=0.5,beta=0.5,seed=0" + (",logistic=1" if logistic else "")
+    paper = "50 rounds vs 200 (~4x)" if logistic else "20 rounds vs > 100 (~5x)"
+    want = 4 if logistic else 5
     argv = {a: ["sparse", "--algorithm", a, "--data", data, "--rounds", str(R), "--seed", "0"]
+            + (["--loss", "logistic"] if logistic else [])
             + (["--clients", "30"] if fast else []) for a in ("fediterht", "fedht", "diht")}
     res = {a: _cli(v) for a, v in argv.items()}
     curves = {a: (list(range(len(r["objective"]))), r["objective"]) for a, r in res.items()}
@@ -53,15 +64,16 @@ def p000_fig3a(fast):
     t_it = _rounds_to(res["fediterht"]["objective"], target)
     ratio = None if not t_it else R / t_it
     claims = [Claim(f"FedIter-HT reaches the objective Distributed-IHT reaches after {R} rounds "
-                    "in about 5x fewer rounds", "20 rounds vs > 100 (~5x)",
+                    f"in about {want}x fewer rounds (taken as: >= {want - 1}x)", paper,
                     f"DIHT f({R}) = {target:.4g}; FedIter-HT reaches it at round {t_it}"
                     + (f" ({ratio:.1f}x fewer)" if ratio else ""),
-                    None if t_it is None else ratio >= 4),
+                    None if t_it is None else ratio >= want - 1),
               Claim("FedIter-HT ends below Fed-HT", "qualitative (Fig. 6: consistently better)",
                     f"FedIter-HT {res['fediterht']['objective'][-1]:.4g}, Fed-HT "
                     f"{res['fedht']['objective'][-1]:.4g}",
                     res["fediterht"]["objective"][-1] <= res["fedht"]["objective"][-1])]
-    return Outcome([Panel("synthetic(0.5, 0.5), squared loss", "round", "objective", curves,
+    return Outcome([Panel(f"synthetic(0.5, 0.5), {'logistic' if logistic else 'squared'} loss",
+                          "round", "objective", curves,
                           logy=True)], claims, {"commands": "; ".join(map(_cmd, argv.values()))},
                    ["step sizes: the command's default 1/L (the paper grid-searches gamma)"])
 

@@ -52,8 +52,8 @@ code 1):
 js = json.loads(page.run("certify", "dpsgd.toml", "--json"))
 
 page.text(f"""
-The tight (PLD) accountant certifies epsilon = {js['best']['epsilon']:.4f}; RDP, the accountant
-most libraries report, says {js['epsilon']['rdp']:.4f}. The difference is budget you would
+The tight (PLD) accountant certifies epsilon = {js['best']['epsilon']:.4f}; RDP,
+the looser of the two here, says {js['epsilon']['rdp']:.4f}. The difference is budget you would
 otherwise leave unused.
 
 ## 2. A plan that does not fit

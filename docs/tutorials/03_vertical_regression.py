@@ -18,7 +18,9 @@ Two organisations hold different columns about the same 442 patients: a **clinic
 sex, body-mass index and blood pressure; a **lab** knows six blood-serum measurements. Together
 they want a sparse linear model of disease progression one year later (the label, held by the
 clinic), without pooling their columns and with (epsilon, delta)-DP for every patient. The data
-are scikit-learn's bundled diabetes set (Efron et al. 2004), split into the two parties by column.
+are scikit-learn's bundled diabetes set (Efron et al. 2004), split into the two parties by column
+(the same split ships as the `diabetes` data set in `datasets/` where a checkout has that folder;
+this tutorial builds it from scikit-learn so it runs without it).
 
 ## 1. Prepare the data with declared bounds
 

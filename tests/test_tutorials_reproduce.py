@@ -53,6 +53,7 @@ def test_reproduce_one_entry_fast(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv", [["reproduce"], ["reproduce", "nope"],
                                   ["reproduce", "004-fig1", "--list"],
+                                  ["reproduce", "004-fig1", "--all"],
                                   ["reproduce", "004-fig1", "--out", "FILE"]])
 def test_reproduce_bad_input(argv, tmp_path, capsys):
     f = tmp_path / "a_file"

@@ -11,6 +11,8 @@ def register(sub):
                        "(measured vs the paper's claim) and NAME.json into --out.")
     p.add_argument("name", nargs="?", metavar="NAME", help="entry to run (see --list)")
     p.add_argument("--list", action="store_true", help="list the entries and exit")
+    p.add_argument("--all", action="store_true",
+                   help="run every entry in turn and also write index.md (all the tables)")
     p.add_argument("--fast", action="store_true",
                    help="small settings: a minute-scale version (verdicts on the small problem)")
     p.add_argument("--out", metavar="DIR", default="reproduce-out",
@@ -24,15 +26,15 @@ def run(args) -> int:
     from ..errors import InputError
     from ..reproduce import ENTRIES, reproduce
 
+    if sum(map(bool, (args.name, args.list, args.all))) > 1:
+        raise InputError("give one of NAME, --list and --all")
     if args.list:
-        if args.name:
-            raise InputError("give either NAME or --list, not both")
         for e in ENTRIES.values():
             print(f"{e.name:<12} {e.target:<11} {e.summary}")
         return 0
-    if not args.name:
-        raise InputError(f"NAME is required (one of {', '.join(ENTRIES)}; or --list)")
-    if args.name not in ENTRIES:
+    if not args.name and not args.all:
+        raise InputError(f"NAME is required (one of {', '.join(ENTRIES)}; or --list, --all)")
+    if args.name and args.name not in ENTRIES:
         raise InputError(f"NAME must be one of {', '.join(ENTRIES)}, got {args.name!r}")
     out = args.out
     if os.path.exists(out) and not os.path.isdir(out):
@@ -43,12 +45,25 @@ def run(args) -> int:
         raise InputError(f"--out {out!r}: {exc.strerror}") from None
     if not os.access(out, os.W_OK | os.X_OK):
         raise InputError(f"--out folder {out!r} is not writable")
-    res = reproduce(args.name, out, fast=args.fast)   # checks its three files before the work
-    from ..reproduce import table
+    from ..outputs import check_output, write_atomic
+    from ..reproduce import index_markdown, output_paths, table
 
-    print(f"{args.name} ({'fast' if args.fast else 'full'}, {res['seconds']:.1f} s)")
-    print(table(res["outcome"].claims))
-    for note in res["outcome"].notes:
-        print(f"- {note}")
-    print(f"wrote {res['png']}, {res['md']}, {res['json']}")
+    names = list(ENTRIES) if args.all else [args.name]
+    index = os.path.join(out, "index.md")
+    for name in names:                                 # every file, before any work
+        for path in output_paths(name, out) + ((index,) if args.all else ()):
+            check_output(path, "--out")
+    done = []
+    for name in names:
+        res = reproduce(name, out, fast=args.fast)
+        done.append((name, res))
+        print(f"{name} ({'fast' if args.fast else 'full'}, {res['seconds']:.1f} s)")
+        print(table(res["outcome"].claims))
+        for note in res["outcome"].notes:
+            print(f"- {note}")
+        print(f"wrote {res['png']}, {res['md']}, {res['json']}", flush=True)
+    if args.all:
+        text = index_markdown(done, args.fast)
+        write_atomic(index, lambda fh: fh.write(text.encode("utf-8")))
+        print(f"wrote {index}")
     return 0

@@ -148,6 +148,18 @@ def _jsonable(v):
     return str(v)
 
 
+def index_markdown(done, fast):
+    """All entries' tables on one page (``reproduce --all``): ``done`` = [(name, result)]."""
+    lines = [f"# vflpriv reproduce --all{' --fast' if fast else ''}", ""]
+    for name, res in done:
+        e, oc = ENTRIES[name], res["outcome"]
+        lines += [f"## {name}: {e.target}, {e.summary}", "",
+                  f"{res['seconds']:.1f} s. *{e.paper}*.", "", table(oc.claims), ""]
+        lines += [f"- {n}" for n in oc.notes] + ([""] if oc.notes else [])
+        lines += [f"![{name}]({os.path.basename(res['png'])})", ""]
+    return "\n".join(lines)
+
+
 def table(claims):
     rows = ["| claim | paper | measured here | verdict |", "|---|---|---|---|"]
     rows += [f"| {c.claim} | {c.paper} | {c.measured} | {c.verdict()} |" for c in claims]

@@ -62,10 +62,12 @@ class Entry:
 
 _P004 = ("An Uplink Communication-Efficient Approach to Featurewise Distributed Sparse "
          "Optimization With Differential Privacy (Lou and Cheung)")
-_P000 = "Federated Nonconvex Sparse Learning (Tong et al.): Fed-HT and FedIter-HT"
-_P003 = "Federated Gradient Matching Pursuit (FedGradMP)"
-_P001 = "FedElasticNet: communication-efficient federated learning with elastic net"
-_P002 = "FedP3: Federated Personalized and Privacy-friendly Network Pruning"
+_P000 = "Federated Nonconvex Sparse Learning (Tong, Liang, Zhu, Bi): Fed-HT and FedIter-HT"
+_P003 = "Federated Gradient Matching Pursuit (Jeong, Needell, Qin): FedGradMP"
+_P001 = ("Communication-Efficient and Drift-Robust Federated Learning via Elastic Net (Kim, Woo, "
+         "Seo, Kim): FedElasticNet")
+_P002 = ("FedP3: Federated Personalized and Privacy-friendly Network Pruning under Model "
+         "Heterogeneity (Yi, Gazagnadou, Richtarik, Lyu)")
 
 ENTRIES = {e.name: e for e in [
     Entry("004-fig1", _P004, "Fig. 1", "BCFW convergence under elementary, tau-nice and "

@@ -53,15 +53,20 @@ def run(args) -> int:
     for name in names:                                 # every file, before any work
         for path in output_paths(name, out) + ((index,) if args.all else ()):
             check_output(path, "--out")
+    from .progress import Progress
+
     done = []
-    for name in names:
-        res = reproduce(name, out, fast=args.fast)
-        done.append((name, res))
-        print(f"{name} ({'fast' if args.fast else 'full'}, {res['seconds']:.1f} s)")
-        print(table(res["outcome"].claims))
-        for note in res["outcome"].notes:
-            print(f"- {note}")
-        print(f"wrote {res['png']}, {res['md']}, {res['json']}", flush=True)
+    with Progress(len(names), "reproduce", quiet=getattr(args, "quiet", False),
+                  unit="entry") as bar:
+        for name in names:
+            res = reproduce(name, out, fast=args.fast)
+            done.append((name, res))
+            print(f"{name} ({'fast' if args.fast else 'full'}, {res['seconds']:.1f} s)")
+            print(table(res["outcome"].claims))
+            for note in res["outcome"].notes:
+                print(f"- {note}")
+            print(f"wrote {res['png']}, {res['md']}, {res['json']}", flush=True)
+            bar.step()
     if args.all:
         text = index_markdown(done, args.fast)
         write_atomic(index, lambda fh: fh.write(text.encode("utf-8")))

@@ -85,3 +85,15 @@ def test_large_deltas_do_not_read_the_placeholder_region(k, eps):
     for delta in (0.45, 0.3, 0.2, 0.15, 0.1, 0.05):
         opt = get_accountant("optimal").epsilon(ev, delta)
         assert nonadaptive_delta(eps, k, opt, t_grid=32) <= delta * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("eps", [0.05, 0.5, 2.0])
+def test_one_selection_uses_the_closed_form(eps):
+    """k = 1: the exact envelope (no grid); its inverse meets delta and 1e-9 less does not."""
+    for delta in (0.3, 1e-2, 1e-5, 1e-10):
+        e = get_accountant("optimal").epsilon(Exponential(eps), delta)
+        assert envelope_delta(eps, e) <= delta
+        if e > 1e-9:
+            assert envelope_delta(eps, e - 1e-9) > delta
+    # the issue's example scale: one 0.5-BR selection at 1e-5 is 0.49603, the grid gave 0.49899
+    assert get_accountant("optimal").epsilon(Exponential(0.5), 1e-5) == pytest.approx(0.496030, abs=1e-5)

@@ -193,9 +193,23 @@ def adaptive_curve(eps: float, k: int, cells: int):
     return s, w
 
 
+def single_epsilon(eps: float, delta: float) -> float:
+    """Exact epsilon of one eps-BR selection at delta: the inverse of ``envelope_delta``
+    (e^{e/2} = e^{eps/2} - sqrt(delta (e^eps - 1))), rounded up."""
+    if delta >= envelope_delta(eps, 0.0):
+        return 0.0
+    u = math.exp(eps / 2) - math.sqrt(delta * math.expm1(eps))
+    e = min(eps, 2 * math.log(u) * (1 + 1e-12) + 1e-15)
+    while envelope_delta(eps, e) > delta and e < eps:
+        e = min(eps, e + 1e-12 * max(1.0, e))
+    return max(0.0, e)
+
+
 def adaptive_delta(eps: float, k: int, cells: int, eps_prime: float) -> float:
     """delta at eps_prime from the curve: the chord in e^s between grid points (W is convex in
-    e^s, so the chord lies above it)."""
+    e^s, so the chord lies above it).  One selection: the closed form."""
+    if k == 1:
+        return envelope_delta(eps, max(0.0, eps_prime))
     s, w = adaptive_curve(eps, k, cells)
     if eps_prime >= s[-1]:
         return 0.0
@@ -207,7 +221,9 @@ def adaptive_delta(eps: float, k: int, cells: int, eps_prime: float) -> float:
 
 
 def adaptive_epsilon(eps: float, k: int, cells: int, delta: float) -> float:
-    """Smallest e' with the chord bound <= delta (rounded up)."""
+    """Smallest e' with the chord bound <= delta (rounded up); one selection: the closed form."""
+    if k == 1:
+        return single_epsilon(eps, delta)
     s, w = adaptive_curve(eps, k, cells)
     below = np.nonzero(w <= delta)[0]
     i = int(below[0])

@@ -18,6 +18,8 @@ Local objective of client k in round t (paper 001's shape, notes A.2-A.5)::
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 
 def threshold(delta, eps: float):
     """Paper 001's transmission sparsification: zero every entry with |delta_i| <= eps."""
@@ -26,7 +28,7 @@ def threshold(delta, eps: float):
     return delta * (abs(delta) > eps) + 0.0        # + 0.0 turns -0.0 into 0.0
 
 
-class Strategy:
+class Strategy(ABC):
     """Base strategy: FedAvg's exchange (theta down, the local update up, weighted mean)."""
 
     name = "base"
@@ -44,9 +46,10 @@ class Strategy:
         """The vectors sent to client k this round."""
         return [theta]
 
+    @abstractmethod
     def aggregate_train(self, theta, replies: list):
         """The new global model from ``replies`` = [(k, received vectors), ...]."""
-        raise NotImplementedError
+        ...
 
     # -- client side --------------------------------------------------------------------------
     def init_client(self, k: int, zeros) -> dict:

@@ -15,10 +15,12 @@ Decisions (notes P000-7, B3):
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import numpy as np
 
 
-class Loss:
+class Loss(ABC):
     name = "loss"
     curvature = 1.0
 
@@ -27,11 +29,13 @@ class Loss:
             raise ValueError(f"l2 must be a finite number >= 0, got {l2!r}")
         self.l2 = float(l2)
 
+    @abstractmethod
     def value(self, u, y):
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def derivative(self, u, y):
-        raise NotImplementedError
+        ...
 
     def labels(self, y):
         return np.asarray(y, dtype=float)

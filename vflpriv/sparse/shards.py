@@ -15,19 +15,22 @@ returned as (row indices, row weights): weight 1/b_i on each drawn row.
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import numpy as np
 import scipy.sparse as sp
 
 
-class Shards:
+class Shards(ABC):
     """Interface shared by the two layouts (see the module docstring)."""
 
     N: int
     d: int
     counts: np.ndarray
 
+    @abstractmethod
     def client_y(self, i):
-        raise NotImplementedError
+        ...
 
 
 class DenseShards(Shards):

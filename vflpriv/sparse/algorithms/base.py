@@ -14,6 +14,8 @@ the server turns the weighted mean of the replies into its new state; the round 
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import numpy as np
 
 from ..ops import hard_threshold
@@ -33,7 +35,7 @@ def check_steps(k):
     return int(k)
 
 
-class Strategy:
+class Strategy(ABC):
     name = "strategy"
     #: needs a step size (None -> the runtime's data-driven default)
     needs_lr = True
@@ -63,11 +65,13 @@ class Strategy:
     def broadcast(self, state):
         return state
 
+    @abstractmethod
     def local(self, ctx, start):
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def aggregate(self, state, mean):
-        raise NotImplementedError
+        ...
 
     def model(self, state):
         return state

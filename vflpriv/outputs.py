@@ -93,6 +93,23 @@ def check_outputs(outputs: dict, inputs: dict | None = None, images=()) -> None:
                                  "overwritten")
 
 
+def check_command_outputs(args, inputs: dict | None = None):
+    """A command's ``--json``, ``--plot`` and ``--ledger`` (those it has) checked before any work,
+    and matplotlib loaded when there is a plot.  Returns ``matplotlib.pyplot`` or None."""
+    outputs = {f"--{name}": getattr(args, name, None) for name in ("json", "plot", "ledger")}
+    check_outputs(outputs, inputs, images=("--plot",))
+    if not outputs["--plot"]:
+        return None
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise InputError("--plot needs matplotlib, which is not installed "
+                         "(pip install 'vflpriv[plot]')") from None
+    return plt
+
+
 def write_atomic(path, write, *, mode: int | None = None) -> None:
     """Write ``path`` atomically: ``write(fh)`` fills a temporary file in the same directory,
     which is fsync'ed and renamed over ``path`` (only if ``path`` is a regular file or absent).

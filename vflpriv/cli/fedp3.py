@@ -74,19 +74,10 @@ def register(sub):
 
 
 def run(args) -> int:
-    from ..outputs import check_outputs
+    from ..outputs import check_command_outputs
 
     # every output checked before any work or budget is spent (issue 13)
-    check_outputs({"--json": args.json, "--plot": args.plot, "--ledger": args.ledger},
-                  images=("--plot",))
-    if args.plot:
-        try:
-            import matplotlib
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-        except ImportError:
-            raise InputError("--plot needs matplotlib, which is not installed "
-                             "(pip install 'vflpriv[plot]')") from None
+    plt = check_command_outputs(args)
     try:
         from ..horizontal.fedp3 import FedP3
     except ImportError as exc:

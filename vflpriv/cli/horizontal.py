@@ -231,20 +231,11 @@ def _run_elastic(s, args, progress):
 
 def run(args) -> int:
     s = _settings(args)
-    from ..outputs import check_outputs
+    from ..outputs import check_command_outputs
 
     # every output checked before any training: writable folder, an image extension for --plot,
     # no output that is another output or the ledger
-    check_outputs({"--json": args.json, "--plot": args.plot, "--ledger": args.ledger},
-                  images=("--plot",))
-    if args.plot:
-        try:
-            import matplotlib
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-        except ImportError:
-            raise InputError("--plot needs matplotlib, which is not installed "
-                             "(pip install 'vflpriv[plot]')") from None
+    plt = check_command_outputs(args)
     try:
         import torch  # noqa: F401
     except ImportError as exc:

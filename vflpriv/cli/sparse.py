@@ -126,11 +126,14 @@ def run(args) -> int:
 
     from ..sparse.api import check_options, fit
 
-    if args.plot:
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            raise InputError("--plot needs matplotlib, which is not installed") from None
+    import os
+
+    from ..outputs import check_command_outputs
+
+    # every output checked before any work (the shared checks of issue 13: writable folder, an
+    # image extension for --plot, no output that is another output, the ledger or the data file)
+    data_file = args.data if args.data and os.path.isfile(args.data) else None
+    check_command_outputs(args, {"--data": data_file})
     if args.l2 < 0 or not math.isfinite(args.l2):
         raise InputError(f"--l2 must be a finite number >= 0, got {args.l2!r}")
     if args.radius is not None and not (args.radius > 0 and math.isfinite(args.radius)):
@@ -147,12 +150,6 @@ def run(args) -> int:
     from ..sparse.runtime import Participation
 
     Participation.parse(args.participation, args.clients)   # names a bad value before work
-    if args.ledger:
-        _check_writable(args.ledger, "--ledger")
-    if args.json:
-        _check_writable(args.json, "--json")
-    if args.plot:
-        _check_writable(args.plot, "--plot")
     from .progress import Progress
 
     progress = Progress(args.rounds, args.algorithm, quiet=args.quiet, unit="round")
@@ -178,16 +175,6 @@ def run(args) -> int:
     if args.plot:
         _plot(res, args.plot)
     return 0
-
-
-def _check_writable(path, option):
-    import os
-
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise InputError(f"{option} {path!r}: folder {folder!r} does not exist")
-    if os.path.isdir(path):
-        raise InputError(f"{option} {path!r} is a folder")
 
 
 def _summary(res, out):

@@ -56,10 +56,15 @@ class Accountant(ABC):
         leaves = flatten(event)
         if not self._supports_leaves(leaves, relation):
             bad = [leaf.kind for leaf, _ in leaves if not self.supports_leaf(leaf, relation)]
-            raise UnsupportedEventError(
+            limit = None if bad else self._limit_reason(leaves)
+            raise UnsupportedEventError(limit or (
                 f"the {self.name} accountant does not support {', '.join(sorted(set(bad))) or 'this mix of events'}"
-                f" (neighboring={relation})")
+                f" (neighboring={relation})"))
         return leaves, relation
+
+    def _limit_reason(self, leaves) -> str | None:
+        """Why supported leaves are declined as a whole (a size limit), or None."""
+        return None
 
     def epsilon(self, event: DpEvent, delta: float) -> float:
         delta = check_delta(delta)

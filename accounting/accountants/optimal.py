@@ -23,10 +23,10 @@ from __future__ import annotations
 import math
 
 from .. import _native
-from ..events import Gaussian, Laplace, flatten
+from ..events import Gaussian, Laplace
 from ..gaussian import gaussian_delta, gaussian_epsilon
 from .._solve import smallest_x_with
-from .base import Accountant, UnsupportedEventError
+from .base import Accountant
 from .pld import MAX_PURE_EPSILON, safe_delta, safe_epsilon
 from .bounded_range import adaptive_cells, adaptive_delta, adaptive_epsilon
 from ._dp_params import dp_params
@@ -162,18 +162,13 @@ class OptimalComposition(Accountant):
                 return "bounded_range"
         return "homogeneous" if len(params) == 1 else "heterogeneous"
 
-    def _prepare(self, event):
-        try:
-            return super()._prepare(event)
-        except UnsupportedEventError:
-            leaves = flatten(event)
-            k = sum(n for _, n in leaves)
-            if (k > MAX_KOV_RELEASES and not any(isinstance(l, Gaussian) for l, _ in leaves)
-                    and self.mode(leaves) == "homogeneous"):
-                raise UnsupportedEventError(
-                    f"the optimal accountant evaluates KOV's sum for at most {MAX_KOV_RELEASES:,} "
-                    f"releases (this plan has {k:,}); rdp answers such plans") from None
-            raise
+    def _limit_reason(self, leaves):
+        k = sum(n for _, n in leaves)
+        if (k > MAX_KOV_RELEASES and not any(isinstance(l, Gaussian) for l, _ in leaves)
+                and self.mode(leaves) == "homogeneous"):
+            return (f"the optimal accountant evaluates KOV's sum for at most {MAX_KOV_RELEASES:,} "
+                    f"releases (this plan has {k:,}); rdp answers such plans")
+        return None
 
     def is_exact(self, leaves) -> bool:
         """Whether the value for these leaves is the exact optimum (not only an upper bound).

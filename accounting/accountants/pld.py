@@ -90,21 +90,15 @@ class PLDAccountant(Accountant):
         others = [n for l, n in leaves if not isinstance(l, Gaussian)]
         return len(others) <= MAX_DISTINCT_LEAVES and max(others, default=0) <= MAX_REPEATS
 
-    def _prepare(self, event):
-        try:
-            return super()._prepare(event)
-        except Exception as exc:
-            from ..events import flatten
-            others = [n for l, n in flatten(event) if not isinstance(l, Gaussian)]
-            if len(others) > MAX_DISTINCT_LEAVES:
-                raise type(exc)(f"the pld accountant composes at most {MAX_DISTINCT_LEAVES} distinct "
-                                f"non-Gaussian releases (this plan has {len(others)}); rdp answers "
-                                "such plans") from None
-            if max(others, default=0) > MAX_REPEATS:
-                raise type(exc)(f"the pld accountant composes at most {MAX_REPEATS:,} repeats of one "
-                                f"release (this plan has {max(others):,}); rdp answers such plans"
-                                ) from None
-            raise
+    def _limit_reason(self, leaves):
+        others = [n for l, n in leaves if not isinstance(l, Gaussian)]
+        if len(others) > MAX_DISTINCT_LEAVES:
+            return (f"the pld accountant composes at most {MAX_DISTINCT_LEAVES} distinct non-Gaussian "
+                    f"releases (this plan has {len(others)}); rdp answers such plans")
+        if max(others, default=0) > MAX_REPEATS:
+            return (f"the pld accountant composes at most {MAX_REPEATS:,} repeats of one release "
+                    f"(this plan has {max(others):,}); rdp answers such plans")
+        return None
 
     def build(self, leaves, relation):
         """The composed PrivacyLossDistribution of the leaves."""

@@ -123,6 +123,29 @@ class Party:
             return M.Feature(a_hat)
         raise InputError(f"party {self.k}: unexpected message {type(msg).__name__}")
 
+    def get_state(self) -> tuple[dict, dict]:
+        """What changes between rounds: ``(meta, arrays)`` (generator states, the sampling replay
+        position, the pending selection and the own block).  As secret as the data."""
+        draw = self._draw
+        meta = {"noise_rng": None if self.rng is None else self.rng.bit_generator.state,
+                "sampling_rng": self.sampling_rng.bit_generator.state,
+                "draw_round": self._draw_round,
+                "draw": draw if draw is None or isinstance(draw, str) else
+                [int(v) for v in np.asarray(draw)],
+                "pending": None if self._pending is None else [int(v) for v in self._pending]}
+        return meta, {"x": self.x}
+
+    def set_state(self, meta, arrays):
+        if meta["noise_rng"] is not None:
+            self.rng.bit_generator.state = meta["noise_rng"]
+        self.sampling_rng.bit_generator.state = meta["sampling_rng"]
+        self._draw_round = int(meta["draw_round"])
+        d = meta["draw"]
+        self._draw = d if d is None or isinstance(d, str) else np.asarray(d, dtype=np.int64)
+        if meta.get("pending") is not None:
+            self._pending = tuple(int(v) for v in meta["pending"])
+        self.x = np.array(arrays["x"], dtype=np.float64)
+
 
 @dataclass
 class RunResult:
@@ -156,6 +179,38 @@ class RunResult:
         return [self.meter.total(k, DOWN, framed) for k in range(self.K)]
 
 
+class ObjectiveTracker:
+    """f(x^t) along a run from the rounds' selections: u_k = A_k x_k kept exactly per block
+    (the same floating-point operations whether it runs inside the server or replays a run)."""
+
+    def __init__(self, data, loss):
+        self.data, self.loss = data, loss
+        self.u_blocks = np.zeros((data.K, data.n))
+        self._Acsc = data.A if sp.issparse(data.A) else None
+
+    def value(self):
+        return self.loss.objective(None, None, self.data.y, Ax=self.u_blocks.sum(axis=0))
+
+    def advance(self, selections, gamma, eta):
+        """Apply one round's moves ``[(party, global column, sign), ...]``; returns f."""
+        for k, gcol, sign in selections:
+            step = gamma * eta * sign
+            self.u_blocks[k] *= 1.0 - gamma
+            if self._Acsc is not None:
+                lo, hi = self._Acsc.indptr[gcol], self._Acsc.indptr[gcol + 1]
+                self.u_blocks[k][self._Acsc.indices[lo:hi]] += step * self._Acsc.data[lo:hi]
+            else:
+                self.u_blocks[k] += step * self.data.A[:, gcol]
+        return self.value()
+
+
+def replay_objective(data, loss, eta, selections, gammas) -> tuple[float, list]:
+    """(f(0), [f(x^1), ..., f(x^T)]) of a run known by its selections and step sizes."""
+    tr = ObjectiveTracker(data, loss)
+    first = tr.value()
+    return first, [tr.advance(sel, g, float(eta)) for sel, g in zip(selections, gammas)]
+
+
 def _seeds(seed, noise_key=None):
     """(sketch seed, sampling seed, root of the parties' noise seeds).  The first two travel in
     the Setup message; SeedSequence is not a one-way function, so with ``noise_key`` (OS entropy
@@ -187,7 +242,8 @@ class Server:
 
     def __init__(self, data, loss, eta, *, algorithm="bcfw", sampling=None, sketch="identity",
                  sketch_dim=None, seed=0, noise_plan=None, budget_filter=None, clip=None,
-                 release_cache=True, transport_factory=InProcessTransport, noise_key=None):
+                 release_cache=True, transport_factory=InProcessTransport, noise_key=None,
+                 remote=None, track_objective=True):
         if algorithm not in ("bcfw", "dfw"):
             raise InputError(f"algorithm must be 'bcfw' or 'dfw' here, got {algorithm!r}")
         if isinstance(eta, bool) or not (isinstance(eta, (int, float, np.integer, np.floating))
@@ -204,35 +260,65 @@ class Server:
         self.noise_plan, self.budget_filter, self.release_cache = noise_plan, budget_filter, release_cache
         sk_seed, sa_seed, noise_ss = _seeds(seed, noise_key)
         self.m = m = Sketch(sketch, n, sketch_dim, sk_seed).m
-        party_seeds = noise_ss.spawn(K)
-        private = self.private
-        self.parties = [Party(k, data.block(k), data.y, loss, eta,
-                              noise=noise_plan.noise if private else None,
-                              index_scale=noise_plan.index_scale if private else 0.0,
-                              feature_sigma=noise_plan.feature_sigma if private else 0.0,
-                              clip=clip if private else None, noise_seed=party_seeds[k],
-                              dfw=algorithm == "dfw") for k in range(K)]
-        self.transport = transport_factory(self.parties)
-        self.meter = self.transport.meter
+        self.noise_root = noise_ss
         setup = M.Setup(sk_seed, sa_seed, n, m, sketch, K)
-        for p in self.parties:
-            p.sampling = sampling
-            p._K = K
-            p.setup(setup, data.blocks)
-            self.transport.request(p.k, setup, 0)
+        if remote is not None:
+            # The parties live elsewhere (Flower): they get the public setup and build
+            # themselves from their own data (vflpriv.flower.vertical).
+            self.parties = []
+            self.transport = remote(self.public_setup(setup, clip))
+        else:
+            party_seeds = noise_ss.spawn(K)
+            private = self.private
+            self.parties = [Party(k, data.block(k), data.y, loss, eta,
+                                  noise=noise_plan.noise if private else None,
+                                  index_scale=noise_plan.index_scale if private else 0.0,
+                                  feature_sigma=noise_plan.feature_sigma if private else 0.0,
+                                  clip=clip if private else None, noise_seed=party_seeds[k],
+                                  dfw=algorithm == "dfw") for k in range(K)]
+            self.transport = transport_factory(self.parties)
+            for p in self.parties:
+                p.sampling = sampling
+                p._K = K
+                p.setup(setup, data.blocks)
+        self.meter = self.transport.meter
+        for k in range(K):
+            self.transport.request(k, setup, 0)
         self.sampling_rng = np.random.default_rng(sa_seed)
         self.t = 0
         self.x = np.zeros(data.d)
-        self.u_blocks = np.zeros((K, n))     # exact A_k x_k, for the objective history only
         self.q_blocks = np.zeros((K, m))     # the server's aggregate of released features
         self.cache = {}                      # (party, local index) -> a_hat
         self.released = [0] * K
         self.naive = [0] * K
         self.fullgrad = [0] * K
         self.selections = []
+        self.gammas = []
         self.history = []
-        self.initial_objective = loss.objective(None, None, data.y, Ax=np.zeros(n))
-        self._Acsc = data.A if sp.issparse(data.A) else None
+        # f(x^t) needs every party's columns: computed here in process, and after a Flower run
+        # by replay_objective where the data can be joined (the ServerApp never holds them).
+        self.tracker = ObjectiveTracker(data, loss) if track_objective else None
+        self.initial_objective = self.tracker.value() if track_objective else None
+
+    def public_setup(self, setup, clip) -> dict:
+        """Everything a remote party needs besides its own data (all public: seeds of the public
+        randomness, the calibrated noise, the declared bounds, the column assignment)."""
+        plan = self.noise_plan
+        smp = self.sampling
+        return {"algorithm": self.algorithm, "loss": self.loss.name, "eta": self.eta,
+                "K": self.K, "n": self.n, "m": setup.m, "sketch": setup.sketch,
+                "sketch_seed": setup.sketch_seed, "sampling_seed": setup.sampling_seed,
+                "sampling": {"kind": smp.kind, "tau": getattr(smp, "tau", None),
+                             "probs": None if getattr(smp, "probs", None) is None
+                             else [float(v) for v in smp.probs],
+                             "blocks": [[int(v) for v in b] for b in smp.blocks]},
+                "private": self.private,
+                "noise": plan.noise if self.private else None,
+                "index_scale": plan.index_scale if self.private else 0.0,
+                "feature_sigma": plan.feature_sigma if self.private else 0.0,
+                "sens_index": plan.details["sens_index"] if self.private else None,
+                "sens_feature": plan.details["sens_feature"] if self.private else None,
+                "clip": list(clip) if self.private else None}
 
     def step(self) -> dict:
         """Run round t and return ``{"round", "selections", "gamma", "new", "objective"}``."""
@@ -290,18 +376,14 @@ class Server:
             self.x[gcol] += step
             self.q_blocks[k] *= 1.0 - gamma
             self.q_blocks[k] += step * a_hat
-            self.u_blocks[k] *= 1.0 - gamma
-            if self._Acsc is not None:
-                lo, hi = self._Acsc.indptr[gcol], self._Acsc.indptr[gcol + 1]
-                self.u_blocks[k][self._Acsc.indices[lo:hi]] += step * self._Acsc.data[lo:hi]
-            else:
-                self.u_blocks[k] += step * data.A[:, gcol]
         sel = [(k, int(data.blocks[k][picks[k][0]]), picks[k][1]) for k in movers]
         self.selections.append(sel)
-        self.history.append(self.loss.objective(None, None, data.y, Ax=self.u_blocks.sum(axis=0)))
+        self.gammas.append(gamma)
+        if self.tracker is not None:
+            self.history.append(self.tracker.advance(sel, gamma, eta))
         self.t += 1
         return {"round": t, "selections": sel, "gamma": gamma, "new": new,
-                "objective": self.history[-1]}
+                "objective": self.history[-1] if self.history else None}
 
     def get_state(self):
         """Everything that changes between rounds, as ``(meta, arrays)``: ``meta`` is JSON-able
@@ -310,23 +392,19 @@ class Server:
         lets :meth:`set_state` continue the run bit for bit (see checkpoint.py).  It holds the
         parties' noise generator states: as secret as the data."""
         keys = sorted(self.cache)
-        arrays = {"x": self.x, "u_blocks": self.u_blocks, "q_blocks": self.q_blocks,
+        arrays = {"x": self.x, "u_blocks": self.tracker.u_blocks, "q_blocks": self.q_blocks,
                   "history": np.asarray(self.history, dtype=np.float64),
                   "cache_keys": np.asarray(keys, dtype=np.int64).reshape(len(keys), 2),
                   "cache_values": (np.stack([self.cache[k] for k in keys]) if keys
                                    else np.zeros((0, self.m)))}
         parties = []
         for p in self.parties:
-            draw = p._draw
-            parties.append({
-                "noise_rng": None if p.rng is None else p.rng.bit_generator.state,
-                "sampling_rng": p.sampling_rng.bit_generator.state,
-                "draw_round": p._draw_round,
-                "draw": draw if draw is None or isinstance(draw, str) else
-                [int(v) for v in np.asarray(draw)]})
-            arrays[f"party{p.k}_x"] = p.x
+            pmeta, parrays = p.get_state()
+            pmeta.pop("pending")              # taken between rounds: nothing is pending
+            parties.append(pmeta)
+            arrays[f"party{p.k}_x"] = parrays["x"]
         meta = {"t": self.t, "released": self.released, "naive": self.naive,
-                "fullgrad": self.fullgrad,
+                "fullgrad": self.fullgrad, "gammas": [float(g) for g in self.gammas],
                 "selections": [[[int(k), int(i), int(s)] for k, i, s in sel]
                                for sel in self.selections],
                 "sampling_rng": self.sampling_rng.bit_generator.state, "parties": parties,
@@ -339,7 +417,7 @@ class Server:
         """Restore :meth:`get_state`'s output into a server built with the same arguments."""
         self.t = int(meta["t"])
         self.x = np.array(arrays["x"], dtype=np.float64)
-        self.u_blocks = np.array(arrays["u_blocks"], dtype=np.float64)
+        self.tracker.u_blocks = np.array(arrays["u_blocks"], dtype=np.float64)
         self.q_blocks = np.array(arrays["q_blocks"], dtype=np.float64)
         self.history = [float(v) for v in arrays["history"]]
         self.cache = {(int(k), int(i)): np.array(v) for (k, i), v in
@@ -347,15 +425,10 @@ class Server:
         self.released, self.naive = list(meta["released"]), list(meta["naive"])
         self.fullgrad = list(meta["fullgrad"])
         self.selections = [[(k, i, s) for k, i, s in sel] for sel in meta["selections"]]
+        self.gammas = [float(g) for g in meta.get("gammas", [])]
         self.sampling_rng.bit_generator.state = meta["sampling_rng"]
         for p, st in zip(self.parties, meta["parties"]):
-            if st["noise_rng"] is not None:
-                p.rng.bit_generator.state = st["noise_rng"]
-            p.sampling_rng.bit_generator.state = st["sampling_rng"]
-            p._draw_round = int(st["draw_round"])
-            d = st["draw"]
-            p._draw = d if d is None or isinstance(d, str) else np.asarray(d, dtype=np.int64)
-            p.x = np.array(arrays[f"party{p.k}_x"], dtype=np.float64)
+            p.set_state(st, {"x": arrays[f"party{p.k}_x"]})
         for p, dr, t, pay, framed, msgs in meta["meter_rows"]:
             self.meter._rows[(int(p), dr)][int(t)] = [pay, framed, msgs]
         for k, v in meta["meter_by_type"].items():

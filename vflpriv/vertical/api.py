@@ -180,7 +180,8 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
           label_bound=None, accountant="rdp", ledger=None, seed=None, release_cache=True,
           reference=False, callback=None, report_accountants=REPORT_ACCOUNTANTS,
           allow_biased_sketch=False, derivative_clip=None, checkpoint=None, checkpoint_every=1,
-          resume=False, checkpoint_extra=None, row_clip=None, max_features=10) -> Solution:
+          resume=False, checkpoint_extra=None, row_clip=None, max_features=10,
+          backend="inprocess", flower=None) -> Solution:
     """Run ``algorithm`` on ``data`` (a :class:`vflpriv.data.VerticalData`); see module docstring.
 
     Private runs (finite ``epsilon``) need ``delta``, ``feature_bound`` and ``label_bound``; every
@@ -201,9 +202,27 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
 
     ``row_clip`` (C) and ``max_features`` (F) are for ``dp-bcfw-secure``: each party scales the
     rows of its block to l2 norm <= C, and selects at most F distinct features (docs/vertical.md).
+
+    ``backend`` ("inprocess", "flower-sim", "flower"; dp-bcfw, bcfw, dfw) runs the parties as
+    Flower ClientApps (docs/flower.md), each enforcing its own budget on its own ledger;
+    ``flower`` (a :class:`vflpriv.flower.FlowerOptions`) sets timeouts, party budgets and paths.
+    The result's ``extra["flower"]`` holds the Flower byte counts and each party's spend.
     """
     if algorithm not in ALGORITHMS:
         raise InputError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
+    from ..flower import FlowerOptions, check_backend, require_flwr
+
+    check_backend(backend)
+    if backend != "inprocess":
+        if algorithm not in ("dp-bcfw", "bcfw", "dfw"):
+            raise InputError(f"--backend {backend} runs the federated vertical methods (dp-bcfw, "
+                             f"bcfw, dfw); {algorithm!r} runs in process only")
+        if checkpoint is not None or resume:
+            raise InputError(f"checkpoints are for the in-process backend, not {backend!r} "
+                             "(each party's ledger keeps what was spent; see docs/flower.md)")
+        require_flwr(backend)
+        flower = flower or FlowerOptions()
+    run_dir = None
     loss = get_loss(loss)
     epsilon = _check_eps(epsilon, delta)
     check_seed(seed)
@@ -311,6 +330,10 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
                                          "accountant": accountant},
                          run_id=ck["run_id"]) if not isinstance(ledger, Ledger) else ledger
         else:
+            if backend != "inprocess" and ledger is None:
+                # the ServerApp may be another process: its ledger must be a file
+                run_dir = _flower_run_dir(flower)
+                ledger = os.path.join(run_dir, "server.ledger")
             led = _open_ledger(ledger, epsilon, delta, accountant)
         if checkpoint is not None and led.path is None:
             raise InputError("a private run with a checkpoint needs a ledger file (ledger=PATH, "
@@ -348,11 +371,28 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
                 "run_id": None if led is None else led.run_id,
                 "ledger_path": None if led is None else os.path.abspath(led.path)}
         on_round = Checkpointer(checkpoint, checkpoint_every, T, meta, budget)
-    res = run_vertical(data, loss, float(eta), T, algorithm="dfw" if algorithm == "dfw" else "bcfw",
-                       sampling=smp, sketch=sketch, sketch_dim=sketch_dim, seed=noise_seed,
-                       noise_key=noise_key, noise_plan=noise_plan, budget_filter=budget, clip=clip,
-                       release_cache=release_cache, callback=callback,
-                       state=(ck["state"], ck["arrays"]) if ck else None, on_round=on_round)
+    flower_info = None
+    if backend != "inprocess":
+        res, flower_info = _run_flower(backend, flower, run_dir, data, loss, float(eta), T,
+                                       private,
+                                       dict(algorithm="dfw" if algorithm == "dfw" else "bcfw",
+                                            sampling=smp, sketch=sketch, sketch_dim=sketch_dim,
+                                            seed=noise_seed, noise_plan=noise_plan, clip=clip,
+                                            release_cache=release_cache),
+                                       led, budget, accountant, epsilon, delta,
+                                       None if seed is None else _seeds(noise_seed)[2], callback)
+        if private:
+            # The ServerApp appended this run's records through its own Ledger object; read
+            # them back through a fresh one (this object would take them for a concurrent run).
+            led = Ledger(led.path, run_id=led.run_id)
+            budget = BudgetFilter(led, budget.epsilon, budget.delta, accountant=accountant)
+    else:
+        res = run_vertical(data, loss, float(eta), T,
+                           algorithm="dfw" if algorithm == "dfw" else "bcfw",
+                           sampling=smp, sketch=sketch, sketch_dim=sketch_dim, seed=noise_seed,
+                           noise_key=noise_key, noise_plan=noise_plan, budget_filter=budget,
+                           clip=clip, release_cache=release_cache, callback=callback,
+                           state=(ck["state"], ck["arrays"]) if ck else None, on_round=on_round)
     if ck and private and budget.pending:
         raise InputError(f"the ledger holds {len(budget.pending)} records of this run beyond its "
                          f"{T} rounds; it does not belong to this checkpoint")
@@ -363,7 +403,8 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
                    uplink_naive=res.naive_uplink, uplink_full_gradient=res.full_gradient_uplink,
                    released=res.released, meter=res.meter, noise_plan=noise_plan, ledger=led,
                    extra={"p_min": res.p_min, "sketch": sketch, "m": res.m,
-                          "sketch_seed": sk_seed, "selections": res.selections})
+                          "sketch_seed": sk_seed, "selections": res.selections,
+                          "backend": backend, "flower": flower_info})
     if private:
         ev = led.event()
         values, best = _privacy_report(ev, delta, report_accountants)
@@ -433,6 +474,75 @@ def _replay_objective(data, loss, r, eta):
             z[A.indices[lo:hi]] += g * s * eta * A.data[lo:hi]
         out.append(float(loss.objective(None, None, data.y, Ax=z)))
     return out
+
+
+def _flower_run_dir(flower):
+    import tempfile
+
+    if flower.run_dir:
+        os.makedirs(flower.run_dir, exist_ok=True)
+        return flower.run_dir
+    return tempfile.mkdtemp(prefix="vflpriv-flower-")
+
+
+def _run_flower(backend, flower, run_dir, data, loss, eta, T, private, server_kwargs, led,
+                budget, accountant, epsilon, delta, noise_root, callback):
+    """One vertical run on a Flower backend; returns ``(RunResult, flower info)``.  A party
+    lost or refusing mid-run raises :class:`~vflpriv.flower.link.PartyLost` /
+    ``PartyRefused`` after the run's ledgers were closed (they stay valid: every record in
+    them was charged before its release)."""
+    import shutil
+
+    from ..flower import vertical as FV
+    from ..flower.link import PartyLost, PartyRefused
+
+    own_dir = not flower.run_dir            # a temporary directory of ours: removed at the end
+    run_dir = run_dir or _flower_run_dir(flower)
+    party_ledgers = None
+    if private:
+        party_ledgers = list(flower.party_ledgers) if flower.party_ledgers else \
+            [f"{led.path}.party{k}" for k in range(data.K)]
+        if len(party_ledgers) != data.K:
+            raise InputError(f"party_ledgers names {len(party_ledgers)} files for {data.K} parties")
+    progress = None if callback is None else (lambda t: callback(t - 1, float("nan")))
+    t0 = time.perf_counter()
+    try:
+        res, info = FV.run(backend, data, loss, eta, T, server_kwargs=server_kwargs,
+                           private=private, run_dir=run_dir,
+                           ledger=None if led is None else led.path,
+                           budget=None if budget is None else (budget.epsilon, budget.delta),
+                           accountant=accountant, run_id=None if led is None else led.run_id,
+                           party_ledgers=party_ledgers,
+                           party_budget=flower.party_budget or (epsilon, delta),
+                           noise_root=noise_root, connect_timeout=flower.connect_timeout,
+                           reply_timeout=flower.reply_timeout, progress=progress,
+                           quiet=flower.quiet)
+    finally:
+        if own_dir:
+            shutil.rmtree(run_dir, ignore_errors=True)
+    if private:
+        from accounting import Ledger as _L
+
+        info["party_spend"] = {}
+        for k, path in enumerate(party_ledgers):
+            if os.path.exists(path):
+                pl = _L(path)
+                ev = pl.event()
+                info["party_spend"][str(k)] = {
+                    "ledger": path, "releases": len(pl.records),
+                    "epsilon": 0.0 if ev is None else float(
+                        budget.accountant.epsilon(ev, delta))}
+    err = info["error"]
+    if err is not None:
+        cls = PartyRefused if err["kind"] == "PartyRefused" else PartyLost
+        if err["kind"] not in ("PartyLost", "PartyRefused"):
+            raise InputError(f"the {backend} run stopped at round {err['round']}: "
+                             f"{err['message']}")
+        exc = cls(err["party"], err["round"], err["reason"])
+        exc.flower = info
+        raise exc
+    res.seconds = time.perf_counter() - t0
+    return res, info
 
 
 def _open_ledger(ledger, epsilon, delta, accountant=None):

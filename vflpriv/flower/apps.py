@@ -1,0 +1,120 @@
+"""The Flower apps of every family, and the two ways to run them.
+
+``server_app`` and ``client_app`` (module level) are what a deployed SuperLink and SuperNodes
+load (the app directory written by :func:`vflpriv.flower.deploy.write_app` names them): the
+ServerApp reads its run description from the pickle file ``run_config["spec"]`` and writes its
+result to ``spec["out"]``; each ClientApp reads its party config from its node config.
+
+:func:`simulate` runs the same ServerApp and ClientApp on Flower's simulation runtime in this
+process.  Families register a ``serve(grid, spec, progress)`` function and a
+:class:`~.clientapp.ClientSide` class under ``spec["family"]`` / ``setup["family"]``.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import pickle
+
+# family -> (module, serve function, client side class)
+FAMILIES = {"vertical": ("vflpriv.flower.vertical", "serve", "VerticalSide")}
+
+
+def register(family, module, serve="serve", side="ClientSide"):
+    FAMILIES[family] = (module, serve, side)
+
+
+def _family(name):
+    mod, serve, side = FAMILIES[name]
+    m = importlib.import_module(mod)
+    return getattr(m, serve), getattr(m, side)
+
+
+def build_side(cfg, setup):
+    return _family(setup.get("family", "vertical"))[1](cfg, setup)
+
+
+def _progress_writer(path):
+    if not path:
+        return None
+
+    def write(t):
+        tmp = path + ".tmp"
+        with open(tmp, "w") as fh:
+            fh.write(str(int(t)))
+        os.replace(tmp, path)
+    return write
+
+
+def _make_server_app(get_spec, sink):
+    from flwr.serverapp import ServerApp
+
+    app = ServerApp()
+
+    @app.main()
+    def _main(grid, context):
+        spec = get_spec(context)
+        serve, _ = _family(spec["family"])
+        out = serve(grid, spec, progress=spec.get("progress_fn")
+                    or _progress_writer(spec.get("progress")))
+        sink(spec, out)
+
+    return app
+
+
+def _spec_from_run_config(context):
+    with open(str(context.run_config["spec"]), "rb") as fh:
+        return pickle.load(fh)
+
+
+def _write_result(spec, out):
+    tmp = spec["out"] + ".tmp"
+    with open(tmp, "wb") as fh:
+        pickle.dump(out, fh)
+    os.replace(tmp, spec["out"])
+
+
+def __getattr__(name):
+    # Built on first use, so importing this module never needs flwr.
+    if name == "server_app":
+        return _make_server_app(_spec_from_run_config, _write_result)
+    if name == "client_app":
+        from .clientapp import make_client_app
+
+        return make_client_app(build_side)
+    raise AttributeError(name)
+
+
+def simulate(spec, party_configs, *, clients_per_cpu=1, quiet=True) -> dict:
+    """Run ``spec`` on Flower's simulation runtime: one virtual SuperNode per entry of
+    ``party_configs`` (its ``partition-id`` selects the entry).  Returns the ServerApp's result."""
+    import logging
+
+    from flwr.simulation import run_simulation
+
+    from .clientapp import make_client_app
+
+    result = {}
+    server = _make_server_app(lambda ctx: spec, lambda s, out: result.update(out))
+    client = make_client_app(build_side, sim_configs=list(party_configs))
+    ncpu = os.cpu_count() or 1
+    backend = {"client_resources": {"num_cpus": 1.0 / max(1, clients_per_cpu), "num_gpus": 0.0},
+               "init_args": {"num_cpus": ncpu, "include_dashboard": False,
+                             "logging_level": "ERROR", "log_to_driver": not quiet}}
+    flwr_logger = logging.getLogger("flwr")
+    level = flwr_logger.level
+    if quiet:
+        flwr_logger.setLevel(logging.ERROR)
+    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    try:
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            run_simulation(server, client, num_supernodes=len(party_configs),
+                           backend_config=backend, verbose_logging=False)
+    finally:
+        flwr_logger.setLevel(level)
+    if not result:
+        raise RuntimeError("the Flower simulation ended without a result from the ServerApp")
+    return result

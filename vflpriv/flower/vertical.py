@@ -1,0 +1,340 @@
+"""DP-BCFW-AS, BCFW-AS and dFW (paper 004) on Flower: the label holder's server as the ServerApp,
+each party a ClientApp holding only its own columns.
+
+The server runs the same :class:`vflpriv.vertical.engine.Server` as in process, with a
+:class:`FlowerTransport` in place of the in-process one: the same typed frames
+(:mod:`vflpriv.vertical.messages`) travel inside Flower messages, so a seeded run selects the same
+indices, releases the same noisy features and ends at the same x, bit for bit.
+
+Each party (:class:`VerticalSide`) keeps its own ledger and budget (its node config:
+``ledger``, ``budget-epsilon``, ``budget-delta``, ``accountant``): at setup it refuses a plan
+whose releases (one selection per round, at most one new feature per round) do not fit in what
+its ledger has left, and it charges each of its own releases before drawing the noise.  The
+server's ledger keeps the joint view (every party's releases about the same people compose), as
+in process.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import InputError
+from ..vertical import messages as M
+from ..vertical.transport import DOWN, UP, Meter, Transport
+from .clientapp import ClientSide, Refused
+
+
+# -- the party's data file ------------------------------------------------------------------
+def save_party_data(path, A_k, y):
+    """One party's columns and the labels, as the file its node config names (npz)."""
+    if sp.issparse(A_k):
+        A = sp.csc_matrix(A_k)
+        np.savez(path, kind="csc", data=A.data, indices=A.indices, indptr=A.indptr,
+                 shape=np.asarray(A.shape), y=np.asarray(y, dtype=np.float64))
+    else:
+        np.savez(path, kind="dense", A=np.asarray(A_k, dtype=np.float64),
+                 y=np.asarray(y, dtype=np.float64))
+
+
+def load_party_data(path):
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if str(z["kind"]) == "csc":
+                A = sp.csc_matrix((z["data"], z["indices"], z["indptr"]), shape=tuple(z["shape"]))
+            else:
+                A = z["A"]
+            return A, z["y"]
+    except (OSError, KeyError, ValueError) as exc:
+        raise InputError(f"party data file {str(path)!r} cannot be read: {exc}") from None
+
+
+@dataclass
+class PublicShape:
+    """What the server knows of the data: sizes and which party holds which global column."""
+    n: int
+    blocks: list
+
+    @property
+    def K(self):
+        return len(self.blocks)
+
+    @property
+    def d(self):
+        return int(sum(len(b) for b in self.blocks))
+
+
+# -- party side ------------------------------------------------------------------------------
+def _party_budget(cfg, setup):
+    from accounting import BudgetFilter, Ledger
+
+    k = int(cfg["party"])
+    path = cfg.get("ledger")
+    if not path:
+        raise Refused(f"party {k} has no ledger: a private run needs one in its node config "
+                      "(ledger=PATH)")
+    try:
+        eps, delta = float(cfg["budget-epsilon"]), float(cfg["budget-delta"])
+    except (KeyError, ValueError):
+        raise Refused(f"party {k} has no budget: its node config needs budget-epsilon and "
+                      "budget-delta") from None
+    acc = str(cfg.get("accountant", setup.get("accountant", "rdp")))
+    led = Ledger(path, budget={"epsilon": eps, "delta": delta, "accountant": acc},
+                 run_id=setup.get("run_id"))
+    b_eps, b_delta = led.governing_budget(eps, delta)
+    return BudgetFilter(led, b_eps, b_delta, accountant=acc)
+
+
+class VerticalSide(ClientSide):
+    """Party k of a vertical run: its :class:`~vflpriv.vertical.engine.Party` and its budget."""
+
+    def __init__(self, cfg, setup):
+        from ..optim import get_loss
+        from ..vertical.engine import Party
+        from ..vertical.sampling import Sampling
+
+        self.k = k = int(cfg["party"])
+        self.setup = setup
+        A_k, y = load_party_data(cfg["data"])
+        if A_k.shape[0] != setup["n"] or A_k.shape[1] != len(setup["sampling"]["blocks"][k]):
+            raise Refused(f"party {k}'s data has shape {A_k.shape}, the run expects "
+                          f"({setup['n']}, {len(setup['sampling']['blocks'][k])})")
+        private = bool(setup["private"])
+        # The noise seed is the party's own: its node config's noise-entropy (seeded, testing
+        # runs) or OS entropy; after setup the generator's state travels in the node's state.
+        ent = cfg.get("noise-entropy")
+        parent = tuple(int(v) for v in str(cfg.get("noise-spawn-key", "")).split(",") if v)
+        seed = np.random.SeedSequence(int(ent), spawn_key=parent + (k,)) \
+            if ent not in (None, "") else np.random.SeedSequence()
+        self.party = Party(k, A_k, y, get_loss(setup["loss"]), setup["eta"],
+                           noise=setup["noise"], index_scale=setup["index_scale"],
+                           feature_sigma=setup["feature_sigma"],
+                           clip=tuple(setup["clip"]) if private else None, noise_seed=seed,
+                           dfw=setup["algorithm"] == "dfw")
+        s = setup["sampling"]
+        blocks = [np.asarray(b, dtype=np.int64) for b in s["blocks"]]
+        self.party.sampling = Sampling(s["kind"], blocks, tau=s["tau"], probs=s["probs"])
+        self.party._K = setup["K"]
+        self.party.setup(M.Setup(setup["sketch_seed"], setup["sampling_seed"], setup["n"],
+                                 setup["m"], setup["sketch"], setup["K"]), blocks)
+        self.budget = _party_budget(cfg, setup) if private else None
+
+    def _events(self):
+        from ..vertical.privacy import feature_event, index_event
+
+        s = self.setup
+        return (index_event(s["noise"], s["index_scale"], s["sens_index"], 1),
+                feature_event(s["feature_sigma"], s["sens_feature"], 1))
+
+    def handle(self, kind, frame, round):
+        from accounting import Composed, SelfComposed
+
+        if kind == "setup":
+            if self.budget is not None:
+                T = int(self.setup["iterations"])
+                idx, feat = self._events()
+                # at most one selection and one new feature of its own per round
+                self.budget.check_plan(Composed((SelfComposed(idx, T), SelfComposed(feat, T))),
+                                       party=f"party {self.k}")
+            return "ok", b""
+        msg, _, t = M.decode(frame)
+        if self.budget is not None:
+            idx, feat = self._events()
+            if isinstance(msg, M.Round):          # charged before the index noise is drawn
+                self.budget.charge(idx, party=f"party {self.k}", round=t, note="signed index")
+            elif isinstance(msg, M.FeatureRequest) and msg.release:
+                self.budget.charge(feat, party=f"party {self.k}", round=t, note="active feature")
+        reply = self.party.handle(msg, t)
+        return ("none", b"") if reply is None else ("reply", M.encode(reply, self.k, t))
+
+    def get_state(self):
+        return {"party": self.party.get_state()}
+
+    def set_state(self, state):
+        self.party.set_state(*state["party"])
+
+
+# -- server side -----------------------------------------------------------------------------
+class FlowerTransport(Transport):
+    """:class:`~vflpriv.vertical.transport.Transport` over a :class:`~.link.Link`: the same frames
+    metered as in process (``meter``), plus the Flower messages (``link.meter``)."""
+
+    def __init__(self, link, public_setup: dict):
+        import json
+
+        self.link, self.meter = link, Meter()
+        self._setup = json.dumps(public_setup).encode()
+
+    def _frame(self, party, message, round):
+        frame = M.encode(message, party, round)
+        self.meter.record(party, DOWN, round, len(frame), type(message).__name__)
+        return frame
+
+    def _reply(self, party, frame, round):
+        if not frame:
+            return None
+        self.meter.record(party, UP, round, len(frame), M.decode(frame)[0].__class__.__name__)
+        return M.decode(frame)[0]
+
+    def request(self, party, message, round):
+        return self.request_many([(party, message)], round)[0]
+
+    def request_many(self, requests, round):
+        if not requests:
+            return []
+        if isinstance(requests[0][1], M.Setup):
+            for p, msg in requests:
+                self._frame(p, msg, round)      # metered as in process; the JSON carries it
+            self.link.exchange([(p, self._setup, "setup") for p, _ in requests], round)
+            return [None] * len(requests)
+        frames = [(p, self._frame(p, msg, round), type(msg).__name__) for p, msg in requests]
+        replies = self.link.exchange(frames, round)
+        return [self._reply(p, f, round) for (p, _), f in zip(requests, replies)]
+
+
+def serve(grid, spec, progress=None) -> dict:
+    """The ServerApp's work for one vertical run described by ``spec`` (see :func:`make_spec`)."""
+    from ..vertical.engine import Server
+    from .link import Link, PartyLost, PartyRefused
+
+    K = len(spec["blocks"])
+    link = Link(grid, K, connect_timeout=spec["connect_timeout"],
+                reply_timeout=spec["reply_timeout"])
+    out = {"t": 0, "error": None}
+    budget = None
+    try:
+        link.connect(b"")
+        if spec["private"]:
+            from accounting import BudgetFilter, Ledger
+
+            led = Ledger(spec["ledger"], run_id=spec["run_id"])
+            budget = BudgetFilter(led, *spec["budget"], accountant=spec["accountant"])
+
+        def remote(public):
+            public.update(iterations=spec["iterations"], run_id=spec["run_id"],
+                          accountant=spec["accountant"], family="vertical")
+            return FlowerTransport(link, public)
+
+        server = Server(PublicShape(spec["n"], spec["blocks"]), _Loss(spec["loss"]), spec["eta"],
+                        remote=remote, track_objective=False, budget_filter=budget,
+                        **spec["server"])
+        out["server"] = server
+        for t in range(server.t, spec["iterations"]):
+            server.step()
+            out["t"] = server.t
+            if progress is not None:
+                progress(server.t)
+    except (PartyLost, PartyRefused) as exc:
+        out["error"] = {"kind": type(exc).__name__, "party": exc.party, "round": exc.round,
+                        "reason": exc.reason, "message": str(exc)}
+    except Exception as exc:          # e.g. the server's own budget refusing a release
+        out["error"] = {"kind": type(exc).__name__, "party": None, "round": out["t"],
+                        "reason": str(exc), "message": f"{type(exc).__name__}: {exc}"}
+    srv = out.pop("server", None)
+    if srv is not None:
+        out.update(x=srv.x, selections=srv.selections, gammas=srv.gammas,
+                   released=srv.released, naive=srv.naive, fullgrad=srv.fullgrad,
+                   meter=srv.meter, m=srv.m, p_min=srv.sampling.p_min if
+                   srv.algorithm == "bcfw" else 1.0 / srv.K)
+    out["flower"] = link.meter.summary(K)
+    out["flower_totals"] = {"uplink": link.meter.total(UP), "downlink": link.meter.total(DOWN),
+                            "uplink_frames": link.meter.total(UP, flower=False),
+                            "downlink_frames": link.meter.total(DOWN, flower=False)}
+    return out
+
+
+class _Loss:
+    """The server needs the loss only by name (the objective is replayed where data are)."""
+
+    def __init__(self, name):
+        self.name = name
+
+
+def make_spec(data, *, loss, eta, iterations, server_kwargs, private, ledger=None, budget=None,
+              accountant="rdp", run_id=None, connect_timeout=60.0, reply_timeout=600.0):
+    """The ServerApp's description of a run (public shape, algorithm settings, the server's
+    ledger): picklable, written to a file for a deployed ServerApp."""
+    return {"family": "vertical", "n": int(data.n),
+            "blocks": [[int(v) for v in b] for b in data.blocks], "loss": loss.name,
+            "eta": float(eta), "iterations": int(iterations), "server": dict(server_kwargs),
+            "private": bool(private), "ledger": ledger, "budget": budget,
+            "accountant": accountant, "run_id": run_id,
+            "connect_timeout": float(connect_timeout), "reply_timeout": float(reply_timeout)}
+
+
+def party_configs(data, run_dir, *, private, budget=None, accountant="rdp", ledgers=None,
+                  noise_entropy=None) -> list:
+    """Write each party's data file into ``run_dir`` and return the node configs (what each
+    party's SuperNode is started with).  ``ledgers``: per-party ledger paths."""
+    import os
+
+    cfgs = []
+    for k in range(data.K):
+        path = os.path.join(run_dir, f"party{k}.npz")
+        save_party_data(path, data.block(k), data.y)
+        cfg = {"party": k, "data": path}
+        if private:
+            cfg.update({"ledger": ledgers[k], "budget-epsilon": float(budget[0]),
+                        "budget-delta": float(budget[1]), "accountant": accountant})
+        if noise_entropy is not None:          # seeded runs only (tests, reproduction)
+            cfg["noise-entropy"] = str(int(noise_entropy[0]))
+            cfg["noise-spawn-key"] = ",".join(str(int(v)) for v in noise_entropy[1])
+        cfgs.append(cfg)
+    return cfgs
+
+
+def noise_entropy_of(noise_ss):
+    """``(entropy, spawn key)`` of the in-process noise root: party k's seed is then
+    ``SeedSequence(entropy, spawn_key=key + (k,))``, i.e. ``noise_root.spawn(K)[k]``."""
+    ent = noise_ss.entropy
+    if isinstance(ent, (list, tuple)):
+        return None
+    return int(ent), tuple(int(v) for v in noise_ss.spawn_key)
+
+
+__all__ = ["FlowerTransport", "VerticalSide", "serve", "make_spec", "party_configs",
+           "save_party_data", "load_party_data", "PublicShape"]
+
+
+def run(backend, data, loss, eta, iterations, *, server_kwargs, private, run_dir,
+        ledger=None, budget=None, accountant="rdp", run_id=None, party_ledgers=None,
+        party_budget=None, noise_root=None, connect_timeout=60.0, reply_timeout=600.0,
+        progress=None, quiet=True):
+    """Run a vertical method on ``backend`` ("flower-sim" or "flower"); returns
+    ``(RunResult, flower)`` where ``flower`` holds the Flower byte counts, each party's own
+    spend and the error that stopped the run, if any (:class:`~.link.PartyLost` /
+    :class:`~.link.PartyRefused`: which party, which round)."""
+    from ..vertical.engine import RunResult, replay_objective
+
+    spec = make_spec(data, loss=loss, eta=eta, iterations=iterations,
+                     server_kwargs=server_kwargs, private=private, ledger=ledger, budget=budget,
+                     accountant=accountant, run_id=run_id, connect_timeout=connect_timeout,
+                     reply_timeout=reply_timeout)
+    cfgs = party_configs(data, run_dir, private=private, budget=party_budget or budget,
+                         accountant=accountant, ledgers=party_ledgers,
+                         noise_entropy=None if noise_root is None else noise_entropy_of(noise_root))
+    if backend == "flower-sim":
+        from .apps import simulate
+
+        spec["progress_fn"] = progress
+        out = simulate(spec, cfgs, quiet=quiet)
+    else:
+        from .deploy import LocalDeployment
+
+        with LocalDeployment(cfgs, run_dir, quiet=quiet) as dep:
+            out = dep.run(spec, progress=progress)
+    flower = {"backend": backend, "bytes": out["flower"], "totals": out["flower_totals"],
+              "error": out["error"], "rounds_completed": out["t"],
+              "party_ledgers": [c.get("ledger") for c in cfgs] if private else None}
+    if "x" not in out:
+        return None, flower
+    first, history = replay_objective(data, loss, eta, out["selections"], out["gammas"])
+    res = RunResult(algorithm="dfw" if server_kwargs.get("algorithm") == "dfw" else
+                    ("dp-bcfw" if private else "bcfw"), x=out["x"], objective=history,
+                    initial_objective=first, meter=out["meter"], K=data.K, n=data.n, m=out["m"],
+                    blocks=data.blocks, seconds=0.0, released=out["released"],
+                    selections=out["selections"], naive_uplink=out["naive"],
+                    full_gradient_uplink=out["fullgrad"], ledger=None,
+                    noise_plan=server_kwargs.get("noise_plan"), p_min=out["p_min"])
+    return res, flower

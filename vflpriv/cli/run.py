@@ -90,6 +90,12 @@ def register(sub):
                         "comes from OS entropy")
     p.add_argument("--reference", action="store_true",
                    help="compute the certified optimum on the same set and the excess risk")
+    p.add_argument("--backend", default="inprocess", choices=["inprocess", "flower-sim", "flower"],
+                   help="where the parties run: in this process (default), on Flower's "
+                   "simulation runtime, or as a real Flower deployment on 127.0.0.1 (a SuperLink "
+                   "and one SuperNode per party; docs/flower.md). Needs the flower extra")
+    p.add_argument("--connect-timeout", type=float, default=60.0, metavar="S",
+                   help="Flower backends: seconds to wait for every party at start (default 60)")
     p.add_argument("--json", metavar="FILE", help="write the results as one JSON object")
     p.add_argument("--plot", metavar="FILE.png", help="plot objective vs iteration and bytes per party")
     p.set_defaults(func=run)
@@ -280,15 +286,39 @@ def run(args) -> int:
     cli = {k: v for k, v in vars(args).items() if k not in ("func", "resume")}
     if args.ledger:
         cli["ledger"] = os.path.abspath(args.ledger)
+    backend = getattr(args, "backend", "inprocess")
+    flower = None
+    if backend != "inprocess":
+        from ..flower import FlowerOptions
+
+        if not (args.connect_timeout > 0 and math.isfinite(args.connect_timeout)):
+            raise InputError(f"--connect-timeout must be a positive number of seconds, got "
+                             f"{args.connect_timeout!r}")
+        flower = FlowerOptions(connect_timeout=args.connect_timeout, quiet=True)
     try:
         with _warnings_now():
             sol = solve(data, ledger=args.ledger, reference=args.reference, callback=progress,
                         checkpoint=ckpt, checkpoint_every=args.checkpoint_every,
-                        resume=bool(args.resume), checkpoint_extra={"cli": cli}, **kw)
+                        resume=bool(args.resume), checkpoint_extra={"cli": cli},
+                        backend=backend, flower=flower, **kw)
         bar.close()
     except BudgetExceeded as exc:
         sys.stderr.write(f"\nvflpriv run: {exc}\n")
         return 1
+    except RuntimeError as exc:
+        from ..flower.link import PartyLost, PartyRefused
+
+        if isinstance(exc, PartyRefused):
+            bar.close()
+            sys.stderr.write(f"\nvflpriv run: {exc}; the ledgers hold every release made "
+                             "before it\n")
+            return 1
+        if isinstance(exc, PartyLost):
+            bar.close()
+            sys.stderr.write(f"\nvflpriv run: {exc}; the run stopped, the ledgers hold every "
+                             "release made before it\n")
+            return 3
+        raise
     out = sol.to_dict()
     if sol.algorithm == "dp-bcfw-secure":
         out["secure"] = {k: sol.extra[k] for k in ("secure_products", "frac_bits", "feature_cap",
@@ -298,7 +328,14 @@ def run(args) -> int:
         # on the run's own sketch (an unseeded run's sketch comes from entropy, not from kw)
         out["calibration_comparison"] = calibration_comparison(
             data, sketch_seed=sol.extra["sketch_seed"], **kw)
+    if sol.extra.get("flower") is not None:
+        out["flower"] = _flower_section(sol)
     _summary(sol, out)
+    if "flower" in out:
+        f = out["flower"]
+        sys.stdout.write(f"  {f['backend']}: uplink {f['uplink_flower_bytes']} B in Flower "
+                         f"messages for {f['uplink_frame_bytes']} B of frames; downlink "
+                         f"{f['downlink_flower_bytes']} B for {f['downlink_frame_bytes']} B\n")
     if args.compare_calibration:
         _print_comparison(out.get("calibration_comparison"))
     if args.json:
@@ -308,6 +345,17 @@ def run(args) -> int:
     if args.plot:
         _plot(sol, args.plot)
     return 0
+
+
+def _flower_section(sol) -> dict:
+    """The JSON ``flower`` section: Flower message bytes beside the project's frame bytes (the
+    in-process count), per party and in total, and each party's own spend."""
+    info = sol.extra["flower"]
+    t = info["totals"]
+    return {"backend": info["backend"], "uplink_flower_bytes": t["uplink"],
+            "downlink_flower_bytes": t["downlink"], "uplink_frame_bytes": t["uplink_frames"],
+            "downlink_frame_bytes": t["downlink_frames"], "per_party": info["bytes"],
+            "party_spend": info.get("party_spend")}
 
 
 def _fmt_bytes(b):

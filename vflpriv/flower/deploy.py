@@ -1,0 +1,298 @@
+"""A real Flower deployment on this machine's loopback, started and stopped by the command.
+
+:class:`LocalDeployment` starts one SuperLink (``flower-superlink --insecure`` on a free port of
+127.0.0.1) and one SuperNode per party (``flower-supernode --superlink 127.0.0.1:PORT --port
+PORT_k --node-config 'party=k data=... ledger=...'``), writes a Flower App directory
+(:func:`write_app`) and submits the run with ``flwr run APP DIR-CONNECTION --stream``.  The
+SuperLink starts the ServerApp (``flwr-serverapp``) and each SuperNode a ClientApp process
+(``flwr-clientapp``) per message, exactly as across machines; docs/flower.md gives the same
+commands by hand, with TLS.
+
+Insecure mode is used only here, on 127.0.0.1.  Every process gets a private ``FLWR_HOME`` under
+the run directory and a marker in its environment, so :meth:`LocalDeployment.close` stops the
+whole tree (the SuperLink and SuperNodes start their app processes detached).
+
+An idle SuperNode polls the SuperLink every few seconds, so a deployed round costs seconds: use
+this backend for end-to-end runs of few rounds, and ``flower-sim`` for many clients or rounds.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+from ..errors import InputError
+
+APP_PYPROJECT = """\
+[build-system]
+requires = ["hatchling"]
+build-backend = "hatchling.build"
+
+[project]
+name = "vflpriv-app"
+version = "1.0.0"
+description = "vflpriv's federated methods as one Flower App (the code is the installed vflpriv)"
+license = "MIT"
+dependencies = []
+
+[tool.hatch.build.targets.wheel]
+packages = ["."]
+
+[tool.flwr.app]
+publisher = "vflpriv"
+
+[tool.flwr.app.components]
+serverapp = "vflpriv_app:server_app"
+clientapp = "vflpriv_app:client_app"
+
+[tool.flwr.app.config]
+spec = ""
+"""
+
+APP_MODULE = '''"""Entry points Flower loads: the ServerApp and ClientApp of vflpriv (installed package)."""
+from vflpriv.flower import apps as _apps
+
+server_app = _apps.server_app
+client_app = _apps.client_app
+'''
+
+
+def write_app(directory) -> str:
+    """Write the Flower App directory (``pyproject.toml`` and ``vflpriv_app.py``) that a
+    SuperLink runs; the code is the vflpriv installed on every machine."""
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "pyproject.toml"), "w") as fh:
+        fh.write(APP_PYPROJECT)
+    with open(os.path.join(directory, "vflpriv_app.py"), "w") as fh:
+        fh.write(APP_MODULE)
+    return directory
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_port(port, proc, log, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{os.path.basename(log)} exited with code {proc.returncode}: "
+                               + _tail(log))
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout:g} s: " + _tail(log))
+
+
+def _tail(path, lines=5):
+    try:
+        with open(path, errors="replace") as fh:
+            return " | ".join(ln.strip() for ln in fh.read().splitlines()[-lines:] if ln.strip())
+    except OSError:
+        return "(no log)"
+
+
+def _bin(name):
+    """A Flower console script of this interpreter's environment."""
+    cand = os.path.join(os.path.dirname(sys.executable), name)
+    return cand if os.path.exists(cand) else (shutil.which(name) or name)
+
+
+def _node_config(cfg: dict) -> str:
+    parts = []
+    for k, v in cfg.items():
+        if isinstance(v, bool):
+            parts.append(f"{k}={'true' if v else 'false'}")
+        elif isinstance(v, (int, float)):
+            parts.append(f"{k}={v!r}")
+        else:
+            parts.append(f'{k}="{v}"')
+    return " ".join(parts)
+
+
+class LocalDeployment:
+    """SuperLink + one SuperNode per party on 127.0.0.1 (see module docstring).
+
+    ``absent``: parties whose SuperNode is not started (a party unreachable at start, for
+    tests and drills).  Use as a context manager; :meth:`run` submits one run and waits for it.
+    """
+
+    def __init__(self, party_configs, run_dir, *, quiet=True, absent=(), start_timeout=60.0):
+        from . import require_flwr
+
+        require_flwr("flower")
+        self.cfgs, self.run_dir, self.quiet = list(party_configs), os.fspath(run_dir), quiet
+        self.absent, self.start_timeout = set(absent), float(start_timeout)
+        self.marker = uuid.uuid4().hex
+        self.home = os.path.join(self.run_dir, "flwr-home")
+        self.logs = os.path.join(self.run_dir, "logs")
+        self.procs, self.nodes = [], {}
+        self.port = None
+
+    # -- processes ----------------------------------------------------------------------------
+    def _env(self):
+        import vflpriv
+
+        env = dict(os.environ, FLWR_HOME=self.home, VFLPRIV_DEPLOYMENT=self.marker,
+                   FLWR_DISABLE_UPDATE_CHECK="1", PYTHONUNBUFFERED="1")
+        # the app processes import the same vflpriv as this one (a checkout or an install)
+        root = os.path.dirname(os.path.dirname(os.path.abspath(vflpriv.__file__)))
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        return env
+
+    def _spawn(self, args, log):
+        fh = open(log, "ab")
+        p = subprocess.Popen(args, stdout=fh, stderr=subprocess.STDOUT, env=self._env(),
+                             start_new_session=True, cwd=self.run_dir)
+        fh.close()
+        self.procs.append(p)
+        return p
+
+    def __enter__(self):
+        os.makedirs(self.home, exist_ok=True)
+        os.makedirs(self.logs, exist_ok=True)
+        try:
+            self.port = free_port()
+            link = self._spawn([_bin("flower-superlink"), "--insecure", "--port", str(self.port),
+                                "--disable-runtime-dependency-installation"],
+                               os.path.join(self.logs, "superlink.log"))
+            _wait_port(self.port, link, os.path.join(self.logs, "superlink.log"),
+                       self.start_timeout)
+            for cfg in self.cfgs:
+                k = int(cfg["party"])
+                if k not in self.absent:
+                    self.start_node(k)
+            with open(os.path.join(self.home, "config.toml"), "w") as fh:
+                fh.write(f'[superlink]\ndefault = "loopback"\n\n[superlink.loopback]\n'
+                         f'address = "127.0.0.1:{self.port}"\ninsecure = true\n')
+            write_app(os.path.join(self.run_dir, "app"))
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def start_node(self, k):
+        cfg = next(c for c in self.cfgs if int(c["party"]) == k)
+        port = free_port()
+        self.nodes[k] = self._spawn(
+            [_bin("flower-supernode"), "--insecure", "--superlink", f"127.0.0.1:{self.port}",
+             "--port", str(port), "--node-config", _node_config(cfg)],
+            os.path.join(self.logs, f"supernode{k}.log"))
+        return self.nodes[k]
+
+    def kill_node(self, k):
+        """Kill party k's SuperNode at once (SIGKILL), as a machine that dies."""
+        p = self.nodes.get(k)
+        if p is not None and p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait(10)
+
+    def close(self):
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + 10
+        for p in self.procs:
+            try:
+                p.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                p.wait(5)
+        self._kill_marked()
+
+    def _kill_marked(self):
+        """App processes started detached by the SuperLink/SuperNodes carry our marker."""
+        needle = f"VFLPRIV_DEPLOYMENT={self.marker}".encode()
+        for pid in os.listdir("/proc") if os.path.isdir("/proc") else []:
+            if not pid.isdigit() or int(pid) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as fh:
+                    if needle in fh.read().split(b"\0"):
+                        os.kill(int(pid), signal.SIGKILL)
+            except (OSError, ValueError):
+                continue
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    # -- one run ------------------------------------------------------------------------------
+    def run(self, spec, *, progress=None, on_round=None, timeout=None) -> dict:
+        """Submit ``spec`` and wait for the ServerApp's result.  ``progress(t)`` is called as
+        rounds complete; ``on_round(t)`` too (fault drills kill a SuperNode from it)."""
+        spec = dict(spec)
+        spec.pop("progress_fn", None)
+        spec["out"] = os.path.join(self.run_dir, "result.pkl")
+        spec["progress"] = os.path.join(self.run_dir, "progress")
+        spec_path = os.path.join(self.run_dir, "spec.pkl")
+        with open(spec_path, "wb") as fh:
+            pickle.dump(spec, fh)
+        if timeout is None:
+            timeout = spec.get("connect_timeout", 60) + 60 + spec.get("iterations", 10) * 120
+        log = os.path.join(self.logs, "flwr-run.log")
+        proc = self._spawn([_bin("flwr"), "run", os.path.join(self.run_dir, "app"), "loopback",
+                            "--run-config", f'spec="{spec_path}"', "--stream"], log)
+        seen, deadline = 0, time.monotonic() + timeout
+        while not os.path.exists(spec["out"]):
+            t = _read_int(spec["progress"])
+            if t is not None and t > seen:
+                for r in range(seen + 1, t + 1):
+                    if progress is not None:
+                        progress(r)
+                    if on_round is not None:
+                        threading.Thread(target=on_round, args=(r,), daemon=True).start()
+                seen = t
+            if proc.poll() is not None and not os.path.exists(spec["out"]):
+                time.sleep(1.0)           # the result file may land just after the stream ends
+                if not os.path.exists(spec["out"]):
+                    raise RuntimeError("the Flower run ended without a result: "
+                                       + _tail(log, 8))
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the Flower run did not finish within {timeout:g} s; logs in "
+                                   f"{self.logs}")
+            time.sleep(0.1)
+        with open(spec["out"], "rb") as fh:
+            out = pickle.load(fh)
+        if progress is not None:
+            for r in range(seen + 1, int(out.get("t", seen)) + 1):
+                progress(r)
+        if proc.poll() is None:
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                pass
+        return out
+
+
+def _read_int(path):
+    try:
+        with open(path) as fh:
+            return int(fh.read().strip() or 0)
+    except (OSError, ValueError):
+        return None
+
+
+def check_loopback_only(address: str):
+    """Insecure mode is for 127.0.0.1 only (docs/flower.md)."""
+    host = address.rsplit(":", 1)[0].strip("[]")
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        raise InputError(f"insecure Flower connections are for loopback only, got {address!r}; "
+                         "use TLS across machines (docs/flower.md)")

@@ -347,7 +347,7 @@ def test_private_gradient_clips_each_record(softmax):
         X = rng.standard_normal((len(parts), sh.d))
         clients = np.arange(len(parts))
         q = np.ones(len(parts))
-        G = sh.private_grad(X, clients, q, 0.3, np.zeros((len(parts), 1)), rng, rng)
+        G = sh.private_grad(X, clients, q, 0.3, np.zeros((len(parts), 1)), rng)
         for i, (Z, y) in enumerate(parts):
             acc = np.zeros(sh.d)
             for z, t in zip(Z, y):

@@ -208,7 +208,7 @@ def test_record_level_noise_has_the_calibrated_scale():
     rng = np.random.default_rng(0)
     q = np.array([0.2, 0.2])
     G = np.vstack([sh.private_grad(np.zeros((2, 100)), np.arange(2), q, 1.5,
-                                   np.full((2, 1), 0.8 * 1.5), rng, rng) for _ in range(100)])
+                                   np.full((2, 1), 0.8 * 1.5), rng) for _ in range(100)])
     sd = 0.8 * 1.5 / (0.2 * 50)
     # 20000 draws: the sample sd is within 3% of sigma with overwhelming probability (> 6 sd)
     assert abs(G.std() / sd - 1) < 0.03 and abs(G.mean()) < 5 * sd / np.sqrt(G.size)

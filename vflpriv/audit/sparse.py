@@ -104,7 +104,7 @@ def record_step(q: float = SAMPLE_RATE, epsilon: float = TARGET_EPSILON) -> Audi
             rows = np.empty((n, d))
             for r in range(n):
                 rows[r] = shards[side].private_grad(X, clients, qa, CLIP,
-                                                    np.array([[z * CLIP]]), rng, rng)[0]
+                                                    np.array([[z * CLIP]]), rng)[0]
             outs.append(rows)
         return outs[0], outs[1]
 

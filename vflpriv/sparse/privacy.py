@@ -137,8 +137,7 @@ class PrivacyPlan:
                                f"{self.charged_steps}")
         q = self.q[ctx.clients]
         sigma = np.array([self.z[float(v)] for v in q])[:, None] * self.clip
-        return ctx.shards.private_grad(X, ctx.clients, q, self.clip, sigma, ctx.secret_rng,
-                                       ctx.secret_rng)
+        return ctx.shards.private_grad(X, ctx.clients, q, self.clip, sigma, ctx.rngs)
 
     def clip_updates(self, V, ref):
         """ref + clip_C(v_i - ref) for every reply (what each client sends the aggregator)."""

@@ -17,9 +17,16 @@ A round t:
 Weights (P000-2): ``uniform`` p_i = 1/N (000's experiments, 003's Theorem 8) or ``examples``
 p_i = n_i / n (ERM).  The objective reported is sum_i p_i f_i(x) with the run's own weights.
 
-Randomness: one generator for the public choices (participants, minibatches of non-private runs)
-and one for client secrets (noise, private minibatches); both come from ``seed`` when given (a
-reproducible run, marked not for deployment) and from OS entropy otherwise.
+Randomness: the server has one generator for its public choices (participants) and one for its
+secret (the client-level noise); each client has one per round, ``default_rng([root, t, i, 7])``
+(:func:`client_generators`), for its minibatches, its record sample and its DP-SGD noise.  So a
+client's numbers depend only on (root, round, client): the vectorized path, the per-client loop
+and the Flower backends (each client alone in its ClientApp) compute the same replies.  Everything
+comes from ``seed`` when given (a reproducible run, marked not for deployment) and from OS entropy
+otherwise.
+
+The loop itself is :func:`serve` (the server's side) with the clients behind ``clients.round``:
+:class:`LocalClients` in process, :mod:`vflpriv.flower.sparse` on Flower.
 """
 from __future__ import annotations
 
@@ -107,14 +114,32 @@ class BatchSchedule:
         return int(math.ceil(self.size * self.growth ** t - 1e-9))
 
 
+CLIENT_STREAM = 7        # tag of the clients' generators (the server's use [seed] and [seed, 1])
+
+
+def client_generators(root, t, clients):
+    """One generator per participant for round t: client i's is ``default_rng([root, t, i, 7])``.
+
+    A client draws everything random it does in a round (minibatches, its Poisson record sample,
+    its DP-SGD noise) from its own generator, derived from (root, round, client) alone, so that
+    its numbers do not depend on who else joined or on whether the participants are computed
+    together (the vectorized path), one at a time, or each in its own Flower ClientApp.  ``root``
+    is the run's seed (reproducible runs) or fresh OS entropy; on a deployment each client draws
+    its own root, so no one else can predict its noise.
+    """
+    return [np.random.default_rng([int(root), int(t), int(i), CLIENT_STREAM]) for i in clients]
+
+
 class ClientContext:
     """What a strategy's ``local`` may use: the data (``shards``), the round's minibatch
-    gradients (``grad``, private when the run is record-level private), the step size, and the
-    round's generator.  ``grad`` counts its calls so that a private run charges every step."""
+    gradients (``grad``, private when the run is record-level private), the step size, and one
+    generator per participant (``rngs``, :func:`client_generators`).  ``grad`` counts its calls so
+    that a private run charges every step.  The server's own noise (client level) comes from
+    ``secret_rng``."""
 
-    def __init__(self, shards, clients, t, lr, batch, rng, privacy=None, secret_rng=None):
+    def __init__(self, shards, clients, t, lr, batch, rngs, privacy=None, secret_rng=None):
         self.shards, self.clients, self.t, self.lr = shards, clients, t, lr
-        self.batch, self.rng, self.privacy, self.secret_rng = batch, rng, privacy, secret_rng
+        self.batch, self.rngs, self.privacy, self.secret_rng = batch, rngs, privacy, secret_rng
         self.steps = 0
 
     def grad(self, X):
@@ -122,13 +147,135 @@ class ClientContext:
         self.steps += 1
         if self.privacy is not None and self.privacy.level == "record":
             return self.privacy.client_gradient(self, X)
-        b = self.shards.sample_batch(self.clients, self.batch, self.rng)
+        b = self.shards.sample_batch(self.clients, self.batch, self.rngs)
         return self.shards.grad(X, self.clients, b)
 
     def full_grad(self, X):
         if self.privacy is not None and self.privacy.level == "record":
             raise RuntimeError("a record-level private run may only use the private gradient")
         return self.shards.grad(X, self.clients, None)
+
+
+def client_replies(strategy, shards, clients, t, start, *, lr, batch, rngs, privacy,
+                   vectorize=True):
+    """The replies (L, d) of the participants ``clients`` (indices into ``shards``) to the
+    broadcast ``start``: computed together (``vectorize``: one batched array) or one at a time;
+    both give the same numbers (each client's randomness is its own generator in ``rngs``).  In a
+    client-level private run each reply is clipped here, by its client, before it is sent."""
+    L = clients.shape[0]
+    if L == 0:
+        return np.zeros((0, start.shape[0]))
+    if vectorize:
+        ctx = ClientContext(shards, clients, t, lr, batch, rngs, privacy)
+        V = strategy.local(ctx, np.tile(start, (L, 1)))
+    else:
+        V = np.empty((L, start.shape[0]))
+        for r in range(L):
+            ctx = ClientContext(shards, clients[r:r + 1], t, lr, batch, rngs[r:r + 1], privacy)
+            V[r] = strategy.local(ctx, start[None, :].copy())[0]
+    if privacy is not None and privacy.level == "client":
+        V = privacy.clip_updates(V, start)
+    return V
+
+
+class LocalClients:
+    """Every client in this process (the ``inprocess`` backend): :meth:`round` answers one
+    round's broadcast for the participants S, serializing and metering each reply."""
+
+    def __init__(self, strategy, shards, *, lr, batch, privacy, root, vectorize=True):
+        self.strategy, self.shards, self.lr, self.batch = strategy, shards, lr, batch
+        self.privacy, self.root, self.vectorize = privacy, root, vectorize
+
+    def round(self, t, S, start, frame):
+        """``(replies as the server decodes them (L, d), bytes of each reply)``; ``frame`` is the
+        serialized broadcast (None: metering off, nothing serialized)."""
+        V = client_replies(self.strategy, self.shards, S, t, start, lr=self.lr,
+                           batch=self.batch.at(t), rngs=client_generators(self.root, t, S),
+                           privacy=self.privacy, vectorize=self.vectorize)
+        if frame is not None and S.shape[0]:
+            return wire.roundtrip_rows(V)
+        return V, np.zeros(S.shape[0], dtype=np.int64)
+
+
+@dataclass
+class Traffic:
+    """Bytes per round (summed, and per client) and the participants of each round."""
+    up: list = field(default_factory=list)
+    down: list = field(default_factory=list)
+    up_c: list = field(default_factory=list)
+    down_c: list = field(default_factory=list)
+    parts: list = field(default_factory=list)
+
+
+def serve(strategy, clients, *, N, d, p, rounds, participation, privacy=None, seed=None,
+          metering=True, on_round=None, federation=None):
+    """The server's side of the round loop (the module docstring's steps 1, 2, 4 and 5); the
+    clients' side is ``clients.round(t, S, start, frame)`` (:class:`LocalClients`, or the Flower
+    backend's remote clients).  ``on_round(t, state)`` after every round.  Returns
+    ``(final state, Traffic)``.  ``federation``: what the privacy plan reads of the federation
+    (its size N); the shards in process."""
+    public_rng = np.random.default_rng(seed)
+    secret_rng = np.random.default_rng(None if seed is None else [int(seed), 1])
+    if federation is None:
+        from types import SimpleNamespace
+
+        federation = SimpleNamespace(N=N)
+    state = strategy.init_state(d)
+    tr = Traffic()
+    for t in range(rounds):
+        S = participation.sample(N, public_rng)
+        ctx = ClientContext(federation, S, t, None, None, None, privacy, secret_rng)
+        if privacy is not None:
+            privacy.before_round(ctx, strategy)          # charges before any noise is drawn
+        msg = strategy.broadcast(state)
+        if metering:
+            frame = wire.encode(msg)
+            start_vec, nb_down = wire.decode(frame), len(frame)
+        else:
+            frame, start_vec, nb_down = None, msg, 0
+        tr.down.append(nb_down * S.shape[0])
+        tr.down_c.append({int(i): nb_down for i in S})
+        tr.parts.append(S.tolist())
+        if S.shape[0] == 0 and (privacy is None or privacy.level != "client"):
+            # nobody joined (Poisson participation): nothing is sent, the state is kept (a
+            # client-level private round still releases its noise: the accounting assumes it)
+            tr.up.append(0)
+            tr.up_c.append({})
+        else:
+            if S.shape[0]:
+                V, nb = clients.round(t, S, start_vec, frame)
+            else:
+                V, nb = np.zeros((0, d)), np.zeros(0, dtype=np.int64)
+            tr.up.append(int(np.sum(nb)))
+            tr.up_c.append({int(i): int(b) for i, b in zip(S, nb)})
+            if privacy is not None and privacy.level == "client":
+                mean = privacy.noisy_mean(V, start_vec, ctx)
+            else:
+                w = p[S] / p[S].sum()
+                mean = w @ V
+            state = strategy.aggregate(state, mean)
+        if on_round is not None:
+            on_round(t, state)
+    return state, tr
+
+
+class Metrics:
+    """Objective (and relative error) of the models of a run, computed on the data in this
+    process (the experimenter's view: not a release, see :mod:`.privacy`)."""
+
+    def __init__(self, shards, p, x_true=None, dictionary=None):
+        self.shards, self.p, self.x_true, self.dictionary = shards, p, x_true, dictionary
+        self.objective = []
+        self.rel = [] if x_true is not None else None
+
+    def to_x(self, alpha):
+        return alpha if self.dictionary is None else self.dictionary @ alpha
+
+    def add(self, x):
+        self.objective.append(float(self.p @ self.shards.local_objectives(x)))
+        if self.rel is not None:
+            self.rel.append(relative_error(self.to_x(x), self.x_true))
+        return self.objective[-1]
 
 
 @dataclass
@@ -215,70 +362,33 @@ def run(strategy, shards, *, rounds, participation=None, batch=None, lr=None, we
         raise ValueError(f"--lr must be a positive finite number, got {lr!r}")
     strategy.lr = lr
     strategy.blocks = getattr(shards, "c", 1)
-    public_rng = np.random.default_rng(seed)
-    secret_rng = np.random.default_rng(None if seed is None else [int(seed), 1])
+    root = seed if seed is not None else np.random.SeedSequence().entropy
+    local = LocalClients(strategy, shards, lr=lr, batch=batch, privacy=privacy, root=root,
+                         vectorize=vectorize)
+    metrics = Metrics(shards, p, x_true, dictionary)
+    metrics.add(strategy.model(strategy.init_state(shards.d)))
 
-    def to_x(alpha):
-        return alpha if dictionary is None else dictionary @ alpha
-
-    state = strategy.init_state(shards.d)
-    objective = [float(p @ shards.local_objectives(strategy.model(state)))]
-    rel = [relative_error(to_x(strategy.model(state)), x_true)] if x_true is not None else None
-    up, down, up_c, down_c, parts = [], [], [], [], []
-    t0 = time.perf_counter()
-    for t in range(rounds):
-        S = participation.sample(N, public_rng)
-        ctx = ClientContext(shards, S, t, lr, batch.at(t), public_rng, privacy, secret_rng)
-        if privacy is not None:
-            privacy.before_round(ctx, strategy)          # charges before any noise is drawn
-        msg = strategy.broadcast(state)
-        if metering:
-            data = wire.encode(msg)
-            start_vec, nb_down = wire.decode(data), len(data)
-        else:
-            start_vec, nb_down = msg, 0
-        down.append(nb_down * S.shape[0])
-        down_c.append({int(i): nb_down for i in S})
-        parts.append(S.tolist())
-        if S.shape[0] == 0 and (privacy is None or privacy.level != "client"):
-            # nobody joined (Poisson participation): nothing is sent, the state is kept (a
-            # client-level private round still releases its noise: the accounting assumes it)
-            up.append(0)
-            up_c.append({})
-        else:
-            if S.shape[0] and vectorize:
-                V = strategy.local(ctx, np.tile(start_vec, (S.shape[0], 1)))
-            elif S.shape[0]:
-                V = np.empty((S.shape[0], shards.d))
-                for r, i in enumerate(S):
-                    ci = ClientContext(shards, S[r:r + 1], t, lr, batch.at(t), public_rng,
-                                       privacy, secret_rng)
-                    V[r] = strategy.local(ci, start_vec[None, :].copy())[0]
-            else:
-                V = np.zeros((0, shards.d))
-            if privacy is not None and privacy.level == "client":
-                V = privacy.clip_updates(V, start_vec)
-            if metering and S.shape[0]:
-                V, nb = wire.roundtrip_rows(V)
-            else:
-                nb = np.zeros(S.shape[0], dtype=np.int64)
-            up.append(int(nb.sum()))
-            up_c.append({int(i): int(b) for i, b in zip(S, nb)})
-            if privacy is not None and privacy.level == "client":
-                mean = privacy.noisy_mean(V, start_vec, ctx)
-            else:
-                w = p[S] / p[S].sum()
-                mean = w @ V
-            state = strategy.aggregate(state, mean)
+    def on_round(t, state):
         if evaluate or t == rounds - 1:
-            x = strategy.model(state)
-            objective.append(float(p @ shards.local_objectives(x)))
-            if rel is not None:
-                rel.append(relative_error(to_x(x), x_true))
+            metrics.add(strategy.model(state))
         if callback is not None:
-            callback(t, objective[-1])
+            callback(t, metrics.objective[-1])
+
+    t0 = time.perf_counter()
+    state, traffic = serve(strategy, local, N=N, d=shards.d, p=p, rounds=rounds,
+                           participation=participation, privacy=privacy, seed=seed,
+                           metering=metering, on_round=on_round, federation=shards)
     seconds = time.perf_counter() - t0
-    x = to_x(strategy.model(state))
+    return finish(strategy, strategy.model(state), metrics, traffic, seconds, lr=lr,
+                  privacy=privacy, support_true=support_true, rounds=rounds,
+                  participation=participation, batch=batch, weights=weights, seed=seed)
+
+
+def finish(strategy, model, metrics, traffic, seconds, *, lr, privacy, support_true, rounds,
+           participation, batch, weights, seed):
+    """The :class:`SparseResult` of a finished run (both backends)."""
+    x = metrics.to_x(model)
+    x_true, dictionary = metrics.x_true, metrics.dictionary
     truth_support = x_true
     if support_true is not None:
         truth_support = np.zeros(x.shape[0])
@@ -289,8 +399,9 @@ def run(strategy, shards, *, rounds, participation=None, batch=None, lr=None, we
     else:
         prec = rec = None
     priv = privacy.summary() if privacy is not None else None
-    return SparseResult(strategy.name, x, objective, rel, prec, rec, up, down, up_c, down_c,
-                        parts, seconds, lr, priv,
+    tr = traffic
+    return SparseResult(strategy.name, x, metrics.objective, metrics.rel, prec, rec, tr.up,
+                        tr.down, tr.up_c, tr.down_c, tr.parts, seconds, lr, priv,
                         settings={"rounds": int(rounds), "participation": participation.describe(),
                                   "batch_size": batch.size, "batch_growth": batch.growth,
                                   "weights": weights, "seed": seed, **strategy.settings()})

@@ -10,8 +10,15 @@ support, objective), so the algorithms never know which one runs:
   (sparse high-dimensional data such as RCV1, where padding to a dense block is impossible).
 
 Minibatches (notes P000-4, P003-7): b records drawn uniformly *without* replacement, fresh every
-local step; when b >= n_i the client uses its full data (gradient descent).  A minibatch is
-returned as (row indices, row weights): weight 1/b_i on each drawn row.
+local step; a client with n_i <= b uses all its rows (gradient descent).  A minibatch is returned as
+(row indices, row weights): weight 1/b_i on each drawn row.
+
+Randomness is per client: every method that draws takes ``rngs``, one generator per row of the
+round's clients (or one generator, then drawn row after row), and a client's draws depend only on
+its own n_i and generator.  Shapes depend only on the public padded length ``n_max`` (default the
+largest client; a client alone, e.g. in a Flower ClientApp, is padded to the federation's), so a
+client computed alone gives the same bits as the same client in a batch of many.  Hence also the
+rule "full data when b >= n_max" (public) instead of a rule on the round's participants.
 """
 from __future__ import annotations
 
@@ -19,6 +26,15 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 import scipy.sparse as sp
+
+
+def per_row(rngs, L):
+    """One generator per row: ``rngs`` itself (a sequence of L), or one generator for all."""
+    if isinstance(rngs, np.random.Generator):
+        return [rngs] * L
+    if len(rngs) != L:
+        raise ValueError(f"{len(rngs)} generators for {L} clients")
+    return rngs
 
 
 class Shards(ABC):
@@ -34,15 +50,17 @@ class Shards(ABC):
 
 
 class DenseShards(Shards):
-    def __init__(self, parts, loss):
-        """``parts``: list of (Z_i dense (n_i, d), y_i (n_i,)); ``loss``: a :class:`Loss`."""
+    def __init__(self, parts, loss, n_max=None):
+        """``parts``: list of (Z_i dense (n_i, d), y_i (n_i,)); ``loss``: a :class:`Loss`;
+        ``n_max``: pad every client to this many rows (default: the largest client)."""
         self.loss = loss
         self.N = len(parts)
         self.features = int(parts[0][0].shape[1])
         self.c = int(getattr(loss, "classes", None) or 1)
         self.d = self.features * self.c            # length of the model vector
         self.counts = np.array([p[0].shape[0] for p in parts], dtype=np.int64)
-        n_max = int(self.counts.max())
+        n_max = max(int(self.counts.max()), int(n_max or 0))
+        self.n_max = n_max
         self.Z = np.zeros((self.N, n_max, self.features))
         self.y = np.zeros((self.N, n_max))
         self.mask = np.zeros((self.N, n_max))
@@ -75,16 +93,20 @@ class DenseShards(Shards):
             return self.Z, self.y, self.mask, self.row_norms
         return self.Z[clients], self.y[clients], self.mask[clients], self.row_norms[clients]
 
-    def sample_batch(self, clients, b, rng):
-        """Minibatch of size min(b, n_i) for each client of ``clients`` (or None: full data)."""
+    def sample_batch(self, clients, b, rngs):
+        """Minibatch of size min(b, n_i) for each client of ``clients`` (or None: full data,
+        when b >= n_max).  Client r draws n_i uniform keys from ``rngs[r]`` and takes the rows
+        of the b smallest (a stable sort: the padding rows it may take are the same ones in
+        any batch of clients)."""
         cnt = self.counts[clients]
-        if b is None or b >= cnt.max():
-            return None
         n_max = self.Z.shape[1]
-        keys = rng.random((clients.shape[0], n_max))
-        keys[self.mask[clients] == 0] = np.inf
+        if b is None or b >= n_max:
+            return None
+        keys = np.full((clients.shape[0], n_max), np.inf)
+        for r, g in enumerate(per_row(rngs, clients.shape[0])):
+            keys[r, :cnt[r]] = g.random(int(cnt[r]))
         bm = int(b)
-        idx = np.argpartition(keys, bm - 1, axis=1)[:, :bm]
+        idx = np.argsort(keys, axis=1, kind="stable")[:, :bm]
         valid = np.take_along_axis(self.mask[clients], idx, axis=1)
         w = valid / np.minimum(bm, cnt)[:, None]     # clients with n_i <= b: their full data
         return idx, w
@@ -106,18 +128,24 @@ class DenseShards(Shards):
             g += loss.l2 * X
         return g
 
-    def private_grad(self, X, clients, q, clip, sigma, rng, noise_rng):
+    def private_grad(self, X, clients, q, clip, sigma, rngs):
         """Record-level DP gradient of each client (DP-SGD step): Poisson(q) minibatch,
         per-sample gradients clipped to L2 norm ``clip``, N(0, sigma^2 I) added to the clipped
-        sum, divided by the expected batch size q n_i.  ``sigma`` is noise_multiplier * clip."""
+        sum, divided by the expected batch size q n_i.  ``sigma`` is noise_multiplier * clip.
+        Client r draws its n_i record coins, then its d noise values, from ``rngs[r]``."""
         Z, y, m, norms = self._rows(clients)
         dl = self.loss.derivative(self._pred(Z, X), y)
         dn = np.abs(dl) if self.c == 1 else np.linalg.norm(dl, axis=-1)
         gnorm = dn * norms                               # ||l'(u) z_j|| = ||l'(u)|| ||z_j||
         factor = np.minimum(1.0, clip / np.maximum(gnorm, 1e-300))
-        take = (rng.random(m.shape) < q[:, None]) * m
+        cnt = self.counts[clients]
+        take = np.zeros(m.shape)
+        noise = np.empty((clients.shape[0], self.d))
+        for r, gen in enumerate(per_row(rngs, clients.shape[0])):
+            take[r, :cnt[r]] = gen.random(int(cnt[r])) < q[r]
+            noise[r] = gen.standard_normal(self.d)
         g = self._back(Z, self._scale(dl, factor * take))
-        g += sigma * noise_rng.standard_normal(g.shape)
+        g += sigma * noise
         g /= (q * self.counts[clients])[:, None]
         if self.loss.l2:
             g += self.loss.l2 * X
@@ -159,7 +187,7 @@ class DenseShards(Shards):
 class SparseShards(Shards):
     """One CSR matrix per client; every operation loops over the clients of the round."""
 
-    def __init__(self, parts, loss):
+    def __init__(self, parts, loss, n_max=None):
         self.loss = loss
         self.N = len(parts)
         self.features = int(parts[0][0].shape[1])
@@ -169,6 +197,7 @@ class SparseShards(Shards):
         self.Zc = [Z.tocsc() for Z in self.Zs]           # column slices (FedGradMP supports)
         self.ys = [np.asarray(y, dtype=float) for _, y in parts]
         self.counts = np.array([Z.shape[0] for Z in self.Zs], dtype=np.int64)
+        self.n_max = max(int(self.counts.max()), int(n_max or 0))
         self.norms = [np.sqrt(np.asarray(Z.multiply(Z).sum(axis=1)).ravel()) for Z in self.Zs]
 
     def _pred(self, Z, x):
@@ -177,12 +206,11 @@ class SparseShards(Shards):
     def _back(self, Z, R):
         return Z.T @ R if self.c == 1 else (Z.T @ R).T.ravel()
 
-    def sample_batch(self, clients, b, rng):
-        cnt = self.counts[clients]
-        if b is None or b >= cnt.max():
+    def sample_batch(self, clients, b, rngs):
+        if b is None or b >= self.n_max:
             return None
-        idx = [rng.choice(int(self.counts[i]), size=min(int(b), int(self.counts[i])),
-                          replace=False) for i in clients]
+        idx = [g.choice(int(self.counts[i]), size=min(int(b), int(self.counts[i])),
+                        replace=False) for i, g in zip(clients, per_row(rngs, len(clients)))]
         return idx, None
 
     def grad(self, X, clients, batch=None):
@@ -196,24 +224,25 @@ class SparseShards(Shards):
             G += self.loss.l2 * X
         return G
 
-    def private_grad(self, X, clients, q, clip, sigma, rng, noise_rng):
+    def private_grad(self, X, clients, q, clip, sigma, rngs):
         G = np.empty_like(X)
+        gens = per_row(rngs, len(clients))
         for r, i in enumerate(clients):
             Z, y = self.Zs[i], self.ys[i]
             dl = self.loss.derivative(self._pred(Z, X[r]), y)
             dn = np.abs(dl) if self.c == 1 else np.linalg.norm(dl, axis=-1)
             factor = np.minimum(1.0, clip / np.maximum(dn * self.norms[i], 1e-300))
-            take = rng.random(Z.shape[0]) < q[r]
+            take = gens[r].random(Z.shape[0]) < q[r]
             w = factor * take
             G[r] = self._back(Z, dl * (w if self.c == 1 else w[:, None]))
-        G += sigma * noise_rng.standard_normal(G.shape)
+            G[r] += sigma[r] * gens[r].standard_normal(self.d)
         G /= (q * self.counts[clients])[:, None]
         if self.loss.l2:
             G += self.loss.l2 * X
         return G
 
     def columns(self, clients, cols):
-        n_max = int(self.counts[clients].max())
+        n_max = self.n_max            # public padding: the same shapes for any batch of clients
         A = np.zeros((clients.shape[0], n_max, cols.shape[1]))
         y = np.zeros((clients.shape[0], n_max))
         for r, i in enumerate(clients):
@@ -244,9 +273,10 @@ class SparseShards(Shards):
         return self.ys[i]
 
 
-def make_shards(parts, loss, layout="auto", dense_limit=5e7):
+def make_shards(parts, loss, layout="auto", dense_limit=5e7, n_max=None):
     """DenseShards when every part is dense (or small enough to densify: N * n_max * d below
-    ``dense_limit`` entries), SparseShards otherwise; ``layout`` 'dense'/'sparse' forces one."""
+    ``dense_limit`` entries), SparseShards otherwise; ``layout`` 'dense'/'sparse' forces one.
+    ``n_max``: the padded length (a client alone padded as in its federation)."""
     if layout not in ("auto", "dense", "sparse"):
         raise ValueError(f"layout must be auto, dense or sparse, got {layout!r}")
     N = len(parts)
@@ -257,5 +287,5 @@ def make_shards(parts, loss, layout="auto", dense_limit=5e7):
     if layout == "dense":
         parts = [(Z.toarray() if sp.issparse(Z) else np.asarray(Z, dtype=float), y)
                  for Z, y in parts]
-        return DenseShards(parts, loss)
-    return SparseShards(parts, loss)
+        return DenseShards(parts, loss, n_max=n_max)
+    return SparseShards(parts, loss, n_max=n_max)

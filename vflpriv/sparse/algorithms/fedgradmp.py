@@ -22,8 +22,8 @@ Decisions:
   Least squares only; ``fedgradmp`` with the logistic loss solves its subproblems by gradient
   descent to ``tol=1e-10`` (there is no closed form).
 * Inexact (Algorithm 2): gradient descent on the subproblem from the warm start x restricted to
-  G^ (P003-4), step 1 / lambda_max of the restricted Hessian bound, until the restricted gradient
-  norm of every participant is <= ``tol`` (then ||b - b_opt|| <= tol / rho^- by restricted strong
+  G^ (P003-4), step 1 / lambda_max of the restricted Hessian bound, each participant until its
+  restricted gradient norm is <= ``tol`` (then ||b - b_opt|| <= tol / rho^- by restricted strong
   convexity: 003's delta) or ``max_iter`` iterations.
 """
 from __future__ import annotations
@@ -83,21 +83,27 @@ def solve_exact_lsq(A, y, valid=None):
 
 
 def solve_gd(A, y, counts, loss, c0, tol, max_iter):
-    """Gradient descent on c -> f_i(A c) from c0; returns (c, iterations, max gradient norm)."""
+    """Gradient descent on c -> f_i(A c) from c0, each client until its own gradient norm is
+    <= ``tol`` (then frozen: a client's answer does not depend on who else is in the batch, as
+    when it computes alone) or ``max_iter``; returns (c, iterations of the slowest client, max
+    final gradient norm)."""
     w = 1.0 / counts[:, None]
     H = np.matmul(A.transpose(0, 2, 1), A) * (loss.curvature / counts)[:, None, None]
     lam = np.linalg.eigvalsh(H)[:, -1] + loss.l2
     step = 1.0 / np.maximum(lam, 1e-300)
     c = c0.copy()
-    gnorm = math.inf
+    active = np.ones(c.shape[0], dtype=bool)
+    last = np.zeros(c.shape[0])
     for it in range(max_iter + 1):
         u = np.matmul(A, c[:, :, None])[:, :, 0]
         g = np.matmul((loss.derivative(u, y) * w)[:, None, :], A)[:, 0, :] + loss.l2 * c
-        gnorm = float(np.linalg.norm(g, axis=1).max()) if g.size else 0.0
-        if gnorm <= tol or it == max_iter:
-            return c, it, gnorm
-        c -= step[:, None] * g
-    return c, max_iter, gnorm
+        norms = np.linalg.norm(g, axis=1)
+        last[active] = norms[active]
+        active &= norms > tol
+        if not active.any() or it == max_iter:
+            return c, it, float(last.max()) if last.size else 0.0
+        c[active] -= step[active, None] * g[active]
+    return c, max_iter, float(last.max()) if last.size else 0.0
 
 
 class FedGradMP(Strategy):

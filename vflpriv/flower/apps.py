@@ -16,7 +16,8 @@ import os
 import pickle
 
 # family -> (module, serve function, client side class)
-FAMILIES = {"vertical": ("vflpriv.flower.vertical", "serve", "VerticalSide")}
+FAMILIES = {"vertical": ("vflpriv.flower.vertical", "serve", "VerticalSide"),
+            "sparse": ("vflpriv.flower.sparse", "serve", "SparseSide")}
 
 
 def register(family, module, serve="serve", side="ClientSide"):

@@ -78,12 +78,24 @@ def fit(data, algorithm, *, clients=None, rounds=50, local_steps=1, tau=None, lr
         batch_size=None, batch_growth=1.0, participation="full", weights="uniform",
         loss="squared", l2=0.0, epsilon=math.inf, delta=None, privacy="record", clip=1.0,
         accountant="rdp", ledger=None, seed=None, label=None, dictionary="identity",
-        radius=None, tol=None, server_lr=1.0, layout="auto", callback=None, metering=True):
+        radius=None, tol=None, server_lr=1.0, layout="auto", callback=None, metering=True,
+        backend="inprocess", flower=None):
     """Run ``algorithm`` on ``data`` (a --data spec or a :class:`FederatedData`).
 
     Returns a :class:`~vflpriv.sparse.runtime.SparseResult`.  ``epsilon`` finite makes the run
     private at level ``privacy`` (record | client); see :mod:`vflpriv.sparse.privacy`.
+    ``backend``: ``inprocess`` (default), ``flower-sim`` or ``flower`` (:mod:`vflpriv.flower`;
+    ``flower``: a :class:`~vflpriv.flower.FlowerOptions`).  A seeded run ends at the same model
+    with the same spend on every backend; the Flower backends add ``res.flower`` (Flower message
+    bytes beside the in-process count) and always meter (the messages are the wire bytes).
     """
+    from ..flower import check_backend
+
+    check_backend(backend)
+    if backend != "inprocess":
+        from ..flower import require_flwr
+
+        require_flwr(backend)           # before any data is read or budget spent
     check_options(algorithm, rounds=rounds, local_steps=local_steps, tau=tau, lr=lr,
                   batch_size=batch_size, batch_growth=batch_growth, epsilon=epsilon, delta=delta,
                   clip=clip, level=privacy, weights=weights, loss=loss)
@@ -123,6 +135,21 @@ def fit(data, algorithm, *, clients=None, rounds=50, local_steps=1, tau=None, lr
     strategy = make_strategy(algorithm, tau, local_steps, tol=tol, radius=radius,
                              server_lr=server_lr)
     plan = None
+    if backend != "inprocess":
+        from ..flower.sparse import run as run_flower
+
+        res = run_flower(backend, parts, shards, strategy, rounds=rounds, participation=part,
+                         batch=BatchSchedule(batch_size, batch_growth), lr=lr, weights=weights,
+                         seed=seed, loss=loss, l2=l2,
+                         privacy=None if not math.isfinite(epsilon) else {
+                             "level": privacy, "epsilon": epsilon, "delta": delta, "clip": clip,
+                             "accountant": accountant, "ledger": ledger},
+                         strategy_kw={"tol": tol, "radius": radius, "server_lr": server_lr},
+                         x_true=fd.x_true, support_true=fd.support_true, dictionary=D,
+                         callback=callback, options=flower)
+        res.settings["backend"] = backend
+        return _settings(res, fd, parts, d_in, loss, l2, dictionary, epsilon, delta, privacy,
+                         math.isfinite(epsilon), seed)
     if math.isfinite(epsilon):
         from .privacy import PrivacyPlan
 
@@ -133,9 +160,16 @@ def fit(data, algorithm, *, clients=None, rounds=50, local_steps=1, tau=None, lr
               batch=BatchSchedule(batch_size, batch_growth), lr=lr, weights=weights, seed=seed,
               x_true=fd.x_true, support_true=fd.support_true, dictionary=D, privacy=plan,
               callback=callback, metering=metering)
+    res.settings["backend"] = "inprocess"
+    return _settings(res, fd, parts, d_in, loss, l2, dictionary, epsilon, delta, privacy,
+                     plan is not None, seed)
+
+
+def _settings(res, fd, parts, d_in, loss, l2, dictionary, epsilon, delta, privacy, private,
+              seed):
     res.settings.update({"data": fd.description, "clients": len(parts), "d": d_in,
                          "loss": loss, "l2": l2, "dictionary": dictionary,
                          "epsilon": None if not math.isfinite(epsilon) else epsilon,
-                         "delta": delta, "privacy_level": privacy if plan else None,
+                         "delta": delta, "privacy_level": privacy if private else None,
                          "deployment": seed is None})
     return res

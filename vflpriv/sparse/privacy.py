@@ -38,6 +38,16 @@ client in every round: the worst case).  What a private run does **not** protect
 simulation prints (objective, errors) are computed on the raw data for the experimenter and are
 not releases; a deployment computes none of them.  The default step size reads the data, so a
 private run needs an explicit ``lr``.
+
+**Where the noise is drawn on Flower** (``--backend flower-sim | flower``,
+:mod:`vflpriv.flower.sparse`).  Record level: each client's ClientApp holds a
+:class:`ClientPrivacy` (its q_i and z) and its own ledger and budget; it charges its round to its
+own ledger before drawing its noise from its own generator (the server's ledger keeps the same
+records as in process: the joint view the run's epsilon is reported from).  Client level: each
+ClientApp clips its own update (:func:`clip_updates`) before sending it; the noise stays with
+the server, added to the aggregate in the ServerApp (``noisy_mean``), so the guarantee is central
+DP with a trusted aggregator, as in process: a client's clipped update reaches the server
+unnoised.
 """
 from __future__ import annotations
 
@@ -61,6 +71,42 @@ def _memory_ledger():
     from ..vertical.privacy import MemoryLedger
 
     return MemoryLedger()
+
+
+def clip_updates(V, ref, clip):
+    """ref + clip_C(v_i - ref) for every row of V (what each client sends the aggregator)."""
+    D = V - ref
+    norms = np.linalg.norm(D, axis=1, keepdims=True)
+    return ref + D * np.minimum(1.0, clip / np.maximum(norms, 1e-300))
+
+
+def record_gradient(ctx, X, q, z, clip, charged_steps):
+    """The DP-SGD gradients of ``ctx``'s clients (``q``: their record sample rates, ``z``: noise
+    multiplier per rate), refusing a step beyond those charged."""
+    if ctx.steps > charged_steps:
+        raise RuntimeError(f"{ctx.steps} private gradient steps in a round charged for "
+                           f"{charged_steps}")
+    sigma = np.array([z[float(v)] for v in q])[:, None] * clip
+    return ctx.shards.private_grad(X, ctx.clients, q, clip, sigma, ctx.rngs)
+
+
+class ClientPrivacy:
+    """What one client holds of a private run's plan (in its Flower ClientApp): at record level
+    its sample rate q_i and the noise multipliers (it draws its own noise, after charging its own
+    ledger), at client level only the clip C (it clips its update; the noise is the server's)."""
+
+    def __init__(self, level, clip, local_steps, q=None, z=None):
+        self.level, self.clip, self.local_steps = level, float(clip), int(local_steps)
+        self.q = None if q is None else np.asarray(q, dtype=float)
+        self.z = z
+        self.charged_steps = self.local_steps
+
+    def client_gradient(self, ctx, X):
+        return record_gradient(ctx, X, self.q[ctx.clients], self.z, self.clip,
+                               self.charged_steps)
+
+    def clip_updates(self, V, ref):
+        return clip_updates(V, ref, self.clip)
 
 
 class PrivacyPlan:
@@ -132,18 +178,19 @@ class PrivacyPlan:
                                note=f"noisy sum of {ctx.clients.shape[0]} clipped updates")
 
     def client_gradient(self, ctx, X):
-        if ctx.steps > self.charged_steps:
-            raise RuntimeError(f"{ctx.steps} private gradient steps in a round charged for "
-                               f"{self.charged_steps}")
-        q = self.q[ctx.clients]
-        sigma = np.array([self.z[float(v)] for v in q])[:, None] * self.clip
-        return ctx.shards.private_grad(X, ctx.clients, q, self.clip, sigma, ctx.rngs)
+        return record_gradient(ctx, X, self.q[ctx.clients], self.z, self.clip,
+                               self.charged_steps)
 
     def clip_updates(self, V, ref):
         """ref + clip_C(v_i - ref) for every reply (what each client sends the aggregator)."""
-        D = V - ref
-        norms = np.linalg.norm(D, axis=1, keepdims=True)
-        return ref + D * np.minimum(1.0, self.clip / np.maximum(norms, 1e-300))
+        return clip_updates(V, ref, self.clip)
+
+    def for_client(self, i):
+        """Client i's :class:`ClientPrivacy` (public: its rate and the calibrated noise)."""
+        if self.level == "record":
+            q = float(self.q[i])
+            return ClientPrivacy("record", self.clip, self.local_steps, q=[q], z={q: self.z[q]})
+        return ClientPrivacy("client", self.clip, self.local_steps)
 
     def denominator(self, N):
         p = self.participation

@@ -295,6 +295,9 @@ class SparseResult:
     lr: float | None
     privacy: dict | None = None
     settings: dict = field(default_factory=dict)
+    #: Flower backends: Flower message bytes per client beside the wire bytes, each client's
+    #: own spend (:func:`vflpriv.flower.sparse.run`); None in process
+    flower: dict | None = None
 
     def to_dict(self):
         def num(v):
@@ -319,7 +322,34 @@ class SparseResult:
             "seconds": self.seconds,
             "lr": self.lr,
             **self.settings,
+            **({} if self.flower is None else {"flower": flower_section(self)}),
         }
+
+
+def flower_section(res) -> dict:
+    """The JSON ``flower`` section: per client, the bytes of the Flower messages of the rounds
+    (the whole ``Message`` protobuf) beside the wire bytes the in-process run counts for the
+    same messages, and totals; the hello and setup messages (Flower round 0) are counted apart:
+    they have no in-process twin."""
+    f = res.flower
+    tot = f["totals"]
+    per = {}
+    for k, up in f["rounds_bytes"]["uplink"].items():
+        i = int(k)
+        per[k] = {"uplink_flower": up, "downlink_flower": f["rounds_bytes"]["downlink"][k],
+                  "uplink_inprocess": sum(r.get(i, 0) for r in res.uplink_bytes_per_client),
+                  "downlink_inprocess": sum(r.get(i, 0) for r in res.downlink_bytes_per_client)}
+    return {"backend": f["backend"],
+            "uplink_flower_bytes": tot["uplink"] - tot["uplink_setup"],
+            "downlink_flower_bytes": tot["downlink"] - tot["downlink_setup"],
+            "uplink_inprocess_bytes": int(sum(res.uplink_bytes)),
+            "downlink_inprocess_bytes": int(sum(res.downlink_bytes)),
+            "uplink_wire_bytes_sent": tot["uplink_frames"],
+            "downlink_wire_bytes_sent": tot["downlink_frames"],
+            "setup_flower_bytes": {"uplink": tot["uplink_setup"],
+                                   "downlink": tot["downlink_setup"]},
+            "per_client": per, "party_spend": f.get("party_spend"),
+            "rounds_completed": f["rounds_completed"], "wall_seconds": f.get("wall_seconds")}
 
 
 def client_weights(counts, weights):

@@ -13,9 +13,13 @@ JSON fields: ``objective`` (one per round, round 0 first), ``relative_error`` (p
 data have a ground truth x#, else null), ``support_precision`` / ``support_recall`` (of the final
 model's support against the planted one, else null), ``uplink_bytes`` / ``downlink_bytes`` (per
 round, summed over clients; ``*_per_client`` break them down), ``epsilon_spent`` (per accountant,
-with ``best``; null when non-private), ``privacy`` and the run's settings.
+with ``best``; null when non-private), ``privacy`` and the run's settings.  With ``--backend
+flower-sim`` or ``flower`` a ``flower`` section sets the bytes of the real Flower messages
+(``uplink_flower_bytes``, per client in ``per_client``) beside the in-process count of the same
+messages (``uplink_inprocess_bytes``), with each client's own spend in a record-level private run.
 
-Exit codes: 0 done; 1 the budget filter refused a release; 2 bad input (one line naming it).
+Exit codes: 0 done; 1 the budget filter (the server's or a client's) refused a release; 2 bad
+input (one line naming it); 3 a client was lost (Flower backends).
 """
 from __future__ import annotations
 
@@ -90,6 +94,13 @@ def register(sub):
     a("--ledger", metavar="FILE", help="append every release to this ledger file")
     a("--seed", type=int, help="seed every random choice (reproducible; marked not for "
       "deployment); default OS entropy")
+    a("--backend", default="inprocess", choices=["inprocess", "flower-sim", "flower"],
+      help="where the clients run: in this process (default), as ClientApps on Flower's "
+           "simulation runtime, or as a real Flower deployment on 127.0.0.1 (a SuperLink and one "
+           "SuperNode per client; docs/flower.md). A seeded run gives the same model on each. "
+           "Needs the flower extra")
+    a("--connect-timeout", type=float, default=60.0, metavar="S",
+      help="Flower backends: seconds to wait for every client at start (default 60)")
     a("--json", metavar="FILE", help="write the results as one JSON object")
     a("--plot", metavar="FILE.png", help="plot objective / relative error and bytes per round")
     p.set_defaults(func=run)
@@ -150,6 +161,15 @@ def run(args) -> int:
     from ..sparse.runtime import Participation
 
     Participation.parse(args.participation, args.clients)   # names a bad value before work
+    flower = None
+    if args.backend != "inprocess":
+        from ..flower import FlowerOptions, require_flwr
+
+        if not (args.connect_timeout > 0 and math.isfinite(args.connect_timeout)):
+            raise InputError(f"--connect-timeout must be a positive number of seconds, got "
+                             f"{args.connect_timeout!r}")
+        require_flwr(args.backend)
+        flower = FlowerOptions(connect_timeout=args.connect_timeout, quiet=True)
     from .progress import Progress
 
     progress = Progress(args.rounds, args.algorithm, quiet=args.quiet, unit="round")
@@ -161,11 +181,21 @@ def run(args) -> int:
                   l2=args.l2, epsilon=args.epsilon, delta=args.delta, privacy=args.privacy,
                   clip=args.clip, accountant=args.accountant, ledger=args.ledger, seed=args.seed,
                   label=args.label, dictionary=args.dictionary, radius=args.radius,
-                  tol=args.tol, server_lr=args.server_lr, callback=progress)
+                  tol=args.tol, server_lr=args.server_lr, callback=progress,
+                  backend=args.backend, flower=flower)
         progress.close()                # stopped early (--tol): end the bar before the results
     except BudgetExceeded as exc:
         sys.stderr.write(f"\nvflpriv sparse: {exc}\n")
         return 1
+    except RuntimeError as exc:
+        from ..flower.link import PartyLost, PartyRefused
+
+        if not isinstance(exc, (PartyLost, PartyRefused)):
+            raise
+        progress.close()
+        sys.stderr.write(f"\nvflpriv sparse: {exc}; the run stopped, the ledgers hold every "
+                         "release made before it\n")
+        return 1 if isinstance(exc, PartyRefused) else 3
     out = res.to_dict()
     _summary(res, out)
     if args.json:
@@ -190,6 +220,15 @@ def _summary(res, out):
         w(f"  support precision {res.support_precision:.3g}, recall {res.support_recall:.3g}\n")
     w(f"  bytes: uplink {sum(res.uplink_bytes)}, downlink {sum(res.downlink_bytes)} "
       f"(serialized messages, all rounds and clients)\n")
+    if "flower" in out:
+        f = out["flower"]
+        w(f"  {f['backend']}: uplink {f['uplink_flower_bytes']} B in Flower messages for "
+          f"{f['uplink_inprocess_bytes']} B in process; downlink {f['downlink_flower_bytes']} B "
+          f"for {f['downlink_inprocess_bytes']} B (+ setup {f['setup_flower_bytes']['uplink']} / "
+          f"{f['setup_flower_bytes']['downlink']} B)\n")
+        if f.get("party_spend"):
+            worst = max(v["epsilon"] for v in f["party_spend"].values())
+            w(f"  clients' own ledgers: largest spend epsilon {worst:.4g}\n")
     if res.privacy is None:
         w("  privacy: none (non-private run)\n")
     else:

@@ -41,29 +41,75 @@ CASES = [  # (algorithm, loss, privacy level); every layout below
 ]
 
 
-@pytest.mark.parametrize("layout", ["dense", "sparse"])
-def test_per_client_path_equals_vectorized_bit_for_bit(layout):
+def test_per_client_path_equals_vectorized_bit_for_bit(monkeypatch):
     # unequal clients, minibatches smaller and larger than some n_i, L of N participation:
     # each client's numbers depend on (seed, round, client) only, never on its batch-mates
+    import copy
+
+    # the spend report (a PLD per run, ~0.7 s) is not under test here; the noise is
+    monkeypatch.setattr(PrivacyPlan, "summary", lambda self: None)
+
+    part = Participation("fixed", 4)
     for alg, loss_name, level in CASES:
         labels = {"logistic": "binary", "softmax": "classes"}.get(loss_name, "real")
         parts = _unbalanced(labels=labels)
-        xs = []
-        for vectorize in (True, False):
-            loss = {"squared": SquaredLoss, "logistic": LogisticLoss,
-                    "softmax": lambda: SoftmaxLoss(classes=3)}[loss_name]()
-            sh = make_shards(parts, loss, layout)
-            K = 1 if alg == "diht" else 2
-            part = Participation("fixed", 4)
-            plan = None if level is None else PrivacyPlan(
-                level, 5.0, 1e-5, 1.0, rounds=3, local_steps=K, participation=part,
-                counts=sh.counts, batch_size=10)
-            res = run(make_strategy(alg, 4, K), sh, rounds=3, lr=0.02, batch=BatchSchedule(10),
-                      seed=3, participation=part, privacy=plan, vectorize=vectorize)
-            xs.append((res.x, res.uplink_bytes))
-        assert np.array_equal(xs[0][0], xs[1][0]), (alg, layout)
-        assert xs[0][1] == xs[1][1]
-        assert np.count_nonzero(xs[0][0]) > 0
+        K = 1 if alg == "diht" else 2
+        counts = np.array([Z.shape[0] for Z, _ in parts])
+        plan = None if level is None else PrivacyPlan(       # calibrated once, copied fresh
+            level, 5.0, 1e-5, 1.0, rounds=3, local_steps=K, participation=part, counts=counts,
+            batch_size=10)
+        for layout in ("dense", "sparse"):
+            xs = []
+            for vectorize in (True, False):
+                loss = {"squared": SquaredLoss, "logistic": LogisticLoss,
+                        "softmax": lambda: SoftmaxLoss(classes=3)}[loss_name]()
+                sh = make_shards(parts, loss, layout)
+                res = run(make_strategy(alg, 4, K), sh, rounds=3, lr=0.02,
+                          batch=BatchSchedule(10), seed=3, participation=part,
+                          privacy=copy.deepcopy(plan), vectorize=vectorize)
+                xs.append((res.x, res.uplink_bytes))
+            assert np.array_equal(xs[0][0], xs[1][0]), (alg, layout)
+            assert xs[0][1] == xs[1][1]
+            assert np.count_nonzero(xs[0][0]) > 0
+
+
+def test_client_app_side_alone_equals_its_row_of_the_batch_and_keeps_its_own_budget(tmp_path):
+    # the ClientApp's handler without Flower: client 1 of 3 unequal clients (padded to the
+    # federation's n_max) answers a round with the bits of its row of the in-process batch,
+    # charges its own ledger first, and refuses a plan over its own budget
+    from accounting import BudgetExceeded, read_ledger
+    from vflpriv.flower.sparse import SparseSide, party_configs, public_setup
+    from vflpriv.sparse import wire
+    from vflpriv.sparse.runtime import client_generators, client_replies
+
+    parts = _unbalanced(N=3)
+    sh = make_shards(parts, SquaredLoss(), "dense")
+    strat = make_strategy("fediterht", 4, 2)
+    strat.lr = 0.02
+    batch, part = BatchSchedule(10), Participation("full")
+    priv = {"level": "record", "epsilon": 4.0, "delta": 1e-5, "clip": 1.0, "accountant": "rdp"}
+    setup = json.loads(json.dumps(public_setup(sh, strat, batch=batch, loss="squared", l2=0.0,
+                                               rounds=3, participation=part, privacy=priv)))
+    led = [str(tmp_path / f"tight{i}.jsonl") for i in range(3)]
+    tight = party_configs(parts, str(tmp_path), privacy=dict(priv, party_budget=(1.0, 1e-5)),
+                          ledgers=led, seed=5)
+    with pytest.raises(BudgetExceeded):
+        SparseSide(tight[1], setup).handle("setup", b"", 0)
+    led = [str(tmp_path / f"ok{i}.jsonl") for i in range(3)]
+    cfgs = party_configs(parts, str(tmp_path), privacy=dict(priv, party_budget=(4.0, 1e-5)),
+                         ledgers=led, seed=5)
+    side = SparseSide(cfgs[1], setup)
+    assert side.handle("setup", b"", 0) == ("ok", b"")
+    start = np.zeros(sh.d)
+    start[[1, 5, 7]] = [0.5, -1.0, 2.0]
+    kind, reply = side.handle("round", wire.encode(start), 1)       # Flower round 1 = round 0
+    assert kind == "update" and len(read_ledger(led[1]).records) == 1
+    plan = PrivacyPlan("record", 4.0, 1e-5, 1.0, rounds=3, local_steps=2, participation=part,
+                       counts=sh.counts, batch_size=10)
+    plan.charged_steps = 2
+    V = client_replies(strat, sh, np.arange(3), 0, start, lr=0.02, batch=10,
+                       rngs=client_generators(5, 0, range(3)), privacy=plan)
+    assert np.array_equal(wire.decode(reply), V[1])
 
 
 def _same_run(a, b):
@@ -113,3 +159,44 @@ def test_100_clients_record_level_dp_on_flower_sim_same_model_and_spend(tmp_path
     assert len(spend) == 100 and all(v["releases"] == 2 for v in spend.values())
     rdp = b.privacy["epsilon_spent"]["rdp"]
     assert all(math.isclose(v["epsilon"], rdp) for v in spend.values()) and rdp <= 3.0 + 1e-9
+
+
+def test_cli_client_level_fedgradmp_on_flower_sim_matches_inprocess(tmp_path, capsys):
+    # client-level DP with Poisson participation: each ClientApp clips its update, the
+    # ServerApp adds the noise to the aggregate; the JSON gains the flower section
+    from vflpriv.cli.main import main
+
+    argv = ["sparse", "--algorithm", "fedgradmp", "--data", SPEC, "--clients", "6", "--rounds",
+            "3", "--local-steps", "2", "--tau", "5", "--batch-size", "12", "--seed", "2",
+            "--participation", "poisson:0.7", "--epsilon", "8", "--delta", "1e-5", "--privacy",
+            "client", "--clip", "2", "--quiet"]
+    out = {}
+    for backend in ("inprocess", "flower-sim"):
+        path = tmp_path / f"{backend}.json"
+        assert main(argv + ["--backend", backend, "--json", str(path)]) == 0
+        out[backend] = json.loads(path.read_text())
+    a, b = out["inprocess"], out["flower-sim"]
+    for key in ("objective", "relative_error", "participants", "uplink_bytes_per_client",
+                "epsilon_spent", "model_nnz"):
+        assert a[key] == b[key], key
+    assert "flower" not in a and b["backend"] == "flower-sim"
+    f = b["flower"]
+    assert f["uplink_inprocess_bytes"] == f["uplink_wire_bytes_sent"] == sum(a["uplink_bytes"])
+    assert f["uplink_flower_bytes"] > f["uplink_inprocess_bytes"]
+    assert "flower-sim: uplink" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["--backend", "flwr"], "--backend"),
+    (["--backend", "flower-sim", "--connect-timeout", "0"], "--connect-timeout"),
+    (["--backend", "flower-sim", "--connect-timeout", "nan"], "--connect-timeout"),
+])
+def test_cli_bad_backend_input_is_one_line_exit_2(capsys, extra, needle):
+    from vflpriv.cli.main import main
+
+    try:
+        code = main(["sparse", "--data", SPEC, "--rounds", "2", "--quiet", *extra])
+    except SystemExit as exc:          # argparse's choices
+        code = exc.code
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and needle in err, err

@@ -263,6 +263,38 @@ def party_configs(parts, run_dir, *, privacy, ledgers=None, seed=None) -> list:
     return cfgs
 
 
+def public_setup(shards, strategy, *, batch, loss, l2, rounds, participation, privacy=None,
+                 strategy_kw=None, run_id=None) -> dict:
+    """What every client is told at setup (JSON): the method and its settings, the step size
+    (``strategy.lr``), the batch schedule, the public shape of the federation (d, the padded
+    length n_max: the clients' sizes are public, see :mod:`vflpriv.sparse.privacy`) and, in a
+    private run, the clip and the noise multiplier of each record sample rate (calibrated here
+    exactly as the server's :class:`~vflpriv.sparse.privacy.PrivacyPlan` calibrates them)."""
+    from ..sparse.shards import DenseShards
+
+    priv_public = None
+    if privacy is not None:
+        from ..sparse.privacy import PrivacyPlan
+
+        plan = PrivacyPlan(privacy["level"], privacy["epsilon"], privacy["delta"],
+                           privacy["clip"], rounds=rounds, local_steps=strategy.local_steps,
+                           participation=participation, counts=shards.counts,
+                           batch_size=batch.size, accountant=privacy["accountant"])
+        priv_public = {"level": plan.level, "clip": plan.clip}
+        if plan.level == "record":
+            priv_public["rates"] = [[float(q), float(z)] for q, z in plan.z.items()]
+    lr = strategy.lr
+    return {"family": "sparse", "algorithm": strategy.name, "tau": strategy.tau,
+            "local_steps": strategy.local_steps, "strategy_kw": dict(strategy_kw or {}),
+            "loss": loss, "l2": float(l2), "classes": getattr(shards.loss, "classes", None),
+            "lr": None if lr is None else float(lr), "blocks": int(strategy.blocks),
+            "batch_size": batch.size, "batch_growth": float(batch.growth),
+            "layout": "dense" if isinstance(shards, DenseShards) else "sparse",
+            "n_max": int(shards.n_max), "features": int(shards.features), "d": int(shards.d),
+            "privacy": priv_public, "rounds": int(rounds), "run_id": run_id,
+            "accountant": None if privacy is None else privacy["accountant"]}
+
+
 class _Summary:
     """The ServerApp's privacy summary where :func:`~vflpriv.sparse.runtime.finish` expects a
     plan."""
@@ -293,7 +325,6 @@ def run(backend, parts, shards, strategy, *, rounds, participation, batch, lr, w
     import uuid
 
     from ..sparse.runtime import Metrics, client_weights, default_lr, finish
-    from ..sparse.shards import DenseShards
     from . import FlowerOptions, check_backend, require_flwr
     from .link import PartyLost, PartyRefused
 
@@ -310,29 +341,10 @@ def run(backend, parts, shards, strategy, *, rounds, participation, batch, lr, w
     if lr is not None and not (lr > 0 and math.isfinite(lr)):
         raise InputError(f"--lr must be a positive finite number, got {lr!r}")
     strategy.lr, strategy.blocks = lr, getattr(shards, "c", 1)
-    priv_public = None
     run_id = uuid.uuid4().hex
-    if privacy is not None:
-        from ..sparse.privacy import PrivacyPlan
-
-        # calibrated here (no ledger) only to tell the clients their noise multipliers
-        plan = PrivacyPlan(privacy["level"], privacy["epsilon"], privacy["delta"],
-                           privacy["clip"], rounds=rounds, local_steps=strategy.local_steps,
-                           participation=participation, counts=shards.counts,
-                           batch_size=batch.size, accountant=privacy["accountant"])
-        priv_public = {"level": plan.level, "clip": plan.clip}
-        if plan.level == "record":
-            priv_public["rates"] = [[float(q), float(z)] for q, z in plan.z.items()]
-    loss_obj = shards.loss
-    setup = {"family": "sparse", "algorithm": strategy.name, "tau": strategy.tau,
-             "local_steps": strategy.local_steps, "strategy_kw": dict(strategy_kw or {}),
-             "loss": loss, "l2": float(l2), "classes": getattr(loss_obj, "classes", None),
-             "lr": None if lr is None else float(lr), "blocks": int(strategy.blocks),
-             "batch_size": batch.size, "batch_growth": float(batch.growth),
-             "layout": "dense" if isinstance(shards, DenseShards) else "sparse",
-             "n_max": int(shards.n_max), "features": int(shards.features), "d": int(shards.d),
-             "privacy": priv_public, "rounds": int(rounds), "run_id": run_id,
-             "accountant": None if privacy is None else privacy["accountant"]}
+    setup = public_setup(shards, strategy, batch=batch, loss=loss, l2=l2, rounds=rounds,
+                         participation=participation, privacy=privacy, strategy_kw=strategy_kw,
+                         run_id=run_id)
     own_dir = not options.run_dir
     run_dir = options.run_dir or tempfile.mkdtemp(prefix="vflpriv-sparse-")
     os.makedirs(run_dir, exist_ok=True)
@@ -420,4 +432,4 @@ def _party_spend(ledgers, privacy):
     return out
 
 
-__all__ = ["SparseSide", "FlowerClients", "serve", "run", "party_configs"]
+__all__ = ["SparseSide", "FlowerClients", "serve", "run", "party_configs", "public_setup"]

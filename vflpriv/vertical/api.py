@@ -382,9 +382,7 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
                                        led, budget, accountant, epsilon, delta,
                                        None if seed is None else _seeds(noise_seed)[2], callback)
         if private:
-            # The ServerApp appended this run's records through its own Ledger object; read
-            # them back through a fresh one (this object would take them for a concurrent run).
-            led = Ledger(led.path, run_id=led.run_id)
+            led = flower_info.pop("ledger")
             budget = BudgetFilter(led, budget.epsilon, budget.delta, accountant=accountant)
     else:
         res = run_vertical(data, loss, float(eta), T,
@@ -476,6 +474,21 @@ def _replay_objective(data, loss, r, eta):
     return out
 
 
+def _read_back(led, temporary):
+    """The ServerApp appended this run's records through its own Ledger object: read them back
+    through a fresh one (this object would take them for a concurrent run's).  A ledger that
+    lived only in the run's temporary directory (no ``ledger`` given) becomes a memory ledger."""
+    if led is None:
+        return None
+    fresh = Ledger(led.path, run_id=led.run_id)
+    if not temporary:
+        return fresh
+    mem = P.MemoryLedger(budget=fresh.budget, run_id=led.run_id)
+    for r in fresh.records:
+        mem.append(r.event, party=r.party, round=r.round, note=r.note)
+    return mem
+
+
 def _flower_run_dir(flower):
     import tempfile
 
@@ -498,6 +511,7 @@ def _run_flower(backend, flower, run_dir, data, loss, eta, T, private, server_kw
 
     own_dir = not flower.run_dir            # a temporary directory of ours: removed at the end
     run_dir = run_dir or _flower_run_dir(flower)
+    ledger_in_run_dir = led is not None and os.path.dirname(led.path) == run_dir
     party_ledgers = None
     if private:
         party_ledgers = list(flower.party_ledgers) if flower.party_ledgers else \
@@ -517,21 +531,23 @@ def _run_flower(backend, flower, run_dir, data, loss, eta, T, private, server_kw
                            noise_root=noise_root, connect_timeout=flower.connect_timeout,
                            reply_timeout=flower.reply_timeout, progress=progress,
                            quiet=flower.quiet)
+        if private:
+            from accounting import Ledger as _L
+
+            info["party_spend"] = {}
+            for k, path in enumerate(party_ledgers):
+                if os.path.exists(path):
+                    pl = _L(path)
+                    ev = pl.event()
+                    info["party_spend"][str(k)] = {
+                        "ledger": None if own_dir and ledger_in_run_dir else path,
+                        "releases": len(pl.records),
+                        "epsilon": 0.0 if ev is None else float(
+                            budget.accountant.epsilon(ev, delta))}
+        info["ledger"] = _read_back(led, own_dir and ledger_in_run_dir)
     finally:
         if own_dir:
             shutil.rmtree(run_dir, ignore_errors=True)
-    if private:
-        from accounting import Ledger as _L
-
-        info["party_spend"] = {}
-        for k, path in enumerate(party_ledgers):
-            if os.path.exists(path):
-                pl = _L(path)
-                ev = pl.event()
-                info["party_spend"][str(k)] = {
-                    "ledger": path, "releases": len(pl.records),
-                    "epsilon": 0.0 if ev is None else float(
-                        budget.accountant.epsilon(ev, delta))}
     err = info["error"]
     if err is not None:
         cls = PartyRefused if err["kind"] == "PartyRefused" else PartyLost

@@ -16,7 +16,8 @@ import os
 import pickle
 
 # family -> (module, serve function, client side class)
-FAMILIES = {"vertical": ("vflpriv.flower.vertical", "serve", "VerticalSide")}
+FAMILIES = {"vertical": ("vflpriv.flower.vertical", "serve", "VerticalSide"),
+            "secure": ("vflpriv.flower.secure", "serve", "SecureSide")}
 
 
 def register(family, module, serve="serve", side="ClientSide"):

@@ -214,9 +214,9 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
 
     check_backend(backend)
     if backend != "inprocess":
-        if algorithm not in ("dp-bcfw", "bcfw", "dfw"):
+        if algorithm not in ("dp-bcfw", "bcfw", "dfw", "dp-bcfw-secure"):
             raise InputError(f"--backend {backend} runs the federated vertical methods (dp-bcfw, "
-                             f"bcfw, dfw); {algorithm!r} runs in process only")
+                             f"bcfw, dfw, dp-bcfw-secure); {algorithm!r} runs in process only")
         if checkpoint is not None or resume:
             raise InputError(f"checkpoints are for the in-process backend, not {backend!r} "
                              "(each party's ledger keeps what was spent; see docs/flower.md)")
@@ -269,7 +269,8 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
                             accountant=accountant, ledger=ledger, seed=seed, reference=reference,
                             callback=callback, report_accountants=report_accountants,
                             derivative_clip=derivative_clip, checkpoint=checkpoint,
-                            row_clip=row_clip, max_features=max_features)
+                            row_clip=row_clip, max_features=max_features, backend=backend,
+                            flower=flower)
     if algorithm in ("fw", "dpfw"):
         if checkpoint is not None:
             raise InputError(f"checkpoints are for the vertical algorithms (dp-bcfw, bcfw, dfw), "
@@ -499,7 +500,7 @@ def _flower_run_dir(flower):
 
 
 def _run_flower(backend, flower, run_dir, data, loss, eta, T, private, server_kwargs, led,
-                budget, accountant, epsilon, delta, noise_root, callback):
+                budget, accountant, epsilon, delta, noise_root, callback, runner=None):
     """One vertical run on a Flower backend; returns ``(RunResult, flower info)``.  A party
     lost or refusing mid-run raises :class:`~vflpriv.flower.link.PartyLost` /
     ``PartyRefused`` after the run's ledgers were closed (they stay valid: every record in
@@ -521,8 +522,10 @@ def _run_flower(backend, flower, run_dir, data, loss, eta, T, private, server_kw
     progress = None if callback is None else (lambda t: callback(t - 1, float("nan")))
     t0 = time.perf_counter()
     try:
-        res, info = FV.run(backend, data, loss, eta, T, server_kwargs=server_kwargs,
-                           private=private, run_dir=run_dir,
+        if runner is None:
+            def runner(**kw):
+                return FV.run(backend, data, loss, eta, T, server_kwargs=server_kwargs, **kw)
+        res, info = runner(private=private, run_dir=run_dir,
                            ledger=None if led is None else led.path,
                            budget=None if budget is None else (budget.epsilon, budget.delta),
                            accountant=accountant, run_id=None if led is None else led.run_id,

@@ -342,7 +342,8 @@ def run_secure(data, *, eta, iterations, frac, private, noise_plan=None, budget_
                        "clips": None if clips is None else [float(c) for c in clips],
                        "plan": None if not private else
                        [noise_plan.noise, noise_plan.index_scale,
-                        noise_plan.details["sens_index"], noise_plan.feature_sigma]})
+                        noise_plan.details["sens_index"], noise_plan.feature_sigma,
+                        noise_plan.details["sens_feature"]]})
     else:
         party_seeds = noise_ss.spawn(K)
         parties = [SecureParty(k, data.block(k), data.y, eta, frac=frac, private=private,

@@ -126,10 +126,21 @@ def test_deployment_equals_inprocess_then_a_killed_party_is_reported(tmp_path):
     # ledgers: valid, each release once; the server charged round 2's selections before asking
     srv = read_ledger(srv_ledger).records
     assert [r.round for r in srv if r.note == "signed index"] == [0, 1, 2]
+    counts = []
     for k in range(3):
         recs = read_ledger(ledgers[k]).records
         rounds = [r.round for r in recs if r.note == "signed index"]
         assert rounds == sorted(set(rounds)) and rounds[:2] == [0, 1]
+        counts.append(len(recs))
+    # restart: the same ledgers carry what the lost run spent; a new 4-round run no longer fits
+    # and is refused before any release (nothing is charged twice, nothing new is charged)
+    from accounting import BudgetExceeded
+
+    with pytest.raises(BudgetExceeded, match="before its first release"):
+        solve(data, ledger=srv_ledger, iterations=4, seed=9, backend="flower-sim",
+              flower=FlowerOptions(party_ledgers=tuple(ledgers)), **PRIVATE)
+    assert len(read_ledger(srv_ledger).records) == len(srv)
+    assert [len(read_ledger(p).records) for p in ledgers] == counts
 
 
 def _clip(plan):

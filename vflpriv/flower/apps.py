@@ -17,6 +17,7 @@ import pickle
 
 # family -> (module, serve function, client side class)
 FAMILIES = {"vertical": ("vflpriv.flower.vertical", "serve", "VerticalSide"),
+            "secure": ("vflpriv.flower.secure", "serve", "SecureSide"),
             "sparse": ("vflpriv.flower.sparse", "serve", "SparseSide")}
 
 

@@ -200,3 +200,21 @@ def test_cli_bad_backend_input_is_one_line_exit_2(capsys, extra, needle):
         code = exc.code
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and needle in err, err
+
+
+def test_sparse_flower_module_needs_no_flower_to_import_and_cli_says_what_to_install(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import sys, vflpriv.flower.sparse, vflpriv.sparse.api, vflpriv.cli.sparse; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('flwr', 'ray')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    ledger = tmp_path / "run.ledger"
+    code = ("import sys; sys.modules['flwr'] = None; from vflpriv.cli.main import main; "
+            "sys.exit(main(sys.argv[1:]))")
+    out = subprocess.run([sys.executable, "-c", code, "sparse", "--data", SPEC, "--rounds", "2",
+                          "--epsilon", "2", "--delta", "1e-5", "--lr", "0.01", "--backend",
+                          "flower-sim", "--ledger", str(ledger)], capture_output=True, text=True)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "flwr[simulation]" in out.stderr and not ledger.exists()

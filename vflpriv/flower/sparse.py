@@ -130,9 +130,11 @@ class SparseSide(ClientSide):
         if self.budget is not None:       # charged (durably) before any of its noise is drawn
             self.budget.charge(self.event, party=f"client-{self.i}", round=t,
                                note=f"{self.setup['local_steps']} DP-SGD step(s)")
+        import struct
+
         try:
             start = wire.decode(frame)
-        except (ValueError, Exception) as exc:
+        except (ValueError, struct.error) as exc:
             raise Refused(f"client {self.i}: bad broadcast at round {t}: {exc}") from None
         if start.shape[0] != self.shards.d:
             raise Refused(f"client {self.i}: broadcast of length {start.shape[0]}, model has "

@@ -48,6 +48,7 @@ class RunResult:
     deployment: bool = False
     ledger: str | None = None
     client_states: list = field(default_factory=list)   # the strategy's per-client state
+    flower: dict | None = None         # Flower backends: bytes per client, client ledgers, stops
 
     @property
     def accuracy(self) -> float:
@@ -57,12 +58,27 @@ class RunResult:
 def run(strategy, data, model_fn, *, rounds: int, participation: float = 1.0,
         local: LocalConfig | None = None, sampler: str = "feddyn", epsilon: float = math.inf,
         delta: float = 1e-5, clip: float = 1.0, accountant: str = "rdp", ledger=None,
-        seed: int | None = None, threads: int = 1, progress=None) -> RunResult:
+        seed: int | None = None, threads: int = 1, progress=None, backend: str = "inprocess",
+        flower=None) -> RunResult:
     """Train with ``strategy`` on ``data`` (:class:`~vflpriv.horizontal.partition.FederatedData`);
-    ``model_fn()`` builds the torch model.  ``progress(t)`` is called after every round."""
+    ``model_fn()`` builds the torch model.  ``progress(t)`` is called after every round.
+
+    ``backend``: "inprocess" (default), "flower-sim" or "flower" (:mod:`vflpriv.flower.horizontal`:
+    the clients as Flower ClientApps, each with its own shard, ledger and budget; ``flower`` a
+    :class:`vflpriv.flower.FlowerOptions`).  A seeded run gives the same model on every backend."""
     if sampler not in SAMPLERS:
         raise ValueError(f"sampler must be one of {', '.join(SAMPLERS)}, got {sampler!r}")
     local = local or LocalConfig()
+    if backend != "inprocess":
+        from ..flower import check_backend
+        from ..flower.horizontal import run as run_flower
+
+        check_backend(backend)
+        return run_flower(backend, strategy, data, model_fn, rounds=rounds,
+                          participation=participation, local=local, sampler=sampler,
+                          epsilon=epsilon, delta=delta, clip=clip, accountant=accountant,
+                          ledger=ledger, seed=seed, threads=threads, progress=progress,
+                          flower=flower)
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:

@@ -200,5 +200,6 @@ def fit(est, clients, n_classes=None, image_shape=None, progress=None):
     vars(est).update(out["fitted"])
     if private:
         est.epsilon_spent_ = info["epsilon_spent"]
+    info["stopped"] = [k for k, r in enumerate(est.stopped_round_) if r is not None]
     est.flower_ = info
     return est

@@ -77,7 +77,6 @@ class FedP3Side(ClientSide):
                             steps)
 
     def handle(self, kind, frame, round):
-        import numpy as np
         import torch
 
         self.key = client_key(self.cfg, self.key)

@@ -123,3 +123,12 @@ def test_bad_backend_is_one_line_exit_2(capsys):
     assert len(err) == 2 and all("--backend" in line for line in err)
     with pytest.raises(Exception, match="--backend must be one of"):
         run(FedAvg(), None, None, rounds=1, backend="grpc")
+
+
+def test_without_flower_the_backends_say_what_to_install(monkeypatch, capsys):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "flwr", None)          # import flwr -> ImportError
+    assert main(["fedp3", "--backend", "flower-sim", "--rounds", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pip install" in err[0] and "flwr" in err[0]

@@ -383,8 +383,10 @@ def launch(backend, spec, shards, *, private, epsilon, delta, accountant, ledger
         if flower.party_ledgers:
             ledgers = [str(p) for p in flower.party_ledgers]
         else:
-            base = str(ledger) if ledger is not None and not hasattr(ledger, "path") else \
-                getattr(ledger, "path", None) or os.path.join(run_dir, "ledger")
+            # beside the run's ledger; without one, in a directory of their own that outlives
+            # the run (as the in-process temporary ledger does)
+            base = getattr(ledger, "path", ledger) or os.path.join(
+                tempfile.mkdtemp(prefix="vflpriv-client-ledgers-"), "ledger")
             ledgers = [f"{base}.client{k}" for k in range(K)]
         if len(ledgers) != K:
             raise InputError(f"party_ledgers names {len(ledgers)} files for {K} clients")

@@ -132,3 +132,18 @@ def test_without_flower_the_backends_say_what_to_install(monkeypatch, capsys):
     assert main(["fedp3", "--backend", "flower-sim", "--rounds", "1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "pip install" in err[0] and "flwr" in err[0]
+
+
+def test_clients_rebuild_the_same_model_from_its_description():
+    from vflpriv.flower.horizontal import build_net, describe_model
+    from vflpriv.horizontal.models import build_model
+
+    for make in (lambda: build_model("cnn", 64, 10, (1, 8, 8)), lambda: build_model("mlp", 64, 10),
+                 lambda: MLP(64, 10, (5,), bias=False)):
+        torch.manual_seed(3)
+        a = make()
+        torch.manual_seed(3)
+        b = build_net(json.loads(json.dumps(describe_model(a))))
+        assert type(a) is type(b)
+        sa, sb = a.state_dict(), b.state_dict()
+        assert list(sa) == list(sb) and all(torch.equal(sa[k], sb[k]) for k in sa)

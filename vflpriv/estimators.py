@@ -31,6 +31,9 @@ beforehand if its offset may exceed that.
 ``random_state=None`` draws noise, sketch and sampling from OS entropy; an integer makes the fit
 reproducible and marks it not for deployment (``solution_.deployment`` is False).
 
+``backend="flower-sim"`` or ``"flower"`` runs the parties as Flower ClientApps (docs/flower.md);
+a seeded fit gives the same ``coef_`` and spend as ``"inprocess"`` (the default).
+
 Fitted attributes: ``coef_``, ``intercept_``, ``n_features_in_``, ``feature_names_in_`` (DataFrame
 input), ``history_`` (objective after each iteration, computed on the training data: a diagnostic,
 not a DP release; so is the divergence warning), ``bytes_``, ``privacy_`` (the accountant's report;
@@ -69,7 +72,7 @@ class _VerticalBase(BaseEstimator):
                  sketch="identity", sketch_dim=None, calibration="accountant", split=0.5,
                  feature_bound=None, label_bound=None, accountant="rdp", ledger=None,
                  derivative_clip=None, row_clip=None, max_features=10, fit_intercept=False,
-                 random_state=None):
+                 random_state=None, backend="inprocess"):
         self.parties = parties
         self.partition = partition
         self.eta = eta
@@ -92,6 +95,7 @@ class _VerticalBase(BaseEstimator):
         self.max_features = max_features
         self.fit_intercept = fit_intercept
         self.random_state = random_state
+        self.backend = backend
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -193,7 +197,7 @@ class _VerticalBase(BaseEstimator):
                         label_bound=self.label_bound, accountant=self.accountant,
                         ledger=self.ledger, seed=self.random_state,
                         derivative_clip=self.derivative_clip, row_clip=self.row_clip,
-                        max_features=self.max_features)
+                        max_features=self.max_features, backend=self.backend)
         self.coef_ = np.asarray(sol.x, dtype=float)
         self.intercept_ = 0.0
         if const is not None:

@@ -12,6 +12,7 @@ TARGETS = {
     "bcfw": "vertical engine: DP-BCFW-AS speed/memory (rcv1-sized), uplink compression, utility vs n, calibration",
     "utility": "vertical privacy-utility frontier: dp-bcfw, dp-bcfw-secure, dpfw over epsilon and n, with a plot",
     "kernels": "kernels: fused noisy argmax and seeded sketches; compiled vs numpy reference, scikit-learn, scipy",
+    "transport": "seconds and bytes per round: in-process vs Flower simulation vs a loopback Flower deployment",
     "sparse": "horizontal sparse methods: rounds/s at 100 clients, d=1000 dense and d=100000 sparse; vs a per-client loop",
 }
 

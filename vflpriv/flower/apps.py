@@ -16,9 +16,10 @@ import os
 import pickle
 
 # family -> (module, serve function, client side class)
-FAMILIES = {"vertical": ("vflpriv.flower.vertical", "serve", "VerticalSide")}
-FAMILIES["horizontal"] = ("vflpriv.flower.horizontal", "serve", "StrategySide")
-FAMILIES["fedp3"] = ("vflpriv.flower.fedp3", "serve", "FedP3Side")
+FAMILIES = {"vertical": ("vflpriv.flower.vertical", "serve", "VerticalSide"),
+            "secure": ("vflpriv.flower.secure", "serve", "SecureSide"),
+            "horizontal": ("vflpriv.flower.horizontal", "serve", "StrategySide"),
+            "fedp3": ("vflpriv.flower.fedp3", "serve", "FedP3Side")}
 
 
 def register(family, module, serve="serve", side="ClientSide"):

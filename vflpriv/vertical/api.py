@@ -214,9 +214,9 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
 
     check_backend(backend)
     if backend != "inprocess":
-        if algorithm not in ("dp-bcfw", "bcfw", "dfw"):
+        if algorithm not in ("dp-bcfw", "bcfw", "dfw", "dp-bcfw-secure"):
             raise InputError(f"--backend {backend} runs the federated vertical methods (dp-bcfw, "
-                             f"bcfw, dfw); {algorithm!r} runs in process only")
+                             f"bcfw, dfw, dp-bcfw-secure); {algorithm!r} runs in process only")
         if checkpoint is not None or resume:
             raise InputError(f"checkpoints are for the in-process backend, not {backend!r} "
                              "(each party's ledger keeps what was spent; see docs/flower.md)")
@@ -269,7 +269,8 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
                             accountant=accountant, ledger=ledger, seed=seed, reference=reference,
                             callback=callback, report_accountants=report_accountants,
                             derivative_clip=derivative_clip, checkpoint=checkpoint,
-                            row_clip=row_clip, max_features=max_features)
+                            row_clip=row_clip, max_features=max_features, backend=backend,
+                            flower=flower)
     if algorithm in ("fw", "dpfw"):
         if checkpoint is not None:
             raise InputError(f"checkpoints are for the vertical algorithms (dp-bcfw, bcfw, dfw), "
@@ -382,9 +383,7 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
                                        led, budget, accountant, epsilon, delta,
                                        None if seed is None else _seeds(noise_seed)[2], callback)
         if private:
-            # The ServerApp appended this run's records through its own Ledger object; read
-            # them back through a fresh one (this object would take them for a concurrent run).
-            led = Ledger(led.path, run_id=led.run_id)
+            led = flower_info.pop("ledger")
             budget = BudgetFilter(led, budget.epsilon, budget.delta, accountant=accountant)
     else:
         res = run_vertical(data, loss, float(eta), T,
@@ -476,6 +475,21 @@ def _replay_objective(data, loss, r, eta):
     return out
 
 
+def _read_back(led, temporary):
+    """The ServerApp appended this run's records through its own Ledger object: read them back
+    through a fresh one (this object would take them for a concurrent run's).  A ledger that
+    lived only in the run's temporary directory (no ``ledger`` given) becomes a memory ledger."""
+    if led is None:
+        return None
+    fresh = Ledger(led.path, run_id=led.run_id)
+    if not temporary:
+        return fresh
+    mem = P.MemoryLedger(budget=fresh.budget, run_id=led.run_id)
+    for r in fresh.records:
+        mem.append(r.event, party=r.party, round=r.round, note=r.note)
+    return mem
+
+
 def _flower_run_dir(flower):
     import tempfile
 
@@ -486,7 +500,7 @@ def _flower_run_dir(flower):
 
 
 def _run_flower(backend, flower, run_dir, data, loss, eta, T, private, server_kwargs, led,
-                budget, accountant, epsilon, delta, noise_root, callback):
+                budget, accountant, epsilon, delta, noise_root, callback, runner=None):
     """One vertical run on a Flower backend; returns ``(RunResult, flower info)``.  A party
     lost or refusing mid-run raises :class:`~vflpriv.flower.link.PartyLost` /
     ``PartyRefused`` after the run's ledgers were closed (they stay valid: every record in
@@ -498,6 +512,7 @@ def _run_flower(backend, flower, run_dir, data, loss, eta, T, private, server_kw
 
     own_dir = not flower.run_dir            # a temporary directory of ours: removed at the end
     run_dir = run_dir or _flower_run_dir(flower)
+    ledger_in_run_dir = led is not None and os.path.dirname(led.path) == run_dir
     party_ledgers = None
     if private:
         party_ledgers = list(flower.party_ledgers) if flower.party_ledgers else \
@@ -507,8 +522,10 @@ def _run_flower(backend, flower, run_dir, data, loss, eta, T, private, server_kw
     progress = None if callback is None else (lambda t: callback(t - 1, float("nan")))
     t0 = time.perf_counter()
     try:
-        res, info = FV.run(backend, data, loss, eta, T, server_kwargs=server_kwargs,
-                           private=private, run_dir=run_dir,
+        if runner is None:
+            def runner(**kw):
+                return FV.run(backend, data, loss, eta, T, server_kwargs=server_kwargs, **kw)
+        res, info = runner(private=private, run_dir=run_dir,
                            ledger=None if led is None else led.path,
                            budget=None if budget is None else (budget.epsilon, budget.delta),
                            accountant=accountant, run_id=None if led is None else led.run_id,
@@ -517,21 +534,23 @@ def _run_flower(backend, flower, run_dir, data, loss, eta, T, private, server_kw
                            noise_root=noise_root, connect_timeout=flower.connect_timeout,
                            reply_timeout=flower.reply_timeout, progress=progress,
                            quiet=flower.quiet)
+        if private:
+            from accounting import Ledger as _L
+
+            info["party_spend"] = {}
+            for k, path in enumerate(party_ledgers):
+                if os.path.exists(path):
+                    pl = _L(path)
+                    ev = pl.event()
+                    info["party_spend"][str(k)] = {
+                        "ledger": None if own_dir and ledger_in_run_dir else path,
+                        "releases": len(pl.records),
+                        "epsilon": 0.0 if ev is None else float(
+                            budget.accountant.epsilon(ev, delta))}
+        info["ledger"] = _read_back(led, own_dir and ledger_in_run_dir)
     finally:
         if own_dir:
             shutil.rmtree(run_dir, ignore_errors=True)
-    if private:
-        from accounting import Ledger as _L
-
-        info["party_spend"] = {}
-        for k, path in enumerate(party_ledgers):
-            if os.path.exists(path):
-                pl = _L(path)
-                ev = pl.event()
-                info["party_spend"][str(k)] = {
-                    "ledger": path, "releases": len(pl.records),
-                    "epsilon": 0.0 if ev is None else float(
-                        budget.accountant.epsilon(ev, delta))}
     err = info["error"]
     if err is not None:
         cls = PartyRefused if err["kind"] == "PartyRefused" else PartyLost

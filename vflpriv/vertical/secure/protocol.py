@@ -234,10 +234,95 @@ class SecureResult:
     extra: dict = field(default_factory=dict)
 
 
+class LocalParties:
+    """The parties as objects in this process, every message framed by the :class:`Network`.
+    :func:`run_secure` talks to parties only through these five steps, so a remote version
+    (``vflpriv.flower.secure``) runs the same protocol over Flower."""
+
+    def __init__(self, parties):
+        self.parties, self.net = parties, Network()
+        self.meter = self.net.meter
+
+    @property
+    def peer_bytes(self):
+        return self.net.peer_bytes
+
+    def setup(self, msgs):
+        for p in self.parties:
+            p.setup(self.net.down(p.k, msgs[p.k], 0))
+
+    def offline(self):
+        """Every party sends its masked block to every other party."""
+        parties, net = self.parties, self.net
+        for p in parties:
+            for row, block in p.masked_blocks():
+                others = [q for q in parties if q.k != p.k]
+                msgs = net.peer(p.k, [q.k for q in others], SM.MaskedBlock(row, block), 0)
+                for q, m in zip(others, msgs):
+                    q.receive_block(p.k, m)
+
+    def select(self, prev, t):
+        picks = []
+        for p in self.parties:
+            msg = self.net.down(p.k, SM.Selections(prev), t)
+            if t > 0:
+                p.apply(msg, 2.0 / (t + 1.0))
+            p.charge_selections(t)
+            s = self.net.up(p.k, p.select(), t).signed_index
+            picks.append((abs(s) - 1, 1 if s > 0 else -1))
+        return picks
+
+    def new_features(self, holders, t):
+        for p in self.parties:
+            p.charge_features(self.net.down(p.k, SM.NewFeatures(holders), t), t)
+
+    def product(self, l, i, to_holder, to_peer, t):
+        """Party l's feature i times every other party's block, under the Beaver product."""
+        net, others = self.net, sorted(to_holder)
+        holder = self.parties[l]
+        triples = {k: net.down(l, to_holder[k], t) for k in others}
+        z, shares = holder.holder_messages(i, triples)
+        zs = net.peer(l, others, z, t)
+        for k, zk in zip(others, zs):
+            tp = net.down(k, to_peer[k], t)
+            res = net.peer(l, [k], shares[k], t)[0]
+            self.parties[k].peer_output(zk, tp, res)
+
+    def ledgers(self):
+        return [None if p.budget is None else p.budget.ledger for p in self.parties]
+
+
+class Evaluation:
+    """f(x^t) = ||A x - y||^2 / 2n on the data as given, from the rounds' picks (evaluation only:
+    the server of a deployment never holds A; :func:`replay_objective` recomputes it)."""
+
+    def __init__(self, data):
+        self.data, self.A = data, sp.csc_matrix(data.A)
+        self.u = np.zeros(data.n)
+
+    def advance(self, sel, gamma):
+        self.u *= 1.0 - gamma
+        A = self.A
+        for _, g, step in sel:
+            lo, hi = A.indptr[g], A.indptr[g + 1]
+            self.u[A.indices[lo:hi]] += step * A.data[lo:hi]
+        r = self.u - self.data.y
+        return float(0.5 * np.mean(r * r))
+
+
+def replay_objective(data, eta, selections):
+    """The objective history of a run known by its selections (gamma_t = 2 / (t + 2))."""
+    ev = Evaluation(data)
+    return [ev.advance([(l, g, 2.0 / (t + 2.0) * eta * sign) for l, g, sign in sel],
+                       2.0 / (t + 2.0)) for t, sel in enumerate(selections)]
+
+
 def run_secure(data, *, eta, iterations, frac, private, noise_plan=None, budget_filter=None,
                feature_bound=None, label_bound=None, clips=None, feature_cap=10, seed=None,
-               noise_key=None, callback=None) -> SecureResult:
-    """Run the protocol (module docstring).  ``clips``: per-party row clips C_k (private runs)."""
+               noise_key=None, callback=None, remote=None) -> SecureResult:
+    """Run the protocol (module docstring).  ``clips``: per-party row clips C_k (private runs).
+    ``remote(public)``: parties elsewhere (Flower), returning an object with
+    :class:`LocalParties`' steps; the objective is then left to :func:`replay_objective`."""
     from ..engine import _seeds
     from ..privacy import index_event
     from .privacy import round_feature_event
@@ -248,46 +333,52 @@ def run_secure(data, *, eta, iterations, frac, private, noise_plan=None, budget_
         raise InputError("a private secure run needs a noise plan and a budget filter")
     t_setup = time.perf_counter()
     _, _, noise_ss = _seeds(seed, noise_key)
-    party_seeds = noise_ss.spawn(K)
     keys = KeySource(None if noise_key is not None else seed)
-    net = Network()
-    parties = [SecureParty(k, data.block(k), data.y, eta, frac=frac, private=private,
-                           feature_bound=feature_bound, label_bound=label_bound,
-                           row_clip=None if clips is None else clips[k],
-                           noise=noise_plan.noise if private else None,
-                           index_scale=noise_plan.index_scale if private else 0.0,
-                           sigma=noise_plan.feature_sigma if private else 0.0,
-                           noise_seed=party_seeds[k]) for k in range(K)]
-    if private:
-        from accounting import BudgetFilter
+    sizes = [len(b) for b in data.blocks]
+    if remote is not None:
+        link = remote({"K": K, "n": n, "eta": float(eta), "frac": int(frac),
+                       "feature_cap": int(feature_cap), "private": bool(private),
+                       "feature_bound": feature_bound, "label_bound": label_bound,
+                       "clips": None if clips is None else [float(c) for c in clips],
+                       "plan": None if not private else
+                       [noise_plan.noise, noise_plan.index_scale,
+                        noise_plan.details["sens_index"], noise_plan.feature_sigma,
+                        noise_plan.details["sens_feature"]]})
+    else:
+        party_seeds = noise_ss.spawn(K)
+        parties = [SecureParty(k, data.block(k), data.y, eta, frac=frac, private=private,
+                               feature_bound=feature_bound, label_bound=label_bound,
+                               row_clip=None if clips is None else clips[k],
+                               noise=noise_plan.noise if private else None,
+                               index_scale=noise_plan.index_scale if private else 0.0,
+                               sigma=noise_plan.feature_sigma if private else 0.0,
+                               noise_seed=party_seeds[k]) for k in range(K)]
+        if private:
+            from accounting import BudgetFilter
 
-        from ..privacy import MemoryLedger
+            from ..privacy import MemoryLedger
 
-        bf = budget_filter
-        for p in parties:
-            # each party's own ledger and filter, same budget and accountant as the server's
-            p.budget = BudgetFilter(MemoryLedger(budget={"epsilon": bf.epsilon,
-                                                         "delta": bf.delta}),
-                                    bf.epsilon, bf.delta, accountant=bf.accountant.name)
-            p.plan = (noise_plan.noise, noise_plan.index_scale, noise_plan.details["sens_index"],
-                      noise_plan.feature_sigma, float(feature_bound), clips)
-    dealer = Dealer(keys, [p.p for p in parties], n, CHUNK_ROWS)
-    for p in parties:
-        p.setup(net.down(p.k, SM.SecureSetup(frac, feature_cap, K, n, dealer.mask_keys[p.k]), 0))
-    # offline phase: every party sends its masked block to every other party
-    for p in parties:
-        for row, block in p.masked_blocks():
-            msgs = net.peer(p.k, [q.k for q in parties if q.k != p.k], SM.MaskedBlock(row, block), 0)
-            for q, m in zip([q for q in parties if q.k != p.k], msgs):
-                q.receive_block(p.k, m)
+            bf = budget_filter
+            for p in parties:
+                # each party's own ledger and filter, same budget and accountant as the server's
+                p.budget = BudgetFilter(MemoryLedger(budget={"epsilon": bf.epsilon,
+                                                             "delta": bf.delta}),
+                                        bf.epsilon, bf.delta, accountant=bf.accountant.name)
+                p.plan = (noise_plan.noise, noise_plan.index_scale,
+                          noise_plan.details["sens_index"], noise_plan.feature_sigma,
+                          float(feature_bound), clips)
+        link = LocalParties(parties)
+    dealer = Dealer(keys, sizes, n, CHUNK_ROWS)
+    link.setup({k: SM.SecureSetup(frac, feature_cap, K, n, dealer.mask_keys[k])
+                for k in range(K)})
+    link.offline()               # offline phase: masked blocks between the parties
     setup_seconds = time.perf_counter() - t_setup
 
     t0 = time.perf_counter()
     x = np.zeros(data.d)
-    A = sp.csc_matrix(data.A)
-    u_eval = np.zeros(n)                          # A x on the data as given (evaluation only)
+    ev = Evaluation(data) if remote is None else None
     history, selections = [], []
-    initial = float(0.5 * np.mean(data.y ** 2))
+    initial = float(0.5 * np.mean(data.y ** 2)) if remote is None else None
     prev = [0] * K
     chosen = [set() for _ in range(K)]
     released = [0] * K
@@ -298,16 +389,7 @@ def run_secure(data, *, eta, iterations, frac, private, noise_plan=None, budget_
                                              noise_plan.details["sens_index"], K),
                                  party=",".join(map(str, range(K))), round=t,
                                  note="secure: signed index")
-        gamma_prev = 2.0 / (t + 1.0)
-        picks = []
-        for p in parties:
-            msg = net.down(p.k, SM.Selections(prev), t)
-            if t > 0:
-                p.apply(msg, gamma_prev)
-            p.charge_selections(t)
-            reply = net.up(p.k, p.select(), t)
-            s = reply.signed_index
-            picks.append((abs(s) - 1, 1 if s > 0 else -1))
+        picks = link.select(prev, t)
         new = [(l, i) for l, (i, _) in enumerate(picks) if i not in chosen[l]]
         if new and K > 1:
             if private:
@@ -315,43 +397,32 @@ def run_secure(data, *, eta, iterations, frac, private, noise_plan=None, budget_
                                                          clips, [l for l, _ in new]),
                                      party=",".join(str(l) for l, _ in new), round=t,
                                      note="secure: cross-products")
-                for p in parties:
-                    p.charge_features(net.down(p.k, SM.NewFeatures([l for l, _ in new]), t), t)
+                link.new_features([l for l, _ in new], t)
             for l, i in new:
                 others = [k for k in range(K) if k != l]
                 to_holder, to_peer = dealer.triples(l, i, others)
-                holder = parties[l]
-                triples = {k: net.down(l, to_holder[k], t) for k in others}
-                z, shares = holder.holder_messages(i, triples)
-                zs = net.peer(l, others, z, t)
-                for k, zk in zip(others, zs):
-                    tp = net.down(k, to_peer[k], t)
-                    res = net.peer(l, [k], shares[k], t)[0]
-                    parties[k].peer_output(zk, tp, res)
-                    products += 1
+                link.product(l, i, to_holder, to_peer, t)
+                products += len(others)
         for l, i in new:
             chosen[l].add(i)
             released[l] += 1
         gamma = 2.0 / (t + 2.0)
         x *= 1.0 - gamma
-        u_eval *= 1.0 - gamma
-        sel = []
+        sel, moves = [], []
         for l, (i, sign) in enumerate(picks):
             g = int(data.blocks[l][i])
             step = gamma * eta * sign
             x[g] += step
-            lo, hi = A.indptr[g], A.indptr[g + 1]
-            u_eval[A.indices[lo:hi]] += step * A.data[lo:hi]
             sel.append((l, g, sign))
+            moves.append((l, g, step))
         selections.append(sel)
         prev = [sign * (i + 1) for i, sign in picks]
-        r = u_eval - data.y
-        history.append(float(0.5 * np.mean(r * r)))
+        if ev is not None:
+            history.append(ev.advance(moves, gamma))
         if callback is not None:
-            callback(t, history[-1])
-    return SecureResult(x=x, objective=history, initial_objective=initial, meter=net.meter,
+            callback(t, history[-1] if history else float("nan"))
+    return SecureResult(x=x, objective=history, initial_objective=initial, meter=link.meter,
                         seconds=time.perf_counter() - t0 + setup_seconds, released=released,
                         selections=selections, products=products, frac_bits=frac,
-                        peer_bytes=net.peer_bytes, setup_seconds=setup_seconds,
-                        extra={"party_ledgers": [None if p.budget is None else p.budget.ledger
-                                                 for p in parties]})
+                        peer_bytes=link.peer_bytes, setup_seconds=setup_seconds,
+                        extra={"party_ledgers": link.ledgers()})

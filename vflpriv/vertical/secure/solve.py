@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import os
 import secrets
 
 import numpy as np
@@ -19,11 +20,11 @@ _NOISE_RANGE = 40.0
 def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, sketch,
                  calibration, split, feature_bound, label_bound, accountant, ledger, seed,
                  reference, callback, report_accountants, derivative_clip, checkpoint, row_clip,
-                 max_features):
+                 max_features, backend="inprocess", flower=None):
     from accounting import BudgetFilter
 
     from ...optim import reference_optimum
-    from ..api import Solution, _open_ledger, _privacy_report
+    from ..api import Solution, _flower_run_dir, _open_ledger, _privacy_report
 
     if loss.name != "squared":
         raise InputError(f"dp-bcfw-secure fits least squares only (its cross-products are the "
@@ -50,7 +51,7 @@ def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, 
     private = math.isfinite(epsilon)
     if row_clip is not None:
         SP.check_row_clip(row_clip)
-    noise_plan = budget = led = clips = None
+    noise_plan = budget = led = clips = run_dir = None
     sigma = 0.0
     if private:
         clips = SP.row_clips(feature_bound, row_clip, [len(b) for b in data.blocks])
@@ -59,6 +60,10 @@ def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, 
         noise_plan.details.update(sens_index=sens.index, sens_feature=sens.feature,
                                   row_clips=clips, feature_cap=F, algorithm="dp-bcfw-secure")
         sigma = noise_plan.feature_sigma
+        if backend != "inprocess" and ledger is None:
+            # the ServerApp may be another process: its ledger must be a file
+            run_dir = _flower_run_dir(flower)
+            ledger = os.path.join(run_dir, "server.ledger")
         led = _open_ledger(ledger, epsilon, delta, accountant)
         # the ledger's header budget governs (issue #13), and the whole worst-case plan must fit
         # in what remains before the first release
@@ -75,10 +80,19 @@ def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, 
     frac = frac_bits(n * Ba * Ba + _NOISE_RANGE * sigma + 1.0)
     noise_key = None if seed is not None else secrets.randbits(128)
     noise_seed = seed if seed is not None else secrets.randbits(128)
-    res = run_secure(data, eta=float(eta), iterations=T, frac=frac, private=private,
-                     noise_plan=noise_plan, budget_filter=budget, feature_bound=feature_bound,
-                     label_bound=label_bound, clips=clips, feature_cap=F, seed=noise_seed,
-                     noise_key=noise_key, callback=callback)
+    kwargs = dict(eta=float(eta), iterations=T, frac=frac, private=private,
+                  noise_plan=noise_plan, feature_bound=feature_bound, label_bound=label_bound,
+                  clips=clips, feature_cap=F, seed=noise_seed, noise_key=noise_key)
+    flower_info = None
+    if backend != "inprocess":
+        res, flower_info = _on_flower(backend, flower, run_dir, data, kwargs, private, led,
+                                      budget, accountant, epsilon, delta, seed, noise_seed,
+                                      callback)
+        if private:
+            led = flower_info.pop("ledger")
+            budget = BudgetFilter(led, budget.epsilon, budget.delta, accountant=accountant)
+    else:
+        res = run_secure(data, budget_filter=budget, callback=callback, **kwargs)
     up = [res.meter.total(k, "uplink") for k in range(K)]
     naive = [4 * T + 8 * n * r for r in res.released]
     fullgrad = [8 * len(b) * T for b in data.blocks]
@@ -94,7 +108,8 @@ def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, 
                           "frac_bits": frac, "feature_cap": F, "row_clips": clips,
                           "setup_seconds": res.setup_seconds,
                           "party_ledgers": res.extra["party_ledgers"],
-                          "bytes_by_type": {k: list(v) for k, v in res.meter.by_type.items()}})
+                          "bytes_by_type": {k: list(v) for k, v in res.meter.by_type.items()},
+                          "backend": backend, "flower": flower_info})
     if private:
         values, best = _privacy_report(led.event(), delta, report_accountants)
         sol.privacy = {"epsilon_spent": values, "best_accountant": best, "delta": delta,
@@ -106,3 +121,28 @@ def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, 
         sol.reference = reference_optimum(data.A, data.y, loss, blocks=data.blocks,
                                           eta=float(eta), on_failure="flag")
     return sol
+
+
+def _on_flower(backend, flower, run_dir, data, kwargs, private, led, budget, accountant,
+               epsilon, delta, seed, noise_seed, callback):
+    """dp-bcfw-secure on a Flower backend (vflpriv.flower.secure), as a SecureResult."""
+    from ...flower import secure as FS
+    from ..api import _run_flower
+    from ..engine import _seeds
+    from .protocol import SecureResult
+
+    def runner(**kw):
+        out, info = FS.run(backend, data, secure_kwargs=kwargs, **kw)
+        if "x" not in out:
+            return None, info
+        res = SecureResult(x=out["x"], objective=out["objective"],
+                           initial_objective=out["initial_objective"], meter=out["meter"],
+                           seconds=0.0, released=out["released"], selections=out["selections"],
+                           products=out["products"], frac_bits=kwargs["frac"],
+                           peer_bytes=out["peer_bytes"], setup_seconds=out["setup_seconds"],
+                           extra={"party_ledgers": info.get("party_ledgers")})
+        return res, info
+
+    return _run_flower(backend, flower, run_dir, data, None, kwargs["eta"], kwargs["iterations"],
+                       private, None, led, budget, accountant, epsilon, delta,
+                       None if seed is None else _seeds(noise_seed)[2], callback, runner=runner)

@@ -1,0 +1,46 @@
+"""Flower is optional: without it everything else imports and runs, and the Flower backends say
+what to install (one line, exit code 2, before any file is touched)."""
+import subprocess
+import sys
+
+import pytest
+
+from vflpriv.errors import InputError
+
+
+def test_importing_the_project_does_not_import_flower():
+    code = ("import sys, accounting, vflpriv, vflpriv.flower, vflpriv.flower.apps, "
+            "vflpriv.flower.vertical, vflpriv.vertical, vflpriv.cli.main; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('flwr', 'ray')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_missing_flower_gives_the_install_hint(monkeypatch, tmp_path):
+    from vflpriv.flower import require_flwr
+
+    monkeypatch.setitem(sys.modules, "flwr", None)       # import flwr -> ImportError
+    with pytest.raises(InputError, match=r'pip install .*\.\[flower\].*flwr\[simulation\]==1\.41\.0'):
+        require_flwr("flower")
+
+
+def test_cli_without_flower_exits_2_before_touching_files(tmp_path):
+    ledger = tmp_path / "run.ledger"
+    code = ("import sys; sys.modules['flwr'] = None; from vflpriv.cli.main import main; "
+            "sys.exit(main(sys.argv[1:]))")
+    out = subprocess.run([sys.executable, "-c", code, "run", "--data",
+                          "synthetic:n=40,d=10,density=0.5", "--parties", "2", "--algorithm",
+                          "dp-bcfw", "--epsilon", "2", "--delta", "1e-5", "--feature-bound", "1",
+                          "--label-bound", "1", "--iterations", "2", "--backend", "flower-sim",
+                          "--ledger", str(ledger)], capture_output=True, text=True)
+    assert out.returncode == 2, out.stderr
+    assert "flower" in out.stderr and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert not ledger.exists()
+
+
+def test_bad_backend_name_exits_2():
+    out = subprocess.run([sys.executable, "-m", "vflpriv", "run", "--data",
+                          "synthetic:n=40,d=10,density=0.5", "--backend", "flowr"],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and "flowr" in out.stderr and "Traceback" not in out.stderr

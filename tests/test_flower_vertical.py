@@ -1,0 +1,211 @@
+"""The vertical methods on Flower: same model and spend as in process, per-party budgets, faults.
+
+Every run here is seeded, so the in-process run is the reference: a Flower run moves the same
+frames, so x, the objective history, the frame byte counts and the spend must agree bit for bit.
+The deployment tests start real SuperLink/SuperNode processes on 127.0.0.1 (cleaned up by
+LocalDeployment) and are bounded in time by their timeouts.
+"""
+import os
+import time
+
+import numpy as np
+import pytest
+
+flwr = pytest.importorskip("flwr")
+pytest.importorskip("ray")
+
+from accounting import Ledger, read_ledger  # noqa: E402
+from vflpriv.data import VerticalData, make_synthetic  # noqa: E402
+from vflpriv.errors import InputError  # noqa: E402
+from vflpriv.flower import FlowerOptions  # noqa: E402
+from vflpriv.flower.link import PartyLost, PartyRefused  # noqa: E402
+from vflpriv.vertical.api import solve  # noqa: E402
+
+PRIVATE = dict(algorithm="dp-bcfw", epsilon=4.0, delta=1e-5, feature_bound=1.0, label_bound=3.0)
+
+
+def _data(K=3, n=60, d=24, seed=0):
+    A, y, _ = make_synthetic(n=n, d=d, density=0.3, seed=seed)
+    return VerticalData.from_arrays(A, y, "balanced", parties=K)
+
+
+def _same(a, b):
+    assert np.array_equal(a.x, b.x)
+    assert a.objective == b.objective
+    assert a.uplink == b.uplink and a.downlink == b.downlink
+    assert a.uplink_framed == b.uplink_framed
+    assert a.released == b.released
+
+
+@pytest.mark.slow
+def test_flower_sim_equals_inprocess_private_and_dfw(tmp_path):
+    data = _data()
+    kw = dict(iterations=4, seed=3, **PRIVATE)
+    ref = solve(data, ledger=str(tmp_path / "a.ledger"), **kw)
+    sol = solve(data, ledger=str(tmp_path / "b.ledger"), backend="flower-sim", **kw)
+    _same(ref, sol)
+    assert ref.privacy["epsilon_spent"] == sol.privacy["epsilon_spent"]
+    assert ref.privacy["releases"] == sol.privacy["releases"]
+    # each party's own ledger holds exactly its releases: one index per round, plus its features
+    spend = sol.extra["flower"]["party_spend"]
+    for k in range(data.K):
+        recs = read_ledger(str(tmp_path / f"b.ledger.party{k}")).records
+        assert len(recs) == spend[str(k)]["releases"] == 4 + sol.released[k]
+        assert {r.party for r in recs} == {f"party {k}"}
+    # Flower's messages carry our frames plus its envelope: strictly more bytes
+    tot = sol.extra["flower"]["totals"]
+    assert tot["uplink"] > tot["uplink_frames"] >= sum(sol.uplink_framed)
+    # dFW: one mover per round, the others' gaps still travel
+    ref = solve(data, algorithm="dfw", iterations=3, seed=5)
+    sol = solve(data, algorithm="dfw", iterations=3, seed=5, backend="flower-sim")
+    _same(ref, sol)
+
+
+@pytest.mark.slow
+def test_party_budget_refuses_before_any_release(tmp_path):
+    data = _data(K=2)
+    opts = FlowerOptions(party_budget=(0.5, 1e-5))      # smaller than the run's plan
+    t0 = time.monotonic()
+    with pytest.raises(PartyRefused) as err:
+        solve(data, ledger=str(tmp_path / "s.ledger"), iterations=3, seed=1,
+              backend="flower-sim", flower=opts, **PRIVATE)
+    assert err.value.round == 0 and "budget" in str(err.value)
+    assert time.monotonic() - t0 < 120
+    # nothing released anywhere: the refusal came at setup, before the first round's charges
+    assert read_ledger(str(tmp_path / "s.ledger")).records == []
+    for k in range(2):
+        p = tmp_path / f"s.ledger.party{k}"
+        assert not p.exists() or read_ledger(str(p)).records == []
+
+
+def test_backend_errors_name_the_value(tmp_path):
+    data = _data(K=2)
+    with pytest.raises(InputError, match="flower-simm"):
+        solve(data, iterations=2, backend="flower-simm")
+    with pytest.raises(InputError, match="in process only"):
+        solve(data, algorithm="fw", iterations=2, backend="flower-sim")
+    with pytest.raises(InputError, match="checkpoints"):
+        solve(data, algorithm="bcfw", iterations=2, backend="flower-sim",
+              checkpoint=str(tmp_path / "c.ckpt"))
+    assert not (tmp_path / "c.ckpt").exists()
+
+
+@pytest.mark.slow
+def test_deployment_equals_inprocess_then_a_killed_party_is_reported(tmp_path):
+    """A real deployment on loopback, 3 parties, private: party 2's SuperNode is killed after
+    round 2.  The two completed rounds equal the in-process run's; the error names party 2 and
+    round 2; every ledger is valid and holds each release once."""
+    from vflpriv.flower import vertical as FV
+    from vflpriv.flower.deploy import LocalDeployment
+    from vflpriv.optim import SquaredLoss
+    from vflpriv.vertical.engine import _seeds
+
+    data = _data()
+    # the in-process reference, planned for the same 4 rounds (same calibrated noise)
+    ref4 = solve(data, ledger=str(tmp_path / "ref4.ledger"), iterations=4, seed=9, **PRIVATE)
+    plan = ref4.noise_plan
+    srv_ledger = str(tmp_path / "server.ledger")
+    Ledger(srv_ledger, budget={"epsilon": 4.0, "delta": 1e-5, "accountant": "rdp"})
+    spec = FV.make_spec(data, loss=SquaredLoss(), eta=1.0, iterations=4,
+                        server_kwargs=dict(algorithm="bcfw", seed=9, noise_plan=plan,
+                                           clip=_clip(plan), sampling=None),
+                        private=True, ledger=srv_ledger, budget=(4.0, 1e-5), accountant="rdp",
+                        run_id="deployed", connect_timeout=60, reply_timeout=300)
+    ledgers = [str(tmp_path / f"p{k}.ledger") for k in range(3)]
+    cfgs = FV.party_configs(data, str(tmp_path), private=True, budget=(4.0, 1e-5),
+                            ledgers=ledgers, noise_entropy=FV.noise_entropy_of(_seeds(9)[2]))
+    with LocalDeployment(cfgs, str(tmp_path / "dep")) as dep:
+        out = dep.run(spec, on_round=lambda r: dep.kill_node(2) if r == 2 else None,
+                      timeout=400)
+    err = out["error"]
+    assert err["kind"] == "PartyLost" and err["party"] == 2 and err["round"] == 2, err
+    assert out["t"] == 2
+    # the two rounds done equal the in-process run's first two rounds (same plan, same seed)
+    first = [sel for sel in ref4.extra["selections"][:2]]
+    assert out["selections"] == first
+    # ledgers: valid, each release once; the server charged round 2's selections before asking
+    srv = read_ledger(srv_ledger).records
+    assert [r.round for r in srv if r.note == "signed index"] == [0, 1, 2]
+    counts = []
+    for k in range(3):
+        recs = read_ledger(ledgers[k]).records
+        rounds = [r.round for r in recs if r.note == "signed index"]
+        assert rounds == sorted(set(rounds)) and rounds[:2] == [0, 1]
+        counts.append(len(recs))
+    # restart: the same ledgers carry what the lost run spent; a new 4-round run no longer fits
+    # and is refused before any release (nothing is charged twice, nothing new is charged)
+    from accounting import BudgetExceeded
+
+    with pytest.raises(BudgetExceeded, match="before its first release"):
+        solve(data, ledger=srv_ledger, iterations=4, seed=9, backend="flower-sim",
+              flower=FlowerOptions(party_ledgers=tuple(ledgers)), **PRIVATE)
+    assert len(read_ledger(srv_ledger).records) == len(srv)
+    assert [len(read_ledger(p).records) for p in ledgers] == counts
+
+
+def _clip(plan):
+    d = plan.details
+    return (1.0, 3.0, d["z_bound"], d["derivative_bound"])
+
+
+@pytest.mark.slow
+def test_unreachable_party_is_named_within_the_connect_timeout(tmp_path):
+    from vflpriv.flower import vertical as FV
+    from vflpriv.flower.deploy import LocalDeployment
+    from vflpriv.optim import SquaredLoss
+
+    data = _data()
+    spec = FV.make_spec(data, loss=SquaredLoss(), eta=1.0, iterations=2,
+                        server_kwargs=dict(algorithm="bcfw", seed=1), private=False,
+                        connect_timeout=4, reply_timeout=60)
+    cfgs = FV.party_configs(data, str(tmp_path), private=False)
+    t0 = time.monotonic()
+    with LocalDeployment(cfgs, str(tmp_path / "dep"), absent=(1,)) as dep:
+        out = dep.run(spec, timeout=120)
+    assert time.monotonic() - t0 < 120
+    assert out["error"]["kind"] == "PartyLost" and out["t"] == 0
+    assert "2 of 3" in out["error"]["message"]
+    assert not os.path.exists(tmp_path / "dep" / "result.pkl.tmp")
+
+
+@pytest.mark.slow
+def test_secure_on_flower_sim_equals_inprocess(tmp_path):
+    """dp-bcfw-secure: party-to-party messages relayed (encrypted) by the ServerApp; same x,
+    objective, frame bytes and spend as in process."""
+    data = _data(n=50, d=18)
+    kw = dict(PRIVATE, algorithm="dp-bcfw-secure", iterations=3, seed=4, max_features=2)
+    ref = solve(data, ledger=str(tmp_path / "a.ledger"), **kw)
+    sol = solve(data, ledger=str(tmp_path / "b.ledger"), backend="flower-sim", **kw)
+    _same(ref, sol)
+    assert ref.privacy["epsilon_spent"] == sol.privacy["epsilon_spent"]
+    assert sol.extra["secure_products"] == ref.extra["secure_products"]
+    # every party's own ledger holds every release of the run (each touches its people)
+    n_server = len(read_ledger(str(tmp_path / "b.ledger")).records)
+    for k in range(data.K):
+        assert len(read_ledger(str(tmp_path / f"b.ledger.party{k}")).records) == n_server
+
+
+def test_secure_channel_authenticates_sender_receiver_kind_round():
+    from vflpriv.flower.clientapp import Refused
+    from vflpriv.flower.secure import OVERHEAD, Channel, new_key_pair
+
+    keys = [new_key_pair() for _ in range(3)]
+    pubs = {k: pk for k, (_, pk) in enumerate(keys)}
+    ch = [Channel(k, sk, pubs, "run") for k, (sk, _) in enumerate(keys)]
+    msg = bytes(range(200))
+    blob = ch[0].seal(1, "MaskedVector", 5, msg)
+    assert len(blob) == len(msg) + OVERHEAD and msg not in blob
+    assert ch[1].open(0, "MaskedVector", 5, blob) == msg
+    for bad in [lambda: ch[2].open(0, "MaskedVector", 5, blob),      # not its message
+                lambda: ch[1].open(0, "ResultShare", 5, blob),       # other kind
+                lambda: ch[1].open(0, "MaskedVector", 6, blob),      # replayed in another round
+                lambda: ch[1].open(2, "MaskedVector", 5, blob),      # claimed sender
+                lambda: ch[1].open(0, "MaskedVector", 5, blob[:-1] + bytes([blob[-1] ^ 1]))]:
+        with pytest.raises(Refused, match="does not authenticate"):
+            bad()
+    # a fresh nonce every time: the same frame never gives the same ciphertext
+    assert ch[0].seal(1, "MaskedVector", 5, msg) != blob
+    # another run's keys do not open it
+    other = Channel(1, keys[1][0], pubs, "another run")
+    with pytest.raises(Refused):
+        other.open(0, "MaskedVector", 5, blob)

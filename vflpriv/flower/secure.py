@@ -1,0 +1,397 @@
+"""dp-bcfw-secure on Flower: the same protocol loop (:func:`vflpriv.vertical.secure.protocol.
+run_secure`) with the parties as ClientApps.
+
+Flower only carries messages between the ServerApp and each ClientApp, so the party-to-party
+messages of the secure product (masked blocks, masked vectors, result shares) are relayed by the
+server -- which, as the dealer of the Beaver randomness, could unmask them.  They are therefore
+**end-to-end encrypted** between the two parties with vetted primitives from ``cryptography``
+(never our own): each party makes an X25519 key pair at setup (the private key stays in its
+SuperNode's state), the server distributes the public keys (a semi-honest server relays them
+faithfully: the protocol's threat model, docs/sensitivity.md section 4), and each pair derives a
+ChaCha20-Poly1305 key with HKDF-SHA256 bound to the run and the ordered pair; every ciphertext
+carries a fresh 96-bit nonce and authenticates (sender, receiver, kind, round).  The server sees
+only ciphertexts, their lengths and the frames meant for it, as the in-process accounting of
+what it learns assumes.
+
+Each party enforces its own budget on its own ledger (node config ``ledger``, ``budget-epsilon``,
+``budget-delta``): every release of the round touches its people, so it charges each round's
+selections and cross-product releases before drawing its noise, as in process.
+"""
+from __future__ import annotations
+
+import json
+import os
+import struct
+
+import numpy as np
+
+from ..errors import InputError
+from ..vertical.secure import messages as SM
+from ..vertical.transport import DOWN, UP, Meter
+from .clientapp import ClientSide, Refused
+from .vertical import load_party_data
+
+_NONCE = 12
+_TAG = 16
+OVERHEAD = _NONCE + _TAG
+_ENTRY = struct.Struct("<HI")
+
+
+# -- bundles: [(peer, bytes), ...] in one frame -----------------------------------------------
+def pack_bundle(entries) -> bytes:
+    return b"".join(_ENTRY.pack(int(p), len(b)) + b for p, b in entries)
+
+
+def unpack_bundle(data: bytes) -> list:
+    out, off = [], 0
+    while off < len(data):
+        p, n = _ENTRY.unpack_from(data, off)
+        off += _ENTRY.size
+        out.append((p, data[off:off + n]))
+        off += n
+    return out
+
+
+# -- end-to-end channel between two parties ---------------------------------------------------
+class Channel:
+    """Authenticated encryption between party ``me`` and each peer (see module docstring)."""
+
+    def __init__(self, me, private_key: bytes, peers: dict, run_id: str):
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric.x25519 import (X25519PrivateKey,
+                                                                      X25519PublicKey)
+        from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+        from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+        self.me = int(me)
+        sk = X25519PrivateKey.from_private_bytes(private_key)
+        self._aead = {}
+        for k, pub in peers.items():
+            if int(k) == self.me:
+                continue
+            shared = sk.exchange(X25519PublicKey.from_public_bytes(pub))
+            lo, hi = sorted((self.me, int(k)))
+            key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
+                       info=f"vflpriv dp-bcfw-secure {run_id} {lo}-{hi}".encode()).derive(shared)
+            self._aead[int(k)] = ChaCha20Poly1305(key)
+
+    @staticmethod
+    def _aad(src, dst, kind, t):
+        return f"{src}>{dst}|{kind}|{t}".encode()
+
+    def seal(self, dst, kind, t, frame: bytes) -> bytes:
+        nonce = os.urandom(_NONCE)
+        return nonce + self._aead[int(dst)].encrypt(nonce, frame, self._aad(self.me, dst, kind, t))
+
+    def open(self, src, kind, t, blob: bytes) -> bytes:
+        from cryptography.exceptions import InvalidTag
+
+        try:
+            return self._aead[int(src)].decrypt(blob[:_NONCE], blob[_NONCE:],
+                                                self._aad(src, self.me, kind, t))
+        except (InvalidTag, KeyError):
+            raise Refused(f"party {self.me}: a message said to be from party {src} ({kind}, "
+                          f"round {t}) does not authenticate") from None
+
+
+def new_key_pair():
+    from cryptography.hazmat.primitives import serialization as ser
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
+    sk = X25519PrivateKey.generate()
+    return (sk.private_bytes(ser.Encoding.Raw, ser.PrivateFormat.Raw, ser.NoEncryption()),
+            sk.public_key().public_bytes(ser.Encoding.Raw, ser.PublicFormat.Raw))
+
+
+# -- party side ---------------------------------------------------------------------------------
+_STATE = ("x", "u", "c", "cross", "masked", "selected")
+
+
+class SecureSide(ClientSide):
+    """Party k of a dp-bcfw-secure run: its :class:`SecureParty`, budget and channel keys."""
+
+    def __init__(self, cfg, setup):
+        from ..vertical.secure.protocol import SecureParty
+        from .vertical import _party_budget
+
+        self.k = k = int(cfg["party"])
+        self.setup = setup
+        A_k, y = load_party_data(cfg["data"])
+        if A_k.shape[0] != setup["n"]:
+            raise Refused(f"party {k}'s data has {A_k.shape[0]} rows, the run expects "
+                          f"{setup['n']}")
+        private = bool(setup["private"])
+        ent = cfg.get("noise-entropy")
+        parent = tuple(int(v) for v in str(cfg.get("noise-spawn-key", "")).split(",") if v)
+        seed = np.random.SeedSequence(int(ent), spawn_key=parent + (k,)) \
+            if ent not in (None, "") else np.random.SeedSequence()
+        plan = setup["plan"]
+        clips = setup["clips"]
+        self.party = p = SecureParty(
+            k, A_k, y, setup["eta"], frac=setup["frac"], private=private,
+            feature_bound=setup["feature_bound"], label_bound=setup["label_bound"],
+            row_clip=None if clips is None else clips[k],
+            noise=plan[0] if private else None, index_scale=plan[1] if private else 0.0,
+            sigma=plan[3] if private else 0.0, noise_seed=seed)
+        p.setup(SM.decode(bytes.fromhex(setup["setup_frame"]))[0])
+        if private:
+            p.budget = _party_budget(cfg, setup)
+            p.plan = (plan[0], plan[1], plan[2], plan[3], float(setup["feature_bound"]), clips)
+        self.private_key = self.public_key = None
+        self.peers = {}
+
+    def _channel(self):
+        return Channel(self.k, self.private_key, self.peers, self.setup.get("run_id") or "")
+
+    def handle(self, kind, frame, t):
+        p = self.party
+        if kind == "setup":
+            if p.budget is not None:
+                # the server's worst-case plan (every release of the run touches this party's
+                # people): K selections per round, at most F rounds of K new features
+                from ..vertical import privacy as P
+
+                plan = self.setup["plan"]
+                sens = P.Sensitivity(z_bound=0.0, derivative_bound=0.0, index=plan[2],
+                                     feature=plan[4])
+                p.budget.check_plan(P.plan_event(plan[0], plan[1], plan[3], sens,
+                                                 int(self.setup["iterations"]),
+                                                 int(self.setup["K"]),
+                                                 feature_rounds=int(self.setup["feature_cap"])),
+                                    party=self.k)
+            self.private_key, self.public_key = new_key_pair()
+            return "key", self.public_key
+        if kind == "keys":
+            keys = unpack_bundle(frame)
+            self.peers = {int(q): bytes(b) for q, b in keys}
+            if self.peers.get(self.k) != self.public_key:
+                raise Refused(f"party {self.k}: the key list does not hold its own key")
+            return "ok", b""
+        ch = self._channel()
+        if kind == "offline":
+            out = []
+            for row, block in p.masked_blocks():
+                f = SM.encode(SM.MaskedBlock(row, block), self.k, 0)
+                out += [(q, ch.seal(q, "MaskedBlock", 0, f)) for q in sorted(self.peers)
+                        if q != self.k]
+            return "bundle", pack_bundle(out)
+        if kind == "deliver":
+            for src, blob in unpack_bundle(frame):
+                p.receive_block(src, SM.decode(ch.open(src, "MaskedBlock", 0, blob))[0])
+            return "ok", b""
+        if kind == "select":
+            msg = SM.decode(frame)[0]
+            if t > 0:
+                p.apply(msg, 2.0 / (t + 1.0))
+            p.charge_selections(t)
+            return "index", SM.encode(p.select(), self.k, t)
+        if kind == "new_features":
+            p.charge_features(SM.decode(frame)[0], t)
+            return "ok", b""
+        if kind == "holder":
+            entries = unpack_bundle(frame)
+            i = struct.unpack("<I", entries[0][1])[0]
+            triples = {q: SM.decode(b)[0] for q, b in entries[1:]}
+            z, shares = p.holder_messages(i, triples)
+            out = []
+            for q in sorted(triples):
+                out.append((q, ch.seal(q, "MaskedVector", t, SM.encode(z, self.k, t))))
+                out.append((q, ch.seal(q, "ResultShare", t, SM.encode(shares[q], self.k, t))))
+            return "bundle", pack_bundle(out)
+        if kind == "peer":
+            (_, tp), (src, zb), (_, rb) = unpack_bundle(frame)
+            z = SM.decode(ch.open(src, "MaskedVector", t, zb))[0]
+            res = SM.decode(ch.open(src, "ResultShare", t, rb))[0]
+            p.peer_output(z, SM.decode(tp)[0], res)
+            return "ok", b""
+        raise Refused(f"party {self.k}: unknown request {kind!r}")
+
+    def get_state(self):
+        p = self.party
+        st = {a: getattr(p, a) for a in _STATE}
+        st["rng"] = None if p.rng is None else p.rng.bit_generator.state
+        st["keys"] = (self.private_key, self.public_key, self.peers)
+        return st
+
+    def set_state(self, st):
+        p = self.party
+        for a in _STATE:
+            setattr(p, a, st[a])
+        if st["rng"] is not None:
+            p.rng.bit_generator.state = st["rng"]
+        self.private_key, self.public_key, self.peers = st["keys"]
+
+
+# -- server side --------------------------------------------------------------------------------
+class FlowerParties:
+    """The five steps of :class:`~vflpriv.vertical.secure.protocol.LocalParties` over a
+    :class:`~.link.Link`.  ``meter`` counts the protocol's frames as in process (a relayed
+    party-to-party frame as its sender's uplink and its receiver's downlink, its plaintext
+    length: ciphertext minus the 28 bytes of nonce and tag); ``link.meter`` the Flower messages."""
+
+    def __init__(self, link, public, extra):
+        self.link, self.meter, self.peer_bytes = link, Meter(), 0
+        self.public = dict(public, **extra)
+        self.K = int(public["K"])
+
+    def _down(self, k, msg, t):
+        f = SM.encode(msg, k, t)
+        self.meter.record(k, DOWN, t, len(f), type(msg).__name__)
+        return f
+
+    def _peer(self, src, dst, t, blob, kind):
+        n = len(blob) - OVERHEAD
+        self.meter.record(src, UP, t, n, kind)
+        self.meter.record(dst, DOWN, t, n, None)
+        self.peer_bytes += n
+
+    def setup(self, msgs):
+        reqs = []
+        for k in range(self.K):
+            f = self._down(k, msgs[k], 0)
+            reqs.append((k, json.dumps(dict(self.public, setup_frame=f.hex())).encode(),
+                         "setup"))
+        keys = self.link.exchange(reqs, 0)
+        bundle = pack_bundle([(k, keys[k]) for k in range(self.K)])
+        self.link.exchange([(k, bundle, "keys") for k in range(self.K)], 0)
+
+    def offline(self):
+        bundles = self.link.exchange([(k, b"", "offline") for k in range(self.K)], 0)
+        inbox = {k: [] for k in range(self.K)}
+        for src, b in enumerate(bundles):
+            for dst, blob in unpack_bundle(b):
+                self._peer(src, dst, 0, blob, "MaskedBlock")
+                inbox[dst].append((src, blob))
+        self.link.exchange([(k, pack_bundle(inbox[k]), "deliver") for k in range(self.K)], 0)
+
+    def select(self, prev, t):
+        reqs = [(k, self._down(k, SM.Selections(prev), t), "select") for k in range(self.K)]
+        picks = []
+        for k, f in enumerate(self.link.exchange(reqs, t)):
+            self.meter.record(k, UP, t, len(f), "SecureIndex")
+            s = SM.decode(f)[0].signed_index
+            picks.append((abs(s) - 1, 1 if s > 0 else -1))
+        return picks
+
+    def new_features(self, holders, t):
+        self.link.exchange([(k, self._down(k, SM.NewFeatures(holders), t), "new_features")
+                            for k in range(self.K)], t)
+
+    def product(self, l, i, to_holder, to_peer, t):
+        others = sorted(to_holder)
+        entries = [(l, struct.pack("<I", int(i)))] + \
+            [(k, self._down(l, to_holder[k], t)) for k in others]
+        (reply,) = self.link.exchange([(l, pack_bundle(entries), "holder")], t)
+        got = unpack_bundle(reply)
+        z = {k: b for (k, b) in got[0::2]}
+        r = {k: b for (k, b) in got[1::2]}
+        for k in others:
+            self._peer(l, k, t, z[k], "MaskedVector")
+        for k in others:
+            self._peer(l, k, t, r[k], "ResultShare")
+        self.link.exchange([(k, pack_bundle([(k, self._down(k, to_peer[k], t)), (l, z[k]),
+                                             (l, r[k])]), "peer") for k in others], t)
+
+    def ledgers(self):
+        return None
+
+
+def serve(grid, spec, progress=None) -> dict:
+    """The ServerApp's work for one dp-bcfw-secure run (``spec`` from :func:`make_spec`)."""
+    from ..vertical.secure.protocol import run_secure
+    from .link import Link, PartyLost, PartyRefused
+    from .vertical import PublicShape
+
+    K = len(spec["blocks"])
+    link = Link(grid, K, connect_timeout=spec["connect_timeout"],
+                reply_timeout=spec["reply_timeout"])
+    out = {"t": 0, "error": None}
+    state = {}
+    try:
+        link.connect(b"")
+        budget = None
+        if spec["private"]:
+            from accounting import BudgetFilter, Ledger
+
+            budget = BudgetFilter(Ledger(spec["ledger"], run_id=spec["run_id"]),
+                                  *spec["budget"], accountant=spec["accountant"])
+
+        def remote(public):
+            state["parties"] = FlowerParties(link, public, {
+                "family": "secure", "iterations": spec["iterations"], "run_id": spec["run_id"],
+                "accountant": spec["accountant"]})
+            return state["parties"]
+
+        def on_round(t, _):
+            out["t"] = t + 1
+            if progress is not None:
+                progress(t + 1)
+
+        res = run_secure(_Shape(PublicShape(spec["n"], spec["blocks"])), remote=remote,
+                         callback=on_round, budget_filter=budget, **spec["secure"])
+        out.update(x=res.x, selections=res.selections, released=res.released,
+                   products=res.products, meter=res.meter, peer_bytes=res.peer_bytes,
+                   setup_seconds=res.setup_seconds)
+    except (PartyLost, PartyRefused) as exc:
+        out["error"] = {"kind": type(exc).__name__, "party": exc.party, "round": exc.round,
+                        "reason": exc.reason, "message": str(exc)}
+    except Exception as exc:
+        out["error"] = {"kind": type(exc).__name__, "party": None, "round": out["t"],
+                        "reason": str(exc), "message": f"{type(exc).__name__}: {exc}"}
+    out["flower"] = link.meter.summary(K)
+    out["flower_totals"] = {"uplink": link.meter.total(UP), "downlink": link.meter.total(DOWN),
+                            "uplink_frames": link.meter.total(UP, flower=False),
+                            "downlink_frames": link.meter.total(DOWN, flower=False)}
+    return out
+
+
+class _Shape:
+    """The server's view of the data for run_secure: sizes only (no A, no y)."""
+
+    def __init__(self, shape):
+        self.n, self.K, self.d, self.blocks = shape.n, shape.K, shape.d, shape.blocks
+
+
+def make_spec(data, *, secure_kwargs, private, ledger=None, budget=None, accountant="rdp",
+              run_id=None, connect_timeout=60.0, reply_timeout=600.0) -> dict:
+    return {"family": "secure", "n": int(data.n),
+            "blocks": [[int(v) for v in b] for b in data.blocks],
+            "iterations": int(secure_kwargs["iterations"]), "secure": dict(secure_kwargs),
+            "private": bool(private), "ledger": ledger, "budget": budget,
+            "accountant": accountant, "run_id": run_id,
+            "connect_timeout": float(connect_timeout), "reply_timeout": float(reply_timeout)}
+
+
+def run(backend, data, *, secure_kwargs, private, run_dir, ledger=None, budget=None,
+        accountant="rdp", run_id=None, party_ledgers=None, party_budget=None, noise_root=None,
+        connect_timeout=60.0, reply_timeout=600.0, progress=None, quiet=True):
+    """Run dp-bcfw-secure on ``backend``; returns ``(out, flower info)`` (``out`` as the
+    ServerApp's result, with the objective history replayed here from the selections)."""
+    from ..vertical.secure.protocol import replay_objective
+    from .vertical import noise_entropy_of, party_configs
+
+    if data.K < 2:
+        raise InputError("dp-bcfw-secure needs at least 2 parties")
+    spec = make_spec(data, secure_kwargs=secure_kwargs, private=private, ledger=ledger,
+                     budget=budget, accountant=accountant, run_id=run_id,
+                     connect_timeout=connect_timeout, reply_timeout=reply_timeout)
+    cfgs = party_configs(data, run_dir, private=private, budget=party_budget or budget,
+                         accountant=accountant, ledgers=party_ledgers,
+                         noise_entropy=None if noise_root is None else noise_entropy_of(noise_root))
+    if backend == "flower-sim":
+        from .apps import simulate
+
+        spec["progress_fn"] = progress
+        out = simulate(spec, cfgs, quiet=quiet)
+    else:
+        from .deploy import LocalDeployment
+
+        with LocalDeployment(cfgs, run_dir, quiet=quiet) as dep:
+            out = dep.run(spec, progress=progress)
+    info = {"backend": backend, "bytes": out["flower"], "totals": out["flower_totals"],
+            "error": out["error"], "rounds_completed": out["t"],
+            "party_ledgers": [c.get("ledger") for c in cfgs] if private else None}
+    if "x" in out:
+        out["objective"] = replay_objective(data, secure_kwargs["eta"], out["selections"])
+        out["initial_objective"] = float(0.5 * np.mean(data.y ** 2))
+    return out, info

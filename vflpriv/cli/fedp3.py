@@ -9,7 +9,9 @@ Example::
 accuracy), ``accuracy_history``, ``epsilon_spent`` (per client, recomputed from the ledger by the
 accountant; null when non-private), ``uplink_bytes`` / ``downlink_bytes`` (per client, real
 serialized messages), ``uplink_bytes_full`` / ``downlink_bytes_full`` (the unpruned full-model
-exchange), ``rounds``, ``seed`` and the run's settings and noise figures.
+exchange), ``rounds``, ``seed`` and the run's settings and noise figures.  ``--backend flower-sim``
+/ ``flower`` runs every client as a Flower ClientApp (its own records, key, ledger and budget) and
+adds a ``flower`` section: Flower message bytes per client beside the in-process count.
 """
 from __future__ import annotations
 
@@ -68,6 +70,8 @@ def register(sub):
     a("--ledger", default=None, metavar="FILE", help="privacy ledger file (default: a temp file)")
     a("--seed", type=int, default=None, help="seed the data split, pruning and noise for a "
       "reproducible run (outputs marked not for deployment); default: OS entropy")
+    from .backend import add_arguments
+    add_arguments(p)
     a("--json", default=None, metavar="FILE", help="write the figures as JSON to FILE")
     a("--plot", default=None, metavar="FILE.png", help="plot accuracy per round (needs matplotlib)")
     p.set_defaults(func=run)
@@ -86,7 +90,10 @@ def run(args) -> int:
     from ..horizontal.partition import load_dataset, make_clients
 
     from ..horizontal.partition import check_dataset
+    from . import backend as B
+
     args.data = check_dataset(args.data)
+    backend, flower = B.options(args)
     if args.seed is not None and args.seed < 0:
         raise InputError(f"--seed must be a non-negative integer, got {args.seed}")
     if args.clients < 1:
@@ -116,7 +123,8 @@ def run(args) -> int:
                 local_epochs=args.local_epochs, local_steps=args.local_steps,
                 batch_size=args.batch_size, lr=args.lr, epsilon=args.epsilon, delta=args.delta,
                 clip=args.clip, noise=args.noise, paper_c=args.paper_c,
-                accountant=args.accountant, ledger=args.ledger, seed=args.seed)
+                accountant=args.accountant, ledger=args.ledger, seed=args.seed,
+                backend=backend, flower=flower)
     from accounting import BudgetExceeded
 
     try:
@@ -128,6 +136,11 @@ def run(args) -> int:
     except BudgetExceeded as exc:
         sys.stderr.write(f"vflpriv fedp3: {exc}\n")
         return 1
+    except RuntimeError as exc:
+        code = B.client_failure("fedp3", exc) if backend != "inprocess" else None
+        if code is None:
+            raise
+        return code
     deployment = est.deployment_
     out = {"rounds": args.rounds, "seed": args.seed, "deployment": deployment,
            "deployment_note": "noise from OS entropy; floating-point samplers (docs/audit.md "
@@ -140,7 +153,12 @@ def run(args) -> int:
            "epsilon": None if math.isinf(args.epsilon) else args.epsilon,
            "private": math.isfinite(args.epsilon), "delta": args.delta, "clip": args.clip,
            "batch_size": args.batch_size, "accountant": args.accountant,
-           "ledger": est.ledger_.path if est.ledger_ is not None else None, **est.summary()}
+           "ledger": est.ledger_.path if est.ledger_ is not None else None, **est.summary(),
+           "backend": backend}
+    if backend != "inprocess":
+        out["flower"] = B.section(est.flower_, est.meter_.uplink_bytes,
+                                  est.meter_.downlink_bytes)
+        out["client_ledgers"] = est.flower_.get("client_ledgers")
     eps = [e for e in out["epsilon_spent"] if e is not None]
     print(f"FedP3 {args.scheme} on {args.data}: {args.clients} clients, {args.rounds} rounds")
     print(f"  final mean personalized accuracy  {out['accuracy']:.4f}")
@@ -155,6 +173,8 @@ def run(args) -> int:
           f"{f'{up / upf:.1%}' if upf else 'nothing sent'})")
     print(f"  downlink bytes  {down:>12,}  (unpruned {downf:,}; "
           f"{f'{down / downf:.1%}' if downf else 'nothing sent'})")
+    if "flower" in out:
+        B.print_line(out["flower"])
     write_json(args.json, out)
     if args.plot:
         fig, ax = plt.subplots(figsize=(5, 3.5))

@@ -9,6 +9,9 @@ Example::
 ``--elastic-net`` defaults come from paper 001's Table 5, MNIST row (lambda1 / lambda2 / threshold):
 FedAvg and FedProx (Alg. 1) 1e-6 / 1e-6 / 1e-3, SCAFFOLD (Alg. 2) 1e-4 / 0 / 1e-4, FedDyn (Alg. 3)
 1e-4 / 5e-2 / 5e-3; without it FedProx uses mu = lambda2 = 1e-4 and FedDyn alpha = lambda2 = 5e-2.
+``--backend flower-sim`` / ``flower`` runs every client as a Flower ClientApp (its own shard, key,
+ledger and budget) and adds a ``flower`` section (Flower message bytes per client beside the
+in-process count); a seeded run gives the same model as in process.
 ``--epsilon`` finite adds record-level local DP to every client (per-sample clipping, Gaussian noise
 calibrated by the accountant, each round charged to the client's budget before its noise).
 
@@ -84,6 +87,8 @@ def register(sub):
     a("--clip", type=float, default=1.0, help="per-sample clipping norm under local DP (default 1)")
     a("--accountant", default="rdp", help="rdp | pld | best (default rdp)")
     a("--ledger", default=None, metavar="FILE", help="privacy ledger file (default: a temp file)")
+    from .backend import add_arguments
+    add_arguments(p)
     a("--json", default=None, metavar="FILE", help="write the figures as JSON to FILE")
     a("--plot", default=None, metavar="FILE.png", help="plot accuracy and cumulative nonzeros / "
       "bytes per round (needs matplotlib)")
@@ -175,7 +180,7 @@ def _json_num(x):
     return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
 
 
-def _run_fedp3(s, args, progress):
+def _run_fedp3(s, args, progress, backend="inprocess", flower=None):
     from ..horizontal.fedp3 import MLP, FedP3
     from ..horizontal.partition import load_dataset, make_clients
     data_seed = s["seed"] if s["seed"] is not None else secrets.randbits(32)
@@ -187,13 +192,15 @@ def _run_fedp3(s, args, progress):
                 threads=1,
                 local_epochs=s["local_epochs"], batch_size=s["batch_size"], lr=s["lr"],
                 epsilon=s["epsilon"], delta=s["delta"], clip=s["clip"],
-                accountant=s["accountant"], ledger=args.ledger, seed=s["seed"])
+                accountant=s["accountant"], ledger=args.ledger, seed=s["seed"],
+                backend=backend, flower=flower)
     est.fit(clients, n_classes, image_shape, progress=progress)
     eps = est.epsilon_spent_ if math.isfinite(s["epsilon"]) else None
-    return est.accuracy_history_, est.meter_.history, eps, est.meter_
+    return est.accuracy_history_, est.meter_.history, eps, est.meter_, getattr(est, "flower_",
+                                                                               None)
 
 
-def _run_elastic(s, args, progress):
+def _run_elastic(s, args, progress, backend="inprocess", flower=None):
     import torch
 
     from ..horizontal.fedavg import FedAvg, FedProx
@@ -225,8 +232,8 @@ def _run_elastic(s, args, progress):
     res = run_rounds(strategy, data, model_fn, rounds=s["rounds"], participation=s["participation"],
                      local=local, epsilon=s["epsilon"], delta=s["delta"], clip=s["clip"],
                      accountant=s["accountant"], ledger=args.ledger, seed=s["seed"],
-                     progress=progress)
-    return res.accuracy_history, res.meter.history, res.epsilon_spent, res.meter
+                     progress=progress, backend=backend, flower=flower)
+    return res.accuracy_history, res.meter.history, res.epsilon_spent, res.meter, res.flower
 
 
 def run(args) -> int:
@@ -243,11 +250,18 @@ def run(args) -> int:
     from ..bench import write_json
     from .progress import Progress
 
+    from . import backend as B
+
+    backend, flower = B.options(args)
     progress = Progress(s["rounds"], args.algorithm, quiet=args.quiet, unit="round")
-    if s["algorithm"] == "fedp3":
-        acc, hist, eps, meter = _run_fedp3(s, args, progress)
-    else:
-        acc, hist, eps, meter = _run_elastic(s, args, progress)
+    try:
+        acc, hist, eps, meter, finfo = (_run_fedp3 if s["algorithm"] == "fedp3" else
+                                        _run_elastic)(s, args, progress, backend, flower)
+    except RuntimeError as exc:
+        code = B.client_failure("horizontal", exc) if backend != "inprocess" else None
+        if code is None:
+            raise
+        return code
     last = hist[-1]
     out = {"accuracy": acc[-1], "accuracy_history": acc,
            "uplink_nonzeros": last["uplink_nonzeros"], "uplink_entropy": last["uplink_entropy"],
@@ -255,7 +269,9 @@ def run(args) -> int:
            "epsilon_spent": [_json_num(e) for e in eps] if eps is not None else None,
            "settings": {k: _json_num(v) for k, v in s.items()},
            "per_round": hist,
-           "entropy_variants": dict(meter.entropy)}
+           "entropy_variants": dict(meter.entropy), "backend": backend}
+    if finfo is not None:
+        out["flower"] = B.section(finfo, last["uplink_bytes"], last["downlink_bytes"])
     name = s["algorithm"] + (" + elastic net" if s["elastic_net"] else "")
     print(f"{name} on {s['data']}: {s['clients']} clients, {s['rounds']} rounds, "
           f"participation {s['participation']:g}")
@@ -268,6 +284,8 @@ def run(args) -> int:
     spent = [e for e in (out["epsilon_spent"] or []) if e is not None]
     print(f"  epsilon spent (max)      {max(spent):.4f} at delta={s['delta']:g}" if spent
           else "  non-private (epsilon = inf)")
+    if "flower" in out:
+        B.print_line(out["flower"])
     write_json(args.json, out)
     if args.plot:
         r = range(1, len(acc) + 1)

@@ -18,7 +18,9 @@ import pickle
 # family -> (module, serve function, client side class)
 FAMILIES = {"vertical": ("vflpriv.flower.vertical", "serve", "VerticalSide"),
             "secure": ("vflpriv.flower.secure", "serve", "SecureSide"),
-            "sparse": ("vflpriv.flower.sparse", "serve", "SparseSide")}
+            "sparse": ("vflpriv.flower.sparse", "serve", "SparseSide"),
+            "horizontal": ("vflpriv.flower.horizontal", "serve", "StrategySide"),
+            "fedp3": ("vflpriv.flower.fedp3", "serve", "FedP3Side")}
 
 
 def register(family, module, serve="serve", side="ClientSide"):

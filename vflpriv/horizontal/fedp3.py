@@ -104,6 +104,9 @@ class FedP3:
         "best" are tighter and slower).
     ledger : a path or :class:`accounting.Ledger` (None: a ledger file in a temporary directory).
     threads : torch intra-op threads during ``fit`` (restored afterwards).
+    backend : "inprocess" (default), "flower-sim" or "flower": the clients as Flower ClientApps
+        (:mod:`vflpriv.flower.fedp3`), each with its own data, key, ledger and budget; ``flower`` a
+        :class:`vflpriv.flower.FlowerOptions`.  A seeded run fits the same model on every backend.
     seed : None (deployment): the server's public choices (initial model, layer sets, participation,
         global pruning positions) come from 63 bits of OS entropy and each client's secret
         randomness (Poisson minibatches, local pruning, Gaussian noise) from a separate 128-bit
@@ -121,7 +124,8 @@ class FedP3:
                  local_pruning="fixed", local_p=0.9, aggregation="simple", participation=1.0,
                  rounds=15, local_epochs=2.0, local_steps=None, batch_size=16, lr=0.3,
                  epsilon=math.inf, delta=1e-5, clip=1.0, noise="calibrate", paper_c=None,
-                 accountant="rdp", ledger=None, seed=None, threads=1):
+                 accountant="rdp", ledger=None, seed=None, threads=1, backend="inprocess",
+                 flower=None):
         self.model, self.scheme, self.keep_ratio = model, scheme, keep_ratio
         self.global_pruning, self.local_pruning, self.local_p = global_pruning, local_pruning, local_p
         self.aggregation, self.participation, self.rounds = aggregation, participation, rounds
@@ -130,6 +134,10 @@ class FedP3:
         self.epsilon, self.delta, self.clip, self.noise, self.paper_c = \
             epsilon, delta, clip, noise, paper_c
         self.accountant, self.ledger, self.seed, self.threads = accountant, ledger, seed, threads
+        self.backend, self.flower = backend, flower
+
+    #: remote clients (``round_loop``'s ``clients``), set by vflpriv.flower.fedp3's server side
+    _remote = None
 
     # -- validation ---------------------------------------------------------------------------
     def _check(self):
@@ -310,6 +318,12 @@ class FedP3:
         """Train on ``clients`` (list of :class:`~vflpriv.horizontal.partition.ClientData`);
         ``progress(t)`` is called after every round."""
         self._check()
+        if self.backend != "inprocess":
+            from ..flower import check_backend
+            from ..flower.fedp3 import fit as fit_flower
+
+            check_backend(self.backend)
+            return fit_flower(self, clients, n_classes, image_shape, progress)
         # The models are tiny: torch's intra-op threads cost far more than they save (30x slower
         # on a busy 2-core machine), so fit runs on ``threads`` threads and restores the setting.
         before = torch.get_num_threads()
@@ -353,7 +367,7 @@ class FedP3:
         self._plans = plans = [self._plan(c) for c in clients]
         private = math.isfinite(self.epsilon)
         budget = None
-        if private:
+        if private and self._remote is None:      # remote clients keep their own budgets
             budget = LocalDP(self.epsilon, self.delta, self.clip, self.rounds,
                              accountant=self.accountant, ledger=self.ledger, prefix="fedp3-")
             if self.noise == "calibrate":
@@ -365,7 +379,7 @@ class FedP3:
                     whole = SelfComposed(PoissonSubsampledGaussian(plan.noise_multiplier, plan.q),
                                          plan.steps * self.rounds)
                     budget.filter.check_plan(whole, party=f"client-{i}")
-        self.ledger_ = budget.ledger if private else None
+        self.ledger_ = budget.ledger if budget is not None else None
 
         self._k_part = n if self.participation >= 1 else max(1, int(round(self.participation * n)))
         self.n_clients, self._clients, self._hidden, self._fixed_sets = n, clients, hidden, fixed_sets
@@ -380,7 +394,7 @@ class FedP3:
         self.layer_sets_ = [list(s) if s is not None else None for s in fixed_sets]
         self.meter_ = Meter()
         self.stopped_round_ = round_loop(self, self.rounds, meter=self.meter_, budget=budget,
-                                         progress=progress)
+                                         progress=progress, clients=self._remote)
         self.global_weights_ = self._W
         del self._clients, self._round_rng      # the run's working state, not fitted attributes
         self.accuracy_ = self.accuracy_history_[-1]
@@ -390,7 +404,8 @@ class FedP3:
         self.implied_c_ = [p.implied_c for p in plans]
         self.sample_rate_ = [p.q for p in plans]
         self.local_steps_ = [p.steps for p in plans]
-        self.epsilon_spent_ = [budget.spent(i) if private else math.inf for i in range(n)]
+        self.epsilon_spent_ = [budget.spent(i) if budget is not None else math.inf
+                               for i in range(n)]
         return self
 
     # -- one round, as the shared loop (vflpriv.horizontal.loop) drives it --------------------

@@ -18,6 +18,13 @@ from accounting import BudgetExceeded, BudgetFilter, Ledger, PoissonSubsampledGa
     SelfComposed, calibrate
 
 
+def noise_multiplier(epsilon, delta, q, total_steps, accountant="rdp") -> float:
+    """z such that ``total_steps`` Poisson(q) DP-SGD steps are (epsilon, delta)-DP (the same
+    function for the server in process and for a remote client computing its own noise)."""
+    return calibrate(lambda z: SelfComposed(PoissonSubsampledGaussian(z, q), total_steps),
+                     epsilon, delta, guess=1.0, accountant=accountant, decreasing=True).value
+
+
 class LocalDP:
     def __init__(self, epsilon: float, delta: float, clip: float, rounds: int, *,
                  accountant: str = "rdp", ledger=None, prefix: str = "horizontal-"):
@@ -42,10 +49,8 @@ class LocalDP:
         """z such that R rounds of ``steps`` Poisson(q) DP-SGD steps are (epsilon, delta)-DP."""
         key = (q, steps)
         if key not in self._z:
-            total = self.rounds * steps
-            self._z[key] = calibrate(lambda z: SelfComposed(PoissonSubsampledGaussian(z, q), total),
-                                     self.epsilon, self.delta, guess=1.0,
-                                     accountant=self.accountant, decreasing=True).value
+            self._z[key] = noise_multiplier(self.epsilon, self.delta, q, self.rounds * steps,
+                                            self.accountant)
         return self._z[key]
 
     def round_event(self, q: float, steps: int):

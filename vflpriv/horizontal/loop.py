@@ -14,13 +14,23 @@ FedP3 through :class:`vflpriv.horizontal.fedp3.FedP3`.  Round t:
 3. ``algo.aggregate(t, replies)``, the meter closes the round, ``algo.evaluate(t)``.
 
 The algorithm object is the only thing that knows torch, models or the wire format.
+
+Remote clients (the Flower backends, :mod:`vflpriv.flower.horizontal`): ``clients(t, [(k, down),
+...])`` returns the clients' replies in order, all of the round's participants at once (one batch of
+messages per round).  Each client then charges its round to its own budget before drawing noise
+and answers ``None`` when its budget refuses; it is stopped for good, as in process.  The only
+difference from the in-process order is that the server builds a refusing client's downlink before
+it learns of the refusal (it is not metered; FedP3's OPR2 draws its layer set for it).
 """
 from __future__ import annotations
 
 
-def round_loop(algo, rounds: int, *, meter, budget=None, progress=None) -> list:
+def round_loop(algo, rounds: int, *, meter, budget=None, progress=None, clients=None) -> list:
     """Run ``rounds`` rounds of ``algo``; returns the round at which each client was stopped by
-    its budget (None: never)."""
+    its budget (None: never).  ``clients``: None (in process) or the remote clients' exchange
+    (module docstring); the budgets are then the clients' own and ``budget`` must be None."""
+    if clients is not None:
+        return _remote_loop(algo, rounds, meter, progress, clients)
     stopped = [None] * algo.n_clients
     for t in range(rounds):
         replies = []
@@ -34,6 +44,28 @@ def round_loop(algo, rounds: int, *, meter, budget=None, progress=None) -> list:
                     continue
             down = algo.downlink(k, t)
             up = algo.client_update(k, t, down)
+            values, payload = algo.receive(k, t, down, up)
+            meter.downlink(down)
+            meter.uplink(values, up)
+            replies.append((k, payload))
+        algo.aggregate(t, replies)
+        meter.end_round()
+        algo.evaluate(t)
+        if progress is not None:
+            progress(t)
+    return stopped
+
+
+def _remote_loop(algo, rounds, meter, progress, clients):
+    stopped = [None] * algo.n_clients
+    for t in range(rounds):
+        asked = [(k, algo.downlink(k, t)) for k in map(int, algo.sample(t))
+                 if stopped[k] is None]
+        replies = []
+        for (k, down), up in zip(asked, clients(t, asked) if asked else []):
+            if up is None:                      # its own budget refused the round: stopped
+                stopped[k] = t
+                continue
             values, payload = algo.receive(k, t, down, up)
             meter.downlink(down)
             meter.uplink(values, up)

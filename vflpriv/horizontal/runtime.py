@@ -48,6 +48,7 @@ class RunResult:
     deployment: bool = False
     ledger: str | None = None
     client_states: list = field(default_factory=list)   # the strategy's per-client state
+    flower: dict | None = None         # Flower backends: bytes per client, client ledgers, stops
 
     @property
     def accuracy(self) -> float:
@@ -57,12 +58,27 @@ class RunResult:
 def run(strategy, data, model_fn, *, rounds: int, participation: float = 1.0,
         local: LocalConfig | None = None, sampler: str = "feddyn", epsilon: float = math.inf,
         delta: float = 1e-5, clip: float = 1.0, accountant: str = "rdp", ledger=None,
-        seed: int | None = None, threads: int = 1, progress=None) -> RunResult:
+        seed: int | None = None, threads: int = 1, progress=None, backend: str = "inprocess",
+        flower=None) -> RunResult:
     """Train with ``strategy`` on ``data`` (:class:`~vflpriv.horizontal.partition.FederatedData`);
-    ``model_fn()`` builds the torch model.  ``progress(t)`` is called after every round."""
+    ``model_fn()`` builds the torch model.  ``progress(t)`` is called after every round.
+
+    ``backend``: "inprocess" (default), "flower-sim" or "flower" (:mod:`vflpriv.flower.horizontal`:
+    the clients as Flower ClientApps, each with its own shard, ledger and budget; ``flower`` a
+    :class:`vflpriv.flower.FlowerOptions`).  A seeded run gives the same model on every backend."""
     if sampler not in SAMPLERS:
         raise ValueError(f"sampler must be one of {', '.join(SAMPLERS)}, got {sampler!r}")
     local = local or LocalConfig()
+    if backend != "inprocess":
+        from ..flower import check_backend
+        from ..flower.horizontal import run as run_flower
+
+        check_backend(backend)
+        return run_flower(backend, strategy, data, model_fn, rounds=rounds,
+                          participation=participation, local=local, sampler=sampler,
+                          epsilon=epsilon, delta=delta, clip=clip, accountant=accountant,
+                          ledger=ledger, seed=seed, threads=threads, progress=progress,
+                          flower=flower)
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
@@ -126,20 +142,30 @@ class _StrategyRun:
 
     # -- client k -------------------------------------------------------------------------------
     def client_update(self, k, t, down):
-        received = [torch.from_numpy(v) for v in wire.decode_vectors(down)]
-        corr, lam1, lam2 = self.strategy.local_objective(k, self.states[k], received)
-        rng = np.random.default_rng([self.client_key, t, k, 3])
         noise = None
         if self.dp is not None:
             q, steps = self._plan(k)
-            gen = torch.Generator().manual_seed(int(rng.integers(2 ** 62)))
-            noise = (self.clip, self.dp.noise_multiplier(q, steps), gen)
-        theta_k, steps = local_train(self.model, received[0], self.Xs[k], self.ys[k], self.local,
-                                     correction=corr, lambda1=lam1, lambda2=lam2, rng=rng,
-                                     dp=noise)
-        reply = self.strategy.client_reply(k, self.states[k], received, theta_k, steps,
-                                           self.local.lr)
-        return wire.encode_vectors([v.numpy() for v in reply], wire.UP)
+            noise = (self.clip, self.dp.noise_multiplier(q, steps))
+        return client_step(self.strategy, self.model, self.local, self.Xs[k], self.ys[k],
+                           self.states[k], k, t, down, self.client_key, noise)
+
+
+def client_step(strategy, model, local, X, y, state, k, t, down, client_key, noise):
+    """Client k's side of round t (in process and in a Flower ClientApp alike): decode the
+    server's vectors, train locally from them, update ``state``, serialize the reply.  The
+    randomness (batches, DP noise) comes from ``(client_key, t, k)`` only; ``noise``: None or
+    ``(clip, noise multiplier)``."""
+    received = [torch.from_numpy(v) for v in wire.decode_vectors(down)]
+    corr, lam1, lam2 = strategy.local_objective(k, state, received)
+    rng = np.random.default_rng([client_key, t, k, 3])
+    dp = None
+    if noise is not None:
+        gen = torch.Generator().manual_seed(int(rng.integers(2 ** 62)))
+        dp = (noise[0], noise[1], gen)
+    theta_k, steps = local_train(model, received[0], X, y, local, correction=corr,
+                                 lambda1=lam1, lambda2=lam2, rng=rng, dp=dp)
+    reply = strategy.client_reply(k, state, received, theta_k, steps, local.lr)
+    return wire.encode_vectors([v.numpy() for v in reply], wire.UP)
 
 
 def _run(strategy, data, model_fn, rounds, participation, local, sampler, epsilon, delta, clip,

@@ -1,0 +1,66 @@
+"""``--backend`` for the horizontal commands (``vflpriv horizontal``, ``vflpriv fedp3``): the
+options, the Flower settings they make, the JSON ``flower`` section, and how a lost or refusing
+client ends the command (one line on stderr; exit 1 for a refusal, 3 for a lost client)."""
+from __future__ import annotations
+
+import math
+import sys
+
+from ..errors import InputError
+
+
+def add_arguments(p):
+    p.add_argument("--backend", default="inprocess", choices=["inprocess", "flower-sim", "flower"],
+                   help="where the clients run: in this process (default), on Flower's "
+                   "simulation runtime, or as a real Flower deployment on 127.0.0.1 (a SuperLink "
+                   "and one SuperNode per client; docs/flower.md). Needs the flower extra")
+    p.add_argument("--connect-timeout", type=float, default=60.0, metavar="S",
+                   help="Flower backends: seconds to wait for every client at start (default 60)")
+
+
+def options(args):
+    """``(backend, FlowerOptions or None)``; checks flwr is installed before any work."""
+    backend = args.backend
+    if backend == "inprocess":
+        return backend, None
+    from ..flower import FlowerOptions, require_flwr
+
+    require_flwr(backend)
+    if not (args.connect_timeout > 0 and math.isfinite(args.connect_timeout)):
+        raise InputError(f"--connect-timeout must be a positive number of seconds, got "
+                         f"{args.connect_timeout!r}")
+    return backend, FlowerOptions(connect_timeout=args.connect_timeout, quiet=True)
+
+
+def section(info, uplink_bytes, downlink_bytes) -> dict:
+    """Flower message bytes beside the project's frame bytes and the in-process count of the
+    same wire messages, per client and in total; each client's ledger and who was stopped."""
+    t = info["totals"]
+    return {"backend": info["backend"], "uplink_flower_bytes": t["uplink"],
+            "downlink_flower_bytes": t["downlink"], "uplink_frame_bytes": t["uplink_frames"],
+            "downlink_frame_bytes": t["downlink_frames"],
+            "inprocess_uplink_bytes": uplink_bytes, "inprocess_downlink_bytes": downlink_bytes,
+            "per_client": info["bytes"], "client_ledgers": info.get("client_ledgers"),
+            "stopped_clients": info.get("stopped")}
+
+
+def print_line(f):
+    sys.stdout.write(f"  {f['backend']}: uplink {f['uplink_flower_bytes']:,} B in Flower messages "
+                     f"({f['uplink_frame_bytes']:,} B of frames, {f['inprocess_uplink_bytes']:,}"
+                     f" B in process); downlink {f['downlink_flower_bytes']:,} B "
+                     f"({f['downlink_frame_bytes']:,} B, {f['inprocess_downlink_bytes']:,} B)\n")
+
+
+def client_failure(command, exc):
+    """Exit code for a client that refused (1) or was lost (3), after one line on stderr;
+    None if ``exc`` is neither."""
+    from ..flower.link import PartyLost, PartyRefused
+
+    if isinstance(exc, PartyRefused):
+        sys.stderr.write(f"vflpriv {command}: client {exc}; each client's ledger holds every "
+                         "release made before it\n")
+        return 1
+    if isinstance(exc, PartyLost):
+        sys.stderr.write(f"vflpriv {command}: client {exc}; the run stopped\n")
+        return 3
+    return None

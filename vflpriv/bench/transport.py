@@ -6,9 +6,9 @@ measured between the first and the last completed round (start-up -- Ray, or the
 SuperNodes -- is reported apart); bytes per round are the project's frames (what the in-process
 transport counts) and the Flower messages that carry them (protobuf size), uplink and downlink.
 
-Horizontal, 100 clients: FedAvg on ``inprocess`` and ``flower-sim`` when the horizontal Flower
-family is installed (``vflpriv.flower.horizontal``); the deployment is not run at 100 clients
-(100 SuperNode processes, each polling every 3 s).
+Horizontal, 100 clients: FedAvg (digits, an 8-unit MLP, one local epoch, every client every
+round) on ``inprocess`` and ``flower-sim`` (needs torch); the deployment is not run at 100
+clients (100 SuperNode processes on 2 cores, each polling every 3 s).
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def _vertical(backend, data, rounds):
     total = time.perf_counter() - t0
     per_round = (stamps[-1] - stamps[0]) / (len(stamps) - 1) if len(stamps) > 1 else total
     row = {"backend": backend, "parties": data.K, "rounds": rounds, "seconds_total": total,
-           "seconds_per_round": per_round, "startup_seconds": stamps[0] - t0 - per_round,
+           "seconds_per_round": per_round, "startup_seconds": max(0.0, stamps[0] - t0 - per_round),
            "uplink_frame_bytes_per_round": sum(sol.uplink_framed) / rounds,
            "downlink_frame_bytes_per_round": sum(sol.downlink_framed) / rounds}
     fl = sol.extra.get("flower")
@@ -49,13 +49,39 @@ def _vertical(backend, data, rounds):
     return row, sol
 
 
-def _horizontal(backend, rounds):
+def _horizontal(backend, rounds, clients=100):
+    """FedAvg on scikit-learn's digits split over ``clients`` clients (an 8-unit MLP, one local
+    epoch, every client every round): seconds and bytes per round."""
     try:
-        from ..flower import horizontal as FH  # noqa: F401
+        import torch  # noqa: F401
     except ImportError:
         return None
-    bench = getattr(FH, "bench_round", None)
-    return None if bench is None else bench(backend, clients=100, rounds=rounds)
+    from ..horizontal.fedavg import FedAvg
+    from ..horizontal.fedp3 import MLP
+    from ..horizontal.local import LocalConfig
+    from ..horizontal.partition import load_federated
+    from ..horizontal.runtime import run
+
+    data = load_federated("digits", clients, seed=0)
+    stamps = []
+    t0 = time.perf_counter()
+    res = run(FedAvg(), data, lambda: MLP(64, 10, (8,)), rounds=rounds, participation=1.0,
+              local=LocalConfig(epochs=1, batch_size=10, lr=0.1), seed=0, backend=backend,
+              progress=lambda t: stamps.append(time.perf_counter()))
+    total = time.perf_counter() - t0
+    per_round = (stamps[-1] - stamps[0]) / (len(stamps) - 1) if len(stamps) > 1 else total
+    row = {"backend": backend, "clients": clients, "rounds": rounds, "seconds_total": total,
+           "seconds_per_round": per_round, "startup_seconds": max(0.0, stamps[0] - t0 - per_round),
+           "uplink_bytes_per_round": res.meter.uplink_bytes / rounds,
+           "downlink_bytes_per_round": res.meter.downlink_bytes / rounds,
+           "accuracy": float(res.accuracy)}
+    if res.flower is not None:
+        by = res.flower["bytes"]
+        row["uplink_flower_bytes_per_round"] = sum(v["flower"] for v in by["uplink"].values()) \
+            / rounds
+        row["downlink_flower_bytes_per_round"] = sum(v["flower"] for v in by["downlink"].values()) \
+            / rounds
+    return row
 
 
 def run(args) -> int:
@@ -93,15 +119,22 @@ def run(args) -> int:
               f"{r['downlink_frame_bytes_per_round']:12.0f} "
               f"{r.get('downlink_flower_bytes_per_round', float('nan')):11.0f}")
     out = {"vertical": rows}
-    hz = [h for h in (_horizontal(b, 2) for b in ("inprocess", "flower-sim")) if h is not None]
+    hz = [h for h in (_horizontal(b, args.rounds) for b in ("inprocess", "flower-sim"))
+          if h is not None]
     if hz:
         out["horizontal"] = hz
-        print("horizontal FedAvg, 100 clients:")
-        for h in hz:
-            print("  " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                                   for k, v in h.items()))
+        print("horizontal FedAvg, 100 clients (digits):")
+        print(f"{'backend':<11} {'s/round':>8} {'start-up s':>10} {'up B/round':>11} "
+              f"{'Flower up B/round':>17} {'down B/round':>12} {'Flower down':>11} {'acc':>6}")
+        for r in hz:
+            print(f"{r['backend']:<11} {r['seconds_per_round']:8.3f} "
+                  f"{r['startup_seconds']:10.2f} {r['uplink_bytes_per_round']:11.0f} "
+                  f"{r.get('uplink_flower_bytes_per_round', float('nan')):17.0f} "
+                  f"{r['downlink_bytes_per_round']:12.0f} "
+                  f"{r.get('downlink_flower_bytes_per_round', float('nan')):11.0f} "
+                  f"{r['accuracy']:6.3f}")
     else:
-        print("horizontal: the horizontal Flower family is not installed here")
+        print("horizontal: needs torch (the torch extra)")
     if getattr(args, "json", None):
         from . import write_json
 

@@ -44,3 +44,24 @@ def test_bad_backend_name_exits_2():
                           "synthetic:n=40,d=10,density=0.5", "--backend", "flowr"],
                          capture_output=True, text=True)
     assert out.returncode == 2 and "flowr" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_paths_reach_other_processes_absolute(tmp_path, monkeypatch):
+    """A deployed ServerApp and ClientApps run in other working directories: every file path
+    they get (data, ledgers, result) is made absolute first (a relative --ledger once went to
+    the run's temporary directory)."""
+    pytest.importorskip("flwr")
+    from vflpriv.flower.apps import absolute_paths
+    from vflpriv.flower.deploy import LocalDeployment
+
+    monkeypatch.chdir(tmp_path)
+    spec = {"ledger": "run.ledger", "privacy": {"ledger": "c.ledger", "level": "record"},
+            "blocks": [[0, 1]], "name": "digits"}
+    out = absolute_paths(spec)
+    assert out["ledger"] == str(tmp_path / "run.ledger")
+    assert out["privacy"] == {"ledger": str(tmp_path / "c.ledger"), "level": "record"}
+    assert out["blocks"] == [[0, 1]] and out["name"] == "digits"
+    dep = LocalDeployment([{"party": 0, "data": "p0.npz", "ledger": "p0.ledger"}], "dep")
+    assert dep.cfgs == [{"party": 0, "data": str(tmp_path / "p0.npz"),
+                         "ledger": str(tmp_path / "p0.ledger")}]
+    assert dep.run_dir == str(tmp_path / "dep")

@@ -23,6 +23,21 @@ FAMILIES = {"vertical": ("vflpriv.flower.vertical", "serve", "VerticalSide"),
             "fedp3": ("vflpriv.flower.fedp3", "serve", "FedP3Side")}
 
 
+#: keys whose values are file paths: made absolute before they reach another process (a deployed
+#: ServerApp or ClientApp runs in another working directory)
+PATH_KEYS = ("data", "ledger", "out", "progress")
+
+
+def absolute_paths(obj):
+    """A copy of ``obj`` (dicts and lists, nested) with every PATH_KEYS string made absolute."""
+    if isinstance(obj, dict):
+        return {k: (os.path.abspath(v) if k in PATH_KEYS and isinstance(v, str) and v
+                    else absolute_paths(v)) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [absolute_paths(v) for v in obj]
+    return obj
+
+
 def register(family, module, serve="serve", side="ClientSide"):
     FAMILIES[family] = (module, serve, side)
 
@@ -98,8 +113,11 @@ def simulate(spec, party_configs, *, clients_per_cpu=1, quiet=True) -> dict:
     from .clientapp import make_client_app
 
     result = {}
+    progress = spec.get("progress_fn")
+    spec = absolute_paths({k: v for k, v in spec.items() if k != "progress_fn"})
+    spec["progress_fn"] = progress
     server = _make_server_app(lambda ctx: spec, lambda s, out: result.update(out))
-    client = make_client_app(build_side, sim_configs=list(party_configs))
+    client = make_client_app(build_side, sim_configs=absolute_paths(list(party_configs)))
     ncpu = os.cpu_count() or 1
     backend = {"client_resources": {"num_cpus": 1.0 / max(1, clients_per_cpu), "num_gpus": 0.0},
                "init_args": {"num_cpus": ncpu, "include_dashboard": False,

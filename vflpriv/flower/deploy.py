@@ -132,7 +132,11 @@ class LocalDeployment:
         from . import require_flwr
 
         require_flwr("flower")
-        self.cfgs, self.run_dir, self.quiet = list(party_configs), os.fspath(run_dir), quiet
+        from .apps import absolute_paths
+
+        # the SuperNodes and their ClientApps run elsewhere than this working directory
+        self.cfgs = absolute_paths(list(party_configs))
+        self.run_dir, self.quiet = os.path.abspath(os.fspath(run_dir)), quiet
         self.absent, self.start_timeout = set(absent), float(start_timeout)
         self.marker = uuid.uuid4().hex
         self.home = os.path.join(self.run_dir, "flwr-home")
@@ -220,6 +224,7 @@ class LocalDeployment:
     def _kill_marked(self):
         """App processes started detached by the SuperLink/SuperNodes carry our marker."""
         needle = f"VFLPRIV_DEPLOYMENT={self.marker}".encode()
+        killed = []
         for pid in os.listdir("/proc") if os.path.isdir("/proc") else []:
             if not pid.isdigit() or int(pid) == os.getpid():
                 continue
@@ -227,8 +232,13 @@ class LocalDeployment:
                 with open(f"/proc/{pid}/environ", "rb") as fh:
                     if needle in fh.read().split(b"\0"):
                         os.kill(int(pid), signal.SIGKILL)
+                        killed.append(pid)
             except (OSError, ValueError):
                 continue
+        deadline = time.monotonic() + 5          # gone before we return, not just signalled
+        while killed and time.monotonic() < deadline:
+            killed = [p for p in killed if _alive(p)]
+            time.sleep(0.05)
 
     def __exit__(self, *exc):
         self.close()
@@ -238,8 +248,9 @@ class LocalDeployment:
     def run(self, spec, *, progress=None, on_round=None, timeout=None) -> dict:
         """Submit ``spec`` and wait for the ServerApp's result.  ``progress(t)`` is called as
         rounds complete; ``on_round(t)`` too (fault drills kill a SuperNode from it)."""
-        spec = dict(spec)
-        spec.pop("progress_fn", None)
+        from .apps import absolute_paths
+
+        spec = absolute_paths({k: v for k, v in spec.items() if k != "progress_fn"})
         spec["out"] = os.path.join(self.run_dir, "result.pkl")
         spec["progress"] = os.path.join(self.run_dir, "progress")
         spec_path = os.path.join(self.run_dir, "spec.pkl")
@@ -280,6 +291,15 @@ class LocalDeployment:
             except subprocess.TimeoutExpired:
                 pass
         return out
+
+
+def _alive(pid) -> bool:
+    """A process that still runs (a zombie left for its parent to reap counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def _read_int(path):

@@ -103,6 +103,18 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
+def launch(backend, spec, party_configs, run_dir, *, progress=None, quiet=True) -> dict:
+    """Run ``spec`` with ``party_configs`` on ``backend`` ("flower-sim": :func:`simulate`;
+    "flower": a :class:`~.deploy.LocalDeployment` in ``run_dir``); ``progress(t)`` after each
+    completed round.  Returns the ServerApp's result."""
+    if backend == "flower-sim":
+        return simulate(dict(spec, progress_fn=progress), party_configs, quiet=quiet)
+    from .deploy import LocalDeployment
+
+    with LocalDeployment(party_configs, run_dir, quiet=quiet) as dep:
+        return dep.run(spec, progress=progress)
+
+
 def simulate(spec, party_configs, *, clients_per_cpu=1, quiet=True) -> dict:
     """Run ``spec`` on Flower's simulation runtime: one virtual SuperNode per entry of
     ``party_configs`` (its ``partition-id`` selects the entry).  Returns the ServerApp's result."""

@@ -48,6 +48,30 @@ class ClientSide(ABC):
         """Restore :meth:`get_state`'s output."""
 
 
+def own_budget(cfg, setup, *, per_party=False, who="party"):
+    """The party's own :class:`accounting.BudgetFilter`, from its node config (``ledger``,
+    ``budget-epsilon``, ``budget-delta``, ``accountant``): the ledger's header budget governs.
+    ``per_party``: the budget covers this party's records alone (local DP)."""
+    from accounting import BudgetFilter, Ledger
+
+    k = int(cfg["party"])
+    if not cfg.get("ledger"):
+        raise Refused(f"{who} {k} has no ledger: a private run needs one in its node config "
+                      "(ledger=PATH)")
+    try:
+        eps, delta = float(cfg["budget-epsilon"]), float(cfg["budget-delta"])
+    except (KeyError, ValueError):
+        raise Refused(f"{who} {k} has no budget: its node config needs budget-epsilon and "
+                      "budget-delta") from None
+    acc = str(cfg.get("accountant", setup.get("accountant", "rdp")))
+    header = {"epsilon": eps, "delta": delta, "accountant": acc}
+    if per_party:
+        header["per_party"] = True
+    led = Ledger(cfg["ledger"], budget=header, run_id=setup.get("run_id"))
+    b_eps, b_delta = led.governing_budget(eps, delta, per_party=per_party)
+    return BudgetFilter(led, b_eps, b_delta, accountant=acc, per_party=per_party)
+
+
 def node_party_config(context, sim_configs=None) -> dict:
     """The party's own config: the simulation entry for its partition, or its node config."""
     nc = dict(context.node_config)

@@ -31,8 +31,9 @@ from ..errors import InputError
 from ..horizontal.fedp3 import FedP3
 from .clientapp import ClientSide
 from .horizontal import (REFUSED, build_net, client_budget, client_key, describe_model, launch,
-                         link_for, load_client_data, raise_error, remote_clients, error_of,
+                         link_for, load_client_data, raise_error, remote_clients,
                          flower_summary)
+from .link import error_record
 
 #: the estimator's settings the clients need (all public)
 PARAMS = ("scheme", "keep_ratio", "global_pruning", "local_pruning", "local_p", "aggregation",
@@ -132,7 +133,7 @@ class RemoteFedP3(FedP3):
         if todo:          # not trained yet: scored with the global model, on the client
             full = tuple(self.layer_names_)
             reqs = [(i, self._downlink(self._W, full, i, t, full=True), "eval") for i in todo]
-            for (i, _, _), (frame, _) in zip(reqs, self._link.exchange_kinds(reqs, t)):
+            for (i, _, _), (frame, _) in zip(reqs, self._link.exchange(reqs, t, kinds=True)):
                 self.client_accuracy_[i] = _ACC.unpack(frame)[0]
         self.accuracy_history_.append(float(np.mean(self.client_accuracy_)))
 
@@ -162,7 +163,7 @@ def serve(grid, spec, progress=None) -> dict:
         out["fitted"] = {k: v for k, v in vars(est).items()
                          if k.endswith("_") and not k.startswith("_")}
     except Exception as exc:
-        out["error"] = error_of(exc, out["t"])
+        out["error"] = error_record(exc, out["t"])
     out["flower"] = flower_summary(link, spec["K"])
     return out
 

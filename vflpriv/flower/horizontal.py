@@ -30,8 +30,8 @@ import secrets
 import numpy as np
 
 from ..errors import InputError
-from .clientapp import ClientSide
-from .link import DOWN, UP, Link, PartyLost, PartyRefused
+from .clientapp import ClientSide, own_budget
+from .link import Link, error_record, raise_recorded
 
 REFUSED = "refused"
 _CACHE = {}          # (path, mtime) -> arrays: an actor serving many messages reads a file once
@@ -84,24 +84,8 @@ def build_net(spec: dict):
 
 
 def client_budget(cfg, setup):
-    """Client k's own :class:`accounting.BudgetFilter` (its ledger, its budget)."""
-    from accounting import BudgetFilter, Ledger
-
-    from .clientapp import Refused
-
-    k = int(cfg["party"])
-    if not cfg.get("ledger"):
-        raise Refused(f"client {k} has no ledger: a private run needs one in its node config")
-    try:
-        eps, delta = float(cfg["budget-epsilon"]), float(cfg["budget-delta"])
-    except (KeyError, ValueError):
-        raise Refused(f"client {k} has no budget: its node config needs budget-epsilon and "
-                      "budget-delta") from None
-    acc = str(cfg.get("accountant", setup.get("accountant", "rdp")))
-    led = Ledger(cfg["ledger"], budget={"epsilon": eps, "delta": delta, "per_party": True,
-                                        "accountant": acc}, run_id=setup.get("run_id"))
-    b_eps, b_delta = led.governing_budget(eps, delta, per_party=True)
-    return BudgetFilter(led, b_eps, b_delta, accountant=acc, per_party=True)
+    """Client k's own :class:`accounting.BudgetFilter` (its ledger, its budget: local DP)."""
+    return own_budget(cfg, setup, per_party=True, who="client")
 
 
 def calibrated_z(epsilon, delta, q, total, accountant):
@@ -136,40 +120,20 @@ def client_spend(ledgers, epsilon_delta, accountant) -> list:
     return out
 
 
-class KindLink(Link):
-    """A :class:`~.link.Link` that also returns each reply's kind (``refused`` or the answer)."""
-
-    def exchange_kinds(self, requests, round):
-        out = self._send_receive([(self.node_of[k], f, kind, round) for k, f, kind in requests],
-                                 names={self.node_of[k]: k for k, _, _ in requests}, round=round)
-        return [out[self.node_of[k]][:2] for k, _, _ in requests]
-
-
 def link_for(grid, spec):
-    return KindLink(grid, spec["K"], connect_timeout=spec["connect_timeout"],
-                    reply_timeout=spec["reply_timeout"])
+    return Link(grid, spec["K"], connect_timeout=spec["connect_timeout"],
+                reply_timeout=spec["reply_timeout"])
 
 
 def flower_summary(link, K) -> dict:
-    return {"bytes": link.meter.summary(K),
-            "totals": {"uplink": link.meter.total(UP), "downlink": link.meter.total(DOWN),
-                       "uplink_frames": link.meter.total(UP, flower=False),
-                       "downlink_frames": link.meter.total(DOWN, flower=False)}}
-
-
-def error_of(exc, t):
-    if isinstance(exc, (PartyLost, PartyRefused)):
-        return {"kind": type(exc).__name__, "party": exc.party, "round": exc.round,
-                "reason": exc.reason, "message": str(exc)}
-    return {"kind": type(exc).__name__, "party": None, "round": t, "reason": str(exc),
-            "message": f"{type(exc).__name__}: {exc}"}
+    return {"bytes": link.meter.summary(K), "totals": link.meter.totals()}
 
 
 def remote_clients(link, kind_of, on_reply=None):
     """The ``clients`` callable of :func:`round_loop`: one batch per round over ``link``;
     ``kind_of(k)`` names the request, ``on_reply(k, frame)`` strips what rides with the update."""
     def clients(t, asked):
-        replies = link.exchange_kinds([(k, down, kind_of(k)) for k, down in asked], t)
+        replies = link.exchange([(k, down, kind_of(k)) for k, down in asked], t, kinds=True)
         out = []
         for (k, _), (frame, kind) in zip(asked, replies):
             if kind == REFUSED:
@@ -289,7 +253,7 @@ def serve(grid, spec, progress=None) -> dict:
         out.update(theta=algo.theta.numpy(), history=algo.history,
                    participants=algo.participants, stopped=stopped, meter=meter)
     except Exception as exc:
-        out["error"] = error_of(exc, out["t"])
+        out["error"] = error_record(exc, out["t"])
     out["flower"] = flower_summary(link, spec["K"])
     return out
 
@@ -406,16 +370,10 @@ def launch(backend, spec, shards, *, private, epsilon, delta, accountant, ledger
             if seed is not None:          # seeded runs only: the in-process client key
                 cfg["noise-entropy"] = str(int(seed))
             cfgs.append(cfg)
-        if backend == "flower-sim":
-            from .apps import simulate
+        from .apps import launch
 
-            spec["progress_fn"] = progress and (lambda t: progress(t - 1))
-            out = simulate(spec, cfgs, quiet=flower.quiet)
-        else:
-            from .deploy import LocalDeployment
-
-            with LocalDeployment(cfgs, run_dir, quiet=flower.quiet) as dep:
-                out = dep.run(spec, progress=progress and (lambda t: progress(t - 1)))
+        out = launch(backend, spec, cfgs, run_dir, quiet=flower.quiet,
+                     progress=progress and (lambda t: progress(t - 1)))
         info = {"backend": backend, **out["flower"], "error": out["error"],
                 "rounds_completed": out["t"], "client_ledgers": ledgers if private else None}
         if private:
@@ -427,11 +385,6 @@ def launch(backend, spec, shards, *, private, epsilon, delta, accountant, ledger
 
 
 def raise_error(out, info, backend):
-    err = out["error"] or {"kind": "RuntimeError", "round": out["t"], "party": None,
-                           "reason": "no result", "message": "the run ended without a result"}
-    if err["kind"] not in ("PartyLost", "PartyRefused"):
-        raise InputError(f"the {backend} run stopped at round {err['round']}: {err['message']}")
-    exc = (PartyRefused if err["kind"] == "PartyRefused" else PartyLost)(
-        err["party"], err["round"], err["reason"])
-    exc.flower = info
-    raise exc
+    raise_recorded(out["error"] or {"kind": "RuntimeError", "round": out["t"], "party": None,
+                                    "reason": "no result",
+                                    "message": "the run ended without a result"}, info, backend)

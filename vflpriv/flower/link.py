@@ -38,6 +38,28 @@ class PartyRefused(RuntimeError):
         super().__init__(f"party {party} refused round {round}: {reason}")
 
 
+def error_record(exc, round) -> dict:
+    """What stopped a ServerApp's run, as data that survives the trip back to the command."""
+    if isinstance(exc, (PartyLost, PartyRefused)):
+        return {"kind": type(exc).__name__, "party": exc.party, "round": exc.round,
+                "reason": exc.reason, "message": str(exc)}
+    return {"kind": type(exc).__name__, "party": None, "round": round, "reason": str(exc),
+            "message": f"{type(exc).__name__}: {exc}"}
+
+
+def raise_recorded(err, info, backend):
+    """Raise the :func:`error_record` ``err`` again in the command: PartyLost / PartyRefused
+    (carrying ``info`` as ``.flower``), anything else as one InputError line."""
+    from ..errors import InputError
+
+    if err["kind"] not in ("PartyLost", "PartyRefused"):
+        raise InputError(f"the {backend} run stopped at round {err['round']}: {err['message']}")
+    exc = (PartyRefused if err["kind"] == "PartyRefused" else PartyLost)(
+        err["party"], err["round"], err["reason"])
+    exc.flower = info
+    raise exc
+
+
 def message_bytes(message) -> int:
     """Size of a Flower Message as the protobuf Flower serializes it."""
     from flwr.common.serde import message_to_proto
@@ -71,6 +93,12 @@ class FlowerMeter:
     def total(self, direction=UP, flower=True) -> int:
         src = self.flower if flower else self.frames
         return sum(v for (p, dr), v in src.items() if dr == direction)
+
+    def totals(self) -> dict:
+        """Flower message bytes and the frames they carried, per direction, over all parties."""
+        return {"uplink": self.total(UP), "downlink": self.total(DOWN),
+                "uplink_frames": self.total(UP, flower=False),
+                "downlink_frames": self.total(DOWN, flower=False)}
 
 
 def pack(frame: bytes, kind: str, round: int):
@@ -140,12 +168,14 @@ class Link:
             raise PartyLost(missing[0], None, f"no SuperNode is party {missing}")
 
     # -- rounds -------------------------------------------------------------------------------
-    def exchange(self, requests, round: int) -> list:
-        """``requests``: ``[(party, frame, kind), ...]``; returns the reply frames, in order
-        (``None`` for an empty reply)."""
+    def exchange(self, requests, round: int, kinds=False) -> list:
+        """``requests``: ``[(party, frame, kind), ...]``; returns the reply frames in order,
+        or with ``kinds=True`` ``(frame, reply kind)`` pairs (a client may answer a request
+        with another kind, e.g. that its own budget stopped it)."""
         out = self._send_receive([(self.node_of[k], f, kind, round) for k, f, kind in requests],
                                  names={self.node_of[k]: k for k, _, _ in requests}, round=round)
-        return [out[self.node_of[k]][0] for k, _, _ in requests]
+        return [out[self.node_of[k]][:2] if kinds else out[self.node_of[k]][0]
+                for k, _, _ in requests]
 
     def _send_receive(self, items, names, round):
         from flwr.app import Message

@@ -28,8 +28,8 @@ import numpy as np
 from ..errors import InputError
 from ..vertical.secure import messages as SM
 from ..vertical.transport import DOWN, UP, Meter
-from .clientapp import ClientSide, Refused
-from .vertical import load_party_data
+from .clientapp import ClientSide, Refused, own_budget
+from .vertical import load_party_data, party_noise_seed
 
 _NONCE = 12
 _TAG = 16
@@ -112,7 +112,6 @@ class SecureSide(ClientSide):
 
     def __init__(self, cfg, setup):
         from ..vertical.secure.protocol import SecureParty
-        from .vertical import _party_budget
 
         self.k = k = int(cfg["party"])
         self.setup = setup
@@ -121,10 +120,7 @@ class SecureSide(ClientSide):
             raise Refused(f"party {k}'s data has {A_k.shape[0]} rows, the run expects "
                           f"{setup['n']}")
         private = bool(setup["private"])
-        ent = cfg.get("noise-entropy")
-        parent = tuple(int(v) for v in str(cfg.get("noise-spawn-key", "")).split(",") if v)
-        seed = np.random.SeedSequence(int(ent), spawn_key=parent + (k,)) \
-            if ent not in (None, "") else np.random.SeedSequence()
+        seed = party_noise_seed(cfg, k)
         plan = setup["plan"]
         clips = setup["clips"]
         self.party = p = SecureParty(
@@ -135,7 +131,7 @@ class SecureSide(ClientSide):
             sigma=plan[3] if private else 0.0, noise_seed=seed)
         p.setup(SM.decode(bytes.fromhex(setup["setup_frame"]))[0])
         if private:
-            p.budget = _party_budget(cfg, setup)
+            p.budget = own_budget(cfg, setup)
             p.plan = (plan[0], plan[1], plan[2], plan[3], float(setup["feature_bound"]), clips)
         self.private_key = self.public_key = None
         self.peers = {}
@@ -299,7 +295,7 @@ class FlowerParties:
 def serve(grid, spec, progress=None) -> dict:
     """The ServerApp's work for one dp-bcfw-secure run (``spec`` from :func:`make_spec`)."""
     from ..vertical.secure.protocol import run_secure
-    from .link import Link, PartyLost, PartyRefused
+    from .link import Link, error_record
     from .vertical import PublicShape
 
     K = len(spec["blocks"])
@@ -332,16 +328,10 @@ def serve(grid, spec, progress=None) -> dict:
         out.update(x=res.x, selections=res.selections, released=res.released,
                    products=res.products, meter=res.meter, peer_bytes=res.peer_bytes,
                    setup_seconds=res.setup_seconds)
-    except (PartyLost, PartyRefused) as exc:
-        out["error"] = {"kind": type(exc).__name__, "party": exc.party, "round": exc.round,
-                        "reason": exc.reason, "message": str(exc)}
     except Exception as exc:
-        out["error"] = {"kind": type(exc).__name__, "party": None, "round": out["t"],
-                        "reason": str(exc), "message": f"{type(exc).__name__}: {exc}"}
+        out["error"] = error_record(exc, out["t"])
     out["flower"] = link.meter.summary(K)
-    out["flower_totals"] = {"uplink": link.meter.total(UP), "downlink": link.meter.total(DOWN),
-                            "uplink_frames": link.meter.total(UP, flower=False),
-                            "downlink_frames": link.meter.total(DOWN, flower=False)}
+    out["flower_totals"] = link.meter.totals()
     return out
 
 
@@ -368,7 +358,7 @@ def run(backend, data, *, secure_kwargs, private, run_dir, ledger=None, budget=N
     """Run dp-bcfw-secure on ``backend``; returns ``(out, flower info)`` (``out`` as the
     ServerApp's result, with the objective history replayed here from the selections)."""
     from ..vertical.secure.protocol import replay_objective
-    from .vertical import noise_entropy_of, party_configs
+    from .vertical import noise_entropy_of, party_configs, run_info
 
     if data.K < 2:
         raise InputError("dp-bcfw-secure needs at least 2 parties")
@@ -378,19 +368,10 @@ def run(backend, data, *, secure_kwargs, private, run_dir, ledger=None, budget=N
     cfgs = party_configs(data, run_dir, private=private, budget=party_budget or budget,
                          accountant=accountant, ledgers=party_ledgers,
                          noise_entropy=None if noise_root is None else noise_entropy_of(noise_root))
-    if backend == "flower-sim":
-        from .apps import simulate
+    from .apps import launch
 
-        spec["progress_fn"] = progress
-        out = simulate(spec, cfgs, quiet=quiet)
-    else:
-        from .deploy import LocalDeployment
-
-        with LocalDeployment(cfgs, run_dir, quiet=quiet) as dep:
-            out = dep.run(spec, progress=progress)
-    info = {"backend": backend, "bytes": out["flower"], "totals": out["flower_totals"],
-            "error": out["error"], "rounds_completed": out["t"],
-            "party_ledgers": [c.get("ledger") for c in cfgs] if private else None}
+    out = launch(backend, spec, cfgs, run_dir, progress=progress, quiet=quiet)
+    info = run_info(backend, out, cfgs, private)
     if "x" in out:
         out["objective"] = replay_objective(data, secure_kwargs["eta"], out["selections"])
         out["initial_objective"] = float(0.5 * np.mean(data.y ** 2))

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..sparse import wire
-from .clientapp import ClientSide, Refused
+from .clientapp import ClientSide, Refused, own_budget
 
 _DATA_CACHE = {}
 
@@ -104,9 +104,7 @@ class SparseSide(ClientSide):
                 self.privacy = ClientPrivacy("record", priv["clip"], setup["local_steps"],
                                              q=[q], z=z)
                 self.event = _record_event(float(q), z[float(q)], setup["local_steps"])
-                from .vertical import _party_budget
-
-                self.budget = _party_budget(cfg, setup)
+                self.budget = own_budget(cfg, setup, who="client")
             else:
                 self.privacy = ClientPrivacy("client", priv["clip"], setup["local_steps"])
         ent = cfg.get("noise-entropy")
@@ -178,7 +176,7 @@ def serve(grid, spec, progress=None) -> dict:
 
     from ..sparse.privacy import PrivacyPlan
     from ..sparse.runtime import Participation
-    from .link import DOWN, UP, Link, PartyLost, PartyRefused
+    from .link import DOWN, UP, Link, error_record
 
     N, setup = int(spec["N"]), spec["setup"]
     link = Link(grid, N, connect_timeout=spec["connect_timeout"],
@@ -218,12 +216,8 @@ def serve(grid, spec, progress=None) -> dict:
         out.update(seconds=time.perf_counter() - t0, models=models, traffic=traffic,
                    final=np.array(strategy.model(state), copy=True),
                    privacy=None if plan is None else plan.summary())
-    except (PartyLost, PartyRefused) as exc:
-        out["error"] = {"kind": type(exc).__name__, "party": exc.party, "round": exc.round,
-                        "reason": exc.reason, "message": str(exc)}
     except Exception as exc:          # e.g. the server's own budget refusing a release
-        out["error"] = {"kind": type(exc).__name__, "party": None, "round": out["t"],
-                        "reason": str(exc), "message": f"{type(exc).__name__}: {exc}"}
+        out["error"] = error_record(exc, out["t"])
         try:
             pickle.dumps(exc)
             out["exception"] = exc
@@ -328,7 +322,7 @@ def run(backend, parts, shards, strategy, *, rounds, participation, batch, lr, w
 
     from ..sparse.runtime import Metrics, client_weights, default_lr, finish
     from . import FlowerOptions, check_backend, require_flwr
-    from .link import PartyLost, PartyRefused
+    from .link import raise_recorded
 
     check_backend(backend)
     if backend == "inprocess":
@@ -375,16 +369,9 @@ def run(backend, parts, shards, strategy, *, rounds, participation, batch, lr, w
                 "reply_timeout": float(options.reply_timeout)}
         progress = None if callback is None else (lambda t: callback(t - 1, float("nan")))
         t0 = time.perf_counter()
-        if backend == "flower-sim":
-            from .apps import simulate
+        from .apps import launch
 
-            spec["progress_fn"] = progress
-            out = simulate(spec, cfgs, quiet=options.quiet)
-        else:
-            from .deploy import LocalDeployment
-
-            with LocalDeployment(cfgs, run_dir, quiet=options.quiet) as dep:
-                out = dep.run(spec, progress=progress)
+        out = launch(backend, spec, cfgs, run_dir, progress=progress, quiet=options.quiet)
         wall = time.perf_counter() - t0
         party_spend = _party_spend(ledgers, privacy) if ledgers else None
     finally:
@@ -399,13 +386,7 @@ def run(backend, parts, shards, strategy, *, rounds, participation, batch, lr, w
     if err is not None:
         if out.get("exception") is not None and err["kind"] not in ("PartyLost", "PartyRefused"):
             raise out["exception"]
-        if err["kind"] not in ("PartyLost", "PartyRefused"):
-            raise InputError(f"the {backend} run stopped at round {err['round']}: "
-                             f"{err['message']}")
-        cls = PartyRefused if err["kind"] == "PartyRefused" else PartyLost
-        exc = cls(err["party"], err["round"], err["reason"])
-        exc.flower = flower
-        raise exc
+        raise_recorded(err, flower, backend)
     metrics = Metrics(shards, p, x_true, dictionary)
     metrics.add(strategy.model(strategy.init_state(shards.d)))
     for _, x in out["models"]:

@@ -23,7 +23,7 @@ import scipy.sparse as sp
 from ..errors import InputError
 from ..vertical import messages as M
 from ..vertical.transport import DOWN, UP, Meter, Transport
-from .clientapp import ClientSide, Refused
+from .clientapp import ClientSide, Refused, own_budget
 
 
 # -- the party's data file ------------------------------------------------------------------
@@ -66,24 +66,15 @@ class PublicShape:
 
 
 # -- party side ------------------------------------------------------------------------------
-def _party_budget(cfg, setup):
-    from accounting import BudgetFilter, Ledger
-
-    k = int(cfg["party"])
-    path = cfg.get("ledger")
-    if not path:
-        raise Refused(f"party {k} has no ledger: a private run needs one in its node config "
-                      "(ledger=PATH)")
-    try:
-        eps, delta = float(cfg["budget-epsilon"]), float(cfg["budget-delta"])
-    except (KeyError, ValueError):
-        raise Refused(f"party {k} has no budget: its node config needs budget-epsilon and "
-                      "budget-delta") from None
-    acc = str(cfg.get("accountant", setup.get("accountant", "rdp")))
-    led = Ledger(path, budget={"epsilon": eps, "delta": delta, "accountant": acc},
-                 run_id=setup.get("run_id"))
-    b_eps, b_delta = led.governing_budget(eps, delta)
-    return BudgetFilter(led, b_eps, b_delta, accountant=acc)
+def party_noise_seed(cfg, k) -> np.random.SeedSequence:
+    """Party k's noise seed is its own: from its node config's ``noise-entropy`` (seeded test
+    runs: the in-process ``noise_root.spawn(K)[k]``, see :func:`noise_entropy_of`) or from OS
+    entropy.  Used at setup only; afterwards the generator's state lives in the node's state."""
+    ent = cfg.get("noise-entropy")
+    if ent in (None, ""):
+        return np.random.SeedSequence()
+    parent = tuple(int(v) for v in str(cfg.get("noise-spawn-key", "")).split(",") if v)
+    return np.random.SeedSequence(int(ent), spawn_key=parent + (k,))
 
 
 class VerticalSide(ClientSide):
@@ -101,12 +92,7 @@ class VerticalSide(ClientSide):
             raise Refused(f"party {k}'s data has shape {A_k.shape}, the run expects "
                           f"({setup['n']}, {len(setup['sampling']['blocks'][k])})")
         private = bool(setup["private"])
-        # The noise seed is the party's own: its node config's noise-entropy (seeded, testing
-        # runs) or OS entropy; after setup the generator's state travels in the node's state.
-        ent = cfg.get("noise-entropy")
-        parent = tuple(int(v) for v in str(cfg.get("noise-spawn-key", "")).split(",") if v)
-        seed = np.random.SeedSequence(int(ent), spawn_key=parent + (k,)) \
-            if ent not in (None, "") else np.random.SeedSequence()
+        seed = party_noise_seed(cfg, k)
         self.party = Party(k, A_k, y, get_loss(setup["loss"]), setup["eta"],
                            noise=setup["noise"], index_scale=setup["index_scale"],
                            feature_sigma=setup["feature_sigma"],
@@ -118,7 +104,7 @@ class VerticalSide(ClientSide):
         self.party._K = setup["K"]
         self.party.setup(M.Setup(setup["sketch_seed"], setup["sampling_seed"], setup["n"],
                                  setup["m"], setup["sketch"], setup["K"]), blocks)
-        self.budget = _party_budget(cfg, setup) if private else None
+        self.budget = own_budget(cfg, setup) if private else None
 
     def _events(self):
         from ..vertical.privacy import feature_event, index_event
@@ -196,7 +182,7 @@ class FlowerTransport(Transport):
 def serve(grid, spec, progress=None) -> dict:
     """The ServerApp's work for one vertical run described by ``spec`` (see :func:`make_spec`)."""
     from ..vertical.engine import Server
-    from .link import Link, PartyLost, PartyRefused
+    from .link import Link, error_record
 
     K = len(spec["blocks"])
     link = Link(grid, K, connect_timeout=spec["connect_timeout"],
@@ -225,12 +211,8 @@ def serve(grid, spec, progress=None) -> dict:
             out["t"] = server.t
             if progress is not None:
                 progress(server.t)
-    except (PartyLost, PartyRefused) as exc:
-        out["error"] = {"kind": type(exc).__name__, "party": exc.party, "round": exc.round,
-                        "reason": exc.reason, "message": str(exc)}
     except Exception as exc:          # e.g. the server's own budget refusing a release
-        out["error"] = {"kind": type(exc).__name__, "party": None, "round": out["t"],
-                        "reason": str(exc), "message": f"{type(exc).__name__}: {exc}"}
+        out["error"] = error_record(exc, out["t"])
     srv = out.pop("server", None)
     if srv is not None:
         out.update(x=srv.x, selections=srv.selections, gammas=srv.gammas,
@@ -238,9 +220,7 @@ def serve(grid, spec, progress=None) -> dict:
                    meter=srv.meter, m=srv.m, p_min=srv.sampling.p_min if
                    srv.algorithm == "bcfw" else 1.0 / srv.K)
     out["flower"] = link.meter.summary(K)
-    out["flower_totals"] = {"uplink": link.meter.total(UP), "downlink": link.meter.total(DOWN),
-                            "uplink_frames": link.meter.total(UP, flower=False),
-                            "downlink_frames": link.meter.total(DOWN, flower=False)}
+    out["flower_totals"] = link.meter.totals()
     return out
 
 
@@ -297,6 +277,14 @@ __all__ = ["FlowerTransport", "VerticalSide", "serve", "make_spec", "party_confi
            "save_party_data", "load_party_data", "PublicShape"]
 
 
+def run_info(backend, out, cfgs, private) -> dict:
+    """What the command reports of a ServerApp's result: Flower bytes, the error, the parties'
+    ledgers (shared by the vertical and secure families)."""
+    return {"backend": backend, "bytes": out["flower"], "totals": out["flower_totals"],
+            "error": out["error"], "rounds_completed": out["t"],
+            "party_ledgers": [c.get("ledger") for c in cfgs] if private else None}
+
+
 def run(backend, data, loss, eta, iterations, *, server_kwargs, private, run_dir,
         ledger=None, budget=None, accountant="rdp", run_id=None, party_ledgers=None,
         party_budget=None, noise_root=None, connect_timeout=60.0, reply_timeout=600.0,
@@ -314,19 +302,10 @@ def run(backend, data, loss, eta, iterations, *, server_kwargs, private, run_dir
     cfgs = party_configs(data, run_dir, private=private, budget=party_budget or budget,
                          accountant=accountant, ledgers=party_ledgers,
                          noise_entropy=None if noise_root is None else noise_entropy_of(noise_root))
-    if backend == "flower-sim":
-        from .apps import simulate
+    from .apps import launch
 
-        spec["progress_fn"] = progress
-        out = simulate(spec, cfgs, quiet=quiet)
-    else:
-        from .deploy import LocalDeployment
-
-        with LocalDeployment(cfgs, run_dir, quiet=quiet) as dep:
-            out = dep.run(spec, progress=progress)
-    flower = {"backend": backend, "bytes": out["flower"], "totals": out["flower_totals"],
-              "error": out["error"], "rounds_completed": out["t"],
-              "party_ledgers": [c.get("ledger") for c in cfgs] if private else None}
+    out = launch(backend, spec, cfgs, run_dir, progress=progress, quiet=quiet)
+    flower = run_info(backend, out, cfgs, private)
     if "x" not in out:
         return None, flower
     first, history = replay_objective(data, loss, eta, out["selections"], out["gammas"])

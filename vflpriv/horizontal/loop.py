@@ -29,41 +29,14 @@ def round_loop(algo, rounds: int, *, meter, budget=None, progress=None, clients=
     """Run ``rounds`` rounds of ``algo``; returns the round at which each client was stopped by
     its budget (None: never).  ``clients``: None (in process) or the remote clients' exchange
     (module docstring); the budgets are then the clients' own and ``budget`` must be None."""
-    if clients is not None:
-        return _remote_loop(algo, rounds, meter, progress, clients)
     stopped = [None] * algo.n_clients
     for t in range(rounds):
+        active = [k for k in map(int, algo.sample(t)) if stopped[k] is None]
+        exchanged = (_in_process(algo, t, active, budget) if clients is None
+                     else _remote(algo, t, active, clients))
         replies = []
-        for k in map(int, algo.sample(t)):
-            if stopped[k] is not None:
-                continue
-            if budget is not None:
-                event, note = algo.privacy_event(k, t)
-                if not budget.charge_event(event, k, t, note):     # before any noise is drawn
-                    stopped[k] = t
-                    continue
-            down = algo.downlink(k, t)
-            up = algo.client_update(k, t, down)
-            values, payload = algo.receive(k, t, down, up)
-            meter.downlink(down)
-            meter.uplink(values, up)
-            replies.append((k, payload))
-        algo.aggregate(t, replies)
-        meter.end_round()
-        algo.evaluate(t)
-        if progress is not None:
-            progress(t)
-    return stopped
-
-
-def _remote_loop(algo, rounds, meter, progress, clients):
-    stopped = [None] * algo.n_clients
-    for t in range(rounds):
-        asked = [(k, algo.downlink(k, t)) for k in map(int, algo.sample(t))
-                 if stopped[k] is None]
-        replies = []
-        for (k, down), up in zip(asked, clients(t, asked) if asked else []):
-            if up is None:                      # its own budget refused the round: stopped
+        for k, down, up in exchanged:
+            if up is None:                      # its budget refused the round: stopped for good
                 stopped[k] = t
                 continue
             values, payload = algo.receive(k, t, down, up)
@@ -76,3 +49,21 @@ def _remote_loop(algo, rounds, meter, progress, clients):
         if progress is not None:
             progress(t)
     return stopped
+
+
+def _in_process(algo, t, active, budget):
+    """One client at a time (a generator: each reply is received before the next client)."""
+    for k in active:
+        if budget is not None:
+            event, note = algo.privacy_event(k, t)
+            if not budget.charge_event(event, k, t, note):     # before any noise is drawn
+                yield k, None, None
+                continue
+        down = algo.downlink(k, t)
+        yield k, down, algo.client_update(k, t, down)
+
+
+def _remote(algo, t, active, clients):
+    """The round's participants in one batch; each charged its own budget (None: refused)."""
+    asked = [(k, algo.downlink(k, t)) for k in active]
+    return [(k, down, up) for (k, down), up in zip(asked, clients(t, asked) if asked else [])]

@@ -508,7 +508,7 @@ def _run_flower(backend, flower, run_dir, data, loss, eta, T, private, server_kw
     import shutil
 
     from ..flower import vertical as FV
-    from ..flower.link import PartyLost, PartyRefused
+    from ..flower.link import raise_recorded
 
     own_dir = not flower.run_dir            # a temporary directory of ours: removed at the end
     run_dir = run_dir or _flower_run_dir(flower)
@@ -551,15 +551,8 @@ def _run_flower(backend, flower, run_dir, data, loss, eta, T, private, server_kw
     finally:
         if own_dir:
             shutil.rmtree(run_dir, ignore_errors=True)
-    err = info["error"]
-    if err is not None:
-        cls = PartyRefused if err["kind"] == "PartyRefused" else PartyLost
-        if err["kind"] not in ("PartyLost", "PartyRefused"):
-            raise InputError(f"the {backend} run stopped at round {err['round']}: "
-                             f"{err['message']}")
-        exc = cls(err["party"], err["round"], err["reason"])
-        exc.flower = info
-        raise exc
+    if info["error"] is not None:
+        raise_recorded(info["error"], info, backend)
     res.seconds = time.perf_counter() - t0
     return res, info
 

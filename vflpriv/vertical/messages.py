@@ -146,16 +146,22 @@ def encode(msg, party: int, round: int) -> bytes:
 
 def decode(frame: bytes):
     """``(message, party, round)`` from a frame; raises InputError on a malformed frame."""
+    return decode_frame(frame, MESSAGE_TYPES, "message")
+
+
+def decode_frame(frame: bytes, types: dict, what: str):
+    """Check the header and parse the payload with ``types[message type]`` (shared by the
+    protocols framed this way; the payload is a view, so large frames are not copied)."""
     if len(frame) < HEADER_BYTES:
         raise InputError(f"truncated frame: {len(frame)} bytes, the header alone is {HEADER_BYTES}")
     version, mtype, party, rnd, length = HEADER.unpack_from(frame)
     if version != VERSION:
         raise InputError(f"unsupported wire format version {version}")
-    if mtype not in MESSAGE_TYPES:
-        raise InputError(f"unknown message type {mtype}")
+    if mtype not in types:
+        raise InputError(f"unknown {what} type {mtype}")
     if len(frame) != HEADER_BYTES + length:
         raise InputError(f"frame length {len(frame)} does not match header ({HEADER_BYTES} + {length})")
-    return MESSAGE_TYPES[mtype].parse(frame[HEADER_BYTES:]), party, rnd
+    return types[mtype].parse(memoryview(frame)[HEADER_BYTES:]), party, rnd
 
 
 def signed_index(local_index: int, sign: int) -> int:

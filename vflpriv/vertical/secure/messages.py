@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import InputError
-from ..messages import HEADER, HEADER_BYTES, VERSION
+from ..messages import HEADER_BYTES, decode_frame, encode  # noqa: F401  (same framing)
 
 
 def _u64(b):
@@ -192,20 +192,6 @@ MESSAGE_TYPES = {c.TYPE: c for c in (SecureSetup, Selections, SecureIndex, Maske
                                      NewFeatures)}
 
 
-def encode(msg, party: int, round: int) -> bytes:
-    body = msg.payload()
-    return HEADER.pack(VERSION, msg.TYPE, party, round, len(body)) + body
-
-
 def decode(frame: bytes):
     """``(message, party, round)``; InputError on a malformed frame."""
-    if len(frame) < HEADER_BYTES:
-        raise InputError(f"truncated frame: {len(frame)} bytes, the header alone is {HEADER_BYTES}")
-    version, mtype, party, rnd, length = HEADER.unpack_from(frame)
-    if version != VERSION:
-        raise InputError(f"unsupported wire format version {version}")
-    if mtype not in MESSAGE_TYPES:
-        raise InputError(f"unknown secure-protocol message type {mtype}")
-    if len(frame) != HEADER_BYTES + length:
-        raise InputError(f"frame length {len(frame)} does not match header ({HEADER_BYTES} + {length})")
-    return MESSAGE_TYPES[mtype].parse(memoryview(frame)[HEADER_BYTES:]), party, rnd
+    return decode_frame(frame, MESSAGE_TYPES, "secure-protocol message")

@@ -31,7 +31,6 @@ block gradients (to fixed-point precision) and picks the BCFW-AS vertices.
 """
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 

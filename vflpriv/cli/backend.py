@@ -1,6 +1,7 @@
-"""``--backend`` for the horizontal commands (``vflpriv horizontal``, ``vflpriv fedp3``): the
-options, the Flower settings they make, the JSON ``flower`` section, and how a lost or refusing
-client ends the command (one line on stderr; exit 1 for a refusal, 3 for a lost client)."""
+"""``--backend`` for every federated command (``vflpriv run``, ``sparse``, ``horizontal``,
+``fedp3``): the options, the Flower settings they make, the horizontal JSON ``flower`` section,
+and how a lost or refusing party ends the command (one line on stderr; exit 1 for a refusal, 3
+for a lost party)."""
 from __future__ import annotations
 
 import math
@@ -9,13 +10,13 @@ import sys
 from ..errors import InputError
 
 
-def add_arguments(p):
+def add_arguments(p, who="client"):
     p.add_argument("--backend", default="inprocess", choices=["inprocess", "flower-sim", "flower"],
-                   help="where the clients run: in this process (default), on Flower's "
+                   help=f"where the {who}s run: in this process (default), on Flower's "
                    "simulation runtime, or as a real Flower deployment on 127.0.0.1 (a SuperLink "
-                   "and one SuperNode per client; docs/flower.md). Needs the flower extra")
+                   f"and one SuperNode per {who}; docs/flower.md). Needs the flower extra")
     p.add_argument("--connect-timeout", type=float, default=60.0, metavar="S",
-                   help="Flower backends: seconds to wait for every client at start (default 60)")
+                   help=f"Flower backends: seconds to wait for every {who} at start (default 60)")
 
 
 def options(args):
@@ -51,16 +52,16 @@ def print_line(f):
                      f"({f['downlink_frame_bytes']:,} B, {f['inprocess_downlink_bytes']:,} B)\n")
 
 
-def client_failure(command, exc):
-    """Exit code for a client that refused (1) or was lost (3), after one line on stderr;
-    None if ``exc`` is neither."""
+def client_failure(command, exc, close=None):
+    """Exit code for a party that refused (1) or was lost (3), after one line on stderr (and
+    ``close()``, e.g. the progress bar's); None if ``exc`` is neither."""
     from ..flower.link import PartyLost, PartyRefused
 
-    if isinstance(exc, PartyRefused):
-        sys.stderr.write(f"vflpriv {command}: client {exc}; each client's ledger holds every "
-                         "release made before it\n")
-        return 1
-    if isinstance(exc, PartyLost):
-        sys.stderr.write(f"vflpriv {command}: client {exc}; the run stopped\n")
-        return 3
-    return None
+    if not isinstance(exc, (PartyLost, PartyRefused)):
+        return None
+    if close is not None:
+        close()
+    what = "" if isinstance(exc, PartyRefused) else "the run stopped; "
+    sys.stderr.write(f"\nvflpriv {command}: {exc}; {what}the ledgers hold every release made "
+                     "before it\n")
+    return 1 if isinstance(exc, PartyRefused) else 3

@@ -90,12 +90,9 @@ def register(sub):
                         "comes from OS entropy")
     p.add_argument("--reference", action="store_true",
                    help="compute the certified optimum on the same set and the excess risk")
-    p.add_argument("--backend", default="inprocess", choices=["inprocess", "flower-sim", "flower"],
-                   help="where the parties run: in this process (default), on Flower's "
-                   "simulation runtime, or as a real Flower deployment on 127.0.0.1 (a SuperLink "
-                   "and one SuperNode per party; docs/flower.md). Needs the flower extra")
-    p.add_argument("--connect-timeout", type=float, default=60.0, metavar="S",
-                   help="Flower backends: seconds to wait for every party at start (default 60)")
+    from .backend import add_arguments as backend_arguments
+
+    backend_arguments(p, who="party")
     p.add_argument("--json", metavar="FILE", help="write the results as one JSON object")
     p.add_argument("--plot", metavar="FILE.png", help="plot objective vs iteration and bytes per party")
     p.set_defaults(func=run)
@@ -286,15 +283,11 @@ def run(args) -> int:
     cli = {k: v for k, v in vars(args).items() if k not in ("func", "resume")}
     if args.ledger:
         cli["ledger"] = os.path.abspath(args.ledger)
-    backend = getattr(args, "backend", "inprocess")
-    flower = None
-    if backend != "inprocess":
-        from ..flower import FlowerOptions
+    from . import backend as B
 
-        if not (args.connect_timeout > 0 and math.isfinite(args.connect_timeout)):
-            raise InputError(f"--connect-timeout must be a positive number of seconds, got "
-                             f"{args.connect_timeout!r}")
-        flower = FlowerOptions(connect_timeout=args.connect_timeout, quiet=True)
+    if not hasattr(args, "backend"):          # a resumed run's saved options predate --backend
+        args.backend, args.connect_timeout = "inprocess", 60.0
+    backend, flower = B.options(args)
     try:
         with _warnings_now():
             sol = solve(data, ledger=args.ledger, reference=args.reference, callback=progress,
@@ -306,19 +299,10 @@ def run(args) -> int:
         sys.stderr.write(f"\nvflpriv run: {exc}\n")
         return 1
     except RuntimeError as exc:
-        from ..flower.link import PartyLost, PartyRefused
-
-        if isinstance(exc, PartyRefused):
-            bar.close()
-            sys.stderr.write(f"\nvflpriv run: {exc}; the ledgers hold every release made "
-                             "before it\n")
-            return 1
-        if isinstance(exc, PartyLost):
-            bar.close()
-            sys.stderr.write(f"\nvflpriv run: {exc}; the run stopped, the ledgers hold every "
-                             "release made before it\n")
-            return 3
-        raise
+        code = B.client_failure("run", exc, bar.close)
+        if code is None:
+            raise
+        return code
     out = sol.to_dict()
     if sol.algorithm == "dp-bcfw-secure":
         out["secure"] = {k: sol.extra[k] for k in ("secure_products", "frac_bits", "feature_cap",

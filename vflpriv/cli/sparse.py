@@ -94,13 +94,9 @@ def register(sub):
     a("--ledger", metavar="FILE", help="append every release to this ledger file")
     a("--seed", type=int, help="seed every random choice (reproducible; marked not for "
       "deployment); default OS entropy")
-    a("--backend", default="inprocess", choices=["inprocess", "flower-sim", "flower"],
-      help="where the clients run: in this process (default), as ClientApps on Flower's "
-           "simulation runtime, or as a real Flower deployment on 127.0.0.1 (a SuperLink and one "
-           "SuperNode per client; docs/flower.md). A seeded run gives the same model on each. "
-           "Needs the flower extra")
-    a("--connect-timeout", type=float, default=60.0, metavar="S",
-      help="Flower backends: seconds to wait for every client at start (default 60)")
+    from .backend import add_arguments as backend_arguments
+
+    backend_arguments(p)
     a("--json", metavar="FILE", help="write the results as one JSON object")
     a("--plot", metavar="FILE.png", help="plot objective / relative error and bytes per round")
     p.set_defaults(func=run)
@@ -161,15 +157,9 @@ def run(args) -> int:
     from ..sparse.runtime import Participation
 
     Participation.parse(args.participation, args.clients)   # names a bad value before work
-    flower = None
-    if args.backend != "inprocess":
-        from ..flower import FlowerOptions, require_flwr
+    from . import backend as B
 
-        if not (args.connect_timeout > 0 and math.isfinite(args.connect_timeout)):
-            raise InputError(f"--connect-timeout must be a positive number of seconds, got "
-                             f"{args.connect_timeout!r}")
-        require_flwr(args.backend)
-        flower = FlowerOptions(connect_timeout=args.connect_timeout, quiet=True)
+    _, flower = B.options(args)
     from .progress import Progress
 
     progress = Progress(args.rounds, args.algorithm, quiet=args.quiet, unit="round")
@@ -188,14 +178,10 @@ def run(args) -> int:
         sys.stderr.write(f"\nvflpriv sparse: {exc}\n")
         return 1
     except RuntimeError as exc:
-        from ..flower.link import PartyLost, PartyRefused
-
-        if not isinstance(exc, (PartyLost, PartyRefused)):
+        code = B.client_failure("sparse", exc, progress.close)
+        if code is None:
             raise
-        progress.close()
-        sys.stderr.write(f"\nvflpriv sparse: {exc}; the run stopped, the ledgers hold every "
-                         "release made before it\n")
-        return 1 if isinstance(exc, PartyRefused) else 3
+        return code
     out = res.to_dict()
     _summary(res, out)
     if args.json:

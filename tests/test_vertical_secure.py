@@ -134,7 +134,7 @@ def test_non_private_run_equals_bcfw():
 def _private(D, **kw):
     args = dict(algorithm="dp-bcfw-secure", iterations=30, epsilon=2.0, delta=1e-6,
                 feature_bound=1.0, label_bound=1.0, row_clip=2.0, max_features=3, seed=0,
-                rnm="gumbel")
+                rnm="gumbel", label_party="all")
     args.update(kw)
     return solve(D, **args)
 

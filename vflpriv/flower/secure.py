@@ -104,7 +104,7 @@ def new_key_pair():
 
 
 # -- party side ---------------------------------------------------------------------------------
-_STATE = ("x", "u", "c", "cross", "masked", "selected")
+_STATE = ("x", "u", "c", "cross", "masked", "selected", "ty")
 
 
 class SecureSide(ClientSide):
@@ -116,6 +116,8 @@ class SecureSide(ClientSide):
         self.k = k = int(cfg["party"])
         self.setup = setup
         A_k, y = load_party_data(cfg["data"])
+        if setup.get("label_party") not in (None, k):
+            y = None              # only the label party keeps y; the others get A_k^T y + noise
         if A_k.shape[0] != setup["n"]:
             raise Refused(f"party {k}'s data has {A_k.shape[0]} rows, the run expects "
                           f"{setup['n']}")
@@ -132,7 +134,8 @@ class SecureSide(ClientSide):
         p.setup(SM.decode(bytes.fromhex(setup["setup_frame"]))[0])
         if private:
             p.budget = own_budget(cfg, setup)
-            p.plan = (plan[0], plan[1], plan[2], plan[3], float(setup["feature_bound"]), clips)
+            p.plan = (plan[0], plan[1], plan[2], plan[3], float(setup["feature_bound"]), clips,
+                      float(setup["label_bound"]))
         self.private_key = self.public_key = None
         self.peers = {}
 
@@ -153,7 +156,8 @@ class SecureSide(ClientSide):
                 p.budget.check_plan(P.plan_event(plan[0], plan[1], plan[3], sens,
                                                  int(self.setup["iterations"]),
                                                  int(self.setup["K"]),
-                                                 feature_rounds=int(self.setup["feature_cap"])),
+                                                 feature_rounds=int(self.setup["feature_cap"])
+                                                 + int(self.setup.get("label_rounds") or 0)),
                                     party=self.k)
             self.private_key, self.public_key = new_key_pair()
             return "key", self.public_key

@@ -146,6 +146,36 @@ def check_seed(seed, name="seed"):
     return seed
 
 
+def check_label_party(label_party, algorithm, K):
+    """``None`` (every party holds y) or the label party's index; ``label_party=None`` asks for
+    the algorithm's default (dp-bcfw-secure: party 0; the others: all)."""
+    if algorithm in ("fw", "dpfw"):
+        if label_party is not None:
+            raise InputError(f"label_party is for the federated algorithms; {algorithm!r} is "
+                             f"centralized (one curator holds everything), got "
+                             f"label_party={label_party!r}")
+        return None
+    if label_party is None:
+        return 0 if algorithm == "dp-bcfw-secure" else None
+    if isinstance(label_party, str):
+        if label_party == "all":
+            return None
+        try:
+            label_party = int(label_party)
+        except ValueError:
+            raise InputError(f"label_party must be 'all' or a party index 0..{K - 1}, got "
+                             f"{label_party!r}") from None
+    if isinstance(label_party, bool) or not isinstance(label_party, (int, np.integer)) \
+            or not 0 <= label_party < K:
+        raise InputError(f"label_party must be 'all' or a party index 0..{K - 1}, got "
+                         f"{label_party!r}")
+    if algorithm != "dp-bcfw-secure":
+        raise InputError(f"{algorithm!r} needs the labels at every party (paper 004's setting: "
+                         f"each party computes its residuals from y); label_party={label_party} "
+                         "is for dp-bcfw-secure")
+    return int(label_party)
+
+
 def _check_eps(epsilon, delta):
     if epsilon is None:
         epsilon = math.inf
@@ -181,7 +211,7 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
           reference=False, callback=None, report_accountants=REPORT_ACCOUNTANTS,
           allow_biased_sketch=False, derivative_clip=None, checkpoint=None, checkpoint_every=1,
           resume=False, checkpoint_extra=None, row_clip=None, max_features=10,
-          backend="inprocess", flower=None) -> Solution:
+          backend="inprocess", flower=None, label_party=None) -> Solution:
     """Run ``algorithm`` on ``data`` (a :class:`vflpriv.data.VerticalData`); see module docstring.
 
     Private runs (finite ``epsilon``) need ``delta``, ``feature_bound`` and ``label_bound``; every
@@ -203,6 +233,11 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
     ``row_clip`` (C) and ``max_features`` (F) are for ``dp-bcfw-secure``: each party scales the
     rows of its block to l2 norm <= C, and selects at most F distinct features (docs/vertical.md).
 
+    ``label_party`` says who holds the labels y: ``"all"`` (paper 004's setting, the default of
+    dp-bcfw, bcfw and dfw, the only one they support) or a party index (the default of
+    dp-bcfw-secure is 0): the other parties never see y, only DP releases derived from it.
+    Centralized algorithms (fw, dpfw) take none.
+
     ``backend`` ("inprocess", "flower-sim", "flower"; dp-bcfw, bcfw, dfw) runs the parties as
     Flower ClientApps (docs/flower.md), each enforcing its own budget on its own ledger;
     ``flower`` (a :class:`vflpriv.flower.FlowerOptions`) sets timeouts, party budgets and paths.
@@ -223,6 +258,7 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
         require_flwr(backend)
         flower = flower or FlowerOptions()
     run_dir = None
+    label_party = check_label_party(label_party, algorithm, data.K)
     loss = get_loss(loss)
     epsilon = _check_eps(epsilon, delta)
     check_seed(seed)
@@ -270,7 +306,7 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
                             callback=callback, report_accountants=report_accountants,
                             derivative_clip=derivative_clip, checkpoint=checkpoint,
                             row_clip=row_clip, max_features=max_features, backend=backend,
-                            flower=flower)
+                            flower=flower, label_party=label_party)
     if algorithm in ("fw", "dpfw"):
         if checkpoint is not None:
             raise InputError(f"checkpoints are for the vertical algorithms (dp-bcfw, bcfw, dfw), "

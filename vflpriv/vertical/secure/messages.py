@@ -20,7 +20,12 @@ Type codes start at 32 so that a frame of one protocol is never parsed as the ot
                                           l's share + fixed-point Gaussian noise           6 + 8 p_k
     40   NewFeatures    server -> party   the holders of this round's new features: u16 each 2 K'
                                           (each party charges the round's Gaussian to its own
-                                          ledger before any of its noise is drawn)
+                                          ledger before any of its noise is drawn); a
+                                          holder LABEL_RELEASE + L announces the release of
+                                          A_k^T y by the label party L
+
+The label release (``label_party`` set) is a secure product like a cross-product, with the local
+index ``LABEL_INDEX`` (0xFFFFFFFF) standing for the label column y of party L.
 
 Every share, mask and key that crosses a boundary is in these frames and so in the meter.
 """
@@ -33,6 +38,12 @@ import numpy as np
 
 from ...errors import InputError
 from ..messages import HEADER_BYTES, decode_frame, encode  # noqa: F401  (same framing)
+
+
+#: local index that stands for the label column y in TripleToHolder / MaskedVector / ResultShare
+LABEL_INDEX = 0xFFFFFFFF
+#: NewFeatures holder code for "the label party L releases A_k^T y": LABEL_RELEASE + L
+LABEL_RELEASE = 0x8000
 
 
 def _u64(b):

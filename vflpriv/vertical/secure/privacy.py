@@ -12,6 +12,9 @@ Neighbours replace one person's row (``replace_one``); n is public.
   together have L2 sensitivity  Delta_feat(l) = 2 B_a sqrt(sum_{k != l} C_k^2);
   a round releasing features j_1..j_m is one Gaussian with sqrt(sum_i Delta_feat(l_i)^2).
 
+* label at one party L: the K - 1 vectors (A_k^T y + N_k)_{k != L}, released once, have L2
+  sensitivity Delta_y = 2 B_y sqrt(sum_{k != L} C_k^2) (same sigma as the features).
+
 Worst-case plan: T rounds x K selections, K F feature releases of sensitivity max_l Delta_feat(l):
 ``Composed(SelfComposed(SelfComposed(RNM, K), T), SelfComposed(Gaussian(sigma, sqrt(K) Delta), F))``
 (F Gaussians of sensitivity sqrt(K) Delta compose exactly as K F of sensitivity Delta), calibrated
@@ -63,10 +66,37 @@ def sensitivities(feature_bound, label_bound, eta, n, clips) -> P.Sensitivity:
                          feature=worst)
 
 
-def calibrate(noise, sens, epsilon, delta, rounds, parties, feature_cap, split, accountant):
-    """Noise (b, sigma) for the worst-case plan; see the module docstring."""
+def label_sensitivity(label_bound, clips, holder):
+    """L2 sensitivity of the K - 1 vectors A_k^T y (k != holder) released once when only party
+    ``holder`` holds the label: replacing one person moves a_r^(k) y_r by at most 2 C_k B_y."""
+    return 2.0 * float(label_bound) * math.sqrt(sum(c * c for k, c in enumerate(clips)
+                                                    if k != holder))
+
+
+def label_release_event(sigma, label_bound, clips, holder):
+    from accounting import REPLACE_ONE, Gaussian
+
+    return Gaussian(sigma, label_sensitivity(label_bound, clips, holder), neighboring=REPLACE_ONE)
+
+
+def label_feature_rounds(sens, label_bound, clips, holder, parties):
+    """The label release counted as extra feature rounds of the plan, rounded up: Gaussians with
+    one sigma compose exactly as one Gaussian whose squared sensitivity is the sum, so a release
+    of sensitivity Delta_y is covered by ceil(Delta_y^2 / (K Delta_feat^2)) rounds of K features
+    (an upper bound, used only to calibrate and to check the plan; the ledger gets the exact
+    event)."""
+    if holder is None:
+        return 0
+    dy = label_sensitivity(label_bound, clips, holder)
+    return int(math.ceil(dy * dy / (parties * sens.feature ** 2) - 1e-12))
+
+
+def calibrate(noise, sens, epsilon, delta, rounds, parties, feature_cap, split, accountant,
+              label_rounds=0):
+    """Noise (b, sigma) for the worst-case plan; see the module docstring.  ``label_rounds``:
+    the label release as extra feature rounds (:func:`label_feature_rounds`)."""
     return P.calibrate_accountant(noise, sens, epsilon, delta, rounds, parties, split, accountant,
-                                  feature_rounds=feature_cap)
+                                  feature_rounds=feature_cap + int(label_rounds))
 
 
 def round_feature_event(sigma, feature_bound, clips, holders):

@@ -87,7 +87,8 @@ class SecureParty:
                  row_clip=None, noise=None, index_scale=0.0, sigma=0.0, noise_seed=None):
         self.k, self.eta, self.f = k, float(eta), int(frac)
         A = sp.csr_matrix(A_k, dtype=np.float64, copy=True)
-        y = np.asarray(y, dtype=np.float64)
+        # a party that does not hold the label gets y=None: it only ever sees A_k^T y + noise
+        y = None if y is None else np.asarray(y, dtype=np.float64)
         self.private = private
         if private:
             np.clip(A.data, -feature_bound, feature_bound, out=A.data)
@@ -99,7 +100,8 @@ class SecureParty:
             big = norms > target
             scale[big] = target / norms[big]
             A = sp.diags(scale) @ A
-            y = np.clip(y, -label_bound, label_bound)
+            if y is not None:
+                y = np.clip(y, -label_bound, label_bound)
         A = sp.csr_matrix(A)
         # fixed point, truncated toward zero: entries and row norms stay within their bounds
         A_fx = A.copy()
@@ -111,6 +113,7 @@ class SecureParty:
         self.AT = self.A_csc.T.tocsr()
         self.A_fx_T = A_fx.T.tocsr()
         self.y = y
+        self.ty = None                            # A_k^T y + noise, released once (no label)
         self.noise, self.b, self.sigma = noise, float(index_scale), float(sigma)
         self.rng = np.random.default_rng(noise_seed) if private else None
         self.x = np.zeros(self.p)
@@ -151,7 +154,11 @@ class SecureParty:
                 self.c += step * self.cross[(l, i)]
 
     def scores(self):
-        return (np.asarray(self.AT @ (self.u - self.y)).ravel() + self.c) / self.n
+        if self.y is not None:
+            return (np.asarray(self.AT @ (self.u - self.y)).ravel() + self.c) / self.n
+        if self.ty is None:
+            raise InputError(f"party {self.k} holds no label and was sent no A_k^T y")
+        return (np.asarray(self.AT @ self.u).ravel() - self.ty + self.c) / self.n
 
     def charge(self, event, t, note):
         """The party's own check: its ledger must accept ``event`` before it draws any noise
@@ -167,12 +174,19 @@ class SecureParty:
             self.charge(index_event(noise, b, sens, self.K), t, "secure: signed index")
 
     def charge_features(self, msg: SM.NewFeatures, t):
-        from .privacy import round_feature_event
+        from .privacy import label_release_event, round_feature_event
 
         if self.budget is not None:
-            sigma, Ba, clips = self.plan[3:]
-            self.charge(round_feature_event(sigma, Ba, clips, msg.holders), t,
-                        "secure: cross-products")
+            sigma, Ba, clips = self.plan[3:6]
+            feats = [h for h in msg.holders if h < SM.LABEL_RELEASE]
+            if feats:
+                self.charge(round_feature_event(sigma, Ba, clips, feats), t,
+                            "secure: cross-products")
+            for h in msg.holders:
+                if h >= SM.LABEL_RELEASE:
+                    self.charge(label_release_event(sigma, self.plan[6], clips,
+                                                    h - SM.LABEL_RELEASE), t,
+                                "secure: A_k^T y")
 
     def select(self):
         g = self.scores()
@@ -189,9 +203,14 @@ class SecureParty:
     def holder_messages(self, i, triples):
         """``triples``: {k: TripleToHolder}.  Returns (MaskedVector for all k, {k: ResultShare}).
         Noise for k is added to l's share here (l never sees the reconstructed value)."""
-        col = np.zeros(self.n, dtype=np.uint64)
-        a = self.A_csc[:, i]
-        col[a.indices] = encode(a.data, self.f)
+        if i == SM.LABEL_INDEX:
+            if self.y is None:
+                raise InputError(f"party {self.k} holds no label to release")
+            col = encode(self.y, self.f)
+        else:
+            col = np.zeros(self.n, dtype=np.uint64)
+            a = self.A_csc[:, i]
+            col[a.indices] = encode(a.data, self.f)
         keys = {t.v_key for t in triples.values()}
         if len(keys) != 1:
             raise InputError("the dealer sent different vector masks for one feature")
@@ -208,7 +227,10 @@ class SecureParty:
     # -- secure product, peer side (party k holds the block) ----------------------------------
     def peer_output(self, z: SM.MaskedVector, tr: SM.TripleToPeer, res: SM.ResultShare):
         out = peer_output(self.A_fx_T, z.z, tr.w_key, res.share)
-        self.cross[(z.holder, z.index)] = decode(out, 2 * self.f)
+        if z.index == SM.LABEL_INDEX:
+            self.ty = decode(out, 2 * self.f)
+        else:
+            self.cross[(z.holder, z.index)] = decode(out, 2 * self.f)
 
 
 def _noise(rng, sigma, size, scale_bits):
@@ -318,8 +340,11 @@ def replay_objective(data, eta, selections):
 
 def run_secure(data, *, eta, iterations, frac, private, noise_plan=None, budget_filter=None,
                feature_bound=None, label_bound=None, clips=None, feature_cap=10, seed=None,
-               noise_key=None, callback=None, remote=None) -> SecureResult:
+               noise_key=None, callback=None, remote=None, label_party=None) -> SecureResult:
     """Run the protocol (module docstring).  ``clips``: per-party row clips C_k (private runs).
+    ``label_party``: None when every party holds y (paper 004's setting), else the index of the
+    one party that does; every other party k then obtains A_k^T y + N(0, sigma^2 I) once, by the
+    same secure product as a cross-product, before the first round.
     ``remote(public)``: parties elsewhere (Flower), returning an object with
     :class:`LocalParties`' steps; the objective is then left to :func:`replay_objective`."""
     from ..engine import _seeds
@@ -339,13 +364,18 @@ def run_secure(data, *, eta, iterations, frac, private, noise_plan=None, budget_
                        "feature_cap": int(feature_cap), "private": bool(private),
                        "feature_bound": feature_bound, "label_bound": label_bound,
                        "clips": None if clips is None else [float(c) for c in clips],
+                       "label_party": label_party,
+                       "label_rounds": 0 if not private else
+                       int(noise_plan.details.get("label_feature_rounds", 0)),
                        "plan": None if not private else
                        [noise_plan.noise, noise_plan.index_scale,
                         noise_plan.details["sens_index"], noise_plan.feature_sigma,
                         noise_plan.details["sens_feature"]]})
     else:
         party_seeds = noise_ss.spawn(K)
-        parties = [SecureParty(k, data.block(k), data.y, eta, frac=frac, private=private,
+        parties = [SecureParty(k, data.block(k),
+                               data.y if label_party in (None, k) else None, eta, frac=frac,
+                               private=private,
                                feature_bound=feature_bound, label_bound=label_bound,
                                row_clip=None if clips is None else clips[k],
                                noise=noise_plan.noise if private else None,
@@ -365,12 +395,25 @@ def run_secure(data, *, eta, iterations, frac, private, noise_plan=None, budget_
                                         bf.epsilon, bf.delta, accountant=bf.accountant.name)
                 p.plan = (noise_plan.noise, noise_plan.index_scale,
                           noise_plan.details["sens_index"], noise_plan.feature_sigma,
-                          float(feature_bound), clips)
+                          float(feature_bound), clips, float(label_bound))
         link = LocalParties(parties)
     dealer = Dealer(keys, sizes, n, CHUNK_ROWS)
     link.setup({k: SM.SecureSetup(frac, feature_cap, K, n, dealer.mask_keys[k])
                 for k in range(K)})
     link.offline()               # offline phase: masked blocks between the parties
+    if label_party is not None and K > 1:
+        # the label party's y times every other party's block, released once (noised)
+        L = int(label_party)
+        if private:
+            from .privacy import label_release_event
+
+            budget_filter.charge(label_release_event(noise_plan.feature_sigma, label_bound,
+                                                     clips, L),
+                                 party=str(L), round=0, note="secure: A_k^T y")
+            link.new_features([SM.LABEL_RELEASE + L], 0)
+        others = [k for k in range(K) if k != L]
+        to_holder, to_peer = dealer.triples(L, SM.LABEL_INDEX, others)
+        link.product(L, SM.LABEL_INDEX, to_holder, to_peer, 0)
     setup_seconds = time.perf_counter() - t_setup
 
     t0 = time.perf_counter()

@@ -20,7 +20,7 @@ _NOISE_RANGE = 40.0
 def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, sketch,
                  calibration, split, feature_bound, label_bound, accountant, ledger, seed,
                  reference, callback, report_accountants, derivative_clip, checkpoint, row_clip,
-                 max_features, backend="inprocess", flower=None):
+                 max_features, backend="inprocess", flower=None, label_party=0):
     from accounting import BudgetFilter
 
     from ...optim import reference_optimum
@@ -56,9 +56,15 @@ def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, 
     if private:
         clips = SP.row_clips(feature_bound, row_clip, [len(b) for b in data.blocks])
         sens = SP.sensitivities(feature_bound, label_bound, eta, n, clips)
-        noise_plan = SP.calibrate(rnm, sens, epsilon, delta, T, K, F, split, accountant)
+        label_rounds = SP.label_feature_rounds(sens, label_bound, clips, label_party, K)
+        noise_plan = SP.calibrate(rnm, sens, epsilon, delta, T, K, F, split, accountant,
+                                  label_rounds=label_rounds)
         noise_plan.details.update(sens_index=sens.index, sens_feature=sens.feature,
-                                  row_clips=clips, feature_cap=F, algorithm="dp-bcfw-secure")
+                                  row_clips=clips, feature_cap=F, algorithm="dp-bcfw-secure",
+                                  label_party=label_party, label_feature_rounds=label_rounds)
+        if label_party is not None:
+            noise_plan.details["sens_label"] = SP.label_sensitivity(label_bound, clips,
+                                                                    label_party)
         sigma = noise_plan.feature_sigma
         if backend != "inprocess" and ledger is None:
             # the ServerApp may be another process: its ledger must be a file
@@ -77,12 +83,16 @@ def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, 
         # non-private: the fixed-point range comes from the data (no privacy is claimed)
         Ba = float(np.max(np.abs(data.A.data if hasattr(data.A, "data") and
                                  not isinstance(data.A, np.ndarray) else data.A))) or 1.0
-    frac = frac_bits(n * Ba * Ba + _NOISE_RANGE * sigma + 1.0)
+    # A_k^T y (label at one party) is a product of the same kind, bounded by n B_a B_y
+    By = (None if label_party is None else float(label_bound) if private
+          else float(np.max(np.abs(data.y))) or 1.0)
+    frac = frac_bits(n * Ba * (Ba if By is None else max(Ba, By)) + _NOISE_RANGE * sigma + 1.0)
     noise_key = None if seed is not None else secrets.randbits(128)
     noise_seed = seed if seed is not None else secrets.randbits(128)
     kwargs = dict(eta=float(eta), iterations=T, frac=frac, private=private,
                   noise_plan=noise_plan, feature_bound=feature_bound, label_bound=label_bound,
-                  clips=clips, feature_cap=F, seed=noise_seed, noise_key=noise_key)
+                  clips=clips, feature_cap=F, seed=noise_seed, noise_key=noise_key,
+                  label_party=label_party)
     flower_info = None
     if backend != "inprocess":
         res, flower_info = _on_flower(backend, flower, run_dir, data, kwargs, private, led,
@@ -106,6 +116,7 @@ def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, 
                    meter=res.meter, noise_plan=noise_plan, ledger=led,
                    extra={"selections": res.selections, "secure_products": res.products,
                           "frac_bits": frac, "feature_cap": F, "row_clips": clips,
+                          "label_party": "all" if label_party is None else label_party,
                           "setup_seconds": res.setup_seconds,
                           "party_ledgers": res.extra["party_ledgers"],
                           "bytes_by_type": {k: list(v) for k, v in res.meter.by_type.items()},

@@ -198,9 +198,96 @@ class NewFeatures:
         return cls([int(v) for v in np.frombuffer(b, dtype="<u2")])
 
 
+# -- the GLM path (logistic loss, ``glm.py``) --------------------------------------------------
+@dataclass
+class MarginShare:
+    """party k -> label party L: round(A_k x_k 2^f_m) - r_k (mod 2^64), r_k from a key that k
+    sends to the helper party H (``MarginKey``): L's part of a fresh sharing of k's margins."""
+    vector: np.ndarray
+    TYPE = 41
+
+    def payload(self):
+        return _u64_bytes(self.vector)
+
+    @classmethod
+    def parse(cls, b):
+        return cls(_u64(b).copy())
+
+
+@dataclass
+class MarginKey:
+    """party k -> helper H: the AES key of r_k (16 B)."""
+    key: bytes
+    TYPE = 42
+
+    def payload(self):
+        return bytes(self.key)
+
+    @classmethod
+    def parse(cls, b):
+        if len(b) != 16:
+            raise InputError(f"MarginKey payload must be 16 bytes, got {len(b)}")
+        return cls(bytes(b))
+
+
+@dataclass
+class MaskedFactors:
+    """L -> H or H -> L: the 2 J masked unit factors (cos, sin of j w s) of one party, J x n
+    words each, masked by the dealer's vectors."""
+    terms: int
+    words: np.ndarray          # (2 J, n) uint64
+    TYPE = 43
+    _S = struct.Struct("<HI")
+
+    def payload(self):
+        r, n = self.words.shape
+        return self._S.pack(self.terms, n) + _u64_bytes(self.words)
+
+    @classmethod
+    def parse(cls, b):
+        J, n = cls._S.unpack_from(b)
+        if len(b) != cls._S.size + 16 * J * n:
+            raise InputError(f"MaskedFactors payload of {len(b)} bytes does not hold 2x{J}x{n} "
+                             "words")
+        return cls(J, _u64(memoryview(b)[cls._S.size:]).reshape(2 * J, n))
+
+
+@dataclass
+class FactorTriple:
+    """dealer -> L or H: the AES key of the party's masks for this round; to H also the
+    correction sum_j b_j (r_j . v_j + r'_j . v'_j) - w (n words; empty for L, whose w is a
+    stream of its key)."""
+    key: bytes
+    correction: np.ndarray
+    TYPE = 44
+
+    def payload(self):
+        return bytes(self.key) + _u64_bytes(self.correction)
+
+    @classmethod
+    def parse(cls, b):
+        return cls(bytes(b[:16]), _u64(memoryview(b)[16:]).copy())
+
+
+@dataclass
+class DerivativeShare:
+    """L -> party k (k not L, H): L's share of the loss derivatives d (n words), so that d is
+    shared between k and H for k's score product."""
+    vector: np.ndarray
+    TYPE = 45
+
+    def payload(self):
+        return _u64_bytes(self.vector)
+
+    @classmethod
+    def parse(cls, b):
+        return cls(_u64(b).copy())
+
+
 MESSAGE_TYPES = {c.TYPE: c for c in (SecureSetup, Selections, SecureIndex, MaskedBlock,
                                      TripleToHolder, TripleToPeer, MaskedVector, ResultShare,
-                                     NewFeatures)}
+                                     NewFeatures, MarginShare, MarginKey, MaskedFactors,
+                                     FactorTriple, DerivativeShare)}
 
 
 def decode(frame: bytes):

@@ -79,6 +79,21 @@ class Network:
         return out
 
 
+def clip_block(A_k, feature_bound, row_clip):
+    """A party's block clipped to its declared bounds: entries to [-B_a, B_a], then every row to
+    l2 norm <= C (the row clip), as a new CSR matrix."""
+    A = sp.csr_matrix(A_k, dtype=np.float64, copy=True)
+    np.clip(A.data, -feature_bound, feature_bound, out=A.data)
+    norms = np.sqrt(np.asarray(A.multiply(A).sum(axis=1)).ravel())
+    scale = np.ones_like(norms)
+    # a relative margin far above float rounding, so that no rounding in the norm or the
+    # scaling can leave a row above C (truncation to fixed point only shrinks it further)
+    target = row_clip * (1.0 - 1e-9)
+    big = norms > target
+    scale[big] = target / norms[big]
+    return sp.csr_matrix(sp.diags(scale) @ A)
+
+
 class SecureParty:
     """One data holder: its block (clipped when private), the labels, its noise generator, the
     masked blocks of the other parties and the cross-products released to it."""
@@ -86,23 +101,13 @@ class SecureParty:
     def __init__(self, k, A_k, y, eta, *, frac, private, feature_bound=None, label_bound=None,
                  row_clip=None, noise=None, index_scale=0.0, sigma=0.0, noise_seed=None):
         self.k, self.eta, self.f = k, float(eta), int(frac)
-        A = sp.csr_matrix(A_k, dtype=np.float64, copy=True)
         # a party that does not hold the label gets y=None: it only ever sees A_k^T y + noise
         y = None if y is None else np.asarray(y, dtype=np.float64)
         self.private = private
-        if private:
-            np.clip(A.data, -feature_bound, feature_bound, out=A.data)
-            norms = np.sqrt(np.asarray(A.multiply(A).sum(axis=1)).ravel())
-            scale = np.ones_like(norms)
-            # a relative margin far above float rounding, so that no rounding in the norm or the
-            # scaling can leave a row above C (truncation to fixed point only shrinks it further)
-            target = row_clip * (1.0 - 1e-9)
-            big = norms > target
-            scale[big] = target / norms[big]
-            A = sp.diags(scale) @ A
-            if y is not None:
-                y = np.clip(y, -label_bound, label_bound)
-        A = sp.csr_matrix(A)
+        A = clip_block(A_k, feature_bound, row_clip) if private else \
+            sp.csr_matrix(A_k, dtype=np.float64, copy=True)
+        if private and y is not None:
+            y = np.clip(y, -label_bound, label_bound)
         # fixed point, truncated toward zero: entries and row norms stay within their bounds
         A_fx = A.copy()
         A_fx.data = encode(A.data, self.f)

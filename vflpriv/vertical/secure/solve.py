@@ -26,9 +26,10 @@ def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, 
     from ...optim import reference_optimum
     from ..api import Solution, _flower_run_dir, _open_ledger, _privacy_report
 
-    if loss.name != "squared":
-        raise InputError(f"dp-bcfw-secure fits least squares only (its cross-products are the "
-                         f"squared loss's Hessian blocks), got loss {loss.name!r}")
+    if loss.name not in ("squared", "logistic"):
+        raise InputError(f"dp-bcfw-secure fits the squared loss (cross-products released once) "
+                         f"and the logistic loss (derivatives under secret sharing every round), "
+                         f"got loss {loss.name!r}")
     if str(sampling) != "elementary":
         raise InputError(f"dp-bcfw-secure moves every party every round (sampling 'elementary'), "
                          f"got sampling {sampling!r}")
@@ -45,6 +46,20 @@ def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, 
         raise InputError("checkpoints are not implemented for dp-bcfw-secure")
     F = SP.check_feature_cap(max_features)
     K, n, T = data.K, data.n, int(iterations)
+    if loss.name == "logistic":
+        if label_party is None:
+            raise InputError("dp-bcfw-secure with the logistic loss keeps the label at one party "
+                             "(label_party 0..K-1), not 'all'")
+        if backend != "inprocess":
+            raise InputError(f"dp-bcfw-secure with the logistic loss runs in process only for "
+                             f"now, not on --backend {backend} (docs/vertical.md)")
+        from .glm_solve import solve_glm
+
+        return solve_glm(data, loss=loss, eta=eta, iterations=T, epsilon=epsilon, delta=delta,
+                         feature_bound=feature_bound, label_bound=label_bound,
+                         accountant=accountant, ledger=ledger, seed=seed, reference=reference,
+                         callback=callback, report_accountants=report_accountants,
+                         row_clip=row_clip, label_party=label_party)
     if K < 2:
         raise InputError(f"dp-bcfw-secure needs at least 2 parties (it computes cross-party "
                          f"products), got {K}")

@@ -1,0 +1,417 @@
+"""dp-bcfw-secure for the logistic loss: DP Frank-Wolfe on the gradient A^T l'(Ax, y), computed
+every round under additive secret sharing, with each party learning only noisy scores of its own
+features -- centralized DP-FW without a curator (docs/vertical.md, docs/sensitivity.md section 5).
+
+f(x) = (1/n) sum_r log(1 + exp(-y_r a_r^T x)), y in {-1, +1}, over the product of per-party l1
+balls (radius eta); the label is held by ONE party L (``label_party``).  With y01 = (1 + y) / 2,
+n grad_k f = A_k^T (sigma(A x) - y01), which needs every party's columns (the margin) and L's
+labels.  One round t, every message framed, serialized and metered (``messages.py``):
+
+1. Margins, freshly shared between L and a helper H = (L + 1) mod K: every other party k sends
+   L the vector round(A_k x_k 2^f_m) - r_k and H the AES key of r_k.  Now s_L + s_H = round(A x
+   2^f_m) (mod 2^64); x is public (the selections are), each A_k x_k local.
+2. Derivative shares, by the Fourier series of ``fourier.py``: L and H compute the unit factors
+   c_Lj = exp(i j w s_L / 2^f_m), c_Hj likewise (truncated to f_c bits, modulus <= 1), and the
+   secure product Im(c_Lj c_Hj) = Re c_L Im c_H + Im c_L Re c_H with the dealer's masks (Beaver's
+   triple for two private inputs: L sends its factors masked by r, H sends its factors masked
+   by v, the dealer gives H the correction sum_j b_j (r . v) - w and L the key of w).  L adds
+   1/2 - y01 to its share:  d_L + d_H = 1/2 + sum_j b_j Im(c_Lj c_Hj) - y01 = d, at scale
+   S = 2^(2 f_c + h), with |d| <= D = 1/2 + sum_j |b_j| exactly, whatever the shares.
+3. Scores: party k needs A_k^T d.  For k not in {L, H}, L hands k its share d_L (uniform to
+   k); then A_k^T d = A_k^T d_own (local) + A_k^T d_other, the second by the Beaver matrix-vector
+   product of ``beaver.py`` (the other share's holder masks it with v, the dealer's U_k^T v is
+   shared), and the holder adds Gaussian noise N(0, sigma^2) to its result share, so k learns
+   A_k^T d + N and nothing else.
+4. k picks the FW vertex of its block from its noisy scores (argmax |g_i|, sign -sign g_i: a
+   post-processing), replies ``Index``; the server moves x with gamma_t = 2 / (t + 2).
+
+Privacy (docs/sensitivity.md section 5): replacing one person changes one row of every block
+and one d_r; ||A_k^T d - A_k^T d'|| <= 2 C_k D (C_k the row clip of block k), for any value of
+the shares, so a round's K releases are one Gaussian with sensitivity sqrt(sum_k (2 C_k D)^2),
+T rounds compose (charged before any noise is drawn, by the server's filter and by each
+party's own).  Nothing in the privacy argument depends on how well g approximates sigma.
+
+What each party sees besides its noisy scores is uniformly masked (one-time pads over
+Z_{2^64}); the threat model is the secure variant's (semi-honest, the server as dealer does not
+collude with a party, parties do not collude with each other).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from ...errors import InputError
+from ..sketch import signed_argmax
+from . import messages as SM
+from .beaver import Dealer, holder_shares, masked_block_chunks, peer_output
+from .fourier import SigmoidSeries, unit_factors
+from .protocol import CHUNK_ROWS, Network, _noise, clip_block
+from .ring import KeySource, Prg, decode, encode
+
+#: fractional bits of the shared margins (their precision 2^-20 is far below what matters)
+FRAC_MARGIN = 20
+#: fractional bits of the feature values in the score products
+FRAC_FEATURE = 12
+#: noise beyond this many standard deviations is treated as impossible when sizing the ring
+_NOISE_RANGE = 40.0
+
+
+@dataclass(frozen=True)
+class RingPlan:
+    """Fixed-point scales of the GLM path: features at 2^fa, margins at 2^fm, unit factors at
+    2^fc, coefficients at 2^h; a score A_k^T d is an integer at scale 2^(fa + 2 fc + h)."""
+    fa: int
+    fm: int
+    fc: int
+    h: int
+
+    @property
+    def score_bits(self):
+        return self.fa + 2 * self.fc + self.h
+
+    @property
+    def d_bits(self):
+        return 2 * self.fc + self.h
+
+
+def ring_plan(n, feature_bound, D, sigma, series: SigmoidSeries) -> RingPlan:
+    """The largest f_c <= 16 with n B_a D + 40 sigma (in score units) below 2^61 at scale
+    2^(fa + 2 f_c + h); refused below 6 bits (the factors would be too coarse)."""
+    mag = n * float(feature_bound) * D + _NOISE_RANGE * sigma + 1.0
+    fc = int(math.floor((61 - math.log2(mag) - FRAC_FEATURE - series.coef_bits) / 2))
+    fc = min(fc, 16)
+    if fc < 6:
+        raise InputError(f"the scores can reach {mag:.3g}: too large for 64-bit fixed point with "
+                         "6-bit unit factors; lower feature_bound or n")
+    return RingPlan(FRAC_FEATURE, FRAC_MARGIN, fc, series.coef_bits)
+
+
+def _u(a):
+    return np.asarray(a).astype(np.int64, copy=False).view(np.uint64)
+
+
+class GlmParty:
+    """One data holder of the GLM path: its clipped block, its own noise generator and keys,
+    the labels if it is the label party, and the public iterate's own part A_k x_k."""
+
+    def __init__(self, k, A_k, y, eta, *, ring: RingPlan, series: SigmoidSeries, private,
+                 feature_bound=None, row_clip=None, sigma=0.0, noise_seed=None, key_seed=None):
+        self.k, self.eta, self.ring, self.series = k, float(eta), ring, series
+        self.private = private
+        A = clip_block(A_k, feature_bound, row_clip) if private else \
+            sp.csr_matrix(A_k, dtype=np.float64, copy=True)
+        A_fx = A.copy()
+        A_fx.data = encode(A.data, ring.fa)
+        A.data = decode(A_fx.data, ring.fa)       # the values the protocol really uses
+        self.n, self.p = A.shape
+        self.A_fx, self.A_fx_T = A_fx, A_fx.T.tocsr()
+        self.A_csc = A.tocsc()
+        # y in {-1, +1} -> y01 in {0, 1}; None for every party but the label party
+        self.y01 = None if y is None else (np.asarray(y, dtype=np.float64) > 0).astype(np.int64)
+        self.sigma = float(sigma)
+        self.rng = np.random.default_rng(noise_seed) if private else None
+        self.keys = KeySource(key_seed)
+        self.x = np.zeros(self.p)
+        self.u = np.zeros(self.n)
+        self.masked = {}
+        self.budget = None
+        self.round_event = None
+
+    # -- offline: masked blocks (E_k = A_k - U_k) for the score products ---------------------
+    def setup(self, msg: SM.SecureSetup):
+        self.mask_key = msg.mask_key
+
+    def masked_blocks(self):
+        return masked_block_chunks(self.A_fx, self.mask_key, CHUNK_ROWS)
+
+    def receive_block(self, sender, msg: SM.MaskedBlock):
+        self.masked.setdefault(sender, []).append((msg.row, msg.block))
+
+    # -- the public iterate ---------------------------------------------------------------------
+    def apply(self, msg: SM.Selections, gamma):
+        self.x *= 1.0 - gamma
+        self.u *= 1.0 - gamma
+        s = msg.signed[self.k]
+        i, sign = abs(s) - 1, (1 if s > 0 else -1)
+        step = gamma * self.eta * sign
+        self.x[i] += step
+        lo, hi = self.A_csc.indptr[i], self.A_csc.indptr[i + 1]
+        self.u[self.A_csc.indices[lo:hi]] += step * self.A_csc.data[lo:hi]
+
+    def charge(self, t):
+        if self.budget is not None:
+            self.budget.charge(self.round_event, party=self.k, round=t,
+                               note="secure glm: noisy scores")
+
+    # -- step 1: margins ------------------------------------------------------------------------
+    def own_margin(self):
+        return encode(self.u, self.ring.fm)
+
+    def margin_messages(self):
+        """(to L, to H) for a party outside {L, H}."""
+        key = self.keys.key("margin")
+        r = Prg(key).uint64(self.n)
+        return SM.MarginShare(self.own_margin() - r), SM.MarginKey(key)
+
+    # -- step 2: derivative shares --------------------------------------------------------------
+    def factors(self, share):
+        cr, ci = unit_factors(share, self.ring.fm, self.series, self.ring.fc)
+        return _u(cr), _u(ci)
+
+    def label_side(self, share, triple: SM.FactorTriple):
+        """L: masked factors for H; keeps what it needs for its derivative share."""
+        J, n = self.series.terms, self.n
+        prg = Prg(triple.key)
+        r = prg.uint64(2 * J * n).reshape(2 * J, n)
+        w = prg.uint64(n)
+        cr, ci = self.factors(share)
+        self._pending = (r, w)
+        return SM.MaskedFactors(J, np.concatenate([cr, ci]) + r)
+
+    def label_share(self, theirs: SM.MaskedFactors):
+        """d_L = -sum_j b_j (r_j . (ci_H + v_j) + r'_j . (cr_H + v'_j)) + w + S/2 - S y01."""
+        J = self.series.terms
+        r, w = self._pending
+        b = _u(self.series.coefficients)[:, None]
+        acc = (b * (r[:J] * theirs.words[:J] + r[J:] * theirs.words[J:])).sum(axis=0,
+                                                                            dtype=np.uint64)
+        S = 1 << self.ring.d_bits
+        half = np.uint64(S >> 1)
+        return w - acc + half - _u(self.y01 * S)
+
+    def helper_side(self, share, triple: SM.FactorTriple):
+        J, n = self.series.terms, self.n
+        v = Prg(triple.key).uint64(2 * J * n).reshape(2 * J, n)
+        cr, ci = self.factors(share)
+        self._pending = (cr, ci, triple.correction)
+        # H sends (ci_H + v, cr_H + v'): the factors L's (cr_L, ci_L) multiply
+        return SM.MaskedFactors(J, np.concatenate([ci, cr]) + v)
+
+    def helper_share(self, theirs: SM.MaskedFactors):
+        """d_H = sum_j b_j ((cr_L + r_j) . ci_H + (ci_L + r'_j) . cr_H) + correction."""
+        J = self.series.terms
+        cr, ci, corr = self._pending
+        b = _u(self.series.coefficients)[:, None]
+        acc = (b * (theirs.words[:J] * ci + theirs.words[J:] * cr)).sum(axis=0, dtype=np.uint64)
+        return acc + corr
+
+    # -- step 3: scores -------------------------------------------------------------------------
+    def holder_messages(self, vec, triples):
+        """The holder of a d share: masked vector for its peers, noised result shares."""
+        keys = {t.v_key for t in triples.values()}
+        if len(keys) != 1:
+            raise InputError("the dealer sent different vector masks for one product")
+        v = Prg(keys.pop()).uint64(self.n)
+        z = SM.MaskedVector(self.k, triples[next(iter(triples))].index, vec + v)
+        shares = {}
+        for k, tr in triples.items():
+            s = holder_shares(self.masked[k], v, tr.share)
+            if self.private and self.sigma > 0:
+                s = s + _noise(self.rng, self.sigma, s.shape[0], self.ring.score_bits)
+            shares[k] = SM.ResultShare(self.k, tr.index, s)
+        return z, shares
+
+    def scores(self, own_share, z: SM.MaskedVector, tr: SM.TripleToPeer, res: SM.ResultShare):
+        """g = (A_k^T d + N) / n from the product's output and the local part A_k^T d_own."""
+        out = peer_output(self.A_fx_T, z.z, tr.w_key, res.share)
+        out = out + np.asarray(self.A_fx_T @ own_share, dtype=np.uint64).ravel()
+        return decode(out, self.ring.score_bits) / self.n
+
+    def select(self, g):
+        j, sign = signed_argmax(-g, None, 0.0, None)
+        return SM.SecureIndex(sign * (int(j) + 1))
+
+
+def round_event(sigma, D, clips):
+    """One round's K noisy score vectors as one Gaussian: sensitivity sqrt(sum_k (2 C_k D)^2)."""
+    from accounting import REPLACE_ONE, Gaussian
+
+    return Gaussian(sigma, glm_sensitivity(D, clips), neighboring=REPLACE_ONE)
+
+
+def glm_sensitivity(D, clips):
+    return 2.0 * float(D) * math.sqrt(sum(c * c for c in clips))
+
+
+@dataclass
+class GlmResult:
+    x: np.ndarray
+    objective: list
+    initial_objective: float
+    meter: object
+    seconds: float
+    selections: list
+    peer_bytes: int
+    setup_seconds: float
+    ring: RingPlan
+    extra: dict = field(default_factory=dict)
+
+
+class LossEvaluation:
+    """f(x^t) on the data as given, from the rounds' picks (evaluation only: no party and not the
+    server could compute it in a deployment)."""
+
+    def __init__(self, data, loss):
+        self.data, self.loss, self.A = data, loss, sp.csc_matrix(data.A)
+        self.u = np.zeros(data.n)
+
+    def advance(self, moves, gamma):
+        self.u *= 1.0 - gamma
+        A = self.A
+        for _, g, step in moves:
+            lo, hi = A.indptr[g], A.indptr[g + 1]
+            self.u[A.indices[lo:hi]] += step * A.data[lo:hi]
+        return float(np.mean(self.loss.value(self.u, self.data.y)))
+
+
+def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=None,
+                   sigma=0.0, budget_filter=None, feature_bound=None, clips=None, seed=None,
+                   noise_key=None, callback=None) -> GlmResult:
+    """Run the GLM protocol in process (module docstring).  ``sigma``: std of the Gaussian on each
+    A_k^T d (sum units); ``clips``: per-party row clips C_k (private runs)."""
+    from ..engine import _seeds
+
+    series = series or SigmoidSeries()
+    K, n, T = data.K, data.n, int(iterations)
+    if K < 2:
+        raise InputError(f"dp-bcfw-secure needs at least 2 parties, got {K}")
+    L = int(label_party)
+    H = (L + 1) % K
+    D = series.derivative_bound
+    if private:
+        Ba = float(feature_bound)
+    else:
+        Ab = data.A.data if sp.issparse(data.A) else data.A
+        Ba = float(np.max(np.abs(Ab))) if np.size(Ab) else 1.0
+        Ba = Ba or 1.0
+    ring = ring_plan(n, Ba, D, sigma, series)
+    t_setup = time.perf_counter()
+    _, _, noise_ss = _seeds(seed, noise_key)
+    keys = KeySource(None if noise_key is not None else seed)
+    party_seeds = noise_ss.spawn(2 * K)
+    ev_round = round_event(sigma, D, clips) if private else None
+    parties = []
+    for k in range(K):
+        p = GlmParty(k, data.block(k), data.y if k == L else None, eta, ring=ring, series=series,
+                     private=private, feature_bound=feature_bound,
+                     row_clip=None if clips is None else clips[k], sigma=sigma,
+                     noise_seed=party_seeds[k],
+                     key_seed=None if noise_key is not None else
+                     int(party_seeds[K + k].generate_state(2, np.uint64)[0] >> np.uint64(1)))
+        if private:
+            from accounting import BudgetFilter
+
+            from ..privacy import MemoryLedger
+
+            bf = budget_filter
+            p.budget = BudgetFilter(MemoryLedger(budget={"epsilon": bf.epsilon,
+                                                         "delta": bf.delta}),
+                                    bf.epsilon, bf.delta, accountant=bf.accountant.name)
+            p.budget.check_plan(_plan(ev_round, T), party=k)
+            p.round_event = ev_round
+        parties.append(p)
+    net = Network()
+    sizes = [len(b) for b in data.blocks]
+    dealer = Dealer(keys, sizes, n, CHUNK_ROWS)
+    for p in parties:
+        p.setup(net.down(p.k, SM.SecureSetup(ring.fa, 0, K, n, dealer.mask_keys[p.k]), 0))
+    # offline: H multiplies its d share with every other block, L with H's block
+    for p in parties:
+        dsts = [H] if p.k != H else [L]
+        for row, block in p.masked_blocks():
+            for q, m in zip(dsts, net.peer(p.k, dsts, SM.MaskedBlock(row, block), 0)):
+                parties[q].receive_block(p.k, m)
+    setup_seconds = time.perf_counter() - t_setup
+
+    t0 = time.perf_counter()
+    x = np.zeros(data.d)
+    ev = LossEvaluation(data, loss)
+    initial = float(np.mean(loss.value(np.zeros(n), data.y)))
+    history, selections = [], []
+    prev = [0] * K
+    others = [k for k in range(K) if k not in (L, H)]
+    for t in range(T):
+        if private:
+            budget_filter.charge(ev_round, party=",".join(map(str, range(K))), round=t,
+                                 note="secure glm: noisy scores")
+        for p in parties:
+            msg = net.down(p.k, SM.Selections(prev), t)
+            if t > 0:
+                p.apply(msg, 2.0 / (t + 1.0))
+            p.charge(t)
+        # 1. margins shared between L and H
+        sL, sH = parties[L].own_margin(), parties[H].own_margin()
+        for k in others:
+            to_l, to_h = parties[k].margin_messages()
+            sL = sL + net.peer(k, [L], to_l, t)[0].vector
+            sH = sH + Prg(net.peer(k, [H], to_h, t)[0].key).uint64(n)
+        # 2. derivative shares
+        kL, kH = keys.key(f"factor-L-{t}"), keys.key(f"factor-H-{t}")
+        corr = _factor_correction(kL, kH, series, n)
+        tL = net.down(L, SM.FactorTriple(kL, np.zeros(0, dtype=np.uint64)), t)
+        tH = net.down(H, SM.FactorTriple(kH, corr), t)
+        mL = parties[L].label_side(sL, tL)
+        mH = parties[H].helper_side(sH, tH)
+        dL = parties[L].label_share(net.peer(H, [L], mH, t)[0])
+        dH = parties[H].helper_share(net.peer(L, [H], mL, t)[0])
+        own = {L: dL, H: dH}
+        for k in others:
+            own[k] = net.peer(L, [k], SM.DerivativeShare(dL), t)[0].vector
+        # 3. scores: H's share times every other block, L's share times H's block
+        g = {}
+        for holder, vec, peers in ((H, dH, [k for k in range(K) if k != H]), (L, dL, [H])):
+            to_holder, to_peer = dealer.triples(holder, t, peers)
+            trip = {k: net.down(holder, to_holder[k], t) for k in peers}
+            z, shares = parties[holder].holder_messages(vec, trip)
+            zs = net.peer(holder, peers, z, t)
+            for k, zk in zip(peers, zs):
+                tp = net.down(k, to_peer[k], t)
+                res = net.peer(holder, [k], shares[k], t)[0]
+                g[k] = parties[k].scores(own[k], zk, tp, res)
+        # 4. vertices
+        picks = []
+        for p in parties:
+            s = net.up(p.k, p.select(g[p.k]), t).signed_index
+            picks.append((abs(s) - 1, 1 if s > 0 else -1))
+        gamma = 2.0 / (t + 2.0)
+        x *= 1.0 - gamma
+        sel, moves = [], []
+        for l, (i, sign) in enumerate(picks):
+            gi = int(data.blocks[l][i])
+            step = gamma * eta * sign
+            x[gi] += step
+            sel.append((l, gi, sign))
+            moves.append((l, gi, step))
+        selections.append(sel)
+        prev = [sign * (i + 1) for i, sign in picks]
+        history.append(ev.advance(moves, gamma))
+        if callback is not None:
+            callback(t, history[-1])
+    return GlmResult(x=x, objective=history, initial_objective=initial, meter=net.meter,
+                     seconds=time.perf_counter() - t0 + setup_seconds, selections=selections,
+                     peer_bytes=net.peer_bytes, setup_seconds=setup_seconds, ring=ring,
+                     extra={"party_ledgers": [p.budget.ledger if p.budget else None
+                                              for p in parties],
+                            "helper_party": H})
+
+
+def _factor_correction(kL, kH, series, n):
+    """The dealer's part of the factor products: sum_j b_j (r_j . v_j + r'_j . v'_j) - w, with
+    (r, r', w) the stream of L's key and (v, v') that of H's key."""
+    J = series.terms
+    pl = Prg(kL)
+    r = pl.uint64(2 * J * n).reshape(2 * J, n)
+    w = pl.uint64(n)
+    v = Prg(kH).uint64(2 * J * n).reshape(2 * J, n)
+    b = _u(series.coefficients)[:, None]
+    return (b * (r[:J] * v[:J] + r[J:] * v[J:])).sum(axis=0, dtype=np.uint64) - w
+
+
+def _plan(ev, T):
+    from accounting import SelfComposed
+
+    return SelfComposed(ev, int(T))

@@ -1,0 +1,110 @@
+"""``solve(..., algorithm="dp-bcfw-secure", loss="logistic")``: labels, calibration, ledger and
+the Solution of the GLM path (``glm.py``)."""
+from __future__ import annotations
+
+import math
+import secrets
+
+import numpy as np
+
+from ...errors import InputError
+from . import privacy as SP
+from .fourier import SigmoidSeries
+from .glm import glm_sensitivity, round_event, run_secure_glm
+
+
+def check_binary_labels(y):
+    """The logistic loss takes labels in {-1, +1} (the CLI and the estimator map two classes)."""
+    vals = np.unique(np.asarray(y, dtype=np.float64))
+    if not set(vals.tolist()) <= {-1.0, 1.0}:
+        shown = ", ".join(f"{v:g}" for v in vals[:5]) + (", ..." if vals.size > 5 else "")
+        raise InputError(f"the logistic loss needs binary labels in {{-1, +1}}, got values "
+                         f"{shown}")
+
+
+def calibrate_sigma(epsilon, delta, T, sens, accountant):
+    """sigma with T Gaussian rounds of sensitivity ``sens`` at (epsilon, delta), by the
+    accountant (conservative: its epsilon of the returned sigma is <= the target)."""
+    from accounting import REPLACE_ONE, Gaussian, SelfComposed, calibrate
+
+    res = calibrate(lambda s: SelfComposed(Gaussian(s, sens, neighboring=REPLACE_ONE), T),
+                    epsilon, delta, guess=sens * math.sqrt(T) / epsilon, accountant=accountant,
+                    decreasing=True)
+    return res.value, res.epsilon
+
+
+def solve_glm(data, *, loss, eta, iterations, epsilon, delta, feature_bound, label_bound,
+              accountant, ledger, seed, reference, callback, report_accountants, row_clip,
+              label_party, series=None):
+    from accounting import BudgetFilter, SelfComposed
+
+    from ...optim import reference_optimum
+    from ..api import Solution, _open_ledger, _privacy_report
+    from ..privacy import NoisePlan
+
+    series = series or SigmoidSeries()
+    check_binary_labels(data.y)
+    K, n, T = data.K, data.n, int(iterations)
+    if K < 2:
+        raise InputError(f"dp-bcfw-secure needs at least 2 parties, got {K}")
+    private = math.isfinite(epsilon)
+    sigma, clips, plan, led, budget = 0.0, None, None, None, None
+    D = series.derivative_bound
+    if private:
+        SP.P.check_bound("feature_bound", feature_bound)
+        SP.P.check_bound("label_bound", label_bound)
+        if row_clip is not None:
+            SP.check_row_clip(row_clip)
+        clips = SP.row_clips(feature_bound, row_clip, [len(b) for b in data.blocks])
+        sens = glm_sensitivity(D, clips)
+        sigma, eps_plan = calibrate_sigma(epsilon, delta, T, sens, accountant)
+        ev = SelfComposed(round_event(sigma, D, clips), T)
+        plan = NoisePlan("accountant", "gaussian-scores", 0.0, sigma, eps_plan, delta,
+                         accountant, ev,
+                         {"algorithm": "dp-bcfw-secure", "loss": "logistic",
+                          "sens_scores": sens, "derivative_bound": D, "row_clips": clips,
+                          "label_party": label_party,
+                          "score_noise_std": sigma / n,
+                          "selection": "argmax of Gaussian-noised scores (post-processing)"})
+        led = _open_ledger(ledger, epsilon, delta, accountant)
+        b_eps, b_delta = led.governing_budget(epsilon, delta)
+        budget = BudgetFilter(led, b_eps, b_delta, accountant=accountant)
+        budget.check_plan(ev, advice=lambda: "a smaller epsilon, fewer iterations or a fresh "
+                                             "ledger fits")
+    noise_key = None if seed is not None else secrets.randbits(128)
+    noise_seed = seed if seed is not None else secrets.randbits(128)
+    res = run_secure_glm(data, loss, eta=float(eta), iterations=T, label_party=label_party,
+                         private=private, series=series, sigma=sigma, budget_filter=budget,
+                         feature_bound=feature_bound, clips=clips, seed=noise_seed,
+                         noise_key=noise_key, callback=callback)
+    m = res.meter
+    sol = Solution(algorithm="dp-bcfw-secure", x=res.x, objective=res.objective,
+                   initial_objective=res.initial_objective, iterations=T, seconds=res.seconds,
+                   K=K, n=n, seed=seed, uplink=[m.total(k, "uplink") for k in range(K)],
+                   uplink_framed=[m.total(k, "uplink", True) for k in range(K)],
+                   downlink=[m.total(k, "downlink") for k in range(K)],
+                   downlink_framed=[m.total(k, "downlink", True) for k in range(K)],
+                   uplink_naive=None, uplink_full_gradient=[8 * len(b) * T for b in data.blocks],
+                   released=[0] * K, meter=m, noise_plan=plan, ledger=led,
+                   extra={"selections": res.selections, "secure_products": 2 * K * T,
+                          "frac_bits": {"feature": res.ring.fa, "margin": res.ring.fm,
+                                        "unit_factor": res.ring.fc,
+                                        "coefficient": res.ring.h},
+                          "feature_cap": None, "row_clips": clips,
+                          "setup_seconds": res.setup_seconds,
+                          "party_ledgers": res.extra["party_ledgers"],
+                          "bytes_by_type": {k: list(v) for k, v in m.by_type.items()},
+                          "label_party": label_party, "helper_party": res.extra["helper_party"],
+                          "path": "glm", "sigmoid": series.describe(),
+                          "backend": "inprocess", "flower": None})
+    if private:
+        values, best = _privacy_report(led.event(), delta, report_accountants)
+        sol.privacy = {"epsilon_spent": values, "best_accountant": best, "delta": delta,
+                       "target_epsilon": epsilon, "budget_accountant": accountant,
+                       "spent_by_budget_accountant": budget.spent(),
+                       "calibration": plan.to_dict(), "releases": len(led.records),
+                       "neighboring": "replace_one"}
+    if reference:
+        sol.reference = reference_optimum(data.A, data.y, loss, blocks=data.blocks,
+                                          eta=float(eta), on_failure="flag")
+    return sol

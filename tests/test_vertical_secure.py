@@ -215,7 +215,7 @@ def test_feature_cap_is_respected():
 
 
 @pytest.mark.parametrize("kw, match", [
-    (dict(loss="logistic"), "least squares"),
+    (dict(loss="smoothed-hinge"), "squared loss .* and the logistic loss"),
     (dict(row_clip=-1.0), "row_clip"),
     (dict(max_features=0), "max_features"),
     (dict(sampling="serial"), "elementary"),

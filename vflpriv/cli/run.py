@@ -72,6 +72,13 @@ def register(sub):
                         "(sensitivity of the released cross-products 2 B_a C per party)")
     p.add_argument("--max-features", type=int, default=10, metavar="F",
                    help="dp-bcfw-secure: distinct features per party (default 10)")
+    p.add_argument("--label-party", default=None, metavar="{all,0,...,K-1}",
+                   help="who holds the labels: all (paper 004's setting; the default of dp-bcfw, "
+                        "bcfw, dfw) or one party's index (dp-bcfw-secure's default: 0); the "
+                        "others see only DP releases derived from y")
+    p.add_argument("--test-fraction", type=float, default=None, metavar="F",
+                   help="hold out a random fraction F of the rows (seeded by --seed) and report "
+                        "test_accuracy and test_auc there (logistic loss)")
     p.add_argument("--ledger", metavar="FILE", help="append every release to this ledger file")
     p.add_argument("--log-releases", action="store_true",
                    help="print 'released round T' on stdout (flushed) once round T's released "
@@ -95,7 +102,7 @@ def register(sub):
     backend_arguments(p, who="party")
     p.add_argument("--json", metavar="FILE", help="write the results as one JSON object")
     p.add_argument("--plot", metavar="FILE.png", help="plot objective vs iteration and bytes per party")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, split_seed=None)
     global _PARSER
     _PARSER = p
 
@@ -252,8 +259,26 @@ def run(args) -> int:
         except ValueError:
             raise InputError(f"--epsilon must be a number or inf, got {args.epsilon!r}") from None
     _check_accountant(args, epsilon)
+    from ..vertical.api import check_label_party
+    from ..vertical.metrics import check_test_fraction
+
+    check_test_fraction(args.test_fraction)
+    if args.test_fraction is not None and args.loss == "squared":
+        raise InputError("--test-fraction reports classification metrics: it needs --loss "
+                         "logistic or smoothed-hinge")
+    if args.label_party is not None and args.algorithm in ("fw", "dpfw"):
+        check_label_party(args.label_party, args.algorithm, 1)     # one line, exit 2
     A, y, names = load(args.data, args.label)
     y = _labels(y, args.loss)
+    A_test = y_test = None
+    if args.test_fraction is not None:
+        from ..vertical.metrics import split_rows
+
+        if args.seed is None:
+            args.split_seed = getattr(args, "split_seed", None) or secrets.randbits(63)
+        train, test = split_rows(A.shape[0], args.test_fraction,
+                                 args.seed if args.seed is not None else args.split_seed)
+        A, y, A_test, y_test = A[train], y[train], A[test], y[test]
     _default_split(args)
     if getattr(args, "partition_seed", None) is None:
         # a random partition is public (everyone learns who holds which column); an unseeded
@@ -279,6 +304,8 @@ def run(args) -> int:
               accountant=args.accountant, seed=args.seed, derivative_clip=args.derivative_clip)
     if args.algorithm == "dp-bcfw-secure":
         kw.update(row_clip=args.row_clip, max_features=args.max_features)
+    if args.label_party is not None:
+        kw.update(label_party=args.label_party)
     ckpt = args.resume or args.checkpoint
     cli = {k: v for k, v in vars(args).items() if k not in ("func", "resume")}
     if args.ledger:
@@ -308,6 +335,21 @@ def run(args) -> int:
         out["secure"] = {k: sol.extra[k] for k in ("secure_products", "frac_bits", "feature_cap",
                                                    "row_clips", "setup_seconds",
                                                    "bytes_by_type")}
+        for k in ("path", "helper_party", "sigmoid"):
+            if k in sol.extra:
+                out["secure"][k] = sol.extra[k]
+    if args.algorithm not in ("fw", "dpfw"):
+        lp = sol.extra.get("label_party", "all")
+        out["label_party"] = "all" if lp is None else lp
+    if args.loss != "squared":
+        from ..vertical.metrics import classification_metrics
+
+        m = classification_metrics(data.A, data.y, sol.x)
+        out["accuracy"], out["auc"] = m["accuracy"], m["auc"]
+        if A_test is not None:
+            mt = classification_metrics(A_test, y_test, sol.x)
+            out["test_accuracy"], out["test_auc"] = mt["accuracy"], mt["auc"]
+            out["test_rows"] = mt["rows"]
     if args.compare_calibration and math.isfinite(epsilon) and args.algorithm == "dp-bcfw":
         # on the run's own sketch (an unseeded run's sketch comes from entropy, not from kw)
         out["calibration_comparison"] = calibration_comparison(
@@ -315,6 +357,14 @@ def run(args) -> int:
     if sol.extra.get("flower") is not None:
         out["flower"] = _flower_section(sol)
     _summary(sol, out)
+    if "accuracy" in out:
+        auc = "n/a" if out["auc"] is None else f"{out['auc']:.4f}"
+        line = f"  training accuracy {out['accuracy']:.4f}, AUC {auc}"
+        if "test_accuracy" in out:
+            tauc = "n/a" if out["test_auc"] is None else f"{out['test_auc']:.4f}"
+            line += (f"; held-out ({out['test_rows']} rows) accuracy "
+                     f"{out['test_accuracy']:.4f}, AUC {tauc}")
+        sys.stdout.write(line + "\n")
     if "flower" in out:
         f = out["flower"]
         sys.stdout.write(f"  {f['backend']}: uplink {f['uplink_flower_bytes']} B in Flower "
@@ -383,7 +433,9 @@ def _summary(sol, out):
     if sol.privacy:
         w(f"  {'deployment: ' if sol.deployment else ''}{sol.deployment_note}\n")
     if not sol.privacy:
-        what = ("exact cross-products A_k^T a_j are revealed" if sol.algorithm == "dp-bcfw-secure"
+        what = ("exact scores A_k^T l'(Ax, y) reach each party" if sol.extra.get("path") == "glm"
+                else "exact cross-products A_k^T a_j are revealed"
+                if sol.algorithm == "dp-bcfw-secure"
                 else "exact scores and noiseless columns are shared")
         w(f"  privacy: none (non-private run: {what})\n")
     else:
@@ -399,6 +451,14 @@ def _secure_bytes(sol):
     """Where dp-bcfw-secure's bytes go (framed, summed over senders and receivers' copies)."""
     by = sol.extra.get("bytes_by_type", {})
     get = lambda *names: sum(by.get(n, [0, 0])[1] for n in names)  # noqa: E731
+    if sol.extra.get("path") == "glm":
+        return (f"  secure (logistic, label at party {sol.extra['label_party']}, helper party "
+                f"{sol.extra['helper_party']}): masked blocks {_fmt_bytes(get('MaskedBlock'))} "
+                f"(once), margin shares {_fmt_bytes(get('MarginShare', 'MarginKey'))}, sigmoid "
+                f"factors {_fmt_bytes(get('MaskedFactors', 'FactorTriple'))}, derivative shares "
+                f"{_fmt_bytes(get('DerivativeShare'))}, score products "
+                f"{_fmt_bytes(get('MaskedVector', 'ResultShare', 'TripleToHolder', 'TripleToPeer'))}"
+                f", indices and selections {_fmt_bytes(get('SecureIndex', 'Selections'))}")
     return (f"  secure: {sol.extra['secure_products']} products; masked blocks "
             f"{_fmt_bytes(get('MaskedBlock'))} (once: each party's n x p_k block, one-time-padded, "
             f"to every other party), masked vectors {_fmt_bytes(get('MaskedVector'))}, result "
@@ -429,7 +489,8 @@ def _plot(sol, path):
         ax = axes[0][1]
         k = np.arange(sol.K)
         ax.bar(k - 0.2, sol.uplink, width=0.4, label="uplink (payload)")
-        ax.bar(k + 0.2, sol.uplink_naive, width=0.4, label="raw columns")
+        ax.bar(k + 0.2, sol.uplink_naive, width=0.4,
+               label="partial margins" if sol.extra.get("path") == "glm" else "raw columns")
         ax.set_xticks(k)
         ax.set_xlabel("party")
         ax.set_ylabel("bytes")

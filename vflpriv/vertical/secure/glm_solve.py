@@ -84,7 +84,9 @@ def solve_glm(data, *, loss, eta, iterations, epsilon, delta, feature_bound, lab
                    uplink_framed=[m.total(k, "uplink", True) for k in range(K)],
                    downlink=[m.total(k, "downlink") for k in range(K)],
                    downlink_framed=[m.total(k, "downlink", True) for k in range(K)],
-                   uplink_naive=None, uplink_full_gradient=[8 * len(b) * T for b in data.blocks],
+                   # naive: each party sends its partial margins A_k x_k (8 n bytes) each round
+                   uplink_naive=[8 * n * T] * K,
+                   uplink_full_gradient=[8 * len(b) * T for b in data.blocks],
                    released=[0] * K, meter=m, noise_plan=plan, ledger=led,
                    extra={"selections": res.selections, "secure_products": 2 * K * T,
                           "frac_bits": {"feature": res.ring.fa, "margin": res.ring.fm,

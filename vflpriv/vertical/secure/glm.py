@@ -333,7 +333,6 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
     initial = float(np.mean(loss.value(np.zeros(n), data.y)))
     history, selections = [], []
     prev = [0] * K
-    others = [k for k in range(K) if k not in (L, H)]
     for t in range(T):
         if private:
             budget_filter.charge(ev_round, party=",".join(map(str, range(K))), round=t,
@@ -343,35 +342,7 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
             if t > 0:
                 p.apply(msg, 2.0 / (t + 1.0))
             p.charge(t)
-        # 1. margins shared between L and H
-        sL, sH = parties[L].own_margin(), parties[H].own_margin()
-        for k in others:
-            to_l, to_h = parties[k].margin_messages()
-            sL = sL + net.peer(k, [L], to_l, t)[0].vector
-            sH = sH + Prg(net.peer(k, [H], to_h, t)[0].key).uint64(n)
-        # 2. derivative shares
-        kL, kH = keys.key(f"factor-L-{t}"), keys.key(f"factor-H-{t}")
-        corr = _factor_correction(kL, kH, series, n)
-        tL = net.down(L, SM.FactorTriple(kL, np.zeros(0, dtype=np.uint64)), t)
-        tH = net.down(H, SM.FactorTriple(kH, corr), t)
-        mL = parties[L].label_side(sL, tL)
-        mH = parties[H].helper_side(sH, tH)
-        dL = parties[L].label_share(net.peer(H, [L], mH, t)[0])
-        dH = parties[H].helper_share(net.peer(L, [H], mL, t)[0])
-        own = {L: dL, H: dH}
-        for k in others:
-            own[k] = net.peer(L, [k], SM.DerivativeShare(dL), t)[0].vector
-        # 3. scores: H's share times every other block, L's share times H's block
-        g = {}
-        for holder, vec, peers in ((H, dH, [k for k in range(K) if k != H]), (L, dL, [H])):
-            to_holder, to_peer = dealer.triples(holder, t, peers)
-            trip = {k: net.down(holder, to_holder[k], t) for k in peers}
-            z, shares = parties[holder].holder_messages(vec, trip)
-            zs = net.peer(holder, peers, z, t)
-            for k, zk in zip(peers, zs):
-                tp = net.down(k, to_peer[k], t)
-                res = net.peer(holder, [k], shares[k], t)[0]
-                g[k] = parties[k].scores(own[k], zk, tp, res)
+        g = round_scores(parties, dealer, keys, net, L, H, t)
         # 4. vertices
         picks = []
         for p in parties:
@@ -397,6 +368,43 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
                      extra={"party_ledgers": [p.budget.ledger if p.budget else None
                                               for p in parties],
                             "helper_party": H})
+
+
+def round_scores(parties, dealer, keys, net, L, H, t):
+    """Steps 1-3 of one round (module docstring): {k: the noisy scores (A_k^T d + N) / n that
+    party k learns}.  Every message goes through ``net`` (framed and metered)."""
+    K, n, series = len(parties), parties[0].n, parties[0].series
+    others = [k for k in range(K) if k not in (L, H)]
+    # 1. margins shared between L and H
+    sL, sH = parties[L].own_margin(), parties[H].own_margin()
+    for k in others:
+        to_l, to_h = parties[k].margin_messages()
+        sL = sL + net.peer(k, [L], to_l, t)[0].vector
+        sH = sH + Prg(net.peer(k, [H], to_h, t)[0].key).uint64(n)
+    # 2. derivative shares
+    kL, kH = keys.key(f"factor-L-{t}"), keys.key(f"factor-H-{t}")
+    corr = _factor_correction(kL, kH, series, n)
+    tL = net.down(L, SM.FactorTriple(kL, np.zeros(0, dtype=np.uint64)), t)
+    tH = net.down(H, SM.FactorTriple(kH, corr), t)
+    mL = parties[L].label_side(sL, tL)
+    mH = parties[H].helper_side(sH, tH)
+    dL = parties[L].label_share(net.peer(H, [L], mH, t)[0])
+    dH = parties[H].helper_share(net.peer(L, [H], mL, t)[0])
+    own = {L: dL, H: dH}
+    for k in others:
+        own[k] = net.peer(L, [k], SM.DerivativeShare(dL), t)[0].vector
+    # 3. scores: H's share times every other block, L's share times H's block
+    g = {}
+    for holder, vec, peers in ((H, dH, [k for k in range(K) if k != H]), (L, dL, [H])):
+        to_holder, to_peer = dealer.triples(holder, t, peers)
+        trip = {k: net.down(holder, to_holder[k], t) for k in peers}
+        z, shares = parties[holder].holder_messages(vec, trip)
+        zs = net.peer(holder, peers, z, t)
+        for k, zk in zip(peers, zs):
+            tp = net.down(k, to_peer[k], t)
+            res = net.peer(holder, [k], shares[k], t)[0]
+            g[k] = parties[k].scores(own[k], zk, tp, res)
+    return g
 
 
 def _factor_correction(kL, kH, series, n):

@@ -1,0 +1,240 @@
+"""dp-bcfw-secure with the label at one party: the label release of the least-squares path and the
+logistic (GLM) path -- the sigmoid series, the shared derivatives, the scores, accounting, bytes.
+
+Statistical test: the top bit of a derivative share is tested for uniformity with a 5-sigma
+two-sided bound (false-failure rate 6e-7; seeded, so CI is deterministic).
+"""
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from accounting import Gaussian, SelfComposed, get_accountant
+from vflpriv.data import VerticalData, make_synthetic
+from vflpriv.errors import InputError
+from vflpriv.vertical import solve
+from vflpriv.vertical.secure import messages as SM
+from vflpriv.vertical.secure import privacy as SP
+from vflpriv.vertical.secure.beaver import Dealer
+from vflpriv.vertical.secure.fourier import SigmoidSeries, unit_factors
+from vflpriv.vertical.secure.glm import GlmParty, ring_plan, round_scores
+from vflpriv.vertical.secure.protocol import CHUNK_ROWS, Network
+from vflpriv.vertical.secure.ring import KeySource, encode
+
+SERIES = SigmoidSeries()
+
+
+def _sigmoid(m):
+    return 1.0 / (1.0 + np.exp(-m))
+
+
+def _logistic(n=600, d=24, K=3, seed=0):
+    rng = np.random.default_rng(seed)
+    A = rng.normal(size=(n, d))
+    w = np.zeros(d)
+    w[:4] = [1.5, -1.0, 1.0, -0.7]
+    y = np.where(rng.random(n) < _sigmoid(A @ w), 1.0, -1.0)
+    return VerticalData.from_arrays(A, y, "balanced", parties=K)
+
+
+# -- the sigmoid series ---------------------------------------------------------------------
+def test_series_error_bound_holds_on_a_ten_times_finer_grid():
+    m = np.arange(-SERIES.accurate, SERIES.accurate, 1e-4)
+    err = np.max(np.abs(SERIES(m) + 0.5 - _sigmoid(m)))
+    bound = SERIES.error_bound()
+    assert err <= bound < 0.01
+
+
+def test_series_keeps_the_sign_of_the_margin_on_the_whole_half_period():
+    m = np.linspace(1e-3, SERIES.half_period - 1e-3, 20001)
+    assert np.all(SERIES(m) > 0) and np.all(SERIES(-m) < 0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(-1e7, 1e7, allow_nan=False), st.sampled_from([0.0, 1.0]))
+def test_derivative_is_bounded_for_any_margin(m, y01):
+    assert abs(0.5 + float(SERIES(np.array([m]))[0]) - y01) <= SERIES.derivative_bound + 1e-12
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.floats(-40, 40, allow_nan=False), st.integers(0, 2 ** 64 - 1))
+def test_factors_of_two_ring_shares_multiply_to_the_margin_angle(m, r):
+    """exp(i j w s_0) exp(i j w s_1) = exp(i j w m) for ANY split s_0 + s_1 = enc(m) mod 2^64;
+    the encoded product has modulus <= 2^(2 f_c) exactly (the bound privacy rests on)."""
+    fm, fc = 20, 12
+    x = encode(np.array([m]), fm)
+    s0 = np.array([r], dtype=np.uint64)
+    s1 = x - s0
+    c0r, c0i = unit_factors(s0, fm, SERIES, fc)
+    c1r, c1i = unit_factors(s1, fm, SERIES, fc)
+    im = c0r * c1i + c0i * c1r                               # exact integers
+    re = c0r * c1r - c0i * c1i
+    assert np.all(im * im + re * re <= 2 ** (4 * fc))
+    m_enc = float(x.view(np.int64)[0]) / 2 ** fm
+    j = np.arange(1, SERIES.terms + 1)[:, None]
+    expect = np.sin(j * SERIES.omega * m_enc)
+    assert np.max(np.abs(im / 2.0 ** (2 * fc) - expect)) < 4 * 2.0 ** -fc
+
+
+# -- one round of the protocol against the plain formula --------------------------------------
+def _parties(D, L, private=False, sigma=0.0, clip=None):
+    ring = ring_plan(D.n, 3.0, SERIES.derivative_bound, sigma, SERIES)
+    keys = KeySource(seed=5)
+    parties = [GlmParty(k, D.block(k), D.y if k == L else None, 1.0, ring=ring, series=SERIES,
+                        private=private, feature_bound=3.0, row_clip=clip, sigma=sigma,
+                        noise_seed=k, key_seed=10 + k) for k in range(D.K)]
+    dealer = Dealer(keys, [len(b) for b in D.blocks], D.n, CHUNK_ROWS)
+    H = (L + 1) % D.K
+    for p in parties:
+        p.setup(SM.SecureSetup(ring.fa, 0, D.K, D.n, dealer.mask_keys[p.k]))
+    for p in parties:
+        for row, block in p.masked_blocks():
+            parties[H if p.k != H else L].receive_block(p.k, SM.MaskedBlock(row, block))
+    return parties, dealer, keys, H
+
+
+@pytest.mark.parametrize("L", [0, 2])
+def test_round_scores_equal_the_plain_approximate_gradient(L):
+    D = _logistic(K=4, d=20)
+    parties, dealer, keys, H = _parties(D, L)
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=D.d) * 0.8
+    for p in parties:                                    # a public iterate, margins up to ~6
+        p.x = x[D.blocks[p.k]].copy()
+        p.u = np.asarray(p.A_csc @ p.x).ravel()
+    g = round_scores(parties, dealer, keys, Network(), L, H, 0)
+    A = np.asarray(D.A)
+    m = A @ x
+    d = 0.5 + SERIES(m) - (D.y > 0)
+    for k in range(D.K):
+        ref = A[:, D.blocks[k]].T @ d / D.n
+        np.testing.assert_allclose(g[k], ref, atol=2e-3)
+    # and the approximation is close to the true logistic gradient
+    true = A.T @ (_sigmoid(m) - (D.y > 0)) / D.n
+    est = np.concatenate([g[k] for k in range(D.K)])[np.argsort(np.concatenate(D.blocks))]
+    assert np.max(np.abs(est - true)) < 0.02
+
+
+def test_derivative_share_sent_to_a_third_party_looks_uniform():
+    D = _logistic(n=20000, d=12, K=3)
+    parties, dealer, keys, H = _parties(D, 0)
+    net = Network()
+    seen = []
+    orig = net.peer
+
+    def spy(src, dsts, msg, t):
+        if isinstance(msg, SM.DerivativeShare):
+            seen.append(msg.vector.copy())
+        return orig(src, dsts, msg, t)
+
+    net.peer = spy
+    round_scores(parties, dealer, keys, net, 0, H, 0)
+    (share,) = seen
+    top = (share >> np.uint64(63)).astype(float)
+    assert abs(top.mean() - 0.5) < 5 * 0.5 / math.sqrt(top.size)
+
+
+# -- whole runs -------------------------------------------------------------------------------
+def test_non_private_logistic_secure_tracks_bcfw():
+    D = _logistic()
+    ref = solve(D, loss="logistic", algorithm="bcfw", eta=2.0, iterations=60, seed=0,
+                reference=True)
+    sec = solve(D, loss="logistic", algorithm="dp-bcfw-secure", eta=2.0, iterations=60, seed=0)
+    gap = ref.initial_objective - ref.reference.objective
+    assert sec.privacy is None and sec.extra["label_party"] == 0
+    assert abs(sec.final_objective - ref.final_objective) < 0.02 * gap
+    assert (sec.initial_objective - sec.final_objective) > 0.9 * gap
+
+
+def test_private_logistic_secure_charges_t_gaussians_within_target():
+    D = _logistic()
+    T = 25
+    sol = solve(D, loss="logistic", algorithm="dp-bcfw-secure", eta=2.0, iterations=T, seed=0,
+                epsilon=2.0, delta=1e-6, feature_bound=3.0, label_bound=1.0, row_clip=3.0,
+                label_party=1)
+    led = sol.ledger
+    assert len(led.records) == T
+    assert all(isinstance(r.event, Gaussian) for r in led.records)
+    ev = led.records[0].event
+    D_bound = SERIES.derivative_bound
+    assert ev.sensitivity == pytest.approx(2 * D_bound * math.sqrt(3 * 3.0 ** 2))
+    exact = get_accountant("optimal").epsilon(SelfComposed(ev, T), 1e-6)
+    assert exact <= 2.0 + 1e-9
+    assert get_accountant("rdp").epsilon(led.event(), 1e-6) <= 2.0 + 1e-9
+    for pl in sol.extra["party_ledgers"]:                  # each party charged every round
+        assert len(pl.records) == T
+
+
+def test_logistic_bytes_match_the_wire_format():
+    D = _logistic(n=300, d=12, K=3)
+    T, n, K, J = 4, 300, 3, SERIES.terms
+    sol = solve(D, loss="logistic", algorithm="dp-bcfw-secure", eta=1.0, iterations=T, seed=0,
+                epsilon=2.0, delta=1e-6, feature_bound=3.0, label_bound=1.0)
+    by = sol.extra["bytes_by_type"]
+    Hd = SM.HEADER_BYTES
+    assert by["MaskedFactors"] == [2 * T, 2 * T * (Hd + 6 + 16 * J * n)]
+    assert by["MarginShare"] == [(K - 2) * T, (K - 2) * T * (Hd + 8 * n)]
+    assert by["DerivativeShare"] == [(K - 2) * T, (K - 2) * T * (Hd + 8 * n)]
+    assert by["MaskedVector"][0] == K * T             # K peers of H's share, and H of L's
+    assert by["SecureIndex"] == [K * T, K * T * (Hd + 4)]
+
+
+def test_logistic_refuses_bad_labels_and_label_everywhere():
+    D = _logistic()
+    bad = VerticalData.from_arrays(np.asarray(D.A), np.arange(D.n) % 3 - 1.0, "balanced",
+                                   parties=3)
+    with pytest.raises(InputError, match="binary labels"):
+        solve(bad, loss="logistic", algorithm="dp-bcfw-secure", iterations=2)
+    with pytest.raises(InputError, match="label at one party"):
+        solve(D, loss="logistic", algorithm="dp-bcfw-secure", iterations=2, label_party="all")
+    with pytest.raises(InputError, match="party index 0..2"):
+        solve(D, loss="logistic", algorithm="dp-bcfw-secure", iterations=2, label_party=3)
+    with pytest.raises(InputError, match="centralized"):
+        solve(D, loss="logistic", algorithm="dpfw", iterations=2, label_party=0)
+    with pytest.raises(InputError, match="every party"):
+        solve(D, loss="logistic", algorithm="dp-bcfw", iterations=2, label_party=0)
+
+
+# -- least squares, label at one party ---------------------------------------------------------
+def test_least_squares_label_party_releases_aty_once_and_accounts_for_it():
+    A, y, _ = make_synthetic(n=400, d=30, density=0.2, sparsity=0.1, seed=2)
+    D = VerticalData.from_arrays(A, y, "balanced", parties=3)
+    base = dict(algorithm="dp-bcfw-secure", iterations=8, epsilon=2.0, delta=1e-6,
+                feature_bound=1.0, label_bound=1.0, row_clip=2.0, max_features=3, seed=0)
+    sol = solve(D, label_party=2, **base)
+    notes = [r.note for r in sol.ledger.records]
+    assert notes.count("secure: A_k^T y") == 1
+    rec = next(r for r in sol.ledger.records if r.note == "secure: A_k^T y")
+    clips = sol.extra["row_clips"]
+    assert rec.event.sensitivity == pytest.approx(SP.label_sensitivity(1.0, clips, 2))
+    assert rec.event.sigma == pytest.approx(sol.noise_plan.feature_sigma)
+    assert sol.noise_plan.epsilon <= 2.0 + 1e-9
+    by = sol.extra["bytes_by_type"]
+    assert by["MaskedVector"][0] == (sum(sol.released) + 1) * 2   # + the label product
+    # non-private: the exact A_k^T y, the same iterates as paper 004's setting
+    a = solve(D, algorithm="dp-bcfw-secure", iterations=30, seed=0, max_features=1000,
+              label_party=1)
+    b = solve(D, algorithm="bcfw", iterations=30, seed=0)
+    np.testing.assert_allclose(a.x, b.x, atol=1e-9)
+
+
+def test_cli_label_party_and_test_fraction_bad_values_exit_2(tmp_path):
+    csv = tmp_path / "d.csv"
+    D = _logistic(n=80, d=4, K=2)
+    rows = np.column_stack([np.asarray(D.A), D.y])
+    np.savetxt(csv, rows, delimiter=",", header="a,b,c,d,label", comments="")
+    base = [sys.executable, "-m", "vflpriv", "run", "--data", str(csv), "--label", "label",
+            "--loss", "logistic", "--iterations", "2", "--epsilon", "1", "--delta", "1e-6",
+            "--feature-bound", "3", "--label-bound", "1"]
+    ledger = tmp_path / "l.jsonl"
+    for extra, needle in ((["--algorithm", "dp-bcfw-secure", "--label-party", "7"], "0..1"),
+                          (["--algorithm", "dpfw", "--label-party", "0"], "centralized"),
+                          (["--algorithm", "dp-bcfw", "--test-fraction", "1.5"], "(0, 1)")):
+        r = subprocess.run(base + extra + ["--ledger", str(ledger)], capture_output=True,
+                           text=True)
+        assert r.returncode == 2, r.stderr
+        assert needle in r.stderr and "Traceback" not in r.stderr
+        assert not ledger.exists()

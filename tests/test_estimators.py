@@ -12,7 +12,8 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import vflpriv.estimators as E
 from vflpriv.errors import InputError
-from vflpriv.estimators import VerticalDPLasso, VerticalDPLogistic
+from vflpriv.estimators import (VerticalDPLasso, VerticalDPLogistic,
+                                VerticalDPLogisticRegression)
 
 COLS = ["a", "b", "c", "d", "e", "f"]
 
@@ -137,10 +138,33 @@ PRIVATE = dict(epsilon=8.0, delta=1e-5, feature_bound=5.0, label_bound=5.0, rand
 @parametrize_with_checks([VerticalDPLasso(), VerticalDPLogistic(),
                           VerticalDPLasso(**PRIVATE),
                           VerticalDPLogistic(**dict(PRIVATE, label_bound=1.0)),
-                          VerticalDPLasso(algorithm="dp-bcfw-secure", row_clip=5.0, **PRIVATE)],
+                          VerticalDPLasso(algorithm="dp-bcfw-secure", row_clip=5.0, **PRIVATE),
+                          VerticalDPLogisticRegression(),
+                          VerticalDPLogisticRegression(**dict(PRIVATE, label_bound=1.0,
+                                                              row_clip=5.0))],
                          expected_failed_checks=_expected_failures)
 def test_sklearn_contract(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         warnings.simplefilter("ignore", E.NonPrivateFitWarning)
         check(estimator)
+
+
+def test_logistic_regression_label_party_classes_and_proba():
+    """VerticalDPLogisticRegression: the secure GLM path with the label at party 1; string
+    classes; predict_proba rows sum to 1 and agree with decision_function; the fit's accuracy
+    is within 2 points of scikit-learn's (unpenalized) LogisticRegression on separable-ish data."""
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((800, 6))
+    y = np.where(X[:, 0] - X[:, 3] + 0.3 * rng.standard_normal(800) > 0, "yes", "no")
+    est = VerticalDPLogisticRegression(parties=3, eta=4.0, max_iter=150, label_party=1,
+                                       random_state=0).fit(X, y)
+    assert list(est.classes_) == ["no", "yes"]
+    assert est.solution_.extra["label_party"] == 1 and est.solution_.extra["path"] == "glm"
+    P = est.predict_proba(X)
+    np.testing.assert_allclose(P.sum(axis=1), 1.0)
+    assert np.array_equal(est.predict(X), np.where(est.decision_function(X) > 0, "yes", "no"))
+    sk = LogisticRegression(C=1e6, max_iter=1000).fit(X, y)
+    assert est.score(X, y) >= sk.score(X, y) - 0.02

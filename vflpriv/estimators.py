@@ -72,7 +72,7 @@ class _VerticalBase(BaseEstimator):
                  sketch="identity", sketch_dim=None, calibration="accountant", split=0.5,
                  feature_bound=None, label_bound=None, accountant="rdp", ledger=None,
                  derivative_clip=None, row_clip=None, max_features=10, fit_intercept=False,
-                 random_state=None, backend="inprocess"):
+                 random_state=None, backend="inprocess", label_party=None):
         self.parties = parties
         self.partition = partition
         self.eta = eta
@@ -96,6 +96,7 @@ class _VerticalBase(BaseEstimator):
         self.fit_intercept = fit_intercept
         self.random_state = random_state
         self.backend = backend
+        self.label_party = label_party
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -175,7 +176,7 @@ class _VerticalBase(BaseEstimator):
         const = None
         if self.fit_intercept and private:
             # the intercept as a feature: a constant column c = min(1, B_a) in the first party's
-            # block (the label holder; every party holds y), so it is selected, released and
+            # block (party 0, the default label holder), so it is selected, released and
             # accounted like any other column, inside that party's l1 ball
             const = min(1.0, float(self.feature_bound)) if self.feature_bound else 1.0
             Xf = sp.hstack([sp.csc_matrix(np.full((X.shape[0], 1), const)), sp.csc_matrix(X)],
@@ -197,7 +198,8 @@ class _VerticalBase(BaseEstimator):
                         label_bound=self.label_bound, accountant=self.accountant,
                         ledger=self.ledger, seed=self.random_state,
                         derivative_clip=self.derivative_clip, row_clip=self.row_clip,
-                        max_features=self.max_features, backend=self.backend)
+                        max_features=self.max_features, backend=self.backend,
+                        label_party=self.label_party)
         self.coef_ = np.asarray(sol.x, dtype=float)
         self.intercept_ = 0.0
         if const is not None:
@@ -329,3 +331,31 @@ class VerticalDPLogistic(ClassifierMixin, _VerticalBase):
     def predict(self, X):
         z = self._linear(X)
         return self.classes_[(z > 0).astype(int)]
+
+
+class VerticalDPLogisticRegression(VerticalDPLogistic):
+    """Private vertical logistic regression with the label at one party: ``dp-bcfw-secure``'s
+    logistic path (the loss derivatives under additive secret sharing every round, each party
+    learning only noisy scores of its own features; docs/vertical.md) by default.
+
+    ``label_party`` (default 0) holds y; the other parties never see it.  A private fit
+    (finite ``epsilon``) needs ``delta`` and ``feature_bound``; labels are mapped to -1/+1, so
+    ``label_bound`` is 1.  ``row_clip`` C bounds each party's row norm (sensitivity 2 C D per
+    party and round, D the derivative bound of the sigmoid series).
+    """
+
+    def __init__(self, parties=2, partition="balanced", eta=1.0, max_iter=100,
+                 epsilon=math.inf, delta=None, algorithm="dp-bcfw-secure",
+                 sampling="elementary", rnm="laplace", sketch="identity", sketch_dim=None,
+                 calibration="accountant", split=0.5, feature_bound=None, label_bound=1.0,
+                 accountant="rdp", ledger=None, derivative_clip=None, row_clip=None,
+                 max_features=10, fit_intercept=False, random_state=None, backend="inprocess",
+                 label_party=0):
+        super().__init__(parties=parties, partition=partition, eta=eta, max_iter=max_iter,
+                         epsilon=epsilon, delta=delta, algorithm=algorithm, sampling=sampling,
+                         rnm=rnm, sketch=sketch, sketch_dim=sketch_dim,
+                         calibration=calibration, split=split, feature_bound=feature_bound,
+                         label_bound=label_bound, accountant=accountant, ledger=ledger,
+                         derivative_clip=derivative_clip, row_clip=row_clip,
+                         max_features=max_features, fit_intercept=fit_intercept,
+                         random_state=random_state, backend=backend, label_party=label_party)

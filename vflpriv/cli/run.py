@@ -49,15 +49,17 @@ def register(sub):
                    help="elementary | serial | nice:TAU | distributed:TAU | probs:P1,P2,...")
     p.add_argument("--epsilon", help="privacy budget; 'inf' = non-private (required for dp-bcfw/dpfw)")
     p.add_argument("--delta", type=float, help="privacy delta (required with a finite epsilon)")
-    p.add_argument("--rnm", default="laplace", choices=["laplace", "gumbel", "exponential"],
-                   help="report-noisy-max noise for the private index")
+    p.add_argument("--rnm", default=None, choices=["laplace", "gumbel", "exponential"],
+                   help="report-noisy-max noise for the private index (default laplace, the "
+                        "paper's; dp-bcfw-secure: gumbel)")
     p.add_argument("--sketch", default="identity", choices=["gaussian", "countsketch", "identity"])
     p.add_argument("--sketch-dim", type=int, help="sketch dimension m (not for identity)")
     p.add_argument("--calibration", default="accountant", choices=["accountant", "paper"])
     p.add_argument("--compare-calibration", action="store_true",
                    help="also report the other calibration's noise and epsilon")
-    p.add_argument("--split", type=float, default=0.5,
-                   help="share of epsilon for the index releases (accountant calibration)")
+    p.add_argument("--split", type=float, default=None,
+                   help="share of epsilon for the index releases (accountant calibration; "
+                        "default 0.5)")
     p.add_argument("--accountant", default="rdp",
                    choices=["rdp", "pld", "best", "optimal", "basic", "advanced"],
                    help="accountant that calibrates and guards the budget (default rdp; basic, "
@@ -69,9 +71,10 @@ def register(sub):
                    help="clip per-sample loss derivatives to [-c, c] (lowers the score sensitivity)")
     p.add_argument("--row-clip", type=float, metavar="C",
                    help="dp-bcfw-secure: clip each row of a party's block to l2 norm C "
-                        "(sensitivity of the released cross-products 2 B_a C per party)")
-    p.add_argument("--max-features", type=int, default=10, metavar="F",
-                   help="dp-bcfw-secure: distinct features per party (default 10)")
+                        "(sensitivity of the released cross-products 2 B_a C per party; "
+                        "default B_a p_k^(1/4) per party, printed with the reason)")
+    p.add_argument("--max-features", type=int, default=None, metavar="F",
+                   help="dp-bcfw-secure: distinct features per party (default min(10, p_k))")
     p.add_argument("--label-party", default=None, metavar="{all,0,...,K-1}",
                    help="who holds the labels: all (paper 004's setting; the default of dp-bcfw, "
                         "bcfw, dfw) or one party's index (dp-bcfw-secure's default: 0); the "
@@ -306,6 +309,8 @@ def run(args) -> int:
         kw.update(row_clip=args.row_clip, max_features=args.max_features)
     if args.label_party is not None:
         kw.update(label_party=args.label_party)
+    if args.algorithm == "dp-bcfw-secure":
+        _print_defaults(args, data, epsilon)
     ckpt = args.resume or args.checkpoint
     cli = {k: v for k, v in vars(args).items() if k not in ("func", "resume")}
     if args.ledger:
@@ -335,6 +340,7 @@ def run(args) -> int:
         out["secure"] = {k: sol.extra[k] for k in ("secure_products", "frac_bits", "feature_cap",
                                                    "row_clips", "setup_seconds",
                                                    "bytes_by_type")}
+        out["defaults"] = sol.extra.get("defaults", [])
         for k in ("path", "helper_party", "sigmoid"):
             if k in sol.extra:
                 out["secure"][k] = sol.extra[k]
@@ -379,6 +385,22 @@ def run(args) -> int:
     if args.plot:
         _plot(sol, args.plot)
     return 0
+
+
+def _print_defaults(args, data, epsilon):
+    """dp-bcfw-secure: the values its rules choose for the options left out, and why (the same
+    rules ``solve`` applies; public quantities only), before the run starts."""
+    from ..vertical.secure.defaults import choose, describe
+
+    if args.feature_bound is None and math.isfinite(epsilon):
+        return                                      # solve refuses it, naming the bound
+    _, chosen = choose(loss=args.loss, private=math.isfinite(epsilon),
+                       feature_bound=args.feature_bound, block_sizes=[len(b) for b in data.blocks],
+                       rnm=args.rnm, split=args.split, max_features=args.max_features,
+                       row_clip=args.row_clip)
+    for line in describe(chosen):
+        sys.stdout.write(line + "\n")
+    sys.stdout.flush()
 
 
 def _flower_section(sol) -> dict:

@@ -205,12 +205,12 @@ def _privacy_report(event, delta, accountants):
 
 
 def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
-          sampling="elementary", epsilon=math.inf, delta=None, rnm="laplace", sketch="identity",
-          sketch_dim=None, calibration="accountant", split=0.5, feature_bound=None,
+          sampling="elementary", epsilon=math.inf, delta=None, rnm=None, sketch="identity",
+          sketch_dim=None, calibration="accountant", split=None, feature_bound=None,
           label_bound=None, accountant="rdp", ledger=None, seed=None, release_cache=True,
           reference=False, callback=None, report_accountants=REPORT_ACCOUNTANTS,
           allow_biased_sketch=False, derivative_clip=None, checkpoint=None, checkpoint_every=1,
-          resume=False, checkpoint_extra=None, row_clip=None, max_features=10,
+          resume=False, checkpoint_extra=None, row_clip=None, max_features=None,
           backend="inprocess", flower=None, label_party=None) -> Solution:
     """Run ``algorithm`` on ``data`` (a :class:`vflpriv.data.VerticalData`); see module docstring.
 
@@ -232,6 +232,9 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
 
     ``row_clip`` (C) and ``max_features`` (F) are for ``dp-bcfw-secure``: each party scales the
     rows of its block to l2 norm <= C, and selects at most F distinct features (docs/vertical.md).
+    Left at None, dp-bcfw-secure chooses ``rnm``, ``split``, ``max_features`` and the row clips by
+    the stated rules of ``vflpriv.vertical.secure.defaults`` (public quantities only; listed in
+    ``Solution.extra["defaults"]``); the other algorithms take ``rnm="laplace"``, ``split=0.5``.
 
     ``label_party`` says who holds the labels y: ``"all"`` (paper 004's setting, the default of
     dp-bcfw, bcfw and dfw, the only one they support) or a party index (the default of
@@ -267,7 +270,10 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
         raise InputError(f"eta (per-party l1 radius) must be a positive finite number, got {eta!r}")
     if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)) or iterations < 1:
         raise InputError(f"iterations must be a positive integer, got {iterations!r}")
-    if rnm not in P.RNM_NOISES:
+    if algorithm != "dp-bcfw-secure":
+        rnm = "laplace" if rnm is None else rnm
+        split = 0.5 if split is None else split
+    if rnm is not None and rnm not in P.RNM_NOISES:
         raise InputError(f"rnm must be one of {P.RNM_NOISES}, got {rnm!r}")
     if calibration not in P.CALIBRATIONS:
         raise InputError(f"calibration must be one of {P.CALIBRATIONS}, got {calibration!r}")
@@ -654,6 +660,8 @@ def calibration_comparison(data, *, loss="squared", eta=1.0, iterations=100, eps
     otherwise the sketch is derived from ``seed`` as :func:`solve` derives it.
     """
     loss = get_loss(loss)
+    rnm = "laplace" if rnm is None else rnm
+    split = 0.5 if split is None else split
     epsilon = _check_eps(epsilon, delta)
     smp = parse_sampling(sampling, data.blocks)
     sk = Sketch(sketch, data.n, sketch_dim,

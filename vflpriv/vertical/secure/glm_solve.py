@@ -35,7 +35,7 @@ def calibrate_sigma(epsilon, delta, T, sens, accountant):
 
 def solve_glm(data, *, loss, eta, iterations, epsilon, delta, feature_bound, label_bound,
               accountant, ledger, seed, reference, callback, report_accountants, row_clip,
-              label_party, series=None):
+              label_party, series=None, row_clips=None, defaults=()):
     from accounting import BudgetFilter, SelfComposed
 
     from ...optim import reference_optimum
@@ -55,7 +55,8 @@ def solve_glm(data, *, loss, eta, iterations, epsilon, delta, feature_bound, lab
         SP.P.check_bound("label_bound", label_bound)
         if row_clip is not None:
             SP.check_row_clip(row_clip)
-        clips = SP.row_clips(feature_bound, row_clip, [len(b) for b in data.blocks])
+        clips = (list(row_clips) if row_clips is not None
+                 else SP.row_clips(feature_bound, row_clip, [len(b) for b in data.blocks]))
         sens = glm_sensitivity(D, clips)
         sigma, eps_plan = calibrate_sigma(epsilon, delta, T, sens, accountant)
         ev = SelfComposed(round_event(sigma, D, clips), T)
@@ -98,6 +99,7 @@ def solve_glm(data, *, loss, eta, iterations, epsilon, delta, feature_bound, lab
                           "bytes_by_type": {k: list(v) for k, v in m.by_type.items()},
                           "label_party": label_party, "helper_party": res.extra["helper_party"],
                           "path": "glm", "sigmoid": series.describe(),
+                          "defaults": list(defaults),
                           "backend": "inprocess", "flower": None})
     if private:
         values, best = _privacy_report(led.event(), delta, report_accountants)

@@ -44,7 +44,25 @@ def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, 
                          "party's own partial residual; use row_clip to lower the sensitivity)")
     if checkpoint is not None:
         raise InputError("checkpoints are not implemented for dp-bcfw-secure")
-    F = SP.check_feature_cap(max_features)
+    from .defaults import choose
+
+    private = math.isfinite(epsilon)
+    if private:
+        # the bounds first: every default and sensitivity below is read from them
+        SP.P.check_bound("feature_bound", feature_bound)
+        SP.P.check_bound("label_bound", label_bound)
+    if row_clip is not None:
+        SP.check_row_clip(row_clip)
+    if max_features is not None:
+        SP.check_feature_cap(max_features)
+    sizes = [len(b) for b in data.blocks]
+    chosen_values, chosen = choose(loss=loss.name, private=private, feature_bound=feature_bound,
+                                   block_sizes=sizes, rnm=rnm, split=split,
+                                   max_features=max_features, row_clip=row_clip)
+    rnm, split = chosen_values["rnm"], chosen_values["split"]
+    F = SP.check_feature_cap(chosen_values["max_features"])
+    auto_clips = chosen_values["row_clips"]
+    defaults = [c.to_dict() for c in chosen]
     K, n, T = data.K, data.n, int(iterations)
     if loss.name == "logistic":
         if label_party is None:
@@ -59,17 +77,15 @@ def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, 
                          feature_bound=feature_bound, label_bound=label_bound,
                          accountant=accountant, ledger=ledger, seed=seed, reference=reference,
                          callback=callback, report_accountants=report_accountants,
-                         row_clip=row_clip, label_party=label_party)
+                         row_clip=row_clip, label_party=label_party, row_clips=auto_clips,
+                         defaults=defaults)
     if K < 2:
         raise InputError(f"dp-bcfw-secure needs at least 2 parties (it computes cross-party "
                          f"products), got {K}")
-    private = math.isfinite(epsilon)
-    if row_clip is not None:
-        SP.check_row_clip(row_clip)
     noise_plan = budget = led = clips = run_dir = None
     sigma = 0.0
     if private:
-        clips = SP.row_clips(feature_bound, row_clip, [len(b) for b in data.blocks])
+        clips = auto_clips or SP.row_clips(feature_bound, row_clip, sizes)
         sens = SP.sensitivities(feature_bound, label_bound, eta, n, clips)
         label_rounds = SP.label_feature_rounds(sens, label_bound, clips, label_party, K)
         noise_plan = SP.calibrate(rnm, sens, epsilon, delta, T, K, F, split, accountant,
@@ -132,6 +148,7 @@ def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, 
                    extra={"selections": res.selections, "secure_products": res.products,
                           "frac_bits": frac, "feature_cap": F, "row_clips": clips,
                           "label_party": "all" if label_party is None else label_party,
+                          "defaults": defaults, "rnm": rnm, "split": split,
                           "setup_seconds": res.setup_seconds,
                           "party_ledgers": res.extra["party_ledgers"],
                           "bytes_by_type": {k: list(v) for k, v in res.meter.by_type.items()},

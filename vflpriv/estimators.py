@@ -13,7 +13,10 @@ Model: f(x) = (1/n) sum_j loss(X_j x + b, y_j) over the product of per-party l1 
 process); a finite epsilon needs ``delta``, ``feature_bound`` and ``label_bound`` (declared ranges
 the data are clipped to; sensitivities come from them, docs/sensitivity.md).  For private least
 squares ``algorithm="dp-bcfw-secure"`` (with ``row_clip`` and ``max_features``) is the variant
-that learns at moderate n (docs/vertical.md); DP-BCFW-AS is the paper's algorithm.
+that learns at moderate n (docs/vertical.md); DP-BCFW-AS is the paper's algorithm.  ``rnm``,
+``split``, ``max_features`` and ``row_clip`` left at None take each algorithm's defaults (for
+dp-bcfw-secure the stated rules of ``vflpriv.vertical.secure.defaults``, from public quantities
+only; ``solution_.extra["defaults"]`` lists them with their reasons).
 
 Partitions: ``partition="balanced"`` / ``"random"`` with ``parties``, explicit column-index groups,
 or, for a DataFrame, a dict ``{party: [column names]}``: every column of X must be in exactly one
@@ -68,10 +71,10 @@ class _VerticalBase(BaseEstimator):
     _loss = "squared"
 
     def __init__(self, parties=2, partition="balanced", eta=1.0, max_iter=100, epsilon=math.inf,
-                 delta=None, algorithm="dp-bcfw", sampling="elementary", rnm="laplace",
-                 sketch="identity", sketch_dim=None, calibration="accountant", split=0.5,
+                 delta=None, algorithm="dp-bcfw", sampling="elementary", rnm=None,
+                 sketch="identity", sketch_dim=None, calibration="accountant", split=None,
                  feature_bound=None, label_bound=None, accountant="rdp", ledger=None,
-                 derivative_clip=None, row_clip=None, max_features=10, fit_intercept=False,
+                 derivative_clip=None, row_clip=None, max_features=None, fit_intercept=False,
                  random_state=None, backend="inprocess", label_party=None):
         self.parties = parties
         self.partition = partition
@@ -346,10 +349,10 @@ class VerticalDPLogisticRegression(VerticalDPLogistic):
 
     def __init__(self, parties=2, partition="balanced", eta=1.0, max_iter=100,
                  epsilon=math.inf, delta=None, algorithm="dp-bcfw-secure",
-                 sampling="elementary", rnm="laplace", sketch="identity", sketch_dim=None,
-                 calibration="accountant", split=0.5, feature_bound=None, label_bound=1.0,
+                 sampling="elementary", rnm=None, sketch="identity", sketch_dim=None,
+                 calibration="accountant", split=None, feature_bound=None, label_bound=1.0,
                  accountant="rdp", ledger=None, derivative_clip=None, row_clip=None,
-                 max_features=10, fit_intercept=False, random_state=None, backend="inprocess",
+                 max_features=None, fit_intercept=False, random_state=None, backend="inprocess",
                  label_party=0):
         super().__init__(parties=parties, partition=partition, eta=eta, max_iter=max_iter,
                          epsilon=epsilon, delta=delta, algorithm=algorithm, sampling=sampling,

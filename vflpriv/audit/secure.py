@@ -14,6 +14,8 @@
 """
 from __future__ import annotations
 
+import math
+
 from . import AuditMechanism, register
 
 DELTA = 1e-5
@@ -131,3 +133,91 @@ def make_release(n: int = 4, p: int = 2, feature_bound: float = 1.0, row_clip: f
 
 register("dp_bcfw_secure_selection")(lambda: make_selection("gumbel"))
 register("dp_bcfw_secure_release")(lambda: make_release())
+
+
+def make_glm_scores(epsilon: float = 1.0, n: int = 2, feature_bound: float = 1.0,
+                    row_clip: float = 1.0, margin: float = 6.0,
+                    noise_factor: float = 1.0) -> AuditMechanism:
+    """One round of the logistic path's noisy scores (``glm.round_scores``: shared margins, the
+    sigmoid series on shares, the Beaver score products with the holders' noise), K = 2, label
+    at party 0, helper party 1.
+
+    Neighbours (replace row 0): party 0's row 0 is (C); party 1's row 0 is (+a, b) on D0 and
+    (-a, b) on D1 with a^2 + b^2 = C^2, a = margin / x (x = the public iterate on party 1's
+    column 0); y_0 = -1 on D0, +1 on D1.  So the margin is +margin / -margin and the derivative
+    d_0 ~ sigma(margin) - 0 / sigma(-margin) - 1: the released scores of party 0's column and party
+    1's column 1 move by about 2 sigma(margin) (C, b) / n.  Claim: ``Gaussian(sigma, 2 D sqrt(C^2 +
+    C^2))`` (D = 1/2 + sum |b_j| bounds |d| whatever the shares); the share of the claim this
+    neighbour pair can reach is about sigma(margin) sqrt(C^2 + b^2) / (D sqrt(2) C) = 0.81.
+    Score: the projection of the two moving scores on (C, b), the most powerful test of a
+    Gaussian shift."""
+    import numpy as np
+
+    from accounting import REPLACE_ONE, Gaussian, calibrate
+    from vflpriv.vertical.secure import messages as SM
+    from vflpriv.vertical.secure.beaver import Dealer
+    from vflpriv.vertical.secure.fourier import SigmoidSeries
+    from vflpriv.vertical.secure.glm import (CHUNK_ROWS, GlmParty, glm_sensitivity,
+                                             ring_plan, round_scores)
+    from vflpriv.vertical.secure.protocol import Network
+    from vflpriv.vertical.secure.ring import KeySource
+
+    series = SigmoidSeries()
+    D, C, Ba = series.derivative_bound, float(row_clip), float(feature_bound)
+    clips = [C, C]
+    sens = glm_sensitivity(D, clips)
+    sigma = calibrate(lambda s: Gaussian(s, sens, neighboring=REPLACE_ONE), epsilon, DELTA,
+                      decreasing=True).value
+    event = Gaussian(sigma, sens, neighboring=REPLACE_ONE)
+    ring = ring_plan(n, Ba, D, sigma * noise_factor, series)
+    a = 0.1 * C
+    b = math.sqrt(C * C - a * a)
+    x1 = margin / a
+
+    def build(sign):
+        A0 = np.zeros((n, 1))
+        A0[0, 0] = C
+        A1 = np.zeros((n, 2))
+        A1[0] = (sign * a, b)
+        y = np.ones(n)
+        y[0] = -sign
+        keys = KeySource(None)
+        parties = [GlmParty(k, A, y if k == 0 else None, x1, ring=ring, series=series,
+                            private=True, feature_bound=Ba, row_clip=C,
+                            sigma=sigma * noise_factor, noise_seed=0)
+                   for k, A in ((0, A0), (1, A1))]
+        net = Network()
+        dealer = Dealer(keys, [1, 2], n, CHUNK_ROWS)
+        for p in parties:
+            p.setup(SM.SecureSetup(ring.fa, 0, 2, n, dealer.mask_keys[p.k]))
+        for p in parties:
+            q = 1 - p.k
+            for row, block in p.masked_blocks():
+                parties[q].receive_block(p.k, SM.MaskedBlock(row, block))
+        parties[1].x[0] = x1                         # the public iterate: eta e_0 on party 1
+        parties[1].u = np.asarray(parties[1].A_csc @ parties[1].x).ravel()
+        return parties, dealer, keys, net
+
+    sides = (build(+1), build(-1))
+    w = np.array([C, b]) / math.hypot(C, b)
+
+    def sample(k, rng):
+        outs = []
+        for parties, dealer, keys, net in sides:
+            for p in parties:
+                p.rng = rng
+            out = np.empty(k)
+            for r in range(k):
+                g = round_scores(parties, dealer, keys, net, 0, 1, r)
+                out[r] = w[0] * g[0][0] + w[1] * g[1][1]
+            outs.append(out)
+        return outs[0], outs[1]
+
+    return AuditMechanism(
+        "dp_bcfw_secure_glm_scores", event, DELTA, sample, score=None,
+        description=f"one round of the logistic path's noisy scores (glm.round_scores, sigmoid "
+        f"series on shares, Beaver score products): Gaussian sigma={sigma:.4g}, sensitivity "
+        f"{sens:.4g} (2 D sqrt(sum C_k^2)); row 0's margin and label flipped")
+
+
+register("dp_bcfw_secure_glm_scores")(lambda: make_glm_scores())

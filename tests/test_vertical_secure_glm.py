@@ -238,3 +238,39 @@ def test_cli_label_party_and_test_fraction_bad_values_exit_2(tmp_path):
         assert r.returncode == 2, r.stderr
         assert needle in r.stderr and "Traceback" not in r.stderr
         assert not ledger.exists()
+
+
+def test_cli_optimal_accountant_calibrates_the_logistic_path_exactly(tmp_path):
+    """The logistic path releases Gaussians only, so --accountant optimal may guard it: its
+    spend equals the exact epsilon of T Gaussians of one sigma, recomputed here from the
+    analytic Gaussian mechanism's closed form (mu = sqrt(T) Delta / sigma), and stays <= the
+    target; least squares is still refused."""
+    import json
+    import math
+
+    from scipy.optimize import brentq
+    from scipy.stats import norm
+
+    csv = tmp_path / "d.csv"
+    D = _logistic(n=200, d=4, K=2)
+    np.savetxt(csv, np.column_stack([np.asarray(D.A), D.y]), delimiter=",",
+               header="a,b,c,d,label", comments="")
+    base = [sys.executable, "-m", "vflpriv", "run", "--data", str(csv), "--label", "label",
+            "--algorithm", "dp-bcfw-secure", "--iterations", "5", "--epsilon", "1", "--delta",
+            "1e-6", "--feature-bound", "3", "--label-bound", "1", "--accountant", "optimal",
+            "--seed", "0"]
+    out = tmp_path / "o.json"
+    r = subprocess.run(base + ["--loss", "logistic", "--json", str(out)], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    cal = json.loads(out.read_text())["privacy"]["calibration"]
+    mu = math.sqrt(5) * cal["sens_scores"] / cal["feature_sigma"]
+
+    def delta(eps):       # Balle and Wang (2018), Theorem 8
+        return norm.cdf(mu / 2 - eps / mu) - math.exp(eps) * norm.cdf(-mu / 2 - eps / mu)
+
+    exact = brentq(lambda e: delta(e) - 1e-6, 0.0, 50.0, xtol=1e-12)
+    spent = json.loads(out.read_text())["privacy"]["epsilon_spent"]["optimal"]
+    assert spent == pytest.approx(exact, rel=1e-6) and spent <= 1.0 + 1e-9
+    r = subprocess.run(base + ["--loss", "squared"], capture_output=True, text=True)
+    assert r.returncode == 2 and "optimal" in r.stderr

@@ -204,6 +204,8 @@ def _check_accountant(args, epsilon):
     releases report-noisy-max selections only (every accountant works); dp-bcfw and
     dp-bcfw-secure also release Gaussian vectors."""
     acc = args.accountant
+    if acc == "optimal" and args.algorithm == "dp-bcfw-secure" and args.loss == "logistic":
+        return          # its releases are Gaussians only, which optimal composes exactly
     if (acc in _NO_GAUSSIAN and math.isfinite(epsilon)
             and args.algorithm in ("dp-bcfw", "dp-bcfw-secure")):
         raise InputError(f"--accountant {acc} cannot guard --algorithm {args.algorithm}: it "

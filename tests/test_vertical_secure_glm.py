@@ -274,3 +274,28 @@ def test_cli_optimal_accountant_calibrates_the_logistic_path_exactly(tmp_path):
     assert spent == pytest.approx(exact, rel=1e-6) and spent <= 1.0 + 1e-9
     r = subprocess.run(base + ["--loss", "squared"], capture_output=True, text=True)
     assert r.returncode == 2 and "optimal" in r.stderr
+
+
+def test_cli_synthetic_data_with_the_logistic_loss_uses_the_signs(tmp_path):
+    """`--data synthetic:...` with --loss logistic takes the signs of the responses as labels
+    (as `vflpriv bench utility` does): the run's accuracy is checked against the same labels
+    computed here from make_synthetic."""
+    import json
+
+    from vflpriv.data import make_synthetic
+    from vflpriv.vertical.metrics import classification_metrics
+
+    out = tmp_path / "o.json"
+    r = subprocess.run([sys.executable, "-m", "vflpriv", "run", "--data",
+                        "synthetic:n=300,d=12,density=0.5,sparsity=0.25", "--loss", "logistic",
+                        "--algorithm", "bcfw", "--iterations", "20", "--json", str(out)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    res = json.loads(out.read_text())
+    A, y, _ = make_synthetic(n=300, d=12, density=0.5, sparsity=0.25)
+    signs = np.where(y >= 0, 1.0, -1.0)
+    sol = solve(VerticalData.from_arrays(A, signs, "balanced", parties=2), loss="logistic",
+                algorithm="bcfw", iterations=20)
+    m = classification_metrics(A, signs, sol.x)
+    assert res["accuracy"] == pytest.approx(m["accuracy"]) and res["accuracy"] > 0.6
+    assert res["objective"] == pytest.approx(sol.objective)

@@ -31,7 +31,8 @@ def register(sub):
     p.add_argument("--data",
                    help="a shipped data set (diabetes: clinic + lab, 2 parties; datasets/), "
                         "svmlight/LIBSVM file, CSV/parquet (with --label) or "
-                        "synthetic:n=2000,d=20000,density=0.01,sparsity=0.01,seed=0")
+                        "synthetic:n=2000,d=20000,density=0.01,sparsity=0.01,seed=0 (with a "
+                        "classification loss its labels are the signs of the responses)")
     p.add_argument("--label", help="label column of a CSV/parquet file")
     p.add_argument("--parties", type=int, default=None, metavar="K",
                    help="number of parties (default 2, or the shipped data set's own split)")
@@ -274,6 +275,8 @@ def run(args) -> int:
     if args.label_party is not None and args.algorithm in ("fw", "dpfw"):
         check_label_party(args.label_party, args.algorithm, 1)     # one line, exit 2
     A, y, names = load(args.data, args.label)
+    if args.loss != "squared" and str(args.data).startswith("synthetic"):
+        y = np.where(np.asarray(y) >= 0, 1.0, -1.0)   # the signs of the responses (as the bench)
     y = _labels(y, args.loss)
     A_test = y_test = None
     if args.test_fraction is not None:

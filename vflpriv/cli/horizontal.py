@@ -252,7 +252,7 @@ def run(args) -> int:
 
     from . import backend as B
 
-    backend, flower = B.options(args)
+    backend, flower = B.options(args, "horizontal")
     progress = Progress(s["rounds"], args.algorithm, quiet=args.quiet, unit="round")
     try:
         acc, hist, eps, meter, finfo = (_run_fedp3 if s["algorithm"] == "fedp3" else

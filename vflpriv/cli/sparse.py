@@ -96,7 +96,7 @@ def register(sub):
       "deployment); default OS entropy")
     from .backend import add_arguments as backend_arguments
 
-    backend_arguments(p)
+    backend_arguments(p, family="sparse")
     a("--json", metavar="FILE", help="write the results as one JSON object")
     a("--plot", metavar="FILE.png", help="plot objective / relative error and bytes per round")
     p.set_defaults(func=run)
@@ -159,7 +159,7 @@ def run(args) -> int:
     Participation.parse(args.participation, args.clients)   # names a bad value before work
     from . import backend as B
 
-    _, flower = B.options(args)
+    _, flower = B.options(args, "sparse")
     from .progress import Progress
 
     progress = Progress(args.rounds, args.algorithm, quiet=args.quiet, unit="round")
@@ -183,6 +183,7 @@ def run(args) -> int:
             raise
         return code
     out = res.to_dict()
+    B.lost_line("sparse", res.lost_clients)
     _summary(res, out)
     if args.json:
         from ..bench import write_json

@@ -97,3 +97,45 @@ def test_stop_policy_names_the_lost_client_and_round(tmp_path):
             flower=FlowerOptions(run_dir=run_dir, on_client_loss="stop"),
             callback=_drop_after(run_dir), **kw)
     assert info.value.party == LOST and info.value.round == AFTER + 2    # Flower round = t + 1
+
+
+def test_horizontal_fedavg_continues_without_a_lost_client(tmp_path, monkeypatch):
+    """FedAvg on flower-sim, 4 clients, client 2's file deleted after round 1: the run goes on
+    and ends at the model of an in-process run whose sampler leaves client 2 out from round 2
+    on (the remaining clients, weights n_k / sum over who answered), bit for bit."""
+    torch = pytest.importorskip("torch")
+    from vflpriv.horizontal.fedavg import FedAvg
+    from vflpriv.horizontal.fedp3 import MLP
+    from vflpriv.horizontal.local import LocalConfig
+    from vflpriv.horizontal.partition import load_federated as load_h
+    from vflpriv.horizontal.runtime import _StrategyRun, run
+
+    K, rounds = 4, 4
+    data = load_h("digits", K, seed=0)
+    kw = dict(rounds=rounds, participation=1.0, local=LocalConfig(epochs=1, batch_size=32,
+                                                                   lr=0.1), seed=5)
+
+    def model():
+        return MLP(64, 10, (8,))
+
+    run_dir = str(tmp_path / "run")
+
+    def drop(t):
+        if t == AFTER:
+            os.remove(os.path.join(run_dir, f"client{LOST}.npz"))
+    b = run(FedAvg(), data, model, backend="flower-sim", progress=drop,
+            flower=FlowerOptions(run_dir=run_dir), **kw)
+    assert b.flower["lost_clients"][0]["client"] == LOST
+    assert [(x["client"], x["round"]) for x in b.flower["lost_clients"]] == [(LOST, AFTER + 1)]
+    assert b.flower["on_client_loss"] == "continue" and b.flower["rounds_completed"] == rounds
+
+    sample = _StrategyRun.sample
+
+    def without_lost(self, t):
+        chosen = sample(self, t)
+        return chosen if t <= AFTER else [k for k in chosen if k != LOST]
+    with monkeypatch.context() as m:
+        m.setattr(_StrategyRun, "sample", without_lost)
+        a = run(FedAvg(), data, model, **kw)
+    assert torch.equal(a.theta, b.theta)
+    assert a.accuracy_history == b.accuracy_history

@@ -76,6 +76,9 @@ class FlowerOptions:
     run_dir: str | None = None
     quiet: bool = True
     on_client_loss: str | None = None
+    #: write the run description for separate machines into this folder instead of running
+    #: (``vflpriv flower spec``; :mod:`.spec`)
+    spec_dir: str | None = None
 
 
 ON_CLIENT_LOSS = ("stop", "continue")

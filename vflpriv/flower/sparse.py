@@ -362,14 +362,16 @@ def run(backend, parts, shards, strategy, *, rounds, participation, batch, lr, w
     setup = public_setup(shards, strategy, batch=batch, loss=loss, l2=l2, rounds=rounds,
                          participation=participation, privacy=privacy, strategy_kw=strategy_kw,
                          run_id=run_id)
-    own_dir = not options.run_dir
-    run_dir = options.run_dir or tempfile.mkdtemp(prefix="vflpriv-sparse-")
+    own_dir = not (options.run_dir or options.spec_dir)
+    run_dir = options.spec_dir or options.run_dir or tempfile.mkdtemp(prefix="vflpriv-sparse-")
     os.makedirs(run_dir, exist_ok=True)
     ledgers = None
     try:
         if privacy is not None and privacy["level"] == "record":
             if options.party_ledgers:
                 ledgers = list(options.party_ledgers)
+            elif options.spec_dir:        # each on its own machine, beside its data
+                ledgers = [os.path.join(run_dir, f"client{i}.ledger") for i in range(N)]
             elif privacy.get("ledger"):
                 ledgers = [f"{privacy['ledger']}.client{i}" for i in range(N)]
             else:
@@ -388,6 +390,10 @@ def run(backend, parts, shards, strategy, *, rounds, participation, batch, lr, w
                                             "ledger")},
                 "connect_timeout": float(options.connect_timeout),
                 "reply_timeout": float(options.reply_timeout)}
+        if options.spec_dir:              # the description for separate machines, no run
+            from .spec import write_description
+
+            return write_description(run_dir, spec, cfgs)
         progress = None if callback is None else (lambda t: callback(t - 1, float("nan")))
         t0 = time.perf_counter()
         from .apps import launch

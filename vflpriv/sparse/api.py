@@ -147,6 +147,8 @@ def fit(data, algorithm, *, clients=None, rounds=50, local_steps=1, tau=None, lr
                          strategy_kw={"tol": tol, "radius": radius, "server_lr": server_lr},
                          x_true=fd.x_true, support_true=fd.support_true, dictionary=D,
                          callback=callback, options=flower)
+        if getattr(flower, "spec_dir", None):       # a run description was written, no run
+            return res
         res.settings["backend"] = backend
         return _settings(res, fd, parts, d_in, loss, l2, dictionary, epsilon, delta, privacy,
                          math.isfinite(epsilon), seed)

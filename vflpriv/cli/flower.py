@@ -5,7 +5,9 @@ description (``DIR/run.json``), each client's node config (``DIR/node<i>.toml``)
 (``DIR/client<i>.npz``) and the Flower App (``DIR/app``), then prints the commands to run on
 each machine.  ``vflpriv flower node DIR/node<i>.toml --superlink HOST:PORT
 --root-certificates ca.crt`` reads a node config back and starts that client's SuperNode
-(``--print``: only print the command).  docs/flower.md, "Across machines".
+(``--print``: only print the command).  ``vflpriv flower identity --out party0.key`` makes a
+party's identity key for pinned peer keys (dp-bcfw-secure; :mod:`vflpriv.flower.keys`) and prints
+its fingerprint.  docs/flower.md, "Across machines".
 """
 from __future__ import annotations
 
@@ -50,6 +52,15 @@ def register(sub):
     n.add_argument("--print", action="store_true", dest="print_only",
                    help="print the flower-supernode command instead of running it")
     n.set_defaults(func=node)
+
+    i = fsub.add_parser("identity", help="make (or show) a party's identity key for pinned "
+                        "peer keys in dp-bcfw-secure",
+                        description="Write a new Ed25519 identity key (PKCS#8 PEM, mode 0600) "
+                        "and print its fingerprint; for an existing file, print its fingerprint. "
+                        "A party's node config names its key (identity-key=FILE) and its peers' "
+                        "fingerprints (peer-fingerprints=\"1=HEX,2=HEX\"); docs/flower.md.")
+    i.add_argument("--out", required=True, metavar="FILE")
+    i.set_defaults(func=identity)
 
 
 def spec_sparse(args) -> int:
@@ -105,3 +116,22 @@ def node(args) -> int:
         sys.stdout.write(" ".join(shlex.quote(a) for a in argv) + "\n")
         return 0
     return subprocess.call(argv)
+
+
+def identity(args) -> int:
+    from ..errors import InputError
+    from ..flower.keys import (KeyRefused, fingerprint, identity_public, load_identity,
+                               new_identity)
+
+    if os.path.exists(args.out):
+        try:
+            fp = fingerprint(identity_public(load_identity(args.out)))
+        except KeyRefused as exc:
+            raise InputError(str(exc)) from None
+        sys.stdout.write(f"{fp}  {args.out} (existing key)\n")
+        return 0
+    parent = os.path.dirname(os.path.abspath(args.out))
+    if not os.path.isdir(parent):
+        raise InputError(f"--out {args.out!r}: its folder {parent!r} does not exist")
+    sys.stdout.write(f"{new_identity(args.out)}  {args.out}\n")
+    return 0

@@ -25,7 +25,7 @@ FAMILIES = {"vertical": ("vflpriv.flower.vertical", "serve", "VerticalSide"),
 
 #: keys whose values are file paths: made absolute before they reach another process (a deployed
 #: ServerApp or ClientApp runs in another working directory)
-PATH_KEYS = ("data", "ledger", "out", "progress")
+PATH_KEYS = ("data", "ledger", "out", "progress", "identity-key")
 
 
 def absolute_paths(obj):

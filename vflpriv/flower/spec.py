@@ -25,7 +25,7 @@ import os
 from ..errors import InputError
 
 #: node config keys whose values are paths
-NODE_PATHS = ("data", "ledger")
+NODE_PATHS = ("data", "ledger", "identity-key")
 #: run description keys whose values are paths (nested dicts too)
 SPEC_PATHS = ("ledger", "out", "progress")
 

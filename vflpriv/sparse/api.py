@@ -85,7 +85,9 @@ def fit(data, algorithm, *, clients=None, rounds=50, local_steps=1, tau=None, lr
     Returns a :class:`~vflpriv.sparse.runtime.SparseResult`.  ``epsilon`` finite makes the run
     private at level ``privacy`` (record | client); see :mod:`vflpriv.sparse.privacy`.
     ``backend``: ``inprocess`` (default), ``flower-sim`` or ``flower`` (:mod:`vflpriv.flower`;
-    ``flower``: a :class:`~vflpriv.flower.FlowerOptions`).  A seeded run ends at the same model
+    ``flower``: a :class:`~vflpriv.flower.FlowerOptions`; with ``flower.spec_dir`` set nothing
+    runs: the run's description for separate machines is written there and a dict naming the
+    files is returned, :mod:`vflpriv.flower.spec`).  A seeded run ends at the same model
     with the same spend on every backend; the Flower backends add ``res.flower`` (Flower message
     bytes beside the in-process count) and always meter (the messages are the wire bytes).
     """

@@ -5,7 +5,13 @@ read back from its ``node<i>.toml``.  Client 1's data file is deleted after roun
 ClientApp fails on round 1; under the default ``--on-client-loss continue`` the run goes on and
 ends, bit for bit, at the model of a hand-written reference loop (every client in round 0, the
 remaining two after), and each client's own ledger holds the rounds it answered.  About a minute
-(process start-up, a ClientApp process per message)."""
+(process start-up, a ClientApp process per message).
+
+The file is deleted from a thread as soon as the deployment's progress file says round 0 is done
+(polled every 0.1 s), while round 1's message to client 1 still has to reach its SuperNode (which
+polls every few seconds) and start a ClientApp process (about a second): the deletion wins by
+seconds.  Were it ever to lose, client 1 would answer round 1 and fail at round 2, and the
+assertion on the lost round fails: a loud failure, never a false pass."""
 import os
 
 import numpy as np

@@ -64,6 +64,7 @@ def _drop_after(run_dir):
     return callback
 
 
+@pytest.mark.slow
 def test_lost_client_run_continues_equals_the_remaining_clients_and_keeps_ledgers(tmp_path):
     run_dir = str(tmp_path / "run")
     ledgers = tuple(str(tmp_path / f"c{i}.jsonl") for i in range(N))
@@ -89,6 +90,7 @@ def test_lost_client_run_continues_equals_the_remaining_clients_and_keeps_ledger
     assert doc["lost_clients"] == lost and doc["on_client_loss"] == "continue"
 
 
+@pytest.mark.slow
 def test_stop_policy_names_the_lost_client_and_round(tmp_path):
     run_dir = str(tmp_path / "run")
     kw = dict(KW, epsilon=float("inf"), privacy="record")
@@ -99,6 +101,7 @@ def test_stop_policy_names_the_lost_client_and_round(tmp_path):
     assert info.value.party == LOST and info.value.round == AFTER + 2    # Flower round = t + 1
 
 
+@pytest.mark.slow
 def test_horizontal_fedavg_continues_without_a_lost_client(tmp_path, monkeypatch):
     """FedAvg on flower-sim, 4 clients, client 2's file deleted after round 1: the run goes on
     and ends at the model of an in-process run whose sampler leaves client 2 out from round 2

@@ -56,6 +56,29 @@ CLI_CASES = [
     ("run-K-zero", ["run", "--data", SYN, "--parties", "0", "--algorithm", "bcfw"], "got 0"),
     ("run-empty-block", ["run", "--data", SYN, "--parties", "2", "--algorithm", "bcfw",
                          "--partition", "0-19;"], "group 1 must be a non-empty"),
+    # --on-client-loss (issue 23): a vertical party's columns are gone with it; FedP3 has no
+    # continue path yet
+    ("run-on-client-loss-continue", RUN + ["--algorithm", "bcfw", "--on-client-loss",
+                                           "continue"], "cannot go on without a party"),
+    ("fedp3-on-client-loss-continue", ["fedp3", "--on-client-loss", "continue"],
+     "not available for FedP3"),
+    ("sparse-on-client-loss-word", ["sparse", "--on-client-loss", "retry"], "--on-client-loss"),
+    # vflpriv flower spec / node (issue 23): nothing written for a bad option or a used folder
+    ("flower-spec-out-not-empty", lambda tmp: (tmp / "used").mkdir()
+     or (tmp / "used" / "x").write_text("")
+     or ["flower", "spec", "sparse", "--out", str(tmp / "used"), "--rounds", "2"],
+     "not an empty folder"),
+    ("flower-spec-rounds-zero", lambda tmp: ["flower", "spec", "sparse", "--out",
+                                             str(tmp / "new"), "--rounds", "0"], "got 0"),
+    ("flower-spec-ledger", lambda tmp: ["flower", "spec", "sparse", "--out", str(tmp / "new"),
+                                        "--ledger", str(tmp / "l.jsonl")], "--ledger"),
+    ("flower-node-missing", lambda tmp: ["flower", "node", str(tmp / "node0.toml"),
+                                         "--superlink", "127.0.0.1:9092", "--insecure"],
+     "cannot be read"),
+    ("flower-node-insecure-remote", lambda tmp: (tmp / "c.npz").write_bytes(b"x") and
+     (tmp / "n.toml").write_text('party = 0\ndata = "c.npz"\n') and
+     ["flower", "node", str(tmp / "n.toml"), "--superlink", "example.org:9092", "--insecure",
+      "--print"], "loopback only"),
     ("run-iterations-zero", RUN + ["--algorithm", "bcfw", "--iterations", "0"], "got 0"),
     ("run-eta-negative", RUN + ["--algorithm", "bcfw", "--eta", "-1"],
      "eta (per-party l1 radius) must be a positive finite number, got -1.0"),

@@ -10,7 +10,17 @@ import sys
 from ..errors import InputError
 
 
-def add_arguments(p, who="client"):
+def add_arguments(p, who="client", family="horizontal"):
+    from ..flower import DEFAULT_ON_CLIENT_LOSS
+
+    default = DEFAULT_ON_CLIENT_LOSS[family]
+    why = ("a lost party's feature columns are gone, so only stop is accepted"
+           if family == "vertical" else
+           f"continue: the run goes on with the {who}s that answer, weights renormalized over "
+           f"them, and the JSON lists lost_clients; docs/flower.md")
+    p.add_argument("--on-client-loss", default=None, choices=["stop", "continue"],
+                   help=f"Flower backends: what a {who} lost mid-run (its SuperNode gone, an "
+                   f"error or no reply) does to the run (default {default}; {why})")
     p.add_argument("--backend", default="inprocess", choices=["inprocess", "flower-sim", "flower"],
                    help=f"where the {who}s run: in this process (default), on Flower's "
                    "simulation runtime, or as a real Flower deployment on 127.0.0.1 (a SuperLink "
@@ -19,18 +29,22 @@ def add_arguments(p, who="client"):
                    help=f"Flower backends: seconds to wait for every {who} at start (default 60)")
 
 
-def options(args):
-    """``(backend, FlowerOptions or None)``; checks flwr is installed before any work."""
+def options(args, family="horizontal"):
+    """``(backend, FlowerOptions or None)``; checks flwr is installed and ``--on-client-loss``
+    fits the family (vertical: stop only) before any work."""
+    from ..flower import FlowerOptions, on_client_loss, require_flwr
+
     backend = args.backend
+    loss = getattr(args, "on_client_loss", None)
+    on_client_loss(FlowerOptions(on_client_loss=loss), family)    # names a bad value
     if backend == "inprocess":
         return backend, None
-    from ..flower import FlowerOptions, require_flwr
-
     require_flwr(backend)
     if not (args.connect_timeout > 0 and math.isfinite(args.connect_timeout)):
         raise InputError(f"--connect-timeout must be a positive number of seconds, got "
                          f"{args.connect_timeout!r}")
-    return backend, FlowerOptions(connect_timeout=args.connect_timeout, quiet=True)
+    return backend, FlowerOptions(connect_timeout=args.connect_timeout, quiet=True,
+                                  on_client_loss=loss)
 
 
 def section(info, uplink_bytes, downlink_bytes) -> dict:
@@ -43,6 +57,15 @@ def section(info, uplink_bytes, downlink_bytes) -> dict:
             "inprocess_uplink_bytes": uplink_bytes, "inprocess_downlink_bytes": downlink_bytes,
             "per_client": info["bytes"], "client_ledgers": info.get("client_ledgers"),
             "stopped_clients": info.get("stopped")}
+
+
+def lost_line(command, lost, out=None):
+    """One line on stderr per run that went on without lost clients (``--on-client-loss
+    continue``): who and when; the JSON's ``lost_clients`` has the reasons."""
+    if lost:
+        who = ", ".join(f"{x['client']} (round {x['round']})" for x in lost)
+        (out or sys.stderr).write(f"vflpriv {command}: continued without lost client(s) {who}; "
+                                  "see lost_clients in the JSON\n")
 
 
 def print_line(f):

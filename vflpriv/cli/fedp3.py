@@ -71,7 +71,7 @@ def register(sub):
     a("--seed", type=int, default=None, help="seed the data split, pruning and noise for a "
       "reproducible run (outputs marked not for deployment); default: OS entropy")
     from .backend import add_arguments
-    add_arguments(p)
+    add_arguments(p, family="fedp3")
     a("--json", default=None, metavar="FILE", help="write the figures as JSON to FILE")
     a("--plot", default=None, metavar="FILE.png", help="plot accuracy per round (needs matplotlib)")
     p.set_defaults(func=run)
@@ -93,7 +93,7 @@ def run(args) -> int:
     from . import backend as B
 
     args.data = check_dataset(args.data)
-    backend, flower = B.options(args)
+    backend, flower = B.options(args, "fedp3")
     if args.seed is not None and args.seed < 0:
         raise InputError(f"--seed must be a non-negative integer, got {args.seed}")
     if args.clients < 1:

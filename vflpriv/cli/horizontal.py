@@ -252,7 +252,7 @@ def run(args) -> int:
 
     from . import backend as B
 
-    backend, flower = B.options(args)
+    backend, flower = B.options(args, "fedp3" if s["algorithm"] == "fedp3" else "horizontal")
     progress = Progress(s["rounds"], args.algorithm, quiet=args.quiet, unit="round")
     try:
         acc, hist, eps, meter, finfo = (_run_fedp3 if s["algorithm"] == "fedp3" else
@@ -270,8 +270,11 @@ def run(args) -> int:
            "settings": {k: _json_num(v) for k, v in s.items()},
            "per_round": hist,
            "entropy_variants": dict(meter.entropy), "backend": backend}
+    out["lost_clients"] = list((finfo or {}).get("lost_clients") or [])
     if finfo is not None:
         out["flower"] = B.section(finfo, last["uplink_bytes"], last["downlink_bytes"])
+        out["on_client_loss"] = finfo.get("on_client_loss")
+    B.lost_line("horizontal", out["lost_clients"])
     name = s["algorithm"] + (" + elastic net" if s["elastic_net"] else "")
     print(f"{name} on {s['data']}: {s['clients']} clients, {s['rounds']} rounds, "
           f"participation {s['participation']:g}")

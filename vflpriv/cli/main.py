@@ -12,7 +12,7 @@ import sys
 
 #: module (under vflpriv.cli) -> its subcommand registers itself
 SUBCOMMANDS = ["certify", "bench", "demo", "fedp3", "horizontal", "audit", "ledger", "run",
-               "sparse", "reproduce"]
+               "sparse", "reproduce", "flower"]
 
 
 class _Parser(argparse.ArgumentParser):

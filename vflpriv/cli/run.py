@@ -103,7 +103,7 @@ def register(sub):
                    help="compute the certified optimum on the same set and the excess risk")
     from .backend import add_arguments as backend_arguments
 
-    backend_arguments(p, who="party")
+    backend_arguments(p, who="party", family="vertical")
     p.add_argument("--json", metavar="FILE", help="write the results as one JSON object")
     p.add_argument("--plot", metavar="FILE.png", help="plot objective vs iteration and bytes per party")
     p.set_defaults(func=run, split_seed=None)
@@ -324,7 +324,7 @@ def run(args) -> int:
 
     if not hasattr(args, "backend"):          # a resumed run's saved options predate --backend
         args.backend, args.connect_timeout = "inprocess", 60.0
-    backend, flower = B.options(args)
+    backend, flower = B.options(args, "vertical")
     try:
         with _warnings_now():
             sol = solve(data, ledger=args.ledger, reference=args.reference, callback=progress,

@@ -49,6 +49,18 @@ def register(sub):
                        "Nonconvex Sparse Learning; Jeong et al., Federated Gradient Matching "
                        "Pursuit) on synthetic or real data split across clients, with real "
                        "serialized messages and optional (epsilon, delta)-DP.")
+    add_run_arguments(p)
+    from .backend import add_arguments as backend_arguments
+
+    backend_arguments(p, family="sparse")
+    p.add_argument("--json", metavar="FILE", help="write the results as one JSON object")
+    p.add_argument("--plot", metavar="FILE.png",
+                   help="plot objective / relative error and bytes per round")
+    p.set_defaults(func=run)
+
+
+def add_run_arguments(p):
+    """The options that describe a sparse run (shared with ``vflpriv flower spec sparse``)."""
     a = p.add_argument
     a("--algorithm", default="fediterht", choices=ALGORITHMS)
     a("--data", default="synthetic-003:alpha=0.5,e=1.1,sparsity=10,seed=0",
@@ -94,12 +106,6 @@ def register(sub):
     a("--ledger", metavar="FILE", help="append every release to this ledger file")
     a("--seed", type=int, help="seed every random choice (reproducible; marked not for "
       "deployment); default OS entropy")
-    from .backend import add_arguments as backend_arguments
-
-    backend_arguments(p)
-    a("--json", metavar="FILE", help="write the results as one JSON object")
-    a("--plot", metavar="FILE.png", help="plot objective / relative error and bytes per round")
-    p.set_defaults(func=run)
 
 
 def _defaults(args):
@@ -128,19 +134,10 @@ def _defaults(args):
     check_spec(args.data, args.clients, args.label)
 
 
-def run(args) -> int:
-    from accounting import BudgetExceeded
+def check_args(args):
+    """Every option of a sparse run checked (and defaults filled in) before any work."""
+    from ..sparse.api import check_options
 
-    from ..sparse.api import check_options, fit
-
-    import os
-
-    from ..outputs import check_command_outputs
-
-    # every output checked before any work (the shared checks of issue 13: writable folder, an
-    # image extension for --plot, no output that is another output, the ledger or the data file)
-    data_file = args.data if args.data and os.path.isfile(args.data) else None
-    check_command_outputs(args, {"--data": data_file})
     if args.l2 < 0 or not math.isfinite(args.l2):
         raise InputError(f"--l2 must be a finite number >= 0, got {args.l2!r}")
     if args.radius is not None and not (args.radius > 0 and math.isfinite(args.radius)):
@@ -157,22 +154,42 @@ def run(args) -> int:
     from ..sparse.runtime import Participation
 
     Participation.parse(args.participation, args.clients)   # names a bad value before work
+
+
+def fit_args(args, **kw):
+    """:func:`vflpriv.sparse.api.fit` with the options of ``args``."""
+    from ..sparse.api import fit
+
+    return fit(args.data, args.algorithm, clients=args.clients, rounds=args.rounds,
+               local_steps=args.local_steps, tau=args.tau, lr=args.lr,
+               batch_size=args.batch_size, batch_growth=args.batch_growth,
+               participation=args.participation, weights=args.weights, loss=args.loss,
+               l2=args.l2, epsilon=args.epsilon, delta=args.delta, privacy=args.privacy,
+               clip=args.clip, accountant=args.accountant, ledger=args.ledger, seed=args.seed,
+               label=args.label, dictionary=args.dictionary, radius=args.radius,
+               tol=args.tol, server_lr=args.server_lr, **kw)
+
+
+def run(args) -> int:
+    from accounting import BudgetExceeded
+
+    import os
+
+    from ..outputs import check_command_outputs
+
+    # every output checked before any work (the shared checks of issue 13: writable folder, an
+    # image extension for --plot, no output that is another output, the ledger or the data file)
+    data_file = args.data if args.data and os.path.isfile(args.data) else None
+    check_command_outputs(args, {"--data": data_file})
+    check_args(args)
     from . import backend as B
 
-    _, flower = B.options(args)
+    _, flower = B.options(args, "sparse")
     from .progress import Progress
 
     progress = Progress(args.rounds, args.algorithm, quiet=args.quiet, unit="round")
     try:
-        res = fit(args.data, args.algorithm, clients=args.clients, rounds=args.rounds,
-                  local_steps=args.local_steps, tau=args.tau, lr=args.lr,
-                  batch_size=args.batch_size, batch_growth=args.batch_growth,
-                  participation=args.participation, weights=args.weights, loss=args.loss,
-                  l2=args.l2, epsilon=args.epsilon, delta=args.delta, privacy=args.privacy,
-                  clip=args.clip, accountant=args.accountant, ledger=args.ledger, seed=args.seed,
-                  label=args.label, dictionary=args.dictionary, radius=args.radius,
-                  tol=args.tol, server_lr=args.server_lr, callback=progress,
-                  backend=args.backend, flower=flower)
+        res = fit_args(args, callback=progress, backend=args.backend, flower=flower)
         progress.close()                # stopped early (--tol): end the bar before the results
     except BudgetExceeded as exc:
         sys.stderr.write(f"\nvflpriv sparse: {exc}\n")
@@ -183,6 +200,7 @@ def run(args) -> int:
             raise
         return code
     out = res.to_dict()
+    B.lost_line("sparse", res.lost_clients)
     _summary(res, out)
     if args.json:
         from ..bench import write_json

@@ -65,7 +65,9 @@ class FlowerOptions:
     ``party_budget``: ``(epsilon, delta)`` each party enforces on its own releases (default: the
     run's budget); ``party_ledgers``: each party's ledger file (default: beside the run's ledger,
     ``LEDGER.party<k>``); ``run_dir``: where the command keeps the parties' files and the
-    deployment's logs (default: a temporary directory, removed at the end).
+    deployment's logs (default: a temporary directory, removed at the end); ``on_client_loss``:
+    ``"stop"`` or ``"continue"`` when a party fails mid-run (None: the family's default,
+    :func:`on_client_loss`).
     """
     connect_timeout: float = 60.0
     reply_timeout: float = 600.0
@@ -73,3 +75,34 @@ class FlowerOptions:
     party_ledgers: tuple | None = None
     run_dir: str | None = None
     quiet: bool = True
+    on_client_loss: str | None = None
+    #: write the run description for separate machines into this folder instead of running
+    #: (``vflpriv flower spec``; :mod:`.spec`)
+    spec_dir: str | None = None
+
+
+ON_CLIENT_LOSS = ("stop", "continue")
+
+#: what a lost party does to a run when ``--on-client-loss`` is not given: horizontal and sparse
+#: methods already run with partial participation (a lost client is one never sampled again),
+#: so they continue; a vertical party holds columns nobody else has, so its loss stops the run;
+#: FedP3 asks every client at evaluation and has no continue path yet
+DEFAULT_ON_CLIENT_LOSS = {"horizontal": "continue", "sparse": "continue", "fedp3": "stop",
+                          "vertical": "stop"}
+
+
+def on_client_loss(options, family) -> str:
+    """The policy for ``family`` from ``options`` (a :class:`FlowerOptions` or None); one
+    clear error for a bad value or for ``continue`` where the method cannot go on."""
+    value = getattr(options, "on_client_loss", None)
+    if value is None:
+        return DEFAULT_ON_CLIENT_LOSS[family]
+    if value not in ON_CLIENT_LOSS:
+        raise InputError(f"--on-client-loss must be stop or continue, got {value!r}")
+    if value == "continue" and family == "vertical":
+        raise InputError("--on-client-loss continue: a vertical run cannot go on without a "
+                         "party (its feature columns are gone with it); use stop")
+    if value == "continue" and family == "fedp3":
+        raise InputError("--on-client-loss continue is not available for FedP3 yet (its "
+                         "evaluation asks every client); use stop")
+    return value

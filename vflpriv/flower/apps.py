@@ -2,8 +2,8 @@
 
 ``server_app`` and ``client_app`` (module level) are what a deployed SuperLink and SuperNodes
 load (the app directory written by :func:`vflpriv.flower.deploy.write_app` names them): the
-ServerApp reads its run description from the pickle file ``run_config["spec"]`` and writes its
-result to ``spec["out"]``; each ClientApp reads its party config from its node config.
+ServerApp reads its run description from the file ``run_config["spec"]`` (a pickle, or the
+``run.json`` of ``vflpriv flower spec``) and writes its result to ``spec["out"]``; each ClientApp reads its party config from its node config.
 
 :func:`simulate` runs the same ServerApp and ClientApp on Flower's simulation runtime in this
 process.  Families register a ``serve(grid, spec, progress)`` function and a
@@ -25,7 +25,7 @@ FAMILIES = {"vertical": ("vflpriv.flower.vertical", "serve", "VerticalSide"),
 
 #: keys whose values are file paths: made absolute before they reach another process (a deployed
 #: ServerApp or ClientApp runs in another working directory)
-PATH_KEYS = ("data", "ledger", "out", "progress")
+PATH_KEYS = ("data", "ledger", "out", "progress", "identity-key")
 
 
 def absolute_paths(obj):
@@ -81,7 +81,12 @@ def _make_server_app(get_spec, sink):
 
 
 def _spec_from_run_config(context):
-    with open(str(context.run_config["spec"]), "rb") as fh:
+    path = str(context.run_config["spec"])
+    if path.endswith(".json"):          # written by ``vflpriv flower spec`` (.spec)
+        from .spec import load_description
+
+        return load_description(path)
+    with open(path, "rb") as fh:
         return pickle.load(fh)
 
 

@@ -120,6 +120,14 @@ def client_spend(ledgers, epsilon_delta, accountant) -> list:
     return out
 
 
+def lost_records(lost, link) -> list:
+    """``[{"client", "round", "reason"}]`` of the clients lost under ``--on-client-loss
+    continue`` (the JSON's ``lost_clients``; the reason is the Link's)."""
+    why = {(int(p), int(r)): reason for p, r, reason in link.lost}
+    return [{"client": int(k), "round": int(t), "reason": why.get((int(k), int(t)), "")}
+            for k, t in lost]
+
+
 def link_for(grid, spec):
     return Link(grid, spec["K"], connect_timeout=spec["connect_timeout"],
                 reply_timeout=spec["reply_timeout"])
@@ -129,13 +137,22 @@ def flower_summary(link, K) -> dict:
     return {"bytes": link.meter.summary(K), "totals": link.meter.totals()}
 
 
-def remote_clients(link, kind_of, on_reply=None):
+def remote_clients(link, kind_of, on_reply=None, tolerate=False):
     """The ``clients`` callable of :func:`round_loop`: one batch per round over ``link``;
-    ``kind_of(k)`` names the request, ``on_reply(k, frame)`` strips what rides with the update."""
+    ``kind_of(k)`` names the request, ``on_reply(k, frame)`` strips what rides with the update.
+    ``tolerate`` (``--on-client-loss continue``): a client that fails answers
+    :data:`~vflpriv.horizontal.loop.LOST` (the Link notes why) instead of stopping the run."""
+    from ..horizontal.loop import LOST
+
     def clients(t, asked):
-        replies = link.exchange([(k, down, kind_of(k)) for k, down in asked], t, kinds=True)
+        replies = link.exchange([(k, down, kind_of(k)) for k, down in asked], t, kinds=True,
+                                tolerate=tolerate)
         out = []
-        for (k, _), (frame, kind) in zip(asked, replies):
+        for (k, _), reply in zip(asked, replies):
+            if reply is None:
+                out.append(LOST)
+                continue
+            frame, kind = reply
             if kind == REFUSED:
                 out.append(None)
             else:
@@ -248,11 +265,22 @@ def serve(grid, spec, progress=None) -> dict:
             out["t"] = t + 1
             if progress is not None:
                 progress(t + 1)
-        stopped = round_loop(algo, spec["rounds"], meter=meter, progress=prog,
-                             clients=remote_clients(link, lambda k: "train"))
+        lost = []
+        stopped = round_loop(algo, spec["rounds"], meter=meter, progress=prog, lost=lost,
+                             clients=remote_clients(
+                                 link, lambda k: "train",
+                                 tolerate=spec.get("on_client_loss") == "continue"))
         out.update(theta=algo.theta.numpy(), history=algo.history,
-                   participants=algo.participants, stopped=stopped, meter=meter)
+                   participants=algo.participants, stopped=stopped, meter=meter,
+                   lost_clients=lost_records(lost, link))
     except Exception as exc:
+        from ..horizontal.loop import AllClientsLost
+        from .link import PartyLost
+
+        if isinstance(exc, AllClientsLost):     # nothing left to continue with: stop
+            why = dict(((int(p), int(r)), w) for p, r, w in link.lost)
+            exc = PartyLost(exc.client, exc.round,
+                            f"{why.get((exc.client, exc.round), 'lost')}; {exc}")
         out["error"] = error_record(exc, out["t"])
     out["flower"] = flower_summary(link, spec["K"])
     return out
@@ -262,16 +290,18 @@ def run(backend, strategy, data, model_fn, *, rounds, participation, local, samp
         delta, clip, accountant, ledger, seed, threads, progress, flower=None):
     """:func:`vflpriv.horizontal.runtime.run` on ``backend`` ("flower-sim" or "flower"): the
     same arguments and :class:`~vflpriv.horizontal.runtime.RunResult`, with ``flower`` holding
-    the Flower bytes per client, each client's ledger, and the clients stopped by their budgets.
-    A client lost (or refusing at setup) raises :class:`~.link.PartyLost` /
-    :class:`~.link.PartyRefused` naming it, with the byte counts in ``exc.flower``."""
+    the Flower bytes per client, each client's ledger, the clients stopped by their budgets and
+    the clients lost (``lost_clients``: under ``flower.on_client_loss == "continue"``, the
+    default, the run goes on without them).  A client lost under ``"stop"`` (or at setup, or
+    refusing at setup) raises :class:`~.link.PartyLost` / :class:`~.link.PartyRefused` naming
+    it, with the byte counts in ``exc.flower``."""
     import dataclasses
 
     import torch
 
     from ..horizontal.local import FlatModel
     from ..horizontal.runtime import RunResult
-    from . import FlowerOptions
+    from . import FlowerOptions, on_client_loss
 
     flower = flower or FlowerOptions()
     public = int(seed) if seed is not None else secrets.randbits(63)
@@ -295,6 +325,7 @@ def run(backend, strategy, data, model_fn, *, rounds, participation, local, samp
             "X_test": np.asarray(data.X_test), "y_test": np.asarray(data.y_test),
             "participation": participation, "sampler": sampler, "public": public,
             "rounds": int(rounds), "iterations": int(rounds),
+            "on_client_loss": on_client_loss(flower, "horizontal"),
             "connect_timeout": flower.connect_timeout, "reply_timeout": flower.reply_timeout}
     shards = [{"X": np.ascontiguousarray(X), "y": np.asarray(y, np.int64)}
               for X, y in data.clients]
@@ -311,6 +342,8 @@ def run(backend, strategy, data, model_fn, *, rounds, participation, local, samp
             q, steps = local.batch_size / m, local.steps(m, True)
             z[(q, steps)] = noise_multiplier(epsilon, delta, q, rounds * steps, accountant)
     info["stopped"] = [k for k, r in enumerate(out["stopped"]) if r is not None]
+    info["lost_clients"] = out.get("lost_clients", [])
+    info["on_client_loss"] = spec["on_client_loss"]
     res = RunResult(theta=torch.from_numpy(out["theta"]), accuracy_history=out["history"],
                     meter=out["meter"], participants=out["participants"],
                     epsilon_spent=info.get("epsilon_spent"), noise_multiplier=z,

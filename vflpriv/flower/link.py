@@ -135,6 +135,7 @@ class Link:
         self.meter = meter or FlowerMeter()
         self.node_of = {}         # party -> node id
         self.party_of = {}
+        self.lost = []            # (party, round, reason) of parties lost under ``tolerate``
 
     # -- start --------------------------------------------------------------------------------
     def connect(self, identify):
@@ -168,16 +169,33 @@ class Link:
             raise PartyLost(missing[0], None, f"no SuperNode is party {missing}")
 
     # -- rounds -------------------------------------------------------------------------------
-    def exchange(self, requests, round: int, kinds=False) -> list:
+    def exchange(self, requests, round: int, kinds=False, tolerate=False) -> list:
         """``requests``: ``[(party, frame, kind), ...]``; returns the reply frames in order,
         or with ``kinds=True`` ``(frame, reply kind)`` pairs (a client may answer a request
-        with another kind, e.g. that its own budget stopped it)."""
-        out = self._send_receive([(self.node_of[k], f, kind, round) for k, f, kind in requests],
-                                 names={self.node_of[k]: k for k, _, _ in requests}, round=round)
-        return [out[self.node_of[k]][:2] if kinds else out[self.node_of[k]][0]
-                for k, _, _ in requests]
+        with another kind, e.g. that its own budget stopped it).
 
-    def _send_receive(self, items, names, round):
+        ``tolerate``: a party that fails (its SuperNode gone, an error reply, a refusal, no
+        reply within the timeout) does not stop the exchange: its entry is None and
+        :attr:`lost` gets ``(party, round, reason)``; the others' replies come back as usual
+        (``--on-client-loss continue``).  Otherwise the first failure raises
+        :class:`PartyLost` / :class:`PartyRefused`."""
+        out = self._send_receive([(self.node_of[k], f, kind, round) for k, f, kind in requests],
+                                 names={self.node_of[k]: k for k, _, _ in requests}, round=round,
+                                 tolerate=tolerate)
+        res = []
+        for k, _, _ in requests:
+            r = out.get(self.node_of[k])
+            res.append(None if r is None else r[:2] if kinds else r[0])
+        return res
+
+    def _fail(self, exc, node, tolerate, failed):
+        """Raise ``exc``, or (``tolerate``) note the party as lost and go on."""
+        if not tolerate:
+            raise exc
+        failed[node] = exc
+        self.lost.append((exc.party, exc.round, exc.reason))
+
+    def _send_receive(self, items, names, round, tolerate=False):
         from flwr.app import Message
 
         msgs = {}
@@ -187,7 +205,7 @@ class Link:
             self.meter.record(self.party_of.get(node, -1), DOWN, t, len(frame), message_bytes(m))
         ids = list(self.grid.push_messages(list(msgs.values())))
         waiting = dict(zip(ids, msgs))            # message id -> node
-        replies = {}
+        replies, failed = {}, {}
         start = last_check = time.monotonic()
         pause = 0.002
         while waiting:
@@ -197,10 +215,14 @@ class Link:
                     continue
                 who = names[node]
                 if r.has_error():
-                    raise PartyLost(who, round, _short_error(r.error))
+                    self._fail(PartyLost(who, round, _short_error(r.error)), node, tolerate,
+                               failed)
+                    continue
                 rec = r.content[RECORD]
                 if "refused" in rec:
-                    raise PartyRefused(who, round, rec["refused"])
+                    self._fail(PartyRefused(who, round, rec["refused"]), node, tolerate,
+                               failed)
+                    continue
                 frame = rec["frame"]
                 self.meter.record(self.party_of.get(node, -1), UP,
                                   round if round is not None else 0, len(frame), message_bytes(r))
@@ -209,16 +231,23 @@ class Link:
                 break
             now = time.monotonic()
             if now - start > self.reply_timeout:
-                node = next(iter(waiting.values()))
-                raise PartyLost(names[node], round, f"no reply within {self.reply_timeout:g} s")
+                for mid, node in list(waiting.items()):
+                    waiting.pop(mid)
+                    self._fail(PartyLost(names[node], round,
+                                         f"no reply within {self.reply_timeout:g} s"),
+                               node, tolerate, failed)
+                break
             if now - last_check > self.liveness_every:
                 last_check = now
                 alive = set(self.grid.get_node_ids())
-                for node in waiting.values():
+                for mid, node in list(waiting.items()):
                     if node not in alive:
-                        raise PartyLost(names[node], round,
-                                        "its SuperNode left the federation (the SuperLink no "
-                                        "longer lists it)")
+                        waiting.pop(mid)
+                        self._fail(PartyLost(names[node], round,
+                                             "its SuperNode left the federation (the SuperLink "
+                                             "no longer lists it)"), node, tolerate, failed)
+                if not waiting:
+                    break
             time.sleep(pause)
             pause = min(pause * 1.5, 0.2)
         return replies

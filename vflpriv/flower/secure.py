@@ -7,7 +7,9 @@ server -- which, as the dealer of the Beaver randomness, could unmask them.  The
 **end-to-end encrypted** between the two parties with vetted primitives from ``cryptography``
 (never our own): each party makes an X25519 key pair at setup (the private key stays in its
 SuperNode's state), the server distributes the public keys (a semi-honest server relays them
-faithfully: the protocol's threat model, docs/sensitivity.md section 4), and each pair derives a
+faithfully: the protocol's threat model, docs/sensitivity.md section 4; a node config may pin
+its peers' identity keys instead, :mod:`.keys`, so that a server substituting a key is refused),
+and each pair derives a
 ChaCha20-Poly1305 key with HKDF-SHA256 bound to the run and the ordered pair; every ciphertext
 carries a fresh 96-bit nonce and authenticates (sender, receiver, kind, round).  The server sees
 only ciphertexts, their lengths and the frames meant for it, as the in-process accounting of
@@ -114,7 +116,7 @@ class SecureSide(ClientSide):
         from ..vertical.secure.protocol import SecureParty
 
         self.k = k = int(cfg["party"])
-        self.setup = setup
+        self.setup, self.cfg = setup, cfg
         A_k, y = load_party_data(cfg["data"])
         if setup.get("label_party") not in (None, k):
             y = None              # only the label party keeps y; the others get A_k^T y + noise
@@ -160,12 +162,16 @@ class SecureSide(ClientSide):
                                                  + int(self.setup.get("label_rounds") or 0)),
                                     party=self.k)
             self.private_key, self.public_key = new_key_pair()
-            return "key", self.public_key
-        if kind == "keys":
-            keys = unpack_bundle(frame)
-            self.peers = {int(q): bytes(b) for q, b in keys}
-            if self.peers.get(self.k) != self.public_key:
-                raise Refused(f"party {self.k}: the key list does not hold its own key")
+            return "key", self._offer()
+        if kind == "keys":           # pinned peers' offers are checked (vflpriv.flower.keys)
+            from .keys import KeyRefused, accept_offers, parse_pins
+
+            try:
+                self.peers = accept_offers(unpack_bundle(frame), self.k, self.public_key,
+                                           self.setup.get("run_id") or "",
+                                           parse_pins(self.cfg.get("peer-fingerprints")))
+            except KeyRefused as exc:
+                raise Refused(str(exc)) from None
             return "ok", b""
         ch = self._channel()
         if kind == "offline":
@@ -205,6 +211,18 @@ class SecureSide(ClientSide):
             p.peer_output(z, SM.decode(tp)[0], res)
             return "ok", b""
         raise Refused(f"party {self.k}: unknown request {kind!r}")
+
+    def _offer(self):
+        """This party's key offer: its ephemeral public key, signed by its identity key when
+        its node config names one (``identity-key``; :mod:`.keys`)."""
+        from .keys import KeyRefused, load_identity, make_offer
+
+        path = self.cfg.get("identity-key")
+        try:
+            ident = load_identity(path) if path else None
+        except KeyRefused as exc:
+            raise Refused(f"party {self.k}: {exc}") from None
+        return make_offer(self.public_key, ident, self.setup.get("run_id") or "", self.k)
 
     def get_state(self):
         p = self.party

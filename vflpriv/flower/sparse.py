@@ -155,19 +155,29 @@ class FlowerClients:
     the broadcast's wire bytes to each participant, its wire-encoded reply back.  ``frames``
     counts the bytes of those wire messages (what the in-process run meters)."""
 
-    def __init__(self, link):
-        self.link = link
+    def __init__(self, link, tolerate=False):
+        self.link, self.tolerate = link, bool(tolerate)
         self.frames = {"uplink": 0, "downlink": 0}
+        self.reasons = {}          # client -> why it was lost (``tolerate``)
 
     def round(self, t, S, start, frame):
-        replies = self.link.exchange([(int(i), frame, "round") for i in S], t + 1)
-        V = np.empty((S.shape[0], start.shape[0]))
-        nb = np.empty(S.shape[0], dtype=np.int64)
+        """``(replies, their wire bytes, which answered)``.  ``tolerate``
+        (``--on-client-loss continue``): a participant that fails has no row (zeros, marked
+        not answered) and is named in ``reasons``; otherwise its failure raises."""
+        seen = len(self.link.lost)
+        replies = self.link.exchange([(int(i), frame, "round") for i in S], t + 1,
+                                     tolerate=self.tolerate)
+        for party, _, reason in self.link.lost[seen:]:
+            self.reasons[int(party)] = reason
+        V = np.zeros((S.shape[0], start.shape[0]))
+        nb = np.zeros(S.shape[0], dtype=np.int64)
+        ok = np.array([f is not None for f in replies], dtype=bool)
         for r, f in enumerate(replies):
-            V[r], nb[r] = wire.decode(f), len(f)
+            if f is not None:
+                V[r], nb[r] = wire.decode(f), len(f)
         self.frames["downlink"] += len(frame) * S.shape[0]
         self.frames["uplink"] += int(nb.sum())
-        return V, nb
+        return V, nb, ok
 
 
 def serve(grid, spec, progress=None) -> dict:
@@ -182,7 +192,7 @@ def serve(grid, spec, progress=None) -> dict:
     link = Link(grid, N, connect_timeout=spec["connect_timeout"],
                 reply_timeout=spec["reply_timeout"])
     out = {"t": 0, "error": None, "exception": None}
-    clients = FlowerClients(link)
+    clients = FlowerClients(link, tolerate=spec.get("on_client_loss") == "continue")
     try:
         link.connect(b"")
         frame = json.dumps(setup).encode()
@@ -214,9 +224,17 @@ def serve(grid, spec, progress=None) -> dict:
                                       participation=part, privacy=plan, seed=spec["seed"],
                                       metering=True, on_round=on_round)
         out.update(seconds=time.perf_counter() - t0, models=models, traffic=traffic,
+                   lost_clients=traffic.lost,
                    final=np.array(strategy.model(state), copy=True),
                    privacy=None if plan is None else plan.summary())
     except Exception as exc:          # e.g. the server's own budget refusing a release
+        from ..sparse.runtime import ClientsLost
+        from .link import PartyLost
+
+        if isinstance(exc, ClientsLost):   # nothing left to continue with: the run stops
+            last = exc.lost[-1]
+            exc = PartyLost(last["client"], last["round"] + 1,
+                            f"{last['reason']}; it was the last client left ({exc})")
         out["error"] = error_record(exc, out["t"])
         try:
             pickle.dumps(exc)
@@ -313,15 +331,18 @@ def run(backend, parts, shards, strategy, *, rounds, participation, batch, lr, w
     ``privacy``: None or ``{"level", "epsilon", "delta", "clip", "accountant", "ledger"}``.
     Returns the :class:`~vflpriv.sparse.runtime.SparseResult` with ``flower`` filled in: Flower
     message bytes per client beside the wire bytes the in-process run meters.  A client lost or
-    refusing raises :class:`~.link.PartyLost` / :class:`~.link.PartyRefused` (which client,
-    which round); the server's own budget refusing raises ``BudgetExceeded`` as in process.
+    refusing in a round: with ``options.on_client_loss == "continue"`` (the default for this
+    family) the run goes on with the others and ``lost_clients`` names it and the round; with
+    ``"stop"``, or at setup, or when no client is left, it raises :class:`~.link.PartyLost` /
+    :class:`~.link.PartyRefused` (which client, which round); the server's own budget refusing
+    raises ``BudgetExceeded`` as in process.
     """
     import shutil
     import tempfile
     import uuid
 
     from ..sparse.runtime import Metrics, client_weights, default_lr, finish
-    from . import FlowerOptions, check_backend, require_flwr
+    from . import FlowerOptions, check_backend, on_client_loss, require_flwr
     from .link import raise_recorded
 
     check_backend(backend)
@@ -341,14 +362,16 @@ def run(backend, parts, shards, strategy, *, rounds, participation, batch, lr, w
     setup = public_setup(shards, strategy, batch=batch, loss=loss, l2=l2, rounds=rounds,
                          participation=participation, privacy=privacy, strategy_kw=strategy_kw,
                          run_id=run_id)
-    own_dir = not options.run_dir
-    run_dir = options.run_dir or tempfile.mkdtemp(prefix="vflpriv-sparse-")
+    own_dir = not (options.run_dir or options.spec_dir)
+    run_dir = options.spec_dir or options.run_dir or tempfile.mkdtemp(prefix="vflpriv-sparse-")
     os.makedirs(run_dir, exist_ok=True)
     ledgers = None
     try:
         if privacy is not None and privacy["level"] == "record":
             if options.party_ledgers:
                 ledgers = list(options.party_ledgers)
+            elif options.spec_dir:        # each on its own machine, beside its data
+                ledgers = [os.path.join(run_dir, f"client{i}.ledger") for i in range(N)]
             elif privacy.get("ledger"):
                 ledgers = [f"{privacy['ledger']}.client{i}" for i in range(N)]
             else:
@@ -361,12 +384,16 @@ def run(backend, parts, shards, strategy, *, rounds, participation, batch, lr, w
         spec = {"family": "sparse", "N": N, "setup": setup, "counts": shards.counts.tolist(),
                 "p": p.tolist(), "rounds": int(rounds),
                 "participation": (participation.kind, participation.value), "seed": seed,
-                "evaluate": bool(evaluate),
+                "evaluate": bool(evaluate), "on_client_loss": on_client_loss(options, "sparse"),
                 "privacy": None if privacy is None else {
                     k: privacy[k] for k in ("level", "epsilon", "delta", "clip", "accountant",
                                             "ledger")},
                 "connect_timeout": float(options.connect_timeout),
                 "reply_timeout": float(options.reply_timeout)}
+        if options.spec_dir:              # the description for separate machines, no run
+            from .spec import write_description
+
+            return write_description(run_dir, spec, cfgs)
         progress = None if callback is None else (lambda t: callback(t - 1, float("nan")))
         t0 = time.perf_counter()
         from .apps import launch
@@ -396,6 +423,8 @@ def run(backend, parts, shards, strategy, *, rounds, participation, batch, lr, w
                  support_true=support_true, rounds=rounds, participation=participation,
                  batch=batch, weights=weights, seed=seed)
     res.flower = flower
+    res.lost_clients = list(out.get("lost_clients", []))
+    res.settings["on_client_loss"] = spec["on_client_loss"]
     return res
 
 

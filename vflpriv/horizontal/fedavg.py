@@ -6,7 +6,7 @@ the server steps theta^t = theta^{t-1} + sum_{k in P_t} w_k Delta_hat_k.
 
 Weights: ``weights="selected"`` (default) w_k = n_k / sum_{j in P_t} n_j (FedDyn's code, a weighted
 mean); ``weights="all"`` w_k = n_k / n over all clients (Alg. 1 line 6 read literally: the step
-shrinks by about |P_t| / m).  FedAvg is lambda1 = lambda2 = 0, FedProx lambda2 = mu, no threshold.
+shrinks by about |P_t| / m); n counts the clients not lost (``--on-client-loss continue``).  FedAvg is lambda1 = lambda2 = 0, FedProx lambda2 = mu, no threshold.
 """
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ class FedAvg(Strategy):
     def aggregate_train(self, theta, replies):
         if not replies:
             return theta
-        total = sum(self.sizes) if self.weights == "all" else sum(self.sizes[k] for k, _ in replies)
+        total = self.remaining_size() if self.weights == "all" else \
+            sum(self.sizes[k] for k, _ in replies)
         return theta + sum((self.sizes[k] / total) * r[0] for k, r in replies)
 
     def settings(self):

@@ -25,17 +25,45 @@ it learns of the refusal (it is not metered; FedP3's OPR2 draws its layer set fo
 from __future__ import annotations
 
 
-def round_loop(algo, rounds: int, *, meter, budget=None, progress=None, clients=None) -> list:
+class AllClientsLost(RuntimeError):
+    """The last client of the federation was lost: nothing is left to continue with."""
+
+    def __init__(self, client, round):
+        self.client, self.round = client, round
+        super().__init__(f"client {client} lost at round {round} was the last client left")
+
+
+#: a remote client's reply slot when the client was lost (``--on-client-loss continue``)
+LOST = "lost"
+
+
+def round_loop(algo, rounds: int, *, meter, budget=None, progress=None, clients=None,
+               lost=None) -> list:
     """Run ``rounds`` rounds of ``algo``; returns the round at which each client was stopped by
     its budget (None: never).  ``clients``: None (in process) or the remote clients' exchange
-    (module docstring); the budgets are then the clients' own and ``budget`` must be None."""
+    (module docstring); the budgets are then the clients' own and ``budget`` must be None.
+
+    A remote client whose slot comes back :data:`LOST` (its SuperNode gone, an error, no reply:
+    Flower under ``--on-client-loss continue``) is out for good, like a client its budget
+    stopped: the round aggregates the replies that came (the strategy's weights over them) and
+    later rounds skip it.  ``lost``: a list that gets ``(client, round)`` for each."""
     stopped = [None] * algo.n_clients
+    gone = set()
     for t in range(rounds):
-        active = [k for k in map(int, algo.sample(t)) if stopped[k] is None]
+        active = [k for k in map(int, algo.sample(t)) if stopped[k] is None and k not in gone]
         exchanged = (_in_process(algo, t, active, budget) if clients is None
                      else _remote(algo, t, active, clients))
         replies = []
         for k, down, up in exchanged:
+            if up is LOST:
+                gone.add(k)
+                if len(gone) == algo.n_clients:
+                    raise AllClientsLost(k, t)
+                if hasattr(algo, "drop_client"):
+                    algo.drop_client(k)
+                if lost is not None:
+                    lost.append((k, t))
+                continue
             if up is None:                      # its budget refused the round: stopped for good
                 stopped[k] = t
                 continue

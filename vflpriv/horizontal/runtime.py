@@ -137,6 +137,9 @@ class _StrategyRun:
     def aggregate(self, t, replies):
         self.theta = self.strategy.aggregate_train(self.theta, replies)
 
+    def drop_client(self, k):
+        self.strategy.drop_client(k)
+
     def evaluate(self, t):
         self.history.append(self.model.accuracy(self.theta, self.Xte, self.yte))
 

@@ -41,6 +41,18 @@ class Strategy(ABC):
         """Server state for a run with client training-set sizes ``sizes`` (public counts)."""
         self.sizes = [int(s) for s in sizes]
         self.m = len(self.sizes)
+        self.lost = set()
+
+    def drop_client(self, k: int) -> None:
+        """Client k is gone for good (lost on Flower, ``--on-client-loss continue``): it is never
+        sampled again.  Weights over "all clients" then mean the remaining ones (FedAvg's
+        ``weights="all"``); state the server keeps per client (SCAFFOLD's c, FedDyn's h) keeps
+        the lost client's last contribution, as for a client that is not sampled."""
+        self.lost.add(int(k))
+
+    def remaining_size(self) -> int:
+        """sum of n_k over the clients not lost."""
+        return sum(n for k, n in enumerate(self.sizes) if k not in getattr(self, "lost", ()))
 
     def configure_train(self, theta, k: int) -> list:
         """The vectors sent to client k this round."""

@@ -85,7 +85,9 @@ def fit(data, algorithm, *, clients=None, rounds=50, local_steps=1, tau=None, lr
     Returns a :class:`~vflpriv.sparse.runtime.SparseResult`.  ``epsilon`` finite makes the run
     private at level ``privacy`` (record | client); see :mod:`vflpriv.sparse.privacy`.
     ``backend``: ``inprocess`` (default), ``flower-sim`` or ``flower`` (:mod:`vflpriv.flower`;
-    ``flower``: a :class:`~vflpriv.flower.FlowerOptions`).  A seeded run ends at the same model
+    ``flower``: a :class:`~vflpriv.flower.FlowerOptions`; with ``flower.spec_dir`` set nothing
+    runs: the run's description for separate machines is written there and a dict naming the
+    files is returned, :mod:`vflpriv.flower.spec`).  A seeded run ends at the same model
     with the same spend on every backend; the Flower backends add ``res.flower`` (Flower message
     bytes beside the in-process count) and always meter (the messages are the wire bytes).
     """
@@ -147,6 +149,8 @@ def fit(data, algorithm, *, clients=None, rounds=50, local_steps=1, tau=None, lr
                          strategy_kw={"tol": tol, "radius": radius, "server_lr": server_lr},
                          x_true=fd.x_true, support_true=fd.support_true, dictionary=D,
                          callback=callback, options=flower)
+        if getattr(flower, "spec_dir", None):       # a run description was written, no run
+            return res
         res.settings["backend"] = backend
         return _settings(res, fd, parts, d_in, loss, l2, dictionary, epsilon, delta, privacy,
                          math.isfinite(epsilon), seed)

@@ -9,7 +9,8 @@ P000-9), and a description.
 Specs (``--data``): ``synthetic-000:alpha=0.5,beta=0.5,seed=0``,
 ``synthetic-003:alpha=0.5,e=1.1,sparsity=10,seed=0``, a file (svmlight/LIBSVM, or CSV/parquet
 with ``label=``) or a scikit-learn bundled set (``sklearn:diabetes``, ``sklearn:breast_cancer``,
-``sklearn:digits``), each split by :func:`kmeans_partition`.
+``sklearn:digits``), each split by :func:`kmeans_partition` (any client count:
+:func:`file_partition`).
 """
 from __future__ import annotations
 
@@ -100,9 +101,7 @@ def kmeans_partition(Z, n_clusters=10, parts_per_cluster=20, clusters_per_client
     n_clusters * parts_per_cluster / clusters_per_client clients (100 with the defaults); the
     pairing is a seeded shuffle of the parts, repaired by random swaps (never increasing the
     number of bad clients) until no client holds two parts of one cluster.  Empty or tiny clusters give empty parts: a cluster smaller than its part count is
-    refused (name the numbers)."""
-    from sklearn.cluster import KMeans
-
+    refused (name the numbers).  Any other client count: :func:`adaptive_partition`."""
     total = n_clusters * parts_per_cluster
     if total % clusters_per_client:
         raise InputError(f"{n_clusters} clusters x {parts_per_cluster} parts cannot be dealt "
@@ -111,7 +110,18 @@ def kmeans_partition(Z, n_clusters=10, parts_per_cluster=20, clusters_per_client
     if n < total:
         raise InputError(f"the k-means partition needs at least {total} rows, the data has {n}")
     rng = np.random.default_rng(seed)
-    labels = KMeans(n_clusters=n_clusters, n_init=3, random_state=seed).fit_predict(Z)
+    labels = _kmeans_labels(Z, n_clusters, seed)
+    return _paper_pairing(labels, n_clusters, parts_per_cluster, clusters_per_client, rng)
+
+
+def _kmeans_labels(Z, n_clusters, seed):
+    from sklearn.cluster import KMeans
+
+    return KMeans(n_clusters=n_clusters, n_init=3, random_state=seed).fit_predict(Z)
+
+
+def _paper_pairing(labels, n_clusters, parts_per_cluster, clusters_per_client, rng):
+    total = n_clusters * parts_per_cluster
     parts = []
     for c in range(n_clusters):
         rows = rng.permutation(np.flatnonzero(labels == c))
@@ -141,6 +151,72 @@ def kmeans_partition(Z, n_clusters=10, parts_per_cluster=20, clusters_per_client
             groups[r, a], groups[h, b] = groups[h, b], groups[r, a]
     raise InputError("could not pair the k-means parts so that each client holds different "
                      "clusters; use fewer clusters per client")
+
+
+def part_counts(sizes, clients, clusters_per_client=2):
+    """How many parts each k-means cluster is cut into when ``clients`` clients share clusters
+    of ``sizes`` rows (the adaptive rule, docs/sparse.md "Any client count").
+
+    P = min(max(clients * m, k), sum_c min(clients, n_c)) parts in all (m clusters per client,
+    k nonempty clusters, n_c rows in cluster c): every cluster gets at least one part (every row
+    is dealt), no cluster more parts than clients (so that no client gets two parts of one
+    cluster) or than rows (no empty part).  The parts are apportioned to the clusters by their
+    sizes with the D'Hondt rule (the next part goes to the cluster with the largest
+    n_c / (p_c + 1) among those below their cap), which keeps the parts' sizes as even as the
+    caps allow.  P >= clients whenever the data have at least ``clients`` rows, so every client
+    gets at least one part."""
+    import heapq
+
+    sizes = np.asarray(sizes, dtype=np.int64)
+    caps = np.minimum(sizes, clients)
+    P = int(min(max(clients * clusters_per_client, sizes.shape[0]), caps.sum()))
+    p = np.ones(sizes.shape[0], dtype=np.int64)
+    heap = [(-sizes[c] / 2.0, c) for c in range(sizes.shape[0]) if caps[c] > 1]
+    heapq.heapify(heap)
+    for _ in range(P - sizes.shape[0]):
+        _, c = heapq.heappop(heap)
+        p[c] += 1
+        if p[c] < caps[c]:
+            heapq.heappush(heap, (-sizes[c] / (p[c] + 1.0), c))
+    return p
+
+
+def adaptive_partition(Z, clients, n_clusters=10, clusters_per_client=2, seed=0, labels=None):
+    """The k-means non-IID split for any number of clients (1 <= clients <= rows).
+
+    Like :func:`kmeans_partition` (k-means on the raw features, seeded), with
+    ``min(n_clusters, rows)`` clusters; cluster c is cut into :func:`part_counts` parts of
+    (nearly) equal size.  Dealing: the clusters in a seeded random order, each cluster's parts
+    one after another, part j goes to client j mod clients (then the client numbers are
+    shuffled).  A cluster's parts are consecutive and at most ``clients`` many, so they land on
+    different clients: no client holds two parts of one cluster.  Each client gets
+    floor(P / clients) or ceil(P / clients) parts: ``clusters_per_client`` of different clusters
+    when the count allows it exactly, more clusters per client when there are fewer clients than
+    clusters (every row is dealt), fewer when clusters are too small to be cut further.  Every row
+    goes to exactly one client; no client is empty.  ``labels``: the k-means labels when
+    already computed (same clusters, same seed)."""
+    n = Z.shape[0]
+    if isinstance(clients, bool) or int(clients) != clients or clients < 1:
+        raise InputError(f"--clients must be an integer >= 1, got {clients!r}")
+    if clients > n:
+        raise InputError(f"--clients {clients} is more than the {n} rows of the data: every "
+                         "client needs at least one row")
+    k = min(int(n_clusters), n)
+    rng = np.random.default_rng(seed)
+    if labels is None:
+        labels = _kmeans_labels(Z, k, seed)
+    present = [c for c in range(k) if np.any(labels == c)]
+    sizes = [int(np.sum(labels == c)) for c in present]
+    counts = part_counts(sizes, clients, clusters_per_client)
+    parts = []
+    for j in rng.permutation(len(present)):
+        rows = rng.permutation(np.flatnonzero(labels == present[j]))
+        parts.extend(np.array_split(rows, int(counts[j])))
+    owner = rng.permutation(clients)
+    out = [[] for _ in range(clients)]
+    for j, rows in enumerate(parts):
+        out[owner[j % clients]].append(rows)
+    return [np.sort(np.concatenate(r)) for r in out]
 
 
 SKLEARN_SETS = ("diabetes", "breast_cancer", "digits", "california_housing")
@@ -265,18 +341,38 @@ def load_federated(spec, clients, *, label=None, seed=0, clusters=10, clusters_p
     if kind == "synthetic-003":
         return synthetic_003(clients=clients, **kw)
     Z, y = load_table(spec, label)
-    total = clients * clusters_per_client
-    if total % clusters:
-        raise InputError(f"--clients {clients} x {clusters_per_client} parts per client must be a "
-                         f"multiple of the {clusters} k-means clusters")
-    idx = kmeans_partition(Z, clusters, total // clusters, clusters_per_client, seed=seed)
+    idx, split = file_partition(Z, clients, clusters, clusters_per_client, seed)
     import scipy.sparse as sp
 
     Zr = Z.tocsr() if sp.issparse(Z) else Z
     return FederatedData([(Zr[i], y[i]) for i in idx], None, None,
                          {"kind": "file", "path": spec, "rows": int(Z.shape[0]),
                           "d": int(Z.shape[1]), "clusters": clusters,
-                          "clusters_per_client": clusters_per_client, "partition_seed": seed})
+                          "clusters_per_client": clusters_per_client, "partition_seed": seed,
+                          "split": split})
+
+
+def file_partition(Z, clients, clusters=10, clusters_per_client=2, seed=0):
+    """Row indices per client for a data file, and which rule made them: ``"paper"`` (000's
+    split, :func:`kmeans_partition`) when clients x clusters_per_client is a multiple of the
+    clusters and every cluster has enough rows for its parts, else ``"adaptive"``
+    (:func:`adaptive_partition`): any client count from 1 to the number of rows works."""
+    n = Z.shape[0]
+    if isinstance(clients, bool) or int(clients) != clients or clients < 1:
+        raise InputError(f"--clients must be an integer >= 1, got {clients!r}")
+    if clients > n:
+        raise InputError(f"--clients {clients} is more than the {n} rows of the data: every "
+                         "client needs at least one row")
+    total = clients * clusters_per_client
+    if total % clusters == 0 and n >= total:
+        labels = _kmeans_labels(Z, clusters, seed)
+        per = total // clusters
+        if all(np.sum(labels == c) >= per for c in range(clusters)):
+            rng = np.random.default_rng(seed)
+            return _paper_pairing(labels, clusters, per, clusters_per_client, rng), "paper"
+        return adaptive_partition(Z, clients, clusters, clusters_per_client, seed,
+                                  labels=labels), "adaptive"
+    return adaptive_partition(Z, clients, clusters, clusters_per_client, seed), "adaptive"
 
 
 def make_dictionary(kind, n, seed=0, atoms=None):

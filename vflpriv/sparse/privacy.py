@@ -197,10 +197,16 @@ class PrivacyPlan:
         return float(N if p.kind == "full" else p.value if p.kind == "fixed" else p.value * N)
 
     def noisy_mean(self, V, ref, ctx):
-        """ref + (sum of the clipped updates + N(0, z^2 C^2 I)) / (public count)."""
+        """ref + (sum of the clipped updates + N(0, z^2 C^2 I)) / (public count).  The count is
+        the plan's (N, L or q N) over the clients remaining when the round began
+        (``ctx.public_count``, set by the round loop; a client lost under ``--on-client-loss
+        continue`` is out from the next round on): public, fixed before anyone answers, so a
+        missing reply is the add/remove neighbour of the accounting, never a change of the
+        divisor."""
         total = (V - ref).sum(axis=0) if V.shape[0] else np.zeros_like(ref)
         total = total + self.z * self.clip * ctx.secret_rng.standard_normal(ref.shape[0])
-        return ref + total / self.denominator(ctx.shards.N)
+        count = getattr(ctx, "public_count", None)
+        return ref + total / (self.denominator(ctx.shards.N) if count is None else count)
 
     # -- report --------------------------------------------------------------------------
     def spent_event(self):

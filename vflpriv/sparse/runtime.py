@@ -86,6 +86,30 @@ class Participation:
             return np.sort(rng.choice(N, size=self.value, replace=False))
         return np.flatnonzero(rng.random(N) < self.value)
 
+    def sample_remaining(self, remaining, rng):
+        """The round's participants among the clients still in the federation (``remaining``:
+        a boolean mask of length N; a client lost under ``--on-client-loss continue`` is out
+        for good).  With every client remaining this is :meth:`sample` (the same draws).
+        Poisson: every remaining client joins independently with probability q (the draw of
+        all N is kept, so the others' choices are those of the run without the loss); L of N:
+        L of the remaining (all of them when fewer than L remain)."""
+        N = remaining.shape[0]
+        if remaining.all():
+            return self.sample(N, rng)
+        idx = np.flatnonzero(remaining)
+        if self.kind == "full" or (self.kind == "fixed" and self.value >= idx.shape[0]):
+            return idx
+        if self.kind == "fixed":
+            return idx[np.sort(rng.choice(idx.shape[0], size=self.value, replace=False))]
+        return np.flatnonzero((rng.random(N) < self.value) & remaining)
+
+    def public_count(self, n):
+        """The public divisor of a client-level private round among ``n`` remaining clients:
+        n (full), min(L, n) (L of N), q n (Poisson).  It does not depend on who answered."""
+        if self.kind == "full":
+            return float(n)
+        return float(min(self.value, n)) if self.kind == "fixed" else self.value * n
+
     def expected(self, N):
         return N if self.kind == "full" else self.value if self.kind == "fixed" else self.value * N
 
@@ -187,14 +211,16 @@ class LocalClients:
         self.privacy, self.root, self.vectorize = privacy, root, vectorize
 
     def round(self, t, S, start, frame):
-        """``(replies as the server decodes them (L, d), bytes of each reply)``; ``frame`` is the
-        serialized broadcast (None: metering off, nothing serialized)."""
+        """``(replies as the server decodes them (L, d), bytes of each reply, which answered)``;
+        ``frame`` is the serialized broadcast (None: metering off, nothing serialized).  In
+        process every participant answers."""
         V = client_replies(self.strategy, self.shards, S, t, start, lr=self.lr,
                            batch=self.batch.at(t), rngs=client_generators(self.root, t, S),
                            privacy=self.privacy, vectorize=self.vectorize)
         if frame is not None and S.shape[0]:
-            return wire.roundtrip_rows(V)
-        return V, np.zeros(S.shape[0], dtype=np.int64)
+            V, nb = wire.roundtrip_rows(V)
+            return V, nb, np.ones(S.shape[0], dtype=bool)
+        return V, np.zeros(S.shape[0], dtype=np.int64), np.ones(S.shape[0], dtype=bool)
 
 
 @dataclass
@@ -205,15 +231,26 @@ class Traffic:
     up_c: list = field(default_factory=list)
     down_c: list = field(default_factory=list)
     parts: list = field(default_factory=list)
+    #: clients lost under ``--on-client-loss continue``: ``{"client", "round", "reason"}``
+    lost: list = field(default_factory=list)
 
 
 def serve(strategy, clients, *, N, d, p, rounds, participation, privacy=None, seed=None,
           metering=True, on_round=None, federation=None):
     """The server's side of the round loop (the module docstring's steps 1, 2, 4 and 5); the
     clients' side is ``clients.round(t, S, start, frame)`` (:class:`LocalClients`, or the Flower
-    backend's remote clients).  ``on_round(t, state)`` after every round.  Returns
-    ``(final state, Traffic)``.  ``federation``: what the privacy plan reads of the federation
-    (its size N); the shards in process."""
+    backend's remote clients), which says which participants answered.  ``on_round(t, state)``
+    after every round.  Returns ``(final state, Traffic)``.  ``federation``: what the privacy
+    plan reads of the federation (its size N); the shards in process.
+
+    A participant that did not answer (lost on Flower under ``--on-client-loss continue``) is
+    out of the federation from then on: the round aggregates the replies that came, with the
+    weights renormalized over them (sum over answered p_i v_i / sum over answered p_i, the
+    partial-participation rule); later rounds sample among the remaining clients
+    (:meth:`Participation.sample_remaining`).  A client-level private round divides its noisy
+    sum by the public count of the clients remaining when the round began
+    (:meth:`Participation.public_count`), never by how many answered (docs/flower.md, "A lost
+    client")."""
     public_rng = np.random.default_rng(seed)
     secret_rng = np.random.default_rng(None if seed is None else [int(seed), 1])
     if federation is None:
@@ -222,9 +259,11 @@ def serve(strategy, clients, *, N, d, p, rounds, participation, privacy=None, se
         federation = SimpleNamespace(N=N)
     state = strategy.init_state(d)
     tr = Traffic()
+    remaining = np.ones(N, dtype=bool)
     for t in range(rounds):
-        S = participation.sample(N, public_rng)
+        S = participation.sample_remaining(remaining, public_rng)
         ctx = ClientContext(federation, S, t, None, None, None, privacy, secret_rng)
+        ctx.public_count = participation.public_count(int(remaining.sum()))
         if privacy is not None:
             privacy.before_round(ctx, strategy)          # charges before any noise is drawn
         msg = strategy.broadcast(state)
@@ -243,20 +282,39 @@ def serve(strategy, clients, *, N, d, p, rounds, participation, privacy=None, se
             tr.up_c.append({})
         else:
             if S.shape[0]:
-                V, nb = clients.round(t, S, start_vec, frame)
+                V, nb, ok = clients.round(t, S, start_vec, frame)
             else:
                 V, nb = np.zeros((0, d)), np.zeros(0, dtype=np.int64)
+                ok = np.ones(0, dtype=bool)
+            if not ok.all():
+                for i in S[~ok]:
+                    remaining[i] = False
+                    tr.lost.append({"client": int(i), "round": int(t),
+                                    "reason": getattr(clients, "reasons", {}).get(int(i), "")})
+                S, V, nb = S[ok], V[ok], nb[ok]
+                if not remaining.any():
+                    raise ClientsLost(t, tr.lost)
             tr.up.append(int(np.sum(nb)))
             tr.up_c.append({int(i): int(b) for i, b in zip(S, nb)})
             if privacy is not None and privacy.level == "client":
                 mean = privacy.noisy_mean(V, start_vec, ctx)
-            else:
+                state = strategy.aggregate(state, mean)
+            elif S.shape[0]:
                 w = p[S] / p[S].sum()
                 mean = w @ V
-            state = strategy.aggregate(state, mean)
+                state = strategy.aggregate(state, mean)
         if on_round is not None:
             on_round(t, state)
     return state, tr
+
+
+class ClientsLost(RuntimeError):
+    """Every client of the federation was lost: nothing is left to continue with."""
+
+    def __init__(self, round, lost):
+        self.round, self.lost = round, lost
+        super().__init__(f"every client was lost by round {round} "
+                         f"({', '.join(str(x['client']) for x in lost)}); nothing left to run")
 
 
 class Metrics:
@@ -298,6 +356,9 @@ class SparseResult:
     #: Flower backends: Flower message bytes per client beside the wire bytes, each client's
     #: own spend (:func:`vflpriv.flower.sparse.run`); None in process
     flower: dict | None = None
+    #: clients lost mid-run (Flower, ``--on-client-loss continue``): ``{"client", "round",
+    #: "reason"}``; always empty in process
+    lost_clients: list = field(default_factory=list)
 
     def to_dict(self):
         def num(v):
@@ -321,6 +382,7 @@ class SparseResult:
             "model_nnz": int(np.count_nonzero(self.x)),
             "seconds": self.seconds,
             "lr": self.lr,
+            "lost_clients": [dict(x) for x in self.lost_clients],
             **self.settings,
             **({} if self.flower is None else {"flower": flower_section(self)}),
         }

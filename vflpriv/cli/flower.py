@@ -1,0 +1,137 @@
+"""``vflpriv flower``: a run across machines without writing Python.
+
+``vflpriv flower spec sparse --out DIR [the options of vflpriv sparse]`` writes the run
+description (``DIR/run.json``), each client's node config (``DIR/node<i>.toml``) and rows
+(``DIR/client<i>.npz``) and the Flower App (``DIR/app``), then prints the commands to run on
+each machine.  ``vflpriv flower node DIR/node<i>.toml --superlink HOST:PORT
+--root-certificates ca.crt`` reads a node config back and starts that client's SuperNode
+(``--print``: only print the command).  ``vflpriv flower identity --out party0.key`` makes a
+party's identity key for pinned peer keys (dp-bcfw-secure; :mod:`vflpriv.flower.keys`) and prints
+its fingerprint.  docs/flower.md, "Across machines".
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+
+def register(sub):
+    p = sub.add_parser("flower", help="runs across machines: write a run description, start a "
+                       "client's SuperNode from its node config",
+                       description="Write a run's description for a deployment across machines "
+                       "(vflpriv flower spec sparse ...) and start a client's SuperNode from its "
+                       "node config (vflpriv flower node NODE.toml ...); docs/flower.md.")
+    fsub = p.add_subparsers(dest="flower_command", metavar="COMMAND",
+                            parser_class=type(p))
+    sp = fsub.add_parser("spec", help="write a run description (run.json, node<i>.toml, data)")
+    ssub = sp.add_subparsers(dest="family", metavar="FAMILY", parser_class=type(p))
+    s = ssub.add_parser("sparse", help="a vflpriv sparse run (same options)",
+                        description="Write the description of a vflpriv sparse run on Flower "
+                        "for separate machines instead of running it.")
+    s.add_argument("--out", required=True, metavar="DIR",
+                   help="a new (or empty) folder for run.json, node<i>.toml, client<i>.npz, app/")
+    from .sparse import add_run_arguments
+
+    add_run_arguments(s)
+    s.add_argument("--on-client-loss", default=None, choices=["stop", "continue"],
+                   help="what a client lost mid-run does to the run (default continue)")
+    s.add_argument("--connect-timeout", type=float, default=600.0, metavar="S",
+                   help="seconds the ServerApp waits for every client's SuperNode (default 600)")
+    s.set_defaults(func=spec_sparse)
+
+    n = fsub.add_parser("node", help="start a client's SuperNode from its node<i>.toml",
+                        description="Read a node config written by vflpriv flower spec and start "
+                        "the client's SuperNode (flower-supernode) with it.")
+    n.add_argument("config", metavar="NODE.toml")
+    n.add_argument("--superlink", required=True, metavar="HOST:PORT",
+                   help="the SuperLink's Fleet API address")
+    n.add_argument("--root-certificates", metavar="CA.crt",
+                   help="the CA certificate of the SuperLink (TLS; required across machines)")
+    n.add_argument("--insecure", action="store_true",
+                   help="no TLS (127.0.0.1 only)")
+    n.add_argument("--print", action="store_true", dest="print_only",
+                   help="print the flower-supernode command instead of running it")
+    n.set_defaults(func=node)
+
+    i = fsub.add_parser("identity", help="make (or show) a party's identity key for pinned "
+                        "peer keys in dp-bcfw-secure",
+                        description="Write a new Ed25519 identity key (PKCS#8 PEM, mode 0600) "
+                        "and print its fingerprint; for an existing file, print its fingerprint. "
+                        "A party's node config names its key (identity-key=FILE) and its peers' "
+                        "fingerprints (peer-fingerprints=\"1=HEX,2=HEX\"); docs/flower.md.")
+    i.add_argument("--out", required=True, metavar="FILE")
+    i.set_defaults(func=identity)
+
+
+def spec_sparse(args) -> int:
+    import math
+
+    from ..errors import InputError
+    from ..flower import FlowerOptions, on_client_loss, require_flwr
+    from ..flower.deploy import write_app
+    from ..flower.spec import check_directory
+    from . import sparse as S
+
+    check_directory(args.out)
+    if not (args.connect_timeout > 0 and math.isfinite(args.connect_timeout)):
+        raise InputError(f"--connect-timeout must be a positive number of seconds, got "
+                         f"{args.connect_timeout!r}")
+    if args.ledger:
+        raise InputError("--ledger: the server's ledger of a deployment lives on the SuperLink's "
+                         "machine; the clients' ledgers are in their node configs (leave it out)")
+    S.check_args(args)
+    on_client_loss(FlowerOptions(on_client_loss=args.on_client_loss), "sparse")
+    require_flwr("flower")
+    os.makedirs(args.out, exist_ok=True)
+    opts = FlowerOptions(spec_dir=args.out, on_client_loss=args.on_client_loss,
+                         connect_timeout=args.connect_timeout)
+    try:
+        desc = S.fit_args(args, backend="flower", flower=opts)
+        write_app(os.path.join(args.out, "app"))
+    except BaseException:
+        import shutil
+
+        shutil.rmtree(args.out, ignore_errors=True)      # nothing half-written is left
+        raise
+    w = sys.stdout.write
+    out = os.path.abspath(args.out)
+    w(f"wrote the description of a {desc['clients']}-client sparse run to {out}/\n")
+    w(f"  server (SuperLink machine): flwr run {out}/app CONNECTION "
+      f"--run-config 'spec=\"{out}/run.json\"' --stream\n")
+    w(f"  client i (its machine, with node<i>.toml and client<i>.npz): vflpriv flower node "
+      f"node<i>.toml --superlink HOST:PORT --root-certificates ca.crt\n")
+    return 0
+
+
+def node(args) -> int:
+    import shlex
+    import subprocess
+
+    from ..flower.spec import node_command, read_node_config
+
+    cfg = read_node_config(args.config)
+    argv = node_command(cfg, args.superlink, root_certificates=args.root_certificates,
+                        insecure=args.insecure)
+    if args.print_only:
+        sys.stdout.write(" ".join(shlex.quote(a) for a in argv) + "\n")
+        return 0
+    return subprocess.call(argv)
+
+
+def identity(args) -> int:
+    from ..errors import InputError
+    from ..flower.keys import (KeyRefused, fingerprint, identity_public, load_identity,
+                               new_identity)
+
+    if os.path.exists(args.out):
+        try:
+            fp = fingerprint(identity_public(load_identity(args.out)))
+        except KeyRefused as exc:
+            raise InputError(str(exc)) from None
+        sys.stdout.write(f"{fp}  {args.out} (existing key)\n")
+        return 0
+    parent = os.path.dirname(os.path.abspath(args.out))
+    if not os.path.isdir(parent):
+        raise InputError(f"--out {args.out!r}: its folder {parent!r} does not exist")
+    sys.stdout.write(f"{new_identity(args.out)}  {args.out}\n")
+    return 0

@@ -1,0 +1,36 @@
+"""`vflpriv bench utility --data flights`: a row per (n, algorithm, epsilon) with the gap removed
+recomputed from its own objectives, the label at party 0 for dp-bcfw-secure, the rows a seeded
+subsample; bad n exits 2 before any fit."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _bench(*args):
+    return subprocess.run([sys.executable, "-m", "vflpriv", "bench", "utility", "--data",
+                           "flights", "--loss", "logistic", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_flights_frontier_rows(tmp_path):
+    out = tmp_path / "u.json"
+    r = _bench("--n", "3000", "--epsilons", "4", "--iterations", "5", "--eta", "2",
+               "--algorithms", "dp-bcfw-secure,dpfw", "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(out.read_text())["rows"]
+    assert [(x["n"], x["algorithm"]) for x in rows] == [(3000, "dp-bcfw-secure"), (3000, "dpfw")]
+    for x in rows:
+        assert x["gap_removed"] == pytest.approx((x["f0"] - x["final"]) /
+                                                 (x["f0"] - x["reference"]))
+        assert x["epsilon_spent"] <= 4.0 + 1e-9
+    assert rows[0]["label_party"] == 0
+
+
+def test_flights_n_too_large_exits_2():
+    r = _bench("--n", "10000000")
+    assert r.returncode == 2 and "237774 rows" in r.stderr and "Traceback" not in r.stderr

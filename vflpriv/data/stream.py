@@ -82,10 +82,11 @@ class CsrBuilder:
         return sp.csr_matrix((data, indices, indptr), shape=(self.n, self.d))
 
 
-def synthetic_csr(n, d, density, rng, block_rows=GEN_ROWS):
+def synthetic_csr(n, d, density, rng, block_rows=None):
     """The streamed sparse matrix of the module docstring (CSR, float64): blocks of ``block_rows``
     rows, each with exactly ``round(density r d)`` nonzeros at uniform distinct cells (sorted),
     values ``rng.standard_normal``."""
+    block_rows = GEN_ROWS if block_rows is None else int(block_rows)
     out = CsrBuilder(d)
     for s in range(0, n, block_rows):
         r = min(block_rows, n - s)

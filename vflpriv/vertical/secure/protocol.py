@@ -115,10 +115,13 @@ class SecureParty:
         A_fx.data = encode(A.data, self.f)
         A.data = decode(A_fx.data, self.f)
         self.n, self.p = A.shape
-        self.A_csr, self.A_fx = A, A_fx
+        self.A_fx = A_fx
         self.A_csc = A.tocsc()
-        self.AT = self.A_csc.T.tocsr()
-        self.A_fx_T = A_fx.T.tocsr()
+        del A                                     # the CSR float copy is not used again
+        self.AT = self.A_csc.T.tocsr()            # a view (CSC of A is CSR of A^T): no copy
+        # A_fx^T as the transpose view of the CSR A_fx (a CSC matrix, no copy: at n = 1e6 a copy
+        # is 0.3 GB per party); its products are the same words over the ring
+        self.A_fx_T = A_fx.T
         self.y = y
         self.ty = None                            # A_k^T y + noise, released once (no label)
         self.noise, self.b, self.sigma = noise, float(index_scale), float(sigma)
@@ -133,6 +136,11 @@ class SecureParty:
         self.budget = None                        # the party's own BudgetFilter (private runs)
         self.plan = None                          # (noise, b, Delta_sel, sigma, B_a, clips)
         self.chunk_rows = CHUNK_ROWS              # rows per MaskedBlock frame
+
+    @property
+    def A_csr(self):
+        """The party's clipped fixed-point-exact block as CSR (made on demand, not kept)."""
+        return self.A_csc.tocsr()
 
     # -- setup --------------------------------------------------------------------------------
     def setup(self, msg: SM.SecureSetup):

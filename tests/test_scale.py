@@ -248,3 +248,19 @@ def test_cli_reads_a_table_in_chunks_smaller_than_the_file(tmp_path):
     import json
 
     assert json.loads(out.read_text())["n"] == 300
+
+
+@pytest.mark.parametrize("zero_chunk", [16, 24, 1 << 25])
+def test_prg_keystream_is_aes_ctr_of_zeros(monkeypatch, zero_chunk):
+    """Prg.uint64 (update_into, in pieces of zero_chunk bytes) continues one AES-128-CTR stream:
+    the same words as cryptography's update(bytes(8 n)) over the concatenated requests."""
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+    monkeypatch.setattr(ring, "_ZERO_CHUNK", zero_chunk)
+    key = bytes(range(1, 17))
+    counts = [1, 3, 0, 1000, 77, 5]
+    prg = ring.Prg(key)
+    got = np.concatenate([prg.uint64(c) for c in counts])
+    enc = Cipher(algorithms.AES(key), modes.CTR(bytes(16))).encryptor()
+    ref = np.frombuffer(enc.update(bytes(8 * sum(counts))), dtype="<u8")
+    np.testing.assert_array_equal(got, ref)

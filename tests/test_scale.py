@@ -264,3 +264,22 @@ def test_prg_keystream_is_aes_ctr_of_zeros(monkeypatch, zero_chunk):
     enc = Cipher(algorithms.AES(key), modes.CTR(bytes(16))).encryptor()
     ref = np.frombuffer(enc.update(bytes(8 * sum(counts))), dtype="<u8")
     np.testing.assert_array_equal(got, ref)
+
+
+def test_bench_scale_smoke(tmp_path):
+    """The bench's figures come out (small n: a few seconds; the real figures are in the notes),
+    and a CSV is read in chunks by a child under an address-space limit."""
+    import json
+
+    out = tmp_path / "scale.json"
+    r = subprocess.run([sys.executable, "-m", "vflpriv", "bench", "scale", "--n", "3000", "--d",
+                        "40", "--iterations", "5", "--table-rows", "300", "--table-limit-gb",
+                        "8", "--json", str(out), "--quiet"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    res = json.loads(out.read_text())
+    (row,) = res["runs"]
+    assert row["returncode"] == 0 and row["n"] == 3000 and row["peak_rss_bytes"] > 0
+    assert row["products"] > 0 and 0 < row["epsilon_spent"] <= 1.0 + 1e-9
+    assert row["setup_seconds"] + row["rounds_seconds"] <= row["wall_seconds"]
+    chunked = res["tables"][0]
+    assert chunked["returncode"] == 0 and chunked["rows"] == 300

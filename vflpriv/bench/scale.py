@@ -26,7 +26,8 @@ import time
 
 
 def add_arguments(p):
-    p.add_argument("--n", default="100000,1000000", help="comma-separated sample sizes")
+    p.add_argument("--n", default="100000,1000000",
+                   help="comma-separated sample sizes, or none (only the table, --table-rows)")
     p.add_argument("--d", type=int, default=2000, help="features (default 2000)")
     p.add_argument("--density", type=float, default=0.05, help="nonzero fraction (default 0.05)")
     p.add_argument("--parties", type=int, default=4, help="K (default 4)")
@@ -37,11 +38,15 @@ def add_arguments(p):
                    help="also read an N-row CSV under a memory limit (default 0: skip)")
     p.add_argument("--table-limit-gb", type=float, default=2.0,
                    help="address-space limit of the table-reading child (default 2 GB)")
+    p.add_argument("--table-chunk-rows", type=int, default=8192,
+                   help="--chunk-rows of the table-reading run (default 8192)")
 
 
 def _sizes(text):
     from ..errors import InputError
 
+    if str(text).strip().lower() == "none":
+        return []
     try:
         out = [int(float(v)) for v in str(text).split(",") if v.strip()]
     except ValueError:
@@ -98,7 +103,8 @@ def _secure_row(n, args, tmp):
 
 
 def _write_table(path, rows, d, density, seed=0):
-    """An N x d CSV of the synthetic data's law (label ``y`` first), written in row blocks."""
+    """An N x d CSV of the synthetic data's law (label ``y`` first), written in row blocks; zeros
+    are written as ``0`` and the nonzeros with ``repr`` (exact float64 round trip)."""
     import numpy as np
 
     from ..data.stream import synthetic_csr
@@ -108,9 +114,16 @@ def _write_table(path, rows, d, density, seed=0):
         fh.write("y," + ",".join(f"f{j}" for j in range(d)) + "\n")
         for s in range(0, rows, 4096):
             r = min(4096, rows - s)
-            X = synthetic_csr(r, d, density, rng).toarray()
+            X = synthetic_csr(r, d, density, rng)
             y = rng.standard_normal(r)
-            np.savetxt(fh, np.column_stack([y, X]), delimiter=",", fmt="%.6g")
+            lines = []
+            for i in range(r):
+                cells = ["0"] * d
+                lo, hi = X.indptr[i], X.indptr[i + 1]
+                for j, v in zip(X.indices[lo:hi].tolist(), X.data[lo:hi].tolist()):
+                    cells[j] = repr(v)
+                lines.append(repr(float(y[i])) + "," + ",".join(cells))
+            fh.write("\n".join(lines) + "\n")
 
 
 def _table_rows(args, tmp):
@@ -122,7 +135,7 @@ def _table_rows(args, tmp):
     dense = 8 * args.table_rows * args.d
     chunked = [sys.executable, "-m", "vflpriv", "run", "--data", path, "--label", "y",
                "--algorithm", "fw", "--iterations", "1", "--parties", str(args.parties),
-               "--quiet"]
+               "--chunk-rows", str(args.table_chunk_rows), "--quiet"]
     whole = [sys.executable, "-c",
              f"import pandas as pd; df = pd.read_csv({path!r}); print(df.shape)"]
     out = []
@@ -139,7 +152,20 @@ def _table_rows(args, tmp):
 def run(args) -> int:
     from . import write_json
 
+    from ..data.stream import check_chunk_rows
+    from ..errors import InputError
+
     sizes = _sizes(args.n)
+    for name in ("d", "parties", "iterations"):
+        if getattr(args, name) < 1:
+            raise InputError(f"--{name} must be a positive integer, got {getattr(args, name)}")
+    if args.table_rows < 0:
+        raise InputError(f"--table-rows must be >= 0, got {args.table_rows}")
+    if not args.table_limit_gb > 0:
+        raise InputError(f"--table-limit-gb must be > 0, got {args.table_limit_gb}")
+    if not 0 < args.density <= 1:
+        raise InputError(f"--density must be in (0, 1], got {args.density}")
+    check_chunk_rows(args.table_chunk_rows, "--table-chunk-rows")
     rows, tables = [], []
     with tempfile.TemporaryDirectory(prefix="vflpriv-bench-scale-") as tmp:
         for n in sizes:

@@ -136,8 +136,14 @@ def _table_rows(args, tmp):
     chunked = [sys.executable, "-m", "vflpriv", "run", "--data", path, "--label", "y",
                "--algorithm", "fw", "--iterations", "1", "--parties", str(args.parties),
                "--chunk-rows", str(args.table_chunk_rows), "--quiet"]
+    # the whole-table reader vflpriv used before (read_csv, then one float64 array), serial
+    # (pandas >= 3.1 otherwise parses big files in threads, whose stacks fail under the limit
+    # before the table's size matters)
     whole = [sys.executable, "-c",
-             f"import pandas as pd; df = pd.read_csv({path!r}); print(df.shape)"]
+             "import numpy as np, pandas as pd\n"
+             "try:\n    pd.set_option('mode.max_threads', 1)\nexcept Exception:\n    pass\n"
+             f"df = pd.read_csv({path!r})\n"
+             "A = df.drop(columns=['y']).to_numpy(dtype=np.float64)\nprint(A.shape)"]
     out = []
     for name, cmd in (("vflpriv run (chunked)", chunked), ("pandas.read_csv (whole)", whole)):
         rc, wall, rss, err = _child(cmd, limit)

@@ -142,6 +142,15 @@ CLI_CASES = [
     # vflpriv bench
     ("bench-target-unknown", ["bench", "nosuch"], "'nosuch'"),
     ("bench-json-directory", lambda tp: ["bench", "kernels", "--json", str(tp)], "a directory"),
+    ("bench-scale-n-zero", ["bench", "scale", "--n", "0"], "'0'"),
+    ("bench-scale-chunk-zero", ["bench", "scale", "--n", "none", "--table-chunk-rows", "0"],
+     "got 0"),
+    # issue 23 (n = 1e6): chunked reading of a table
+    ("run-chunk-rows-zero", RUN + ["--algorithm", "bcfw", "--chunk-rows", "0"], "got 0"),
+    ("run-chunk-rows-negative", RUN + ["--algorithm", "bcfw", "--chunk-rows", "-3"], "got -3"),
+    ("run-chunk-rows-word", RUN + ["--algorithm", "bcfw", "--chunk-rows", "many"], "'many'"),
+    ("run-table-missing", ["run", "--data", "no/such/table.csv", "--label", "y", "--algorithm",
+                           "bcfw"], "no/such/table.csv"),
     # issue 13: huge values
     ("run-svmlight-huge-index", lambda tp: ["run", "--data", _plan(
         tp, "1 1:1 99999999999:2\n0 2:1\n", "d.svm"), "--algorithm", "bcfw"],

@@ -13,6 +13,7 @@ TARGETS = {
     "utility": "vertical privacy-utility frontier: dp-bcfw, dp-bcfw-secure, dpfw over epsilon and n, with a plot",
     "kernels": "kernels: fused noisy argmax and seeded sketches; compiled vs numpy reference, scikit-learn, scipy",
     "transport": "seconds and bytes per round: in-process vs Flower simulation vs a loopback Flower deployment",
+    "scale": "dp-bcfw-secure at large n (default 1e5 and 1e6, d=2000, K=4, T=200): wall time and peak RSS of vflpriv run; --table-rows: a CSV read under a memory limit",
     "sparse": "horizontal sparse methods: rounds/s at 100 clients, d=1000 dense and d=100000 sparse; vs a per-client loop",
 }
 

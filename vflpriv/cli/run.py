@@ -34,6 +34,9 @@ def register(sub):
                         "synthetic:n=2000,d=20000,density=0.01,sparsity=0.01,seed=0 (with a "
                         "classification loss its labels are the signs of the responses)")
     p.add_argument("--label", help="label column of a CSV/parquet file")
+    p.add_argument("--chunk-rows", type=int, default=None, metavar="N",
+                   help="rows per chunk when reading a CSV/parquet file (default 65536): the "
+                        "file is read chunk by chunk into a sparse matrix, never whole")
     p.add_argument("--parties", type=int, default=None, metavar="K",
                    help="number of parties (default 2, or the shipped data set's own split)")
     p.add_argument("--partition", default=None,
@@ -251,6 +254,10 @@ def run(args) -> int:
     if not args.data:
         raise InputError("--data is required (or --resume FILE)")
     _check_paths(args)
+    from ..data.stream import READ_CHUNK_ROWS, check_chunk_rows
+
+    chunk_rows = READ_CHUNK_ROWS if getattr(args, "chunk_rows", None) is None else \
+        check_chunk_rows(args.chunk_rows)
     if args.seed is not None and args.seed < 0:
         raise InputError(f"--seed must be a non-negative integer, got {args.seed}")
     private_algo = args.algorithm in ("dp-bcfw", "dpfw", "dp-bcfw-secure")
@@ -274,7 +281,7 @@ def run(args) -> int:
                          "logistic or smoothed-hinge")
     if args.label_party is not None and args.algorithm in ("fw", "dpfw"):
         check_label_party(args.label_party, args.algorithm, 1)     # one line, exit 2
-    A, y, names = load(args.data, args.label)
+    A, y, names = load(args.data, args.label, chunk_rows)
     if args.loss != "squared" and str(args.data).startswith("synthetic"):
         y = np.where(np.asarray(y) >= 0, 1.0, -1.0)   # the signs of the responses (as the bench)
     y = _labels(y, args.loss)

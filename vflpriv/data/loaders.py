@@ -13,6 +13,7 @@ import scipy.sparse as sp
 
 from ..errors import InputError
 from .dataset import as_labels, as_matrix
+from .stream import READ_CHUNK_ROWS, STREAM_CELLS, read_table, synthetic_csr
 
 SVMLIGHT_EXT = (".svm", ".svmlight", ".libsvm", ".txt", ".bz2", ".gz", ".t", ".scale")
 SYNTHETIC_DEFAULTS = dict(n=2000, d=20000, density=0.01, sparsity=0.01, seed=0, noise=0.001)
@@ -22,6 +23,8 @@ def make_synthetic(n=2000, d=20000, density=0.01, sparsity=0.01, seed=0, noise=0
     """Paper 004, Section V: A (n x d) with a fraction ``density`` of N(0,1) nonzeros (CSC), a
     ground truth x with a fraction ``sparsity`` of N(0,1) nonzeros (at least one), and
     y = A x + e with e ~ N(0, noise) (``noise`` read as the variance, the usual N(mu, sigma^2)).
+    Above ``STREAM_CELLS`` cells A is generated in row blocks (:mod:`vflpriv.data.stream`: the
+    same per-entry law, a different draw than the in-memory path for the same seed).
 
     Returns ``(A, y, x_true)``.
     """
@@ -30,8 +33,13 @@ def make_synthetic(n=2000, d=20000, density=0.01, sparsity=0.01, seed=0, noise=0
     if not (noise >= 0 and np.isfinite(noise)):
         raise InputError(f"synthetic noise variance must be >= 0, got {noise!r}")
     rng = np.random.default_rng(seed)
-    A = sp.random(n, d, density=density, format="csc", random_state=rng,
-                  data_rvs=rng.standard_normal, dtype=np.float64)
+    if n * d <= STREAM_CELLS:
+        A = sp.random(n, d, density=density, format="csc", random_state=rng,
+                      data_rvs=rng.standard_normal, dtype=np.float64)
+    else:
+        # streamed: never the n d cell permutation of scipy.sparse.random (stream.py: same
+        # per-entry law, a different draw for the same seed)
+        A = synthetic_csr(n, d, density, rng).tocsc()
     k = max(1, int(round(sparsity * d)))
     x = np.zeros(d)
     x[rng.choice(d, size=k, replace=False)] = rng.standard_normal(k)
@@ -94,14 +102,17 @@ def _check_fields(path, sep):
         raise InputError(f"cannot read {path!r} as CSV: {exc}") from None
 
 
-def load(spec: str, label: str | None = None):
+def load(spec: str, label: str | None = None, chunk_rows: int = READ_CHUNK_ROWS):
     """Load ``(A, y, feature_names)`` from a shipped data set's name, a path or a ``synthetic:``
     spec.  A name wins over a file of the same name in the working directory only when no such
-    file exists (give ``./diabetes`` for the file)."""
+    file exists (give ``./diabetes`` for the file).  A CSV/parquet table is read ``chunk_rows``
+    rows at a time into a sparse matrix (:func:`vflpriv.data.stream.read_table`), never whole."""
     from .named import is_named, load_named
+    from .stream import check_chunk_rows
 
     if not isinstance(spec, str) or not spec:
         raise InputError(f"data must be a data set name, a file path or 'synthetic:...', got {spec!r}")
+    chunk_rows = check_chunk_rows(chunk_rows)
     if is_named(spec) and not os.path.exists(spec):
         d = load_named(spec)
         return d.A, d.y, list(d.feature_names)
@@ -112,28 +123,13 @@ def load(spec: str, label: str | None = None):
         raise InputError(f"data file {spec!r} does not exist")
     low = spec.lower()
     if low.endswith((".csv", ".csv.gz", ".tsv")) or low.endswith(".parquet"):
-        import pandas as pd
-
-        if low.endswith(".parquet"):
-            try:
-                df = pd.read_parquet(spec)
-            except ImportError as exc:
-                raise InputError(f"reading {spec!r} needs a parquet engine (pyarrow): {exc}") from None
-        else:
+        if not low.endswith(".parquet"):
             _check_fields(spec, "\t" if low.endswith(".tsv") else ",")
-            df = pd.read_csv(spec, sep="\t" if low.endswith(".tsv") else ",")
-        if label is None:
+        elif label is None:
             raise InputError(f"{spec!r} is a table: name its label column with --label")
-        if label not in df.columns:
-            raise InputError(f"label column {label!r} is not in {spec!r} (columns: "
-                             f"{', '.join(map(str, list(df.columns)[:8]))}...)")
-        feats = df.drop(columns=[label])
-        nonnum = [c for c in feats.columns if not pd.api.types.is_numeric_dtype(feats[c])]
-        if nonnum:
-            raise InputError(f"column {nonnum[0]!r} of {spec!r} is not numeric")
-        A = as_matrix(feats.to_numpy())
-        y = as_labels(df[label].to_numpy(), A.shape[0])
-        return A, y, [str(c) for c in feats.columns]
+        A, y, names = read_table(spec, label, chunk_rows)
+        A = as_matrix(A)
+        return A, as_labels(y, A.shape[0]), names
     from sklearn.datasets import load_svmlight_file
 
     try:

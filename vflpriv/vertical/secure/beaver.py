@@ -39,11 +39,19 @@ def masked_block_chunks(A_fx, mask_key, chunk_rows):
         yield s, dense - U
 
 
+def _vec_mat(v, M):
+    """v^T M mod 2^64 (uint64 wraps).  ``einsum`` instead of ``@``: numpy's integer matmul is a
+    naive loop, einsum's is vectorized (about 4x faster here); the sum is exact in the ring, so
+    any order gives the same words."""
+    return np.einsum("i,ij->j", v, M)
+
+
 def masked_product(chunks, v):
-    """E^T v over the ring, from E's row chunks."""
+    """E^T v over the ring, from E's row chunks: sum over chunks of v[rows]^T E[rows] (mod 2^64),
+    the same words in any chunking (``chunks``: a list of pairs or a ``store.SpilledBlocks``)."""
     acc = None
     for s, E in chunks:
-        part = v[s:s + E.shape[0]] @ E
+        part = _vec_mat(v[s:s + E.shape[0]], E)
         acc = part if acc is None else acc + part
     return acc
 
@@ -75,7 +83,7 @@ class Dealer:
         acc = np.zeros(p, dtype=np.uint64)
         for s in range(0, self.n, self.chunk):
             e = min(self.n, s + self.chunk)
-            acc += v[s:e] @ prg.uint64((e - s) * p).reshape(e - s, p)
+            acc += _vec_mat(v[s:e], prg.uint64((e - s) * p).reshape(e - s, p))
         return acc
 
     def triples(self, holder, index, peers):

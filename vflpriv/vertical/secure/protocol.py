@@ -44,7 +44,9 @@ from . import messages as SM
 from .beaver import Dealer, holder_shares, masked_block_chunks, peer_output
 from .ring import Prg, decode, encode
 
-#: rows per MaskedBlock frame (8192 x 500 columns = 32 MiB)
+#: rows per MaskedBlock frame (8192 x 500 columns = 32 MiB).  The products are sums over rows, so
+#: the chunking changes neither the words computed nor the mask stream (U_k is read row-major in
+#: order); only the number of frames (12 + 12 bytes of header each) depends on it.
 CHUNK_ROWS = 8192
 
 
@@ -113,10 +115,13 @@ class SecureParty:
         A_fx.data = encode(A.data, self.f)
         A.data = decode(A_fx.data, self.f)
         self.n, self.p = A.shape
-        self.A_csr, self.A_fx = A, A_fx
+        self.A_fx = A_fx
         self.A_csc = A.tocsc()
-        self.AT = self.A_csc.T.tocsr()
-        self.A_fx_T = A_fx.T.tocsr()
+        del A                                     # the CSR float copy is not used again
+        self.AT = self.A_csc.T.tocsr()            # a view (CSC of A is CSR of A^T): no copy
+        # A_fx^T as the transpose view of the CSR A_fx (a CSC matrix, no copy: at n = 1e6 a copy
+        # is 0.3 GB per party); its products are the same words over the ring
+        self.A_fx_T = A_fx.T
         self.y = y
         self.ty = None                            # A_k^T y + noise, released once (no label)
         self.noise, self.b, self.sigma = noise, float(index_scale), float(sigma)
@@ -130,6 +135,12 @@ class SecureParty:
         self.feature_cap = None
         self.budget = None                        # the party's own BudgetFilter (private runs)
         self.plan = None                          # (noise, b, Delta_sel, sigma, B_a, clips)
+        self.chunk_rows = CHUNK_ROWS              # rows per MaskedBlock frame
+
+    @property
+    def A_csr(self):
+        """The party's clipped fixed-point-exact block as CSR (made on demand, not kept)."""
+        return self.A_csc.tocsr()
 
     # -- setup --------------------------------------------------------------------------------
     def setup(self, msg: SM.SecureSetup):
@@ -137,10 +148,16 @@ class SecureParty:
 
     def masked_blocks(self):
         """E_k = A_k - U_k (mod 2^64) in row chunks, U_k from the mask key (offline phase)."""
-        return masked_block_chunks(self.A_fx, self.mask_key, CHUNK_ROWS)
+        return masked_block_chunks(self.A_fx, self.mask_key, self.chunk_rows)
 
-    def receive_block(self, sender, msg: SM.MaskedBlock):
-        self.masked.setdefault(sender, []).append((msg.row, msg.block))
+    def receive_block(self, sender, msg: SM.MaskedBlock, store=None):
+        """Keep a chunk of ``sender``'s masked block: in memory, or in ``store`` (a
+        ``store.SpilledBlocks`` that already holds the chunk; shared by the receivers of one
+        frame in one process)."""
+        if store is None:
+            self.masked.setdefault(sender, []).append((msg.row, msg.block))
+        else:
+            self.masked[sender] = store
 
     # -- one round ----------------------------------------------------------------------------
     def apply(self, msg: SM.Selections, gamma):
@@ -265,9 +282,11 @@ class LocalParties:
     :func:`run_secure` talks to parties only through these five steps, so a remote version
     (``vflpriv.flower.secure``) runs the same protocol over Flower."""
 
-    def __init__(self, parties):
+    def __init__(self, parties, spill=None):
+        """``spill``: None (masked blocks in memory) or a ``store.SpillDirectory``."""
         self.parties, self.net = parties, Network()
         self.meter = self.net.meter
+        self.spill = spill
 
     @property
     def peer_bytes(self):
@@ -281,11 +300,20 @@ class LocalParties:
         """Every party sends its masked block to every other party."""
         parties, net = self.parties, self.net
         for p in parties:
+            store = None if self.spill is None else self.spill.store(p.k)
             for row, block in p.masked_blocks():
                 others = [q for q in parties if q.k != p.k]
                 msgs = net.peer(p.k, [q.k for q in others], SM.MaskedBlock(row, block), 0)
+                if store is not None and msgs:
+                    store.append(msgs[0].row, msgs[0].block)     # the frame's words, once
                 for q, m in zip(others, msgs):
-                    q.receive_block(p.k, m)
+                    q.receive_block(p.k, m, store)
+                del msgs
+
+    def close(self):
+        if self.spill is not None:
+            self.spill.close()
+            self.spill = None
 
     def select(self, prev, t):
         picks = []
@@ -345,19 +373,28 @@ def replay_objective(data, eta, selections):
 
 def run_secure(data, *, eta, iterations, frac, private, noise_plan=None, budget_filter=None,
                feature_bound=None, label_bound=None, clips=None, feature_cap=10, seed=None,
-               noise_key=None, callback=None, remote=None, label_party=None) -> SecureResult:
+               noise_key=None, callback=None, remote=None, label_party=None, chunk_rows=None,
+               spill=None) -> SecureResult:
     """Run the protocol (module docstring).  ``clips``: per-party row clips C_k (private runs).
     ``label_party``: None when every party holds y (paper 004's setting), else the index of the
     one party that does; every other party k then obtains A_k^T y + N(0, sigma^2 I) once, by the
     same secure product as a cross-product, before the first round.
     ``remote(public)``: parties elsewhere (Flower), returning an object with
-    :class:`LocalParties`' steps; the objective is then left to :func:`replay_objective`."""
+    :class:`LocalParties`' steps; the objective is then left to :func:`replay_objective`.
+    ``chunk_rows``: rows per masked-block chunk (default CHUNK_ROWS; the result does not depend on
+    it).  ``spill``: keep the received masked blocks on disk (``store.py``); None = when they
+    exceed ``store.SPILL_BYTES``, or a directory path to spill into."""
     from ..engine import _seeds
     from ..privacy import index_event
     from .privacy import round_feature_event
     from .ring import KeySource
 
+    from .store import SpillDirectory, should_spill
+
     K, n, T = data.K, data.n, int(iterations)
+    chunk = CHUNK_ROWS if chunk_rows is None else int(chunk_rows)
+    if chunk < 1:
+        raise InputError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
     if private and (noise_plan is None or budget_filter is None):
         raise InputError("a private secure run needs a noise plan and a budget filter")
     t_setup = time.perf_counter()
@@ -401,8 +438,13 @@ def run_secure(data, *, eta, iterations, frac, private, noise_plan=None, budget_
                 p.plan = (noise_plan.noise, noise_plan.index_scale,
                           noise_plan.details["sens_index"], noise_plan.feature_sigma,
                           float(feature_bound), clips, float(label_bound))
-        link = LocalParties(parties)
-    dealer = Dealer(keys, sizes, n, CHUNK_ROWS)
+        for p in parties:
+            p.chunk_rows = chunk
+        if spill is None:
+            spill = should_spill(n, sizes)
+        link = LocalParties(parties, spill=SpillDirectory(None if spill is True else spill)
+                            if spill else None)
+    dealer = Dealer(keys, sizes, n, chunk)
     link.setup({k: SM.SecureSetup(frac, feature_cap, K, n, dealer.mask_keys[k])
                 for k in range(K)})
     link.offline()               # offline phase: masked blocks between the parties
@@ -468,6 +510,8 @@ def run_secure(data, *, eta, iterations, frac, private, noise_plan=None, budget_
             history.append(ev.advance(moves, gamma))
         if callback is not None:
             callback(t, history[-1] if history else float("nan"))
+    if isinstance(link, LocalParties):
+        link.close()     # spilled blocks removed (on an error, the temporary directory's finalizer)
     return SecureResult(x=x, objective=history, initial_objective=initial, meter=link.meter,
                         seconds=time.perf_counter() - t0 + setup_seconds, released=released,
                         selections=selections, products=products, frac_bits=frac,

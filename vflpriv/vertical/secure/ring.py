@@ -74,6 +74,18 @@ def reconstruct(*shares) -> np.ndarray:
     return out
 
 
+#: zero input for the keystream, at most this many bytes per AES call
+_ZERO_CHUNK = 1 << 25
+_ZERO_BUF = [b""]
+
+
+def _zeros(nbytes):
+    """A read-only view of ``nbytes`` zero bytes (one cached buffer, grown on demand)."""
+    if len(_ZERO_BUF[0]) < nbytes:
+        _ZERO_BUF[0] = bytes(nbytes)
+    return memoryview(_ZERO_BUF[0])[:nbytes]
+
+
 class Prg:
     """AES-128-CTR keystream read as little-endian uint64 words (a fresh key per stream)."""
 
@@ -90,8 +102,17 @@ class Prg:
         count = int(count)
         if count == 0:
             return np.zeros(0, dtype=np.uint64)
-        buf = self._enc.update(bytes(8 * count))
-        return np.frombuffer(buf, dtype="<u8").astype(np.uint64, copy=False)
+        nbytes = 8 * count
+        # the keystream is AES-CTR of zero bytes, written straight into the result (update_into:
+        # no zero-filled input and no copy per call; the same words as update(bytes(nbytes)))
+        out = np.empty(nbytes + 16, dtype=np.uint8)
+        zeros = _zeros(min(nbytes, _ZERO_CHUNK))
+        pos = 0
+        while pos < nbytes:
+            step = min(_ZERO_CHUNK, nbytes - pos)
+            self._enc.update_into(zeros[:step], out[pos:pos + step + 15])
+            pos += step
+        return out[:nbytes].view("<u8").astype(np.uint64, copy=False)
 
 
 class KeySource:

@@ -9,9 +9,10 @@ n).  Beside them, diffprivlib's centralized DP models as baselines (:mod:`.basel
 signs of the synthetic responses).  Single runs with one seed (the machine is shared): expect
 run-to-run spread.
 
-n = 1e6 is off by default: the secure protocol's masked blocks (8 n p_k bytes per party, held by
-every other party) need about 16 GB in one process at d = 2000, K = 4, and on a 23 GB machine
-generating the synthetic data itself (1e8 nonzeros at density 0.05) ran out of memory.
+n = 1e6 is off by default: one dp-bcfw-secure run there takes about 7 minutes (streamed data,
+spilled masked blocks; docs/vertical.md, "n = 1e6", and ``vflpriv bench scale``), so a frontier of
+three algorithms and five epsilons is an hour's benchmark.  ``--data flights`` runs the same
+frontier on the real flights set (label at the airline), each n a seeded subsample of its rows.
 """
 from __future__ import annotations
 

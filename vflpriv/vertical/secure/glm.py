@@ -51,6 +51,7 @@ from .beaver import Dealer, holder_shares, masked_block_chunks, peer_output
 from .fourier import SigmoidSeries, unit_factors
 from .protocol import CHUNK_ROWS, Network, _noise, clip_block
 from .ring import KeySource, Prg, decode, encode
+from .store import SpillDirectory, should_spill
 
 #: fractional bits of the shared margins (their precision 2^-20 is far below what matters)
 FRAC_MARGIN = 20
@@ -319,55 +320,66 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
     dealer = Dealer(keys, sizes, n, CHUNK_ROWS)
     for p in parties:
         p.setup(net.down(p.k, SM.SecureSetup(ring.fa, 0, K, n, dealer.mask_keys[p.k]), 0))
-    # offline: H multiplies its d share with every other block, L with H's block
-    for p in parties:
-        dsts = [H] if p.k != H else [L]
-        for row, block in p.masked_blocks():
-            for q, m in zip(dsts, net.peer(p.k, dsts, SM.MaskedBlock(row, block), 0)):
-                parties[q].receive_block(p.k, m)
-    setup_seconds = time.perf_counter() - t_setup
+    # above store.SPILL_BYTES the received masked blocks live on disk, read chunk by chunk
+    spill = SpillDirectory() if should_spill(n, sizes) else None
+    try:
+        # offline: H multiplies its d share with every other block, L with H's block
+        for p in parties:
+            dsts = [H] if p.k != H else [L]
+            store = None if spill is None else spill.store(p.k)
+            for row, block in p.masked_blocks():
+                for q, m in zip(dsts, net.peer(p.k, dsts, SM.MaskedBlock(row, block), 0)):
+                    if store is None:
+                        parties[q].receive_block(p.k, m)
+                    else:                         # one receiver: the frame's words, on disk
+                        store.append(m.row, m.block)
+                        parties[q].masked[p.k] = store
+        setup_seconds = time.perf_counter() - t_setup
 
-    t0 = time.perf_counter()
-    x = np.zeros(data.d)
-    ev = LossEvaluation(data, loss)
-    initial = float(np.mean(loss.value(np.zeros(n), data.y)))
-    history, selections = [], []
-    prev = [0] * K
-    for t in range(T):
-        if private:
-            budget_filter.charge(ev_round, party=",".join(map(str, range(K))), round=t,
-                                 note="secure glm: noisy scores")
-        for p in parties:
-            msg = net.down(p.k, SM.Selections(prev), t)
-            if t > 0:
-                p.apply(msg, 2.0 / (t + 1.0))
-            p.charge(t)
-        g = round_scores(parties, dealer, keys, net, L, H, t)
-        # 4. vertices
-        picks = []
-        for p in parties:
-            s = net.up(p.k, p.select(g[p.k]), t).signed_index
-            picks.append((abs(s) - 1, 1 if s > 0 else -1))
-        gamma = 2.0 / (t + 2.0)
-        x *= 1.0 - gamma
-        sel, moves = [], []
-        for l, (i, sign) in enumerate(picks):
-            gi = int(data.blocks[l][i])
-            step = gamma * eta * sign
-            x[gi] += step
-            sel.append((l, gi, sign))
-            moves.append((l, gi, step))
-        selections.append(sel)
-        prev = [sign * (i + 1) for i, sign in picks]
-        history.append(ev.advance(moves, gamma))
-        if callback is not None:
-            callback(t, history[-1])
-    return GlmResult(x=x, objective=history, initial_objective=initial, meter=net.meter,
-                     seconds=time.perf_counter() - t0 + setup_seconds, selections=selections,
-                     peer_bytes=net.peer_bytes, setup_seconds=setup_seconds, ring=ring,
-                     extra={"party_ledgers": [p.budget.ledger if p.budget else None
-                                              for p in parties],
-                            "helper_party": H})
+        t0 = time.perf_counter()
+        x = np.zeros(data.d)
+        ev = LossEvaluation(data, loss)
+        initial = float(np.mean(loss.value(np.zeros(n), data.y)))
+        history, selections = [], []
+        prev = [0] * K
+        for t in range(T):
+            if private:
+                budget_filter.charge(ev_round, party=",".join(map(str, range(K))), round=t,
+                                     note="secure glm: noisy scores")
+            for p in parties:
+                msg = net.down(p.k, SM.Selections(prev), t)
+                if t > 0:
+                    p.apply(msg, 2.0 / (t + 1.0))
+                p.charge(t)
+            g = round_scores(parties, dealer, keys, net, L, H, t)
+            # 4. vertices
+            picks = []
+            for p in parties:
+                s = net.up(p.k, p.select(g[p.k]), t).signed_index
+                picks.append((abs(s) - 1, 1 if s > 0 else -1))
+            gamma = 2.0 / (t + 2.0)
+            x *= 1.0 - gamma
+            sel, moves = [], []
+            for l, (i, sign) in enumerate(picks):
+                gi = int(data.blocks[l][i])
+                step = gamma * eta * sign
+                x[gi] += step
+                sel.append((l, gi, sign))
+                moves.append((l, gi, step))
+            selections.append(sel)
+            prev = [sign * (i + 1) for i, sign in picks]
+            history.append(ev.advance(moves, gamma))
+            if callback is not None:
+                callback(t, history[-1])
+        return GlmResult(x=x, objective=history, initial_objective=initial, meter=net.meter,
+                         seconds=time.perf_counter() - t0 + setup_seconds, selections=selections,
+                         peer_bytes=net.peer_bytes, setup_seconds=setup_seconds, ring=ring,
+                         extra={"party_ledgers": [p.budget.ledger if p.budget else None
+                                                  for p in parties],
+                                "helper_party": H})
+    finally:
+        if spill is not None:
+            spill.close()
 
 
 def round_scores(parties, dealer, keys, net, L, H, t):

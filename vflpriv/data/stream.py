@@ -33,8 +33,9 @@ from ..errors import InputError
 
 #: rows per generation block of the streamed synthetic path (part of its seed stream)
 GEN_ROWS = 4096
-#: above this many cells (n d) make_synthetic streams: 2^27 cells is a 1 GiB permutation in scipy
-STREAM_CELLS = 2 ** 27
+#: above this many cells (n d) make_synthetic streams: 2^28 cells is a 2 GiB permutation in
+#: scipy; n = 1e5, d = 2000 (2e8 cells, every published figure at that size) stays in memory
+STREAM_CELLS = 2 ** 28
 #: rows per chunk when reading a CSV/parquet file (``vflpriv run --chunk-rows``)
 READ_CHUNK_ROWS = 65536
 #: a table read in chunks is returned dense (as before chunked reading) when n d <= this

@@ -485,6 +485,3 @@ def _read_all(fd) -> bytes:
     size = os.fstat(fd).st_size
     return os.pread(fd, size, 0) if size else b""
 
-
-# The budget filter lives in budget.py; re-exported here, where it was first defined.
-from .budget import BudgetExceeded, BudgetFilter  # noqa: E402,F401

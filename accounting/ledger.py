@@ -33,8 +33,8 @@ under the lock before its first release, and ``{"seq", "run_id", "type": "end", 
 reservation is *live* from its line until an ``end`` line of its run; what it still holds is the
 reserved leaves minus the leaves of that run's releases since (``Ledger.remaining``).  Lines
 without ``type`` are releases, so ledgers written before reservations (versions 1, 2) read as
-before; a reservation in a version-2 file makes older readers stop (they see an unknown line),
-never under-count.
+before; older readers count a reservation line in a version-2 file as a release and stop at an
+``end`` line (no event): they never under-count.
 
 Reading: a last line that does not parse or fails its checksum and lacks its newline is a torn
 tail (a crash during the write); it is reported (``LedgerContents.torn_tail``) and the records

@@ -586,9 +586,16 @@ class Ledger:
         try:
             yield self
         finally:
-            if self.path is not None and self.run_id in self.live_reservations():
-                with contextlib.suppress(OSError, LedgerBusy, LedgerCorrupt):
-                    self.end_reservation(note="run ended")
+            self.close_reservation()
+
+    def close_reservation(self, note: str = "run ended") -> None:
+        """End this run's reservation if it is live, through a fresh view of the file (another
+        process of this run, e.g. a Flower ServerApp, may have appended its releases since this
+        object last looked).  Never raises: the run's own outcome is what the caller reports;
+        a reservation that could not be ended stays visible to ``vflpriv ledger``."""
+        if self.path is None or getattr(self, "_finalizer", None) is None:
+            return
+        self._finalizer()              # runs _end_quietly once and detaches itself
 
     @property
     def run_records(self) -> int:
@@ -711,9 +718,7 @@ def ends_reservations(fn):
             ledgers = _SCOPE.get()
             _SCOPE.reset(token)
             for led in ledgers:
-                with contextlib.suppress(OSError, LedgerBusy, LedgerCorrupt):
-                    if led.run_id in led.live_reservations():
-                        led.end_reservation(note="run ended")
+                led.close_reservation()
     return wrapper
 
 

@@ -261,13 +261,29 @@ def _gaussian_sides(mu, base):
 @lru_cache(maxsize=16)
 def _leaf_sides(leaf, n, rel, base):
     """PLD sides of ``n`` adaptive repeats of one leaf (cached: ledgers and certificates repeat
-    leaves), by repeated squaring on a bounded grid."""
+    leaves).  When dp-accounting's own self-composition fits in DIRECT_POINTS (decided from its
+    Chernoff bounds before any FFT) it is used as is, so small plans keep dp-accounting's exact
+    numbers; otherwise repeated squaring on a bounded grid (``_pld_grid``)."""
+    from dp_accounting.pld import common
+
+    pld, k = _single_pld(leaf, rel, base)
+    if n == 1:
+        return grid.sides(pld, base, k)
+    small = True
+    for side in (pld._pmf_remove, pld._pmf_add):
+        dense = side.to_dense_pmf()
+        lo, hi = common.compute_self_convolve_bounds(dense._probs, n, grid.TAIL)
+        small = small and hi - lo + 1 <= grid.DIRECT_POINTS
+    if small:
+        return grid.sides(pld.self_compose(n), base, k)
     r, a = _single_sides(leaf, rel, base)
     return grid.self_compose(r, n), None if a is None else grid.self_compose(a, n)
 
 
 @lru_cache(maxsize=32)
-def _single_sides(leaf, rel, base):
+def _single_pld(leaf, rel, base):
+    """dp-accounting's PLD of one release on the grid base 2^k chosen from its parameters:
+    (pld, k)."""
     from dp_accounting.pld import common
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
@@ -288,6 +304,14 @@ def _single_sides(leaf, rel, base):
         eps, d0 = dp_params(leaf)
         pld = pld_lib.from_privacy_parameters(common.DifferentialPrivacyParameters(eps, d0),
                                               value_discretization_interval=interval)
+    return pld, k
+
+
+@lru_cache(maxsize=32)
+def _single_sides(leaf, rel, base):
+    """One release's PLD sides, ready for repeated squaring (total mass >= 1; a pure-DP release
+    without mass at infinity)."""
+    pld, k = _single_pld(leaf, rel, base)
     remove, add = grid.sides(pld, base, k)
     remove, add = grid.settle(remove), None if add is None else grid.settle(add)
     params = dp_params(leaf)
@@ -301,5 +325,5 @@ def _single_sides(leaf, rel, base):
 
 def clear_caches() -> None:
     """Forget every cached PLD (benchmarks time the construction from cold)."""
-    for fn in (_gaussian_base, _gaussian_sides, _leaf_sides, _single_sides):
+    for fn in (_gaussian_base, _gaussian_sides, _leaf_sides, _single_sides, _single_pld):
         fn.cache_clear()

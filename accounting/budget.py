@@ -13,6 +13,9 @@ the plan as this run's reservation (same lock).  The invariant kept is
 
 so a release inside the run's own reservation is always allowed (it only moves leaves from the
 reservation to the releases), and any other release or reservation is checked against all of it.
+A run that releases something its reservation does not hold (a plan that was not a leaf-wise
+worst case) loses its reservation at that release and is held release by release from then on,
+as before reservations (counting both would count the same spend twice).
 Runs started at once on one ledger: those admitted finish, the rest are refused before their
 first release.  The ledger depends on nothing here; this module builds on the ledger.
 """
@@ -106,9 +109,17 @@ class BudgetFilter:
         """Record ``event`` durably if it fits; a release inside this run's own reservation
         always does (the reservation was checked with everything else when it was made)."""
         with self.ledger.transaction():
-            if not self.within_reservation(event, party) and not self.fits(event, party,
-                                                                           own=True):
-                before, after = self.spent(party), self.would_spend(event, party, own=True)
+            if self.within_reservation(event, party):
+                return self.ledger.append(event, party=party, round=round, note=note)
+            if self.ledger.run_id in getattr(self.ledger, "live_reservations", dict)():
+                # The run releases something its plan did not hold (its plan was not a leaf-wise
+                # worst case): its reservation ends here, and from now on each release is held
+                # to everything else, as without reservations.  Counting both the reservation and
+                # the release would count the same spend twice.
+                self.ledger.end_reservation(note="a release outside the reservation: held "
+                                                 "release by release from here")
+            if not self.fits(event, party):
+                before, after = self.spent(party), self.would_spend(event, party)
                 raise BudgetExceeded(
                     f"release refused: it would take the spend from epsilon={before:.6g} to "
                     f"{after:.6g}, past the budget epsilon={self.epsilon:g} at "

@@ -56,9 +56,10 @@ import uuid
 import weakref
 import zlib
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from .accountants import get_accountant
-from .events import Composed, DpEvent, SelfComposed, event_from_dict, flatten
+from .events import Composed, DpEvent, Gaussian, SelfComposed, event_from_dict, flatten
 
 FORMAT = "vflpriv-ledger"
 VERSION = 3
@@ -187,6 +188,15 @@ def dominates(big, small) -> bool:
         return (small.sample_rate == big.sample_rate
                 and small.noise_multiplier >= big.noise_multiplier)
     return False
+
+
+def _gaussian_pools(leaves: dict) -> dict:
+    """{neighbouring relation: sum of n mu^2} of the Gaussian leaves, exactly (fractions)."""
+    pools: dict = {}
+    for leaf, n in leaves.items():
+        if isinstance(leaf, Gaussian):
+            pools[leaf.neighboring] = pools.get(leaf.neighboring, 0) + n * Fraction(leaf.mu) ** 2
+    return pools
 
 
 def _leaf_counts(event) -> dict:
@@ -493,18 +503,31 @@ class Ledger:
     def remaining(self, run_id: str, party=None) -> dict:
         """What a live reservation still holds, as {leaf event: count}: the reserved leaves minus
         the units the run's releases since have used (of one party, or pooled over its
-        parties)."""
+        parties).  Gaussian leaves are held as one pool of mu^2 per neighbouring relation
+        (Gaussians compose exactly: mu^2 adds, Dong, Roth, Su 2022), returned as one Gaussian
+        with the remaining mu."""
         res = self._reservation_state()
         held = res.get(run_id, {})
         used = res.get(("used", run_id), {})
         total: dict = {}
+        pools: dict = {}
         for p, (leaves, _, _) in held.items():
             if party is not None and p != str(party):
                 continue
+            per = used.get(p, {})
             for leaf, n in leaves.items():
-                n -= used.get(p, {}).get(leaf, 0)
+                if isinstance(leaf, Gaussian):
+                    continue
+                n -= per.get(leaf, 0)
                 if n > 0:
                     total[leaf] = total.get(leaf, 0) + n
+            for rel, pool in _gaussian_pools(leaves).items():
+                left = pool - per.get(("mu2", rel), 0)
+                if left > 0:
+                    pools[rel] = pools.get(rel, 0) + left
+        for rel, left in pools.items():
+            g = Gaussian(1.0 / math.sqrt(float(left)), neighboring=rel)
+            total[g] = total.get(g, 0) + 1
         return total
 
     def covers(self, event, party=None, run_id=None) -> bool:
@@ -515,9 +538,11 @@ class Ledger:
         return self._consume(run_id, party, event, commit=False)
 
     def _consume(self, run_id, party, event, commit) -> bool:
-        """Take ``event``'s leaves from the run's reservation: the same leaf, else a reserved leaf
-        that dominates it (``dominates``): the party's own reservation first, then any of the
-        run's.  Returns whether everything was covered; with ``commit`` the units are used."""
+        """Take ``event``'s leaves from the run's reservation: Gaussians from the reserved mu^2
+        pool (exact sums of squares, as fractions); other leaves from the same leaf, else from a
+        reserved leaf that dominates it (``dominates``).  The party's own reservation first,
+        then any of the run's.  Returns whether everything was covered; with ``commit`` the
+        units are used."""
         res = self._reservation_state()
         held = res.get(run_id, {})
         used = res.setdefault(("used", run_id), {}) if commit else {
@@ -526,6 +551,20 @@ class Ledger:
             [p for p in held if party is None or p != str(party)]
         covered = True
         for leaf, n in _leaf_counts(event).items():
+            if isinstance(leaf, Gaussian):
+                need = n * Fraction(leaf.mu) ** 2
+                for p in order:
+                    pool = _gaussian_pools(held[p][0]).get(leaf.neighboring, 0)
+                    per = used.setdefault(p, {})
+                    key = ("mu2", leaf.neighboring)
+                    take = min(need, pool - per.get(key, 0))
+                    if take > 0:
+                        per[key] = per.get(key, 0) + take
+                        need -= take
+                    if not need:
+                        break
+                covered = covered and need == 0
+                continue
             for p in order:
                 reserved = held[p][0]
                 per = used.setdefault(p, {})

@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from accounting import (BudgetExceeded, BudgetFilter, Gaussian, Ledger, PureDP, SelfComposed,
-                        read_ledger)
+from accounting import (BudgetExceeded, BudgetFilter, Gaussian, Ledger, PureDP, ReportNoisyMax,
+                        SelfComposed, read_ledger)
 from accounting.ledger import dominates, ends_reservations
 from vflpriv.cli.main import main
 
@@ -105,9 +105,10 @@ def test_the_unused_part_is_released_when_the_run_ends_even_by_an_exception(tmp_
     assert len(c.ends) == 1 and len(c.live_reservations()) == 1
 
 
-def test_a_smaller_release_spends_a_dominating_reserved_unit(tmp_path):
+def test_smaller_releases_spend_a_dominating_reservation(tmp_path):
     """A round that releases fewer features than its worst case (a Gaussian of smaller mu) is
-    inside the reservation of the larger Gaussian."""
+    inside the reservation of the larger Gaussian: Gaussians are held as a pool of mu^2 (their
+    composition is exact), so 3 reserved Gaussians of mu 0.1 cover 12 of mu 0.05, and no more."""
     assert dominates(Gaussian(2.0, 2.0), Gaussian(2.0, 1.0))
     assert not dominates(Gaussian(2.0, 1.0), Gaussian(2.0, 2.0))
     assert not dominates(PureDP(0.1), Gaussian(1.0))
@@ -115,9 +116,17 @@ def test_a_smaller_release_spends_a_dominating_reserved_unit(tmp_path):
     bf = BudgetFilter(led, 1.0, 1e-5)
     bf.check_plan(SelfComposed(Gaussian(20.0, 2.0), 3))
     assert bf.within_reservation(Gaussian(20.0, 1.0))
-    for _ in range(3):
+    assert not bf.within_reservation(Gaussian(20.0, 4.0))       # mu 0.2 > what is held
+    for _ in range(12):
+        assert bf.within_reservation(Gaussian(20.0, 1.0))
         bf.charge(Gaussian(20.0, 1.0))
     assert not bf.within_reservation(Gaussian(20.0, 1.0))
+    assert led.remaining(led.run_id) == {}
+    rl = Ledger(tmp_path / "l.ledger", budget={"epsilon": 1.0, "delta": 1e-5})
+    led2 = BudgetFilter(rl, 1.0, 1e-5)
+    led2.check_plan(ReportNoisyMax("laplace", 20.0))
+    assert led2.within_reservation(ReportNoisyMax("laplace", 40.0))      # dominated
+    assert not led2.within_reservation(ReportNoisyMax("gumbel", 40.0))   # another mechanism
 
 
 def _crash(path, q):

@@ -156,8 +156,10 @@ class BudgetFilter:
             held = self._held(party, False)
         hint = advice() if advice is not None else ""
         scope = f"party {party}'s" if self.per_party else "the"
-        others = (f", {_compose_counts(held) and self.accountant.epsilon(_compose_counts(held), self.delta):.6g} "
-                  "held by other runs' reservations" if held else "")
+        others = ""
+        if held:
+            eps_held = self.accountant.epsilon(_compose_counts(held), self.delta)
+            others = f", {eps_held:.6g} held by other runs' reservations"
         raise BudgetExceeded(
             f"run refused before its first release: {scope} budget is epsilon={self.epsilon:g} "
             f"at delta={self.delta:g}, {before:.6g} spent{others}, "

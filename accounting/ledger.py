@@ -547,8 +547,11 @@ class Ledger:
         held = res.get(run_id, {})
         used = res.setdefault(("used", run_id), {}) if commit else {
             p: dict(v) for p, v in res.get(("used", run_id), {}).items()}
-        order = ([str(party)] if party is not None and str(party) in held else []) + \
-            [p for p in held if party is None or p != str(party)]
+        if party is not None and (self.budget or {}).get("per_party"):
+            order = [str(party)] if str(party) in held else []   # a party's own budget only
+        else:
+            order = ([str(party)] if party is not None and str(party) in held else []) + \
+                [p for p in held if party is None or p != str(party)]
         covered = True
         for leaf, n in _leaf_counts(event).items():
             if isinstance(leaf, Gaussian):

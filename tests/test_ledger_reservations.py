@@ -197,3 +197,18 @@ def test_an_old_ledger_without_reservations_still_loads(tmp_path):
     bf.check_plan(SelfComposed(PureDP(STEP), 7))
     with pytest.raises(BudgetExceeded):
         BudgetFilter(Ledger(path), 1.0, 1e-5, accountant="basic").check_plan(PureDP(STEP))
+
+
+def test_per_party_budgets_reserve_per_party(tmp_path):
+    """On a ledger with one budget per party (local DP), client-0's releases are covered by
+    client-0's reservation only."""
+    led = Ledger(tmp_path / "l.ledger",
+                 budget={"epsilon": 1.0, "delta": 1e-5, "per_party": True})
+    bf = BudgetFilter(led, 1.0, 1e-5, accountant="basic", per_party=True)
+    bf.check_plan(SelfComposed(PureDP(STEP), 2), party="client-0")
+    bf.check_plan(SelfComposed(PureDP(STEP), 8), party="client-1")
+    for _ in range(2):
+        assert bf.within_reservation(PureDP(STEP), party="client-0")
+        bf.charge(PureDP(STEP), party="client-0")
+    assert not bf.within_reservation(PureDP(STEP), party="client-0")
+    assert bf.within_reservation(PureDP(STEP), party="client-1")

@@ -202,13 +202,14 @@ def test_a_million_identical_releases_compose_in_closed_form(tmp_path, capsys):
     assert cert["best"]["epsilon"] == pytest.approx(4.8865, abs=1e-3)
 
 
-def test_a_hundred_billion_releases_are_refused_by_the_grid_accountants_with_a_reason(tmp_path, capsys):
-    """count = 1e11: KOV's sum (k/2 terms) and PLD self-composition would run for hours; they
-    decline with the limit in the message and the closed forms answer at once."""
+def test_a_hundred_billion_releases_answer_at_once(tmp_path, capsys):
+    """count = 1e11: KOV's sum (k/2 terms) would run for hours, so optimal declines with the
+    limit in the message; the PLD composes by repeated squaring on a bounded grid (a valid,
+    here loose, bound); the closed forms answer at once and give the best value."""
     code, cert = _run_json(capsys, _plan(
         tmp_path, 'delta = 1e-6\n[[release]]\nmechanism = "pure_dp"\nepsilon = 1e-9\n'
                   'count = 100000000000\n'))
     assert code == 0
     assert cert["epsilon"]["optimal"] is None and "4,000,000" in cert["unsupported"]["optimal"]
-    assert cert["epsilon"]["pld"] is None and "2,000,000" in cert["unsupported"]["pld"]
+    assert cert["epsilon"]["pld"] >= cert["epsilon"]["advanced"]
     assert cert["best"]["epsilon"] == pytest.approx(cert["epsilon"]["advanced"])

@@ -143,6 +143,11 @@ RUN = [sys.executable, "-m", "vflpriv", "run", "--data", "synthetic:n=200,d=40,s
 
 
 def test_concurrent_cli_runs_on_one_ledger_keep_it_valid_and_within_budget(tmp_path):
+    """Three runs of epsilon 0.9 started at once on a budget of 2.0.  Each reserves its whole
+    worst-case plan before its first release (issue 23), so a run that starts finishes (exit 0)
+    and a run that does not fit is refused up front (exit 1, nothing recorded): never mid-run,
+    as before reservations, when both passed the up-front check and the later one was then
+    refused by a release."""
     ledger = tmp_path / "runs.ledger"
     Ledger(ledger, budget={"epsilon": 2.0, "delta": 1e-5})
     procs = [subprocess.Popen(RUN + ["--epsilon", "0.9", "--ledger", str(ledger)], cwd=ROOT,
@@ -150,9 +155,14 @@ def test_concurrent_cli_runs_on_one_ledger_keep_it_valid_and_within_budget(tmp_p
              for _ in range(3)]
     outs = [p.communicate(timeout=240) for p in procs]
     codes = sorted(p.returncode for p in procs)
-    for _, err in outs:
+    for (_, err), p in zip(outs, procs):
         assert "Traceback" not in err
+        if p.returncode == 1:
+            assert "before its first release" in err, err
     assert codes[0] == 0 and set(codes) <= {0, 1}, outs
+    c = read_ledger(ledger)
+    assert len({r.run_id for r in c.records}) == codes.count(0)   # refused runs recorded nothing
+    assert c.live_reservations() == []                              # every run ended its own
     rc = subprocess.run([sys.executable, "-m", "vflpriv", "ledger", "verify", str(ledger),
                          "--json"], capture_output=True, text=True, cwd=ROOT)
     assert rc.returncode == 0, rc.stderr

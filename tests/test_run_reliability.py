@@ -29,8 +29,10 @@ RUN = ["run", "--data", "synthetic:n=200,d=100,seed=0", "--parties", "2", "--eps
 
 
 def _key(rec):
-    # what a release is, apart from time and run_id
-    return (rec.seq, rec.party, rec.round, rec.note, rec.event)
+    # what a release is, apart from time and run_id; and apart from its line number, which since
+    # reservations (issue 23) also counts each (resumed) run's reservation and end lines: the
+    # lists are compared in order, so the releases' order is still checked
+    return (rec.party, rec.round, rec.note, rec.event)
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +107,7 @@ def test_sigkill_leaves_a_ledger_that_accounts_for_every_release(tmp_path, refer
         assert got == reference[:len(got)]
         # every release that left a party is on the ledger: all records of the logged rounds
         last = logged[-1]
-        needed = sum(1 for k in reference if k[2] <= last)
+        needed = sum(1 for k in reference if k[1] <= last)
         assert len(got) >= needed, (delay, last, len(got), needed)
         killed_mid_run += len(got) < len(reference)
         if len(got) < len(reference):
@@ -136,7 +138,7 @@ def test_kill_and_resume_twice_equals_an_uninterrupted_run(tmp_path, reference_r
         got = read_ledger(led).records
         assert 0 < len(got) < len(ref_records), "the kill must land mid-run"
         assert [_key(r) for r in got] == ref_records[:len(got)]
-        assert sum(1 for k in ref_records if k[2] <= logged[-1]) <= len(got)
+        assert sum(1 for k in ref_records if k[1] <= logged[-1]) <= len(got)
         meta, _ = read_checkpoint(ckpt)
         assert meta["ledger_length"] <= len(got)
         replayed += meta["ledger_length"] < len(got)

@@ -60,6 +60,10 @@ def report(event, *, delta: float | None = None, epsilon: float | None = None,
         except UnsupportedEventError as exc:
             values[acc.name] = None
             why[acc.name] = str(exc)
+        except MemoryError as exc:     # sizes are decided up front; this is the last guard
+            values[acc.name] = None
+            why[acc.name] = (f"the {acc.name} accountant needs more memory than there is for "
+                             f"this plan ({exc}); the other rows answer")
     valid = {k: v for k, v in values.items() if v is not None}
     if not valid:
         raise UnsupportedEventError("no accountant supports this event: " + "; ".join(why.values()))

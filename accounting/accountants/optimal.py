@@ -102,18 +102,11 @@ def kov_epsilon(k: int, eps: float, delta0: float, delta: float) -> float:
 
 
 def _rr_pld(leaves):
-    from dp_accounting.pld import common
-    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+    """The composed randomized-response PLDs of (eps_i, delta_i) releases, on a grid bounded at
+    any count (``pld.rr_pld``)."""
+    from .pld import rr_pld
 
-    total = None
-    for leaf, n in leaves:
-        eps, d0 = dp_params(leaf)
-        pld = pld_lib.from_privacy_parameters(common.DifferentialPrivacyParameters(eps, d0),
-                                              value_discretization_interval=PLD_DISCRETIZATION)
-        if n > 1:
-            pld = pld.self_compose(n)
-        total = pld if total is None else total.compose(pld)
-    return total
+    return rr_pld(leaves, PLD_DISCRETIZATION)
 
 
 def _bounded_range(leaf) -> bool:

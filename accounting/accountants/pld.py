@@ -23,6 +23,7 @@ from functools import lru_cache
 
 from ..events import (REPLACE_ONE, ApproxDP, Exponential, Gaussian, Laplace,
                       PoissonSubsampledGaussian, PureDP, ReportNoisyMax)
+from . import _pld_grid as grid
 from ._fast_pld import subsampled_gaussian_pld
 from .base import Accountant
 from .bounded_range import bounded_range_pld
@@ -38,9 +39,14 @@ MIN_DELTA = 1e-12
 #: convolution (about 0.1 s for a subsampled Gaussian), so 2000 distinct releases would take
 #: minutes; past this the accountant declines (with this reason) and RDP answers in milliseconds.
 MAX_DISTINCT_LEAVES = 48
-#: most repeats of one non-Gaussian release: self-composition grows the grid like sqrt(count)
-#: (1e6 repeats of a pure-DP release: 2 s); past this the accountant declines, saying why
-MAX_REPEATS = 2_000_000
+#: coarsest grid interval a single release's PLD is built on (dp-accounting's connect-the-dots
+#: construction evaluates expm1(interval), which overflows past ~700); past it the accountant
+#: declines, saying why
+MAX_INTERVAL = 64.0
+#: most excess mass (n x the pessimistic excess of one release's PMF) a composition may carry:
+#: its total mass is then at most e^MAX_EXCESS, so every delta is overstated at most that many
+#: times (still an upper bound, but looser); past it the accountant declines, saying why
+MAX_EXCESS = 1.0
 #: relative safety on the PLD's own arithmetic: epsilon is computed for delta (1 - 1e-6) and a
 #: delta answer is inflated by the same factor (seen: 1e-8 relative error at delta = 1e-8)
 PLD_SAFETY = 1e-6
@@ -88,38 +94,74 @@ class PLDAccountant(Accountant):
         if not super()._supports_leaves(leaves, relation):
             return False
         others = [n for l, n in leaves if not isinstance(l, Gaussian)]
-        return len(others) <= MAX_DISTINCT_LEAVES and max(others, default=0) <= MAX_REPEATS
+        return (len(others) <= MAX_DISTINCT_LEAVES and self._coarsest(leaves)[0] <= MAX_INTERVAL
+                and self._excess(leaves)[0] <= MAX_EXCESS)
+
+    def _excess(self, leaves):
+        """(n x excess mass of one release, which part): the factor (1 + excess)^n the
+        composition's mass grows by (see ``_pld_grid.excess``), decided from the single
+        releases' PMFs (at most MAX_BASE_POINTS each) before any composition."""
+        from dp_accounting import NeighboringRelation
+
+        rel = NeighboringRelation.ADD_OR_REMOVE_ONE
+        if leaves and leaves[0][0].neighboring == REPLACE_ONE:
+            rel = NeighboringRelation.REPLACE_ONE
+        worst = (0.0, None)
+        for leaf, n in leaves:
+            if not isinstance(leaf, Gaussian):
+                e = max(grid.excess(s) for s in _single_sides(leaf, rel, self.interval)
+                        if s is not None)
+                worst = max(worst, (n * e, leaf.kind), key=lambda w: w[0])
+        mu2 = sum(n * l.mu ** 2 for l, n in leaves if isinstance(l, Gaussian))
+        if mu2 > 0:
+            mu0, m = gaussian_split(math.sqrt(mu2))
+            e = max(grid.excess(s) for s in _gaussian_base(mu0, self.interval) if s is not None)
+            worst = max(worst, (m * e, "gaussian"), key=lambda w: w[0])
+        return worst
+
+    def _coarsest(self, leaves):
+        """(largest base interval any part of the plan needs, which part), from the declared
+        parameters: decided before anything is built."""
+        widths = [(loss_width(l), l.kind) for l, _ in leaves if not isinstance(l, Gaussian)]
+        mu2 = sum(n * l.mu ** 2 for l, n in leaves if isinstance(l, Gaussian))
+        if mu2 > 0:
+            widths.append((gaussian_width(gaussian_split(math.sqrt(mu2))[0]), "gaussian"))
+        width, kind = max(widths, key=lambda w: w[0])
+        return math.ldexp(self.interval, grid.interval_exponent(width, self.interval)), kind
 
     def _limit_reason(self, leaves):
         others = [n for l, n in leaves if not isinstance(l, Gaussian)]
         if len(others) > MAX_DISTINCT_LEAVES:
             return (f"the pld accountant composes at most {MAX_DISTINCT_LEAVES} distinct non-Gaussian "
                     f"releases (this plan has {len(others)}); rdp answers such plans")
-        if max(others, default=0) > MAX_REPEATS:
-            return (f"the pld accountant composes at most {MAX_REPEATS:,} repeats of one release "
-                    f"(this plan has {max(others):,}); rdp answers such plans")
+        excess, kind = self._excess(leaves) if self._coarsest(leaves)[0] <= MAX_INTERVAL \
+            else (0.0, None)
+        if excess > MAX_EXCESS:
+            return (f"the pld accountant's discretization of the {kind} releases adds "
+                    f"{excess:.3g} of probability mass over this many repeats (> {MAX_EXCESS:g}: "
+                    "the bound would be loose); rdp answers such plans")
+        interval, kind = self._coarsest(leaves)
+        if interval > MAX_INTERVAL:
+            return (f"the pld accountant would need a grid interval of {interval:.3g} (> "
+                    f"{MAX_INTERVAL:g}) for the {kind} releases' privacy loss in "
+                    f"{grid.MAX_BASE_POINTS:,} points; the optimal or rdp accountant answers")
         return None
 
     def build(self, leaves, relation):
-        """The composed PrivacyLossDistribution of the leaves."""
+        """The composed PrivacyLossDistribution of the leaves, on a bounded grid (``_pld_grid``):
+        every interval is chosen from the plan's size before anything is allocated."""
         from dp_accounting import NeighboringRelation
-        from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
-        plds = []
-        mu2 = sum(n * l.mu ** 2 for l, n in leaves if isinstance(l, Gaussian))
-        if mu2 > 0:
-            plds.append(pld_lib.from_gaussian_mechanism(
-                1.0 / math.sqrt(mu2), sensitivity=1.0,
-                value_discretization_interval=self.interval))
         rel = (NeighboringRelation.REPLACE_ONE if relation == REPLACE_ONE
                else NeighboringRelation.ADD_OR_REMOVE_ONE)
+        parts = []
+        mu2 = sum(n * l.mu ** 2 for l, n in leaves if isinstance(l, Gaussian))
+        if mu2 > 0:
+            parts.append(_gaussian_sides(math.sqrt(mu2), self.interval))
         for leaf, n in leaves:
             if not isinstance(leaf, Gaussian):
-                plds.append(_leaf_pld(leaf, n, rel, self.interval))
-        total = plds[0]
-        for pld in plds[1:]:
-            total = total.compose(pld)
-        return total
+                parts.append(_leaf_sides(leaf, n, rel, self.interval))
+        return grid.to_pld(*_compose_sides(parts))
 
     def _why_infinite(self, leaves, relation, delta):
         if delta < MIN_DELTA:
@@ -135,12 +177,118 @@ class PLDAccountant(Accountant):
         return safe_delta(self.build(leaves, relation), epsilon)
 
 
+def _compose_sides(parts):
+    """Compose (remove, add-or-None) pairs; add None means symmetric (equal to remove)."""
+    remove, add = parts[0]
+    for r, a in parts[1:]:
+        if add is None and a is None:
+            remove = grid.convolve(remove, r, grid.DIRECT_POINTS)
+        else:
+            add = grid.convolve(remove if add is None else add, r if a is None else a,
+                                grid.DIRECT_POINTS)
+            remove = grid.convolve(remove, r, grid.DIRECT_POINTS)
+    return remove, add
+
+
+def rr_pld(leaves, base):
+    """The composed PLD of the randomized-response pairs of (eps_i, delta_i)-DP leaves (each leaf
+    replaced by the generic mechanism with its guarantee), on a bounded grid."""
+    from dp_accounting import NeighboringRelation
+
+    parts = []
+    for leaf, n in leaves:
+        eps, d0 = dp_params(leaf)
+        generic = ApproxDP(eps, d0) if d0 > 0 else PureDP(eps)
+        parts.append(_leaf_sides(generic, n, NeighboringRelation.ADD_OR_REMOVE_ONE, base))
+    return grid.to_pld(*_compose_sides(parts))
+
+
+def loss_width(leaf) -> float:
+    """An upper estimate of the width of one release's privacy-loss support, from its declared
+    parameters (used to pick the grid before building it)."""
+    params = dp_params(leaf)
+    if params is not None:
+        return 2.0 * params[0]
+    if isinstance(leaf, PoissonSubsampledGaussian):
+        mu = (2.0 if leaf.neighboring == REPLACE_ONE else 1.0) / leaf.noise_multiplier
+    else:
+        mu = leaf.mu
+    return 2.0 * grid.Z_WIDTH * mu + mu * mu + 1.0
+
+
+#: largest mu whose Gaussian PLD is built directly; a larger one is 4^j Gaussians of mu / 2^j
+GAUSSIAN_SPLIT_MU = 64.0
+
+
+def gaussian_split(mu: float) -> tuple[float, int]:
+    """(mu0, m) with mu = mu0 sqrt(m), m = 4^j, mu0 <= GAUSSIAN_SPLIT_MU: m Gaussians of mu0
+    compose to exactly the mu-Gaussian (Dong, Roth, Su 2022), so its PLD is built by repeated
+    squaring on a bounded grid.  (dp-accounting builds one Gaussian's PLD over losses
+    [-Z mu, mu^2 + Z mu]: at mu = 3e4 that is 1.2e9 points at any usable interval.)"""
+    j = max(0, math.ceil(math.log2(mu / GAUSSIAN_SPLIT_MU))) if mu > GAUSSIAN_SPLIT_MU else 0
+    return mu / (1 << j), 1 << (2 * j)
+
+
+def gaussian_width(mu: float) -> float:
+    """Width of the loss support of one mu-Gaussian as dp-accounting builds it."""
+    return mu * mu + 2.0 * grid.Z_WIDTH * mu + 1.0
+
+
 @lru_cache(maxsize=16)
-def _leaf_pld(leaf, n, rel, interval):
-    """PLD of ``n`` adaptive repeats of one leaf (cached: ledgers and certificates repeat leaves)."""
+def _gaussian_base(mu0, base):
+    """One mu0-Gaussian's PLD sides, on at most MAX_BASE_POINTS points."""
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    k = grid.interval_exponent(gaussian_width(mu0), base)
+    pld = pld_lib.from_gaussian_mechanism(1.0 / mu0, sensitivity=1.0,
+                                          value_discretization_interval=math.ldexp(base, k))
+    r, a = grid.sides(pld, base, k)
+    return grid.settle(r), None if a is None else grid.settle(a)
+
+
+@lru_cache(maxsize=16)
+def _gaussian_sides(mu, base):
+    """The mu-Gaussian's PLD (exact merge of all Gaussian releases), on a bounded grid."""
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    mu0, m = gaussian_split(mu)
+    remove, add = _gaussian_base(mu0, base)
+    if m == 1:
+        return remove, add
+    return grid.self_compose(remove, m), None if add is None else grid.self_compose(add, m)
+
+
+@lru_cache(maxsize=16)
+def _leaf_sides(leaf, n, rel, base):
+    """PLD sides of ``n`` adaptive repeats of one leaf (cached: ledgers and certificates repeat
+    leaves).  When dp-accounting's own self-composition fits in DIRECT_POINTS (decided from its
+    Chernoff bounds before any FFT) it is used as is, so small plans keep dp-accounting's exact
+    numbers; otherwise repeated squaring on a bounded grid (``_pld_grid``)."""
+    from dp_accounting.pld import common
+
+    pld, k = _single_pld(leaf, rel, base)
+    if n == 1:
+        return grid.sides(pld, base, k)
+    small = True
+    for side in (pld._pmf_remove, pld._pmf_add):
+        dense = side.to_dense_pmf()
+        lo, hi = common.compute_self_convolve_bounds(dense._probs, n, grid.TAIL)
+        small = small and hi - lo + 1 <= grid.DIRECT_POINTS
+    if small:
+        return grid.sides(pld.self_compose(n), base, k)
+    r, a = _single_sides(leaf, rel, base)
+    return grid.self_compose(r, n), None if a is None else grid.self_compose(a, n)
+
+
+@lru_cache(maxsize=32)
+def _single_pld(leaf, rel, base):
+    """dp-accounting's PLD of one release on the grid base 2^k chosen from its parameters:
+    (pld, k)."""
     from dp_accounting.pld import common
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
+    k = grid.interval_exponent(loss_width(leaf), base)
+    interval = math.ldexp(base, k)
     if isinstance(leaf, Laplace):
         pld = pld_lib.from_laplace_mechanism(leaf.scale, sensitivity=leaf.sensitivity,
                                              value_discretization_interval=interval)
@@ -156,4 +304,26 @@ def _leaf_pld(leaf, n, rel, interval):
         eps, d0 = dp_params(leaf)
         pld = pld_lib.from_privacy_parameters(common.DifferentialPrivacyParameters(eps, d0),
                                               value_discretization_interval=interval)
-    return pld.self_compose(n) if n > 1 else pld
+    return pld, k
+
+
+@lru_cache(maxsize=32)
+def _single_sides(leaf, rel, base):
+    """One release's PLD sides, ready for repeated squaring (total mass >= 1; a pure-DP release
+    without mass at infinity)."""
+    pld, k = _single_pld(leaf, rel, base)
+    remove, add = grid.sides(pld, base, k)
+    remove, add = grid.settle(remove), None if add is None else grid.settle(add)
+    params = dp_params(leaf)
+    if params is not None and params[1] == 0:
+        # A pure-DP release's loss is at most its epsilon: it has no mass at +infinity.
+        # dp-accounting leaves ~6e-17 of rounding there, which 1e12 repeats would turn into
+        # 6e-5; it goes to the largest finite loss instead (still pessimistic).
+        remove, add = (grid.pure(remove), None if add is None else grid.pure(add))
+    return remove, add
+
+
+def clear_caches() -> None:
+    """Forget every cached PLD (benchmarks time the construction from cold)."""
+    for fn in (_gaussian_base, _gaussian_sides, _leaf_sides, _single_sides, _single_pld):
+        fn.cache_clear()

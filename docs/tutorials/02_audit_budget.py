@@ -43,7 +43,10 @@ header = json.loads(lines[0])
 page.code("\n".join(lines[:3]) + f"\n... ({len(lines) - 1} records in all)", "json")
 kinds = {}
 for ln in lines[1:]:
-    ev = json.loads(ln)["event"]
+    rec = json.loads(ln)
+    if "type" in rec:           # the run's reservation and its end (docs/ledger.md), not releases
+        continue
+    ev = rec["event"]
     k = ev["event"]["kind"] if ev["kind"] == "self_composed" else ev["kind"]
     kinds[k] = kinds.get(k, 0) + 1
 page.text(f"The header's budget is epsilon = {header['budget']['epsilon']} at delta = "
@@ -78,7 +81,7 @@ Someone makes the noise look larger after the fact (sigma x 10 in the first Gaus
 The record's checksum no longer matches: `verify` stops with exit code 2 and names the line.
 """)
 for i, ln in enumerate(lines):
-    if '"kind":"gaussian"' in ln:
+    if '"kind":"gaussian"' in ln and '"type"' not in ln:      # a release, not a reservation
         rec = json.loads(ln)
         rec["event"]["sigma"] *= 10
         lines[i] = json.dumps(rec, separators=(",", ":"), sort_keys=True)

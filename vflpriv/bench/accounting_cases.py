@@ -12,7 +12,7 @@ def _clear_caches():
 
     bounded_range.adaptive_curve.cache_clear()
     bounded_range.bounded_range_pld.cache_clear()
-    pld._leaf_pld.cache_clear()
+    pld.clear_caches()
 
 
 def _time(fn):

@@ -7,7 +7,14 @@ header when there is one.  ``--json`` prints ``{"valid": bool, "records": n, "ep
 ..., "torn_tail": bool, ...}``.  Exit codes: 0 valid (and within its budget), 1 valid but the
 recomputed spend exceeds the header's budget, 2 unreadable or corrupt file or bad arguments.
 
-``show`` prints the records and the spend per party and in total.
+``show`` prints the records and the spend per party and in total, and the live reservations.
+
+``release FILE RUN_ID`` ends one run's live reservation (a run that crashed before it could);
+``expire FILE --older-than DURATION`` ends every live reservation older than DURATION (``90s``,
+``30m``, ``2h``, ``1d`` or seconds).  Both write one ``end`` line under the ledger's lock; a run
+that is in fact still going keeps its releases checked against the budget, now without the
+guarantee of its reservation.  Bad input (no such live reservation, a bad duration): one line,
+exit 2, nothing written.
 
 Delta: ``--delta`` or else the header's budget delta; when neither exists the ledger must hold
 only pure-DP releases (then the spend is their pure epsilon, delta = 0).  Accountant:
@@ -41,6 +48,19 @@ def register(sub):
         if name == "verify":
             c.add_argument("--json", action="store_true", help="print the result as JSON")
         c.set_defaults(func=verify if name == "verify" else show)
+    r = cmds.add_parser("release", help="end a run's live reservation (e.g. after a crash)",
+                        description="End one run's live reservation, releasing what it did not "
+                        "use.")
+    r.add_argument("file", metavar="FILE", help="ledger file")
+    r.add_argument("run_id", metavar="RUN_ID", help="the run id (or a unique prefix of it), as "
+                   "`vflpriv ledger show` prints it")
+    r.set_defaults(func=release)
+    e = cmds.add_parser("expire", help="end every live reservation older than a duration",
+                        description="End every live reservation older than --older-than.")
+    e.add_argument("file", metavar="FILE", help="ledger file")
+    e.add_argument("--older-than", required=True, metavar="DURATION",
+                   help="age: 90s, 30m, 2h, 1d, or seconds")
+    e.set_defaults(func=expire)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
 
@@ -130,7 +150,9 @@ def verify(args) -> int:
            "accountant": acc, "epsilon_spent_per_party": per_party,
            "run_ids": sorted({r.run_id for r in contents.records}),
            "budget": budget or None, "budget_accountant": b_acc if within is not None else None,
-           "within_budget": within}
+           "within_budget": within,
+           "reservations": [{"run_id": r.run_id, "party": r.party, "time": r.time,
+                             "event": r.event.to_dict()} for r in contents.live_reservations()]}
     if args.json:
         print(json.dumps(out, indent=2))
     else:
@@ -142,8 +164,78 @@ def verify(args) -> int:
             scope = "per party" if per_party_budget else "total"
             print(f"budget: epsilon={b_eps:g} ({scope}, {b_acc} accountant): "
                   f"{'within budget' if within else 'EXCEEDED'}")
+        live = _reservations_text(contents)
+        if live:
+            print(f"{len(live)} live reservation(s):")
+            print("\n".join(live))
     sys.stdout.flush()
     return 0 if within in (None, True) else 1
+
+
+def _reservations_text(contents) -> list:
+    rows = []
+    now = datetime.datetime.now(datetime.timezone.utc).timestamp()
+    for r in contents.live_reservations():
+        rows.append(f"  run {r.run_id}  party {r.party}  reserved {_age(now - r.time)} ago: "
+                    f"{_event_text(r.event.to_dict())}")
+    return rows
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f}{unit}"
+    return f"{max(seconds, 0):.0f}s"
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in ``90s``, ``30m``, ``2h``, ``1d`` or a plain number of seconds (>= 0)."""
+    t = str(text).strip().lower()
+    mult = {"s": 1, "m": 60, "h": 3600, "d": 86400}.get(t[-1:], None)
+    num = t[:-1] if mult else t
+    try:
+        value = float(num) * (mult or 1)
+    except ValueError:
+        value = math.nan
+    if not (value >= 0 and math.isfinite(value)):
+        raise ValueError(f"--older-than must be a duration such as 90s, 30m, 2h or 1d, "
+                         f"got {text!r}")
+    return value
+
+
+def _end(path, run_ids, note):
+    from accounting import Ledger
+
+    led = Ledger(path, lock_timeout=10.0)
+    ended = [r for r in run_ids if led.end_reservation(r, note=note)]
+    return ended
+
+
+def release(args) -> int:
+    contents = _read(args.file)
+    live = sorted({r.run_id for r in contents.live_reservations()})
+    match = [r for r in live if r.startswith(args.run_id)] if args.run_id else []
+    if len(match) != 1:
+        what = "no" if not match else f"{len(match)}"
+        raise ValueError(f"{what} live reservation matches run id {args.run_id!r} in "
+                         f"{args.file} (live: {', '.join(live) or 'none'})")
+    _end(args.file, match, "released by `vflpriv ledger release`")
+    print(f"{args.file}: released the reservation of run {match[0]}")
+    return 0
+
+
+def expire(args) -> int:
+    import time
+
+    age = parse_duration(args.older_than)
+    contents = _read(args.file)
+    cutoff = time.time() - age
+    old = sorted({r.run_id for r in contents.live_reservations() if r.time <= cutoff})
+    ended = _end(args.file, old, f"expired by `vflpriv ledger expire --older-than "
+                                 f"{args.older_than}`") if old else []
+    print(f"{args.file}: expired {len(ended)} reservation(s)"
+          + (f": {', '.join(ended)}" if ended else ""))
+    return 0
 
 
 def _event_text(d: dict) -> str:
@@ -177,4 +269,9 @@ def show(args) -> int:
     print(f"  total: epsilon {_spend(contents, delta, acc):.6g}")
     if budget:
         print(f"budget in header: {json.dumps(budget, sort_keys=True)}")
+    live = _reservations_text(contents)
+    if live:
+        print("\nlive reservations (a run that is going, or one that crashed: end it with "
+              "`vflpriv ledger release FILE RUN_ID`):")
+        print("\n".join(live))
     return 0

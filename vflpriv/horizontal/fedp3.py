@@ -47,6 +47,7 @@ import torch
 from torch.func import functional_call
 
 from accounting import PoissonSubsampledGaussian, SelfComposed, calibrate
+from accounting.ledger import ends_reservations
 from ..errors import InputError
 from . import wire
 from .ldp import LocalDP
@@ -314,6 +315,7 @@ class FedP3:
             return float((out.argmax(1).numpy() == y).mean())
 
     # -- the main loop (Alg. 1) ---------------------------------------------------------------
+    @ends_reservations
     def fit(self, clients, n_classes=None, image_shape=None, progress=None):
         """Train on ``clients`` (list of :class:`~vflpriv.horizontal.partition.ClientData`);
         ``progress(t)`` is called after every round."""

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from accounting import BudgetFilter, Ledger, report
+from accounting.ledger import ends_reservations
 
 from ..errors import InputError
 from ..optim import dp_frank_wolfe, frank_wolfe, get_loss, reference_optimum
@@ -204,6 +205,7 @@ def _privacy_report(event, delta, accountants):
     return values, rep.best_accountant
 
 
+@ends_reservations      # a run's unused reservation is released when it ends (docs/ledger.md)
 def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
           sampling="elementary", epsilon=math.inf, delta=None, rnm=None, sketch="identity",
           sketch_dim=None, calibration="accountant", split=None, feature_bound=None,

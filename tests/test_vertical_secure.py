@@ -318,3 +318,30 @@ def test_every_party_keeps_its_own_ledger_and_can_refuse(monkeypatch):
     with pytest.raises(BudgetExceeded, match="nothing was released"):
         _private(D, ledger=server_led)
     assert len(server_led.records) == 1            # the server charged round 0; no party drew
+
+
+def test_releases_stay_inside_the_reservation_when_the_worst_case_is_reached(tmp_path):
+    """A run whose releases reach the plan's worst case exactly (label release 9 Delta^2 =
+    3 feature rounds of K = 3 parties, every feature cap reached) keeps its reservation to the
+    end: the ledger's end line is the normal one, not 'a release outside the reservation' (the
+    plan's unit is rounded up so that float differences between the plan's and the rounds'
+    sensitivity formulas cannot push the sum of mu^2 past the reserved pool)."""
+    import json
+
+    A, y, _ = make_synthetic(n=50, d=18, density=0.3, seed=0)
+    D = VerticalData.from_arrays(A, y, "balanced", parties=3)
+    path = tmp_path / "r.ledger"
+    sol = solve(D, algorithm="dp-bcfw-secure", epsilon=4.0, delta=1e-5, feature_bound=1.0,
+                label_bound=3.0, iterations=3, seed=4, max_features=2, ledger=str(path))
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    reserved = [x for x in lines if x.get("type") == "reserve"]
+    ends = [x for x in lines if x.get("type") == "end"]
+    assert len(reserved) == 1 and len(ends) == 1
+    assert "outside" not in ends[0]["note"]
+    # the releases' mu^2 reach the reserved Gaussian pool to within the 1e-9 rounding
+    mu2 = sum((r.event.sensitivity / r.event.sigma) ** 2 for r in sol.ledger.records
+              if isinstance(r.event, Gaussian))
+    planned = [e for e in sol.noise_plan.event.events if hasattr(e, "count") and
+               isinstance(e.event, Gaussian)][0]
+    pool = planned.count * (planned.event.sensitivity / planned.event.sigma) ** 2
+    assert mu2 <= pool and mu2 == pytest.approx(pool, rel=1e-8)

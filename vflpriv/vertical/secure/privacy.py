@@ -61,7 +61,10 @@ def sensitivities(feature_bound, label_bound, eta, n, clips) -> P.Sensitivity:
     Ba = P.check_bound("feature_bound", feature_bound)
     By = P.check_bound("label_bound", label_bound)
     L = Ba * float(eta) + By                      # |a_r^(k)T x_k - y_r| <= B_a eta + B_y
-    worst = max(feature_sensitivity(Ba, clips, l) for l in range(len(clips)))
+    # the plan's unit is rounded up by 1e-9: the ledger reserves the plan's Gaussians as an exact
+    # pool of mu^2, and the rounds' releases (their sensitivities computed by another formula in
+    # floating point) must fit in it even when the worst case is attained exactly
+    worst = max(feature_sensitivity(Ba, clips, l) for l in range(len(clips))) * (1 + 1e-9)
     return P.Sensitivity(z_bound=Ba * float(eta), derivative_bound=L, index=2.0 * Ba * L / n,
                          feature=worst)
 

@@ -158,6 +158,30 @@ def test_cli_private_run_and_ledger(tmp_path, capsys):
     assert main(["ledger", "verify", str(led)]) == 0          # per-client budgets hold
 
 
+def test_cli_second_run_that_does_not_fit_is_refused_before_its_first_round(tmp_path, capsys):
+    """Record level: each client's whole plan (every round) is checked against what its own
+    budget has left, and reserved, before the first round; a second run of the same plan on the
+    same ledger (budget 2, the first spent about 2) is refused with exit 1, appends no release,
+    and leaves no live reservation; the first run's reservation ended with it."""
+    import json as _json
+
+    led = tmp_path / "l.jsonl"
+    argv = ["sparse", "--algorithm", "fediterht", "--data", SPEC, "--clients", "4", "--rounds",
+            "3", "--lr", "0.01", "--batch-size", "10", "--epsilon", "2", "--delta", "1e-5",
+            "--ledger", str(led), "--seed", "1"]
+    assert main(argv) == 0
+    lines = [_json.loads(x) for x in led.read_text().splitlines()]
+    assert sum(x.get("type") == "reserve" for x in lines) == 4          # one per client
+    assert sum(x.get("type") == "end" for x in lines) >= 1
+    n_rel = len(read_ledger(led).records)
+    capsys.readouterr()
+    assert main(argv) == 1
+    assert "before its first release" in capsys.readouterr().err
+    assert len(read_ledger(led).records) == n_rel
+    lines = [_json.loads(x) for x in led.read_text().splitlines()]
+    assert sum(x.get("type") == "reserve" for x in lines) == 4          # nothing reserved
+
+
 @pytest.mark.parametrize("argv,needle", [
     (["--tau", "0"], "--tau"),
     (["--rounds", "0"], "--rounds"),

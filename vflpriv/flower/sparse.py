@@ -207,6 +207,7 @@ def serve(grid, spec, progress=None) -> dict:
                                participation=part, counts=np.asarray(spec["counts"]),
                                batch_size=setup["batch_size"], ledger=pp["ledger"],
                                accountant=pp["accountant"])
+            plan.check_plan()     # before any round, as in process
         models = []
 
         def on_round(t, state):

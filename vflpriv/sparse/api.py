@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 
+from accounting.ledger import ends_reservations
+
 from ..errors import InputError
 from .algorithms import ALGORITHMS, make_strategy
 from .data import FederatedData, apply_dictionary, load_federated, make_dictionary
@@ -74,6 +76,7 @@ def check_options(algorithm, *, rounds, local_steps, tau, lr, batch_size, batch_
                              f"rate is fixed by the plan), got {batch_growth!r}")
 
 
+@ends_reservations      # a run's unused reservation is released when it ends (docs/ledger.md)
 def fit(data, algorithm, *, clients=None, rounds=50, local_steps=1, tau=None, lr=None,
         batch_size=None, batch_growth=1.0, participation="full", weights="uniform",
         loss="squared", l2=0.0, epsilon=math.inf, delta=None, privacy="record", clip=1.0,
@@ -160,6 +163,7 @@ def fit(data, algorithm, *, clients=None, rounds=50, local_steps=1, tau=None, lr
         plan = PrivacyPlan(privacy, epsilon, delta, clip, rounds=rounds, local_steps=local_steps,
                            participation=part, counts=shards.counts, batch_size=batch_size,
                            ledger=ledger, accountant=accountant)
+        plan.check_plan()         # the whole plan fits (and is reserved) before any round
     res = run(strategy, shards, rounds=rounds, participation=part,
               batch=BatchSchedule(batch_size, batch_growth), lr=lr, weights=weights, seed=seed,
               x_true=fd.x_true, support_true=fd.support_true, dictionary=D, privacy=plan,

@@ -162,6 +162,20 @@ class PrivacyPlan:
         e = _step_event(self.z[float(self.q[i])], float(self.q[i]))
         return e if self.local_steps == 1 else SelfComposed(e, self.local_steps)
 
+    # -- before the run ------------------------------------------------------------------
+    def check_plan(self):
+        """Refuse the run before its first round unless its whole worst-case plan fits in what
+        remains, and reserve it (``BudgetFilter.check_plan``): record level, every client in
+        every round, each against its own budget; client level, ``rounds`` noisy sums."""
+        advice = (lambda: "a smaller epsilon, fewer rounds or a fresh ledger fits")
+        if self.level == "record":
+            for i in range(len(self.counts)):
+                self.filter.check_plan(SelfComposed(self.client_event(i), self.rounds),
+                                       party=f"client-{i}", advice=advice)
+        else:
+            self.filter.check_plan(SelfComposed(self.round_event(), self.rounds),
+                                   party="server", advice=advice)
+
     # -- the round -----------------------------------------------------------------------
     def before_round(self, ctx, strategy):
         """Charge the round's releases (durably) before any of their noise is drawn."""

@@ -96,3 +96,20 @@ def test_reproduce_checks_its_files_before_the_work(tmp_path, capsys):
     assert main(["reproduce", "004-fig1", "--out", str(tmp_path)]) == 2
     assert "is a directory" in capsys.readouterr().err
     assert not (tmp_path / "004-fig1.json").exists()
+
+
+def test_assemble_writes_the_results_from_the_commands_files(tmp_path, capsys):
+    from vflpriv.reproduce.assemble import MARKER, assemble
+
+    out = tmp_path / "reproduce"
+    assert main(["reproduce", "003-fig9", "--fast", "--seeds", "2", "--out", str(out)]) == 0
+    page = tmp_path / "page.md"
+    page.write_text("# hand-written head\n\n" + MARKER + "\nold results\n")
+    assemble(str(out), str(page))
+    first = page.read_text()
+    assemble(str(out), str(page))                       # idempotent
+    text = page.read_text()
+    assert text == first and text.startswith("# hand-written head") and "old results" not in text
+    res = json.loads((out / "003-fig9.json").read_text())
+    assert f"**{res['claims'][0]['verdict']}**" in text and "--fast, seeds 0, 1" in text
+    assert "![003-fig9](reproduce/003-fig9.png)" in text

@@ -70,7 +70,9 @@ def run(args) -> int:
             res = reproduce(name, out, fast=args.fast,
                             seeds=None if args.seeds is None else list(range(args.seeds)))
             done.append((name, res))
-            print(f"{name} ({'fast' if args.fast else 'full'}, {res['seconds']:.1f} s)")
+            seeds = res["outcome"].settings["seeds"]
+            print(f"{name} ({'fast' if args.fast else 'full'}, seeds "
+                  f"{', '.join(map(str, seeds))}, {res['seconds']:.1f} s)")
             print(table(res["outcome"].claims))
             for note in res["outcome"].notes:
                 print(f"- {note}")

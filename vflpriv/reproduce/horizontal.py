@@ -1,9 +1,9 @@
-"""Papers 000 (Fed-HT / FedIter-HT), 003 (FedGradMP), 001 (FedElasticNet), 002 (FedP3): the
-cheap figures and tables, each run through the user-facing command (``vflpriv sparse``,
-``vflpriv horizontal``, ``vflpriv fedp3``) with ``--json``, so a table reports exactly what a user
-running the printed command gets.  The paper's numbers in the tables are those of the notes on
-the papers.  Paper 000's entries run both the shared setting (the commands' default step) and
-each method's best setting from the paper's own grid.
+"""Papers 000 (Fed-HT / FedIter-HT) and 003 (FedGradMP), each run through the user-facing command
+(``vflpriv sparse``) with ``--json``, so a table reports exactly what a user running the printed
+command gets; :func:`_cli` is shared with the entries of papers 001 (:mod:`.p001`) and 002
+(:mod:`.p002`).  The paper's numbers in the tables are those of the notes on the papers.  Paper
+000's Fig. 3 entries run both the shared setting (the command's default step) and each method's
+best setting from a grid (the paper's local steps, steps relative to 1/L).
 """
 from __future__ import annotations
 

@@ -435,8 +435,8 @@ def test_train_layers_all_is_one_sgd_step_on_every_layer_keeping_pruned_zeros(ti
     with torch.no_grad():
         for k, p in net.named_parameters():
             p.copy_(params[k])
-    loss = torch.nn.functional.cross_entropy(net(torch.from_numpy(tiny[0].X_train)),
-                                             torch.from_numpy(tiny[0].y_train), reduction="sum") / 30
+    X, y = torch.from_numpy(tiny[0].X_train), torch.from_numpy(tiny[0].y_train)
+    loss = torch.nn.functional.cross_entropy(net(X), y, reduction="sum") / 30
     loss.backward()
     for k, p in net.named_parameters():
         want = params[k] - 0.5 * p.grad * (params[k] != 0 if k == "fc2.weight" else 1)

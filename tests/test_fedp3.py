@@ -407,3 +407,55 @@ def test_cli_plot(tmp_path, capsys):
         assert rc == 2 and "matplotlib" in err and err.count("\n") == 1 and not png.exists()
     else:
         assert rc == 0 and png.stat().st_size > 0
+
+
+# -- --train-layers: the paper's update trains every layer, uploads L_i --------------------------
+
+def _one_step_setup(train_layers):
+    from vflpriv.horizontal.fedp3 import _ClientPlan
+
+    torch.manual_seed(0)
+    est = FedP3(model=tiny_model, local_pruning="fixed", lr=0.5, batch_size=30, seed=0,
+                train_layers=train_layers)
+    est.net_ = tiny_model()
+    est.layer_names_ = est.net_.layer_names
+    est.shapes_ = {k: tuple(v.shape) for k, v in est.net_.named_parameters()}
+    params = {k: v.detach().clone() for k, v in est.net_.named_parameters()}
+    params["fc2.weight"][:, :3] = 0.0                  # globally pruned positions (outside L_i)
+    return est, params, _ClientPlan(m=30, q=1.0, steps=1)
+
+
+def test_train_layers_all_is_one_sgd_step_on_every_layer_keeping_pruned_zeros(tiny):
+    est, params, plan = _one_step_setup("all")
+    L_i = ("fc1", "ffc")
+    local, sent = est._train_client(params, L_i, tiny[0], plan, np.random.default_rng(0),
+                                    torch.Generator().manual_seed(0))
+    # reference: plain autograd on a module holding the received weights, full batch (q = 1)
+    net = tiny_model()
+    with torch.no_grad():
+        for k, p in net.named_parameters():
+            p.copy_(params[k])
+    X, y = torch.from_numpy(tiny[0].X_train), torch.from_numpy(tiny[0].y_train)
+    loss = torch.nn.functional.cross_entropy(net(X), y, reduction="sum") / 30
+    loss.backward()
+    for k, p in net.named_parameters():
+        want = params[k] - 0.5 * p.grad * (params[k] != 0 if k == "fc2.weight" else 1)
+        assert torch.allclose(local[k], want, atol=1e-6), k
+    assert torch.all(local["fc2.weight"][:, :3] == 0)
+    assert not torch.equal(local["fc3.weight"], params["fc3.weight"])     # outside L_i: trained
+    assert set(sent) == {"fc1.weight", "fc1.bias", "ffc.weight", "ffc.bias"}   # only L_i leaves
+
+
+def test_train_layers_selected_leaves_the_other_layers_alone(tiny):
+    est, params, plan = _one_step_setup("selected")
+    local, sent = est._train_client(params, ("fc1", "ffc"), tiny[0], plan,
+                                    np.random.default_rng(0), torch.Generator().manual_seed(0))
+    assert torch.equal(local["fc3.weight"], params["fc3.weight"])
+    assert not torch.equal(local["fc1.weight"], params["fc1.weight"])
+    assert set(sent) == {"fc1.weight", "fc1.bias", "ffc.weight", "ffc.bias"}
+
+
+def test_train_layers_bad_value_exits_2_with_one_line(capsys):
+    assert main(["fedp3", "--rounds", "1", "--train-layers", "some"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "some" in err and "train layers" in err

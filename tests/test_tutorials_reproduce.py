@@ -40,13 +40,34 @@ def test_reproduce_list(capsys):
         assert name in out
 
 
+@pytest.fixture(autouse=True)
+def _restore_environment(monkeypatch):
+    """``reproduce`` pins numeric settings in os.environ (when torch is not loaded yet): give
+    them back after each test."""
+    from vflpriv.reproduce.environment import PINNED
+
+    for k in PINNED:
+        if k in os.environ:
+            monkeypatch.setenv(k, os.environ[k])
+        else:
+            monkeypatch.delenv(k, raising=False)
+
+
 def test_reproduce_one_entry_fast(tmp_path, capsys):
-    assert main(["reproduce", "004-fig1", "--fast", "--out", str(tmp_path)]) == 0
+    assert main(["reproduce", "004-fig1", "--fast", "--seeds", "2", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "| claim | paper | measured here | verdict |" in out
     res = json.loads((tmp_path / "004-fig1.json").read_text())
-    assert res["fast"] and res["claims"] and res["claims"][0]["verdict"] in (
-        "holds", "does not hold", "undecided")
+    assert res["fast"] and res["claims"] and res["seeds"] == [0, 1]
+    for c in res["claims"]:
+        assert c["verdict"] in ("holds", "does not hold", "inconclusive")
+        assert {"claim", "paper", "measured", "seeds", "mean", "interval"} <= set(c)
+        assert c["seeds"] == [0, 1] and len(c["interval"]) == 2 and len(c["values"]) == 2
+        lo, hi = c["interval"]
+        assert lo <= c["mean"] <= hi
+    env = res["environment"]
+    assert {"python", "numpy", "scipy", "pinned"} <= set(env)
+    assert "Mode: --fast (small settings), seeds 0, 1" in (tmp_path / "004-fig1.md").read_text()
     assert (tmp_path / "004-fig1.png").stat().st_size > 1000
     assert "![004-fig1](004-fig1.png)" in (tmp_path / "004-fig1.md").read_text()
 
@@ -54,12 +75,18 @@ def test_reproduce_one_entry_fast(tmp_path, capsys):
 @pytest.mark.parametrize("argv", [["reproduce"], ["reproduce", "nope"],
                                   ["reproduce", "004-fig1", "--list"],
                                   ["reproduce", "004-fig1", "--all"],
-                                  ["reproduce", "004-fig1", "--out", "FILE"]])
+                                  ["reproduce", "004-fig1", "--out", "FILE"],
+                                  ["reproduce", "004-fig1", "--seeds", "0"],
+                                  ["reproduce", "004-fig1", "--seeds", "two"]])
 def test_reproduce_bad_input(argv, tmp_path, capsys):
     f = tmp_path / "a_file"
     f.write_text("x")
     argv = [str(f) if a == "FILE" else a for a in argv]
-    assert main(argv) == 2
+    try:
+        rc = main(argv)
+    except SystemExit as exc:                  # argparse's own type errors
+        rc = exc.code
+    assert rc == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("vflpriv reproduce: error:")
 
@@ -69,3 +96,20 @@ def test_reproduce_checks_its_files_before_the_work(tmp_path, capsys):
     assert main(["reproduce", "004-fig1", "--out", str(tmp_path)]) == 2
     assert "is a directory" in capsys.readouterr().err
     assert not (tmp_path / "004-fig1.json").exists()
+
+
+def test_assemble_writes_the_results_from_the_commands_files(tmp_path, capsys):
+    from vflpriv.reproduce.assemble import MARKER, assemble
+
+    out = tmp_path / "reproduce"
+    assert main(["reproduce", "003-fig9", "--fast", "--seeds", "2", "--out", str(out)]) == 0
+    page = tmp_path / "page.md"
+    page.write_text("# hand-written head\n\n" + MARKER + "\nold results\n")
+    assemble(str(out), str(page))
+    first = page.read_text()
+    assemble(str(out), str(page))                       # idempotent
+    text = page.read_text()
+    assert text == first and text.startswith("# hand-written head") and "old results" not in text
+    res = json.loads((out / "003-fig9.json").read_text())
+    assert f"**{res['claims'][0]['verdict']}**" in text and "--fast, seeds 0, 1" in text
+    assert "![003-fig9](reproduce/003-fig9.png)" in text

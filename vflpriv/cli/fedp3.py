@@ -51,6 +51,8 @@ def register(sub):
     a("--scheme", default="opu2", help="layer sets: fedavg | lowerb | opu2 | opu3 | opr2 | "
       "opu1-2-3 | opu2-3 (default opu2)")
     a("--local-pruning", default="fixed", help="fixed | uniform | ordered_dropout (default fixed)")
+    a("--train-layers", default="all", help="all | selected: train every layer and upload L_i "
+      "(the paper's update, default) or train only L_i")
     a("--local-p", type=float, default=0.9, help="local keep ratio q ~ U[p, 1] (default 0.9)")
     a("--keep-ratio", type=float, default=0.9, help="global pruning keep ratio r (default 0.9)")
     a("--global-pruning", default="random", help="random | magnitude (default random)")
@@ -124,7 +126,7 @@ def run(args) -> int:
                 batch_size=args.batch_size, lr=args.lr, epsilon=args.epsilon, delta=args.delta,
                 clip=args.clip, noise=args.noise, paper_c=args.paper_c,
                 accountant=args.accountant, ledger=args.ledger, seed=args.seed,
-                backend=backend, flower=flower)
+                backend=backend, flower=flower, train_layers=args.train_layers)
     from accounting import BudgetExceeded
 
     try:
@@ -149,6 +151,7 @@ def run(args) -> int:
            "data": args.data, "model": args.model,
            "hidden": list(hidden) if args.model == "mlp" else None,
            "clients": args.clients, "scheme": args.scheme, "local_pruning": args.local_pruning,
+           "train_layers": args.train_layers,
            "keep_ratio": args.keep_ratio, "global_pruning": args.global_pruning,
            "epsilon": None if math.isinf(args.epsilon) else args.epsilon,
            "private": math.isfinite(args.epsilon), "delta": args.delta, "clip": args.clip,

@@ -269,7 +269,8 @@ def run(args) -> int:
            "epsilon_spent": [_json_num(e) for e in eps] if eps is not None else None,
            "settings": {k: _json_num(v) for k, v in s.items()},
            "per_round": hist,
-           "entropy_variants": dict(meter.entropy), "backend": backend}
+           "entropy_variants": dict(meter.entropy),
+           "entropy_variants_model_sent": dict(meter.entropy_model), "backend": backend}
     out["lost_clients"] = list((finfo or {}).get("lost_clients") or [])
     if finfo is not None:
         out["flower"] = B.section(finfo, last["uplink_bytes"], last["downlink_bytes"])

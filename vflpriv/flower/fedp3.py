@@ -36,7 +36,8 @@ from .horizontal import (REFUSED, build_net, client_budget, client_key, describe
 from .link import error_record
 
 #: the estimator's settings the clients need (all public)
-PARAMS = ("scheme", "keep_ratio", "global_pruning", "local_pruning", "local_p", "aggregation",
+PARAMS = ("scheme", "keep_ratio", "global_pruning", "local_pruning", "train_layers", "local_p",
+          "aggregation",
           "participation", "rounds", "local_epochs", "local_steps", "batch_size", "lr",
           "epsilon", "delta", "clip", "noise", "paper_c", "accountant")
 _ACC = struct.Struct("<d")

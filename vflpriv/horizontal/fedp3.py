@@ -65,6 +65,7 @@ from .pruning import (cyclic_layers, kept_count, magnitude_mask,  # noqa: F401
 SCHEMES = ("fedavg", "lowerb", "opu2", "opu3", "opr2", "opu1-2-3", "opu2-3")
 GLOBAL_PRUNING = ("random", "magnitude")
 LOCAL_PRUNING = ("fixed", "uniform", "ordered_dropout")
+TRAIN_LAYERS = ("all", "selected")
 AGGREGATIONS = ("simple", "weighted")
 NOISE = ("calibrate", "paper")
 
@@ -126,7 +127,7 @@ class FedP3:
                  rounds=15, local_epochs=2.0, local_steps=None, batch_size=16, lr=0.3,
                  epsilon=math.inf, delta=1e-5, clip=1.0, noise="calibrate", paper_c=None,
                  accountant="rdp", ledger=None, seed=None, threads=1, backend="inprocess",
-                 flower=None):
+                 flower=None, train_layers="all"):
         self.model, self.scheme, self.keep_ratio = model, scheme, keep_ratio
         self.global_pruning, self.local_pruning, self.local_p = global_pruning, local_pruning, local_p
         self.aggregation, self.participation, self.rounds = aggregation, participation, rounds
@@ -136,6 +137,7 @@ class FedP3:
             epsilon, delta, clip, noise, paper_c
         self.accountant, self.ledger, self.seed, self.threads = accountant, ledger, seed, threads
         self.backend, self.flower = backend, flower
+        self.train_layers = train_layers
 
     #: remote clients (``round_loop``'s ``clients``), set by vflpriv.flower.fedp3's server side
     _remote = None
@@ -148,6 +150,7 @@ class FedP3:
         choice("scheme", self.scheme, SCHEMES)
         choice("global pruning", self.global_pruning, GLOBAL_PRUNING)
         choice("local pruning", self.local_pruning, LOCAL_PRUNING)
+        choice("train layers", self.train_layers, TRAIN_LAYERS)
         choice("aggregation", self.aggregation, AGGREGATIONS)
         choice("noise", self.noise, NOISE)
 
@@ -288,6 +291,15 @@ class FedP3:
         return masks
 
     def _train_client(self, params, L_i, client, plan, rng, gen):
+        """Alg. 2 on client ``client``: returns (its local model, the L_i tensors it uploads).
+
+        ``train_layers="all"`` (the paper's update, Alg. 2 line 4, and its released code): every
+        layer of the received (globally pruned) model is trained, the layers outside L_i through
+        the local pruning masks Q_i (gradient of L(w * Q) is Q * grad), with their globally pruned
+        positions (the entries received as 0) kept at 0; only L_i is uploaded.
+        ``"selected"``: only L_i is trained, the other layers are fixed inputs (masked by Q_i)."""
+        if self.train_layers == "all":
+            return self._train_all(params, L_i, client, plan, rng, gen)
         trainable = {k: v.clone() for k, v in params.items() if k.split(".")[0] in L_i}
         fixed = {k: v for k, v in params.items() if k not in trainable}
         X = torch.from_numpy(client.X_train)
@@ -308,6 +320,33 @@ class FedP3:
             with torch.no_grad():
                 trainable = {k: v - self.lr * g[k] for k, v in trainable.items()}
         return {**fixed, **trainable}, trainable
+
+    def _train_all(self, params, L_i, client, plan, rng, gen):
+        w = {k: v.clone() for k, v in params.items()}
+        keep = {k: (v != 0).to(v.dtype) for k, v in params.items()
+                if k.split(".")[0] not in L_i and k.endswith(".weight")}
+        X = torch.from_numpy(client.X_train)
+        y = torch.from_numpy(client.y_train)
+        private = math.isfinite(self.epsilon)
+        for _ in range(plan.steps):
+            batch = poisson_batch(rng, plan.m, plan.q)   # Poisson sampling, rate b/m
+            masks = self._local_masks(L_i, rng)
+            wm = {k: (v * masks[k] if k in masks else v) for k, v in w.items()}
+            Xb, yb = X[batch], y[batch]
+            if private:
+                g = private_gradient(self.net_, wm, {}, Xb, yb, clip=self.clip,
+                                     noise_multiplier=plan.noise_multiplier,
+                                     expected_batch=self.batch_size, generator=gen)
+            else:
+                g = nonprivate_gradient(self.net_, wm, {}, Xb, yb,
+                                        expected_batch=self.batch_size)
+            with torch.no_grad():
+                for k in w:
+                    step = g[k] * masks[k] if k in masks else g[k]
+                    if k in keep:
+                        step = step * keep[k]
+                    w[k] = w[k] - self.lr * step
+        return w, {k: v for k, v in w.items() if k.split(".")[0] in L_i}
 
     def _accuracy(self, params, X, y) -> float:
         with torch.no_grad():

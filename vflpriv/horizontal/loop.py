@@ -69,7 +69,8 @@ def round_loop(algo, rounds: int, *, meter, budget=None, progress=None, clients=
                 continue
             values, payload = algo.receive(k, t, down, up)
             meter.downlink(down)
-            meter.uplink(values, up)
+            model_form = getattr(algo, "model_form", None)
+            meter.uplink(values, up, model_form(values) if model_form else None)
             replies.append((k, payload))
         algo.aggregate(t, replies)
         meter.end_round()

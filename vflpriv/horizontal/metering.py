@@ -12,6 +12,10 @@ Paper 001 (FedElasticNet) counts (notes A.8):
    ``binning="round"`` (bins centred on multiples of 0.01).  The unstated choices are selectable:
    ``pooling="mean"`` averages the per-client entropies of the round instead, ``binning="floor"``
    uses bins [k w, (k + 1) w).
+   FedDyn's paper sends theta_k (the local model), paper 001's variants send the update Delta_k;
+   its Table 3 gives FedDyn both ways ("theta sent (Delta sent)").  The methods here send Delta;
+   :meth:`Meter.uplink` also meters, when given, what the client would send if it sent its model
+   instead (theta^{t-1} + Delta_k, the same information for the server), in ``entropy_model``.
 3. bytes: the length of the real serialized message (:mod:`vflpriv.horizontal.wire`), each vector in
    the smallest of the dense / COO / bitmap encodings, uplink and downlink.
 """
@@ -60,15 +64,22 @@ class Meter:
         self.uplink_bytes = 0
         self.downlink_bytes = 0
         self.entropy = {f"{p}/{b}": 0.0 for p in POOLINGS for b in BINNINGS}
+        self.entropy_model = {}      # the same variants for the model-sent form (when metered)
         self.history = []
         self._round = []
+        self._round_model = []
 
-    def uplink(self, vectors, message: bytes) -> None:
+    def uplink(self, vectors, message: bytes, model=None) -> None:
+        """Meter one client's reply ``vectors`` (and ``message``, its serialized bytes);
+        ``model``: the vectors it would send if it sent its model instead of its update."""
         flat = np.concatenate([np.asarray(v, dtype=np.float64).ravel() for v in vectors])
         self.nonzeros += nonzeros(flat)
         self.values_sent += flat.size
         self.uplink_bytes += len(message)
         self._round.append(flat)
+        if model is not None:
+            self._round_model.append(
+                np.concatenate([np.asarray(v, dtype=np.float64).ravel() for v in model]))
 
     def downlink(self, message: bytes, copies: int = 1) -> None:
         self.downlink_bytes += len(message) * copies
@@ -80,7 +91,14 @@ class Meter:
                 self.entropy[f"pooled/{b}"] += entropy_bits(pooled, self.bin_width, b)
                 self.entropy[f"mean/{b}"] += float(np.mean(
                     [entropy_bits(v, self.bin_width, b) for v in self._round]))
+        if self._round_model:
+            pooled = np.concatenate(self._round_model)
+            for b in BINNINGS:
+                key = f"pooled/{b}"
+                self.entropy_model[key] = self.entropy_model.get(key, 0.0) + entropy_bits(
+                    pooled, self.bin_width, b)
         self._round = []
+        self._round_model = []
         self.history.append({"uplink_nonzeros": self.nonzeros,
                              "uplink_entropy": self.entropy["pooled/round"],
                              "uplink_bytes": self.uplink_bytes,

@@ -134,6 +134,12 @@ class _StrategyRun:
         decoded = wire.decode_vectors(up)
         return decoded, [torch.from_numpy(v) for v in decoded]
 
+    def model_form(self, values):
+        """What the reply would be if the client sent its model theta_k = theta^{t-1} + Delta_k
+        instead of its update Delta_k (FedDyn's original exchange; SCAFFOLD's Delta c is kept):
+        for metering only, the server never needs it."""
+        return [self.theta.numpy().astype(np.float64) + values[0]] + list(values[1:])
+
     def aggregate(self, t, replies):
         self.theta = self.strategy.aggregate_train(self.theta, replies)
 

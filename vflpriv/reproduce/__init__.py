@@ -1,11 +1,14 @@
 """``vflpriv reproduce``: the papers' figures and tables the project can honestly regenerate.
 
-Each entry is a function ``f(fast) -> Outcome`` registered in :data:`ENTRIES` by name
+Each entry is a function ``f(fast, seed) -> Outcome`` registered in :data:`ENTRIES` by name
 (``004-fig1``, ``000-fig3a``, ...).  It runs the project's own code (``vflpriv.vertical.solve``
-for paper 004; the ``vflpriv sparse`` / ``horizontal`` / ``fedp3`` commands for papers 000-003),
-and returns the curves to plot and a table of claims: for each, what the paper says (numbers from
-the notes on the papers), what was measured here, and whether the claim holds on this run.
-Nothing in a table is typed in as a result: every "measured" cell comes from the run.
+for paper 004; the ``vflpriv sparse`` / ``horizontal`` / ``fedp3`` commands for papers 000-003)
+on one seed (the seed draws the data and the run), and returns the curves to plot and its claims:
+for each, what the paper says (numbers from the notes on the papers), what was measured, and the
+measured quantity with the threshold it must clear.  :func:`run_entry` runs the entry on several
+seeds and decides each claim by :func:`vflpriv.reproduce.verdict.decide` (a 95% t-interval over
+the seeds must clear the threshold).  Nothing in a table is typed in as a result: every
+"measured" cell comes from the run.
 
 :func:`reproduce` writes ``NAME.png`` (the figure), ``NAME.md`` (the table) and ``NAME.json``
 (the table and the curves) into an output folder.  ``fast=True`` shrinks every setting to a
@@ -21,14 +24,50 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Claim:
-    """One row of the measured-vs-paper table."""
+    """One claim measured on one seed: the claim holds on this seed when ``value OP threshold``
+    (``value`` None: not measurable on this seed)."""
     claim: str             # what the paper says, in words (with the paper's number when it has one)
     paper: str             # the paper's value or "qualitative"
-    measured: str          # what this run measured
-    holds: bool | None     # None = not decidable from this run
+    measured: str          # what this seed measured, in words
+    value: float | None    # the measured quantity
+    op: str                # ">", ">=", "<", "<="
+    threshold: float
+    quantity: str          # what ``value`` is ("ratio of rounds", "min margin", ...)
 
-    def verdict(self):
-        return {True: "holds", False: "does not hold", None: "undecided"}[self.holds]
+
+@dataclass
+class Verdict:
+    """One row of the measured-vs-paper table: a claim over seeds (keys as in the JSON)."""
+    claim: str
+    paper: str
+    measured: str          # mean and interval of the quantity, and the first seed's details
+    verdict: str           # holds | does not hold | inconclusive
+    seeds: list
+    mean: float | None
+    interval: list         # [low, high] (None, None with fewer than two seeds)
+    quantity: str
+    rule: str              # "quantity OP threshold"
+    values: list           # per seed
+
+
+def combine(per_seed, seeds):
+    """:class:`Verdict` rows from ``per_seed`` = one list of :class:`Claim` per seed."""
+    from .verdict import decide
+
+    rows = []
+    for cs in zip(*per_seed):
+        c0 = cs[0]
+        values = [c.value for c in cs]
+        verdict, mean, iv = decide(values, c0.op, c0.threshold)
+        g = (lambda v: "n/a" if v is None else f"{v:.4g}")
+        n = len(seeds)
+        summary = (f"{c0.quantity}: mean {g(mean)}"
+                   + (f", 95% interval [{g(iv[0])}, {g(iv[1])}]" if iv[0] is not None else "")
+                   + f" over {n} seed{'s' if n > 1 else ''} (per seed: "
+                   + ", ".join(g(v) for v in values) + f"); seed {seeds[0]}: {c0.measured}")
+        rows.append(Verdict(c0.claim, c0.paper, summary, verdict, list(seeds), mean, iv,
+                            c0.quantity, f"{c0.quantity} {c0.op} {c0.threshold:g}", values))
+    return rows
 
 
 @dataclass
@@ -45,7 +84,7 @@ class Panel:
 @dataclass
 class Outcome:
     panels: list
-    claims: list
+    claims: list           # Claim (one seed) or, after run_entry, Verdict (over the seeds)
     settings: dict
     notes: list = field(default_factory=list)
 
@@ -95,25 +134,46 @@ ENTRIES = {e.name: e for e in [
     Entry("003-fig9", _P003, "Fig. 9", "FedGradMP reaches the ground truth to machine "
           "precision in four rounds with three local iterations", "horizontal", "p003_fig9"),
     Entry("001-table2", _P001, "Tables 2-3", "uplink nonzeros, entropy and accuracy: FedProx, "
-          "SCAFFOLD, FedDyn vs Algs. 1-3 (digits MLP in place of MNIST)", "horizontal", "p001_table2"),
+          "SCAFFOLD, FedDyn vs Algs. 1-3 (digits MLP in place of MNIST)", "p001", "p001_table2"),
     Entry("002-table2", _P002, "Table 2", "local pruning strategies: fixed vs uniform vs "
-          "ordered dropout (digits MLP in place of the image sets)", "horizontal",
+          "ordered dropout (digits MLP and CNN in place of the image sets)", "p002",
           "p002_table2"),
 ]}
 
 
-def run_entry(name, fast=False):
-    """Run one entry and return its :class:`Outcome` (no files written)."""
+SEEDS = 5          # default number of seeds
+FAST_SEEDS = 3     # default under --fast
+
+
+def default_seeds(fast):
+    """The seeds used when ``--seeds`` is not given: 0..4 (``--fast``: 0..2)."""
+    return list(range(FAST_SEEDS if fast else SEEDS))
+
+
+def run_entry(name, fast=False, seeds=None):
+    """Run one entry on every seed and return its :class:`Outcome` with the claims decided over
+    the seeds (no files written).  Panels, settings and notes are those of the first seed."""
     import importlib
 
+    from .environment import runtime_settings
+
     e = ENTRIES[name]
-    return getattr(importlib.import_module(f"vflpriv.reproduce.{e.module}"), e.function)(fast)
+    seeds = default_seeds(fast) if seeds is None else [int(s) for s in seeds]
+    f = getattr(importlib.import_module(f"vflpriv.reproduce.{e.module}"), e.function)
+    runtime_settings()
+    outcomes = [f(fast, s) for s in seeds]
+    first = outcomes[0]
+    settings = dict(first.settings, seeds=seeds)
+    return Outcome(first.panels, combine([o.claims for o in outcomes], seeds), settings,
+                   first.notes + [f"figure: seed {seeds[0]}; claims: {len(seeds)} seeds "
+                                  f"({', '.join(map(str, seeds))}), 95% t-interval"])
 
 
-def reproduce(name, out, fast=False):
+def reproduce(name, out, fast=False, seeds=None):
     """Run ``name`` and write NAME.png, NAME.md, NAME.json into ``out``; return the paths
     and the outcome."""
     from ..outputs import check_output, write_atomic
+    from .environment import describe
 
     e = ENTRIES[name]
     os.makedirs(out, exist_ok=True)
@@ -121,14 +181,15 @@ def reproduce(name, out, fast=False):
     for path in (png, md, js):                 # before the work
         check_output(path, "--out")
     t0 = time.perf_counter()
-    oc = run_entry(name, fast)
+    oc = run_entry(name, fast, seeds)
     seconds = time.perf_counter() - t0
     plot(oc, f"{name}: {e.target} of {e.paper.split(':')[0].split(' (')[0]}", png)
     text = markdown(e, oc, fast, seconds, os.path.basename(png))
     write_atomic(md, lambda fh: fh.write(text.encode("utf-8")))
     blob = json.dumps({"name": name, "paper": e.paper, "target": e.target, "fast": fast,
-                       "seconds": seconds, "settings": oc.settings,
-                       "claims": [dict(c.__dict__, verdict=c.verdict()) for c in oc.claims],
+                       "seconds": seconds, "seeds": oc.settings["seeds"],
+                       "settings": oc.settings, "environment": describe(),
+                       "claims": [dict(c.__dict__) for c in oc.claims],
                        "panels": [dict(p.__dict__) for p in oc.panels], "notes": oc.notes},
                       indent=1, default=_jsonable) + "\n"
     write_atomic(js, lambda fh: fh.write(blob.encode("utf-8")))
@@ -150,9 +211,16 @@ def _jsonable(v):
     return str(v)
 
 
+def _mode(fast, seeds):
+    return (f"{'--fast (small settings)' if fast else 'full'}, seeds "
+            f"{', '.join(map(str, seeds))}")
+
+
 def index_markdown(done, fast):
     """All entries' tables on one page (``reproduce --all``): ``done`` = [(name, result)]."""
-    lines = [f"# vflpriv reproduce --all{' --fast' if fast else ''}", ""]
+    seeds = done[0][1]["outcome"].settings["seeds"] if done else []
+    lines = [f"# vflpriv reproduce --all{' --fast' if fast else ''}", "",
+             f"Mode: {_mode(fast, seeds)}.", ""]
     for name, res in done:
         e, oc = ENTRIES[name], res["outcome"]
         lines += [f"## {name}: {e.target}, {e.summary}", "",
@@ -164,14 +232,14 @@ def index_markdown(done, fast):
 
 def table(claims):
     rows = ["| claim | paper | measured here | verdict |", "|---|---|---|---|"]
-    rows += [f"| {c.claim} | {c.paper} | {c.measured} | {c.verdict()} |" for c in claims]
+    rows += [f"| {c.claim} | {c.paper} | {c.measured} | {c.verdict} |" for c in claims]
     return "\n".join(rows)
 
 
 def markdown(entry, oc, fast, seconds, png_name):
     lines = [f"# {entry.name}: {entry.target}, {entry.summary}", "",
              f"Paper: *{entry.paper}*.", "",
-             f"Mode: {'--fast (small settings)' if fast else 'full'}; {seconds:.1f} s.", "",
+             f"Mode: {_mode(fast, oc.settings['seeds'])}; {seconds:.1f} s.", "",
              "Settings: " + ", ".join(f"{k} = {v}" for k, v in oc.settings.items()), "",
              table(oc.claims), ""]
     if oc.notes:

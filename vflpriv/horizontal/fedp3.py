@@ -304,19 +304,12 @@ class FedP3:
         fixed = {k: v for k, v in params.items() if k not in trainable}
         X = torch.from_numpy(client.X_train)
         y = torch.from_numpy(client.y_train)
-        private = math.isfinite(self.epsilon)
         for _ in range(plan.steps):
             batch = poisson_batch(rng, plan.m, plan.q)   # Poisson sampling, rate b/m
             masks = self._local_masks(L_i, rng)
             fx = {k: (v * masks[k] if k in masks else v) for k, v in fixed.items()}
             Xb, yb = X[batch], y[batch]
-            if private:
-                g = private_gradient(self.net_, trainable, fx, Xb, yb, clip=self.clip,
-                                     noise_multiplier=plan.noise_multiplier,
-                                     expected_batch=self.batch_size, generator=gen)
-            else:
-                g = nonprivate_gradient(self.net_, trainable, fx, Xb, yb,
-                                        expected_batch=self.batch_size)
+            g = self._gradient(trainable, fx, Xb, yb, plan, gen)
             with torch.no_grad():
                 trainable = {k: v - self.lr * g[k] for k, v in trainable.items()}
         return {**fixed, **trainable}, trainable
@@ -327,19 +320,12 @@ class FedP3:
                 if k.split(".")[0] not in L_i and k.endswith(".weight")}
         X = torch.from_numpy(client.X_train)
         y = torch.from_numpy(client.y_train)
-        private = math.isfinite(self.epsilon)
         for _ in range(plan.steps):
             batch = poisson_batch(rng, plan.m, plan.q)   # Poisson sampling, rate b/m
             masks = self._local_masks(L_i, rng)
             wm = {k: (v * masks[k] if k in masks else v) for k, v in w.items()}
             Xb, yb = X[batch], y[batch]
-            if private:
-                g = private_gradient(self.net_, wm, {}, Xb, yb, clip=self.clip,
-                                     noise_multiplier=plan.noise_multiplier,
-                                     expected_batch=self.batch_size, generator=gen)
-            else:
-                g = nonprivate_gradient(self.net_, wm, {}, Xb, yb,
-                                        expected_batch=self.batch_size)
+            g = self._gradient(wm, {}, Xb, yb, plan, gen)
             with torch.no_grad():
                 for k in w:
                     step = g[k] * masks[k] if k in masks else g[k]
@@ -347,6 +333,16 @@ class FedP3:
                         step = step * keep[k]
                     w[k] = w[k] - self.lr * step
         return w, {k: v for k, v in w.items() if k.split(".")[0] in L_i}
+
+    def _gradient(self, trainable, fixed, Xb, yb, plan, gen):
+        """One step's gradient of the trainable parameters: the DP-SGD step (per-sample clip,
+        Gaussian noise of the plan's multiplier) for a private run, else the plain mean."""
+        if math.isfinite(self.epsilon):
+            return private_gradient(self.net_, trainable, fixed, Xb, yb, clip=self.clip,
+                                    noise_multiplier=plan.noise_multiplier,
+                                    expected_batch=self.batch_size, generator=gen)
+        return nonprivate_gradient(self.net_, trainable, fixed, Xb, yb,
+                                   expected_batch=self.batch_size)
 
     def _accuracy(self, params, X, y) -> float:
         with torch.no_grad():

@@ -196,11 +196,7 @@ def adaptive_partition(Z, clients, n_clusters=10, clusters_per_client=2, seed=0,
     goes to exactly one client; no client is empty.  ``labels``: the k-means labels when
     already computed (same clusters, same seed)."""
     n = Z.shape[0]
-    if isinstance(clients, bool) or int(clients) != clients or clients < 1:
-        raise InputError(f"--clients must be an integer >= 1, got {clients!r}")
-    if clients > n:
-        raise InputError(f"--clients {clients} is more than the {n} rows of the data: every "
-                         "client needs at least one row")
+    _check_clients(clients, n)
     k = min(int(n_clusters), n)
     rng = np.random.default_rng(seed)
     if labels is None:
@@ -352,17 +348,22 @@ def load_federated(spec, clients, *, label=None, seed=0, clusters=10, clusters_p
                           "split": split})
 
 
+def _check_clients(clients, n):
+    """A client count from 1 to the number of rows (every client needs a row)."""
+    if isinstance(clients, bool) or int(clients) != clients or clients < 1:
+        raise InputError(f"--clients must be an integer >= 1, got {clients!r}")
+    if clients > n:
+        raise InputError(f"--clients {clients} is more than the {n} rows of the data: every "
+                         "client needs at least one row")
+
+
 def file_partition(Z, clients, clusters=10, clusters_per_client=2, seed=0):
     """Row indices per client for a data file, and which rule made them: ``"paper"`` (000's
     split, :func:`kmeans_partition`) when clients x clusters_per_client is a multiple of the
     clusters and every cluster has enough rows for its parts, else ``"adaptive"``
     (:func:`adaptive_partition`): any client count from 1 to the number of rows works."""
     n = Z.shape[0]
-    if isinstance(clients, bool) or int(clients) != clients or clients < 1:
-        raise InputError(f"--clients must be an integer >= 1, got {clients!r}")
-    if clients > n:
-        raise InputError(f"--clients {clients} is more than the {n} rows of the data: every "
-                         "client needs at least one row")
+    _check_clients(clients, n)
     total = clients * clusters_per_client
     if total % clusters == 0 and n >= total:
         labels = _kmeans_labels(Z, clusters, seed)

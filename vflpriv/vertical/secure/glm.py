@@ -49,7 +49,7 @@ from ..sketch import signed_argmax
 from . import messages as SM
 from .beaver import Dealer, holder_shares, masked_block_chunks, peer_output
 from .fourier import SigmoidSeries, unit_factors
-from .protocol import CHUNK_ROWS, Network, _noise, clip_block
+from .protocol import CHUNK_ROWS, Evaluation, Network, _noise, clip_block, fw_step
 from .ring import KeySource, Prg, decode, encode
 from .store import SpillDirectory, should_spill
 
@@ -252,23 +252,6 @@ class GlmResult:
     extra: dict = field(default_factory=dict)
 
 
-class LossEvaluation:
-    """f(x^t) on the data as given, from the rounds' picks (evaluation only: no party and not the
-    server could compute it in a deployment)."""
-
-    def __init__(self, data, loss):
-        self.data, self.loss, self.A = data, loss, sp.csc_matrix(data.A)
-        self.u = np.zeros(data.n)
-
-    def advance(self, moves, gamma):
-        self.u *= 1.0 - gamma
-        A = self.A
-        for _, g, step in moves:
-            lo, hi = A.indptr[g], A.indptr[g + 1]
-            self.u[A.indices[lo:hi]] += step * A.data[lo:hi]
-        return float(np.mean(self.loss.value(self.u, self.data.y)))
-
-
 def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=None,
                    sigma=0.0, budget_filter=None, feature_bound=None, clips=None, seed=None,
                    noise_key=None, callback=None) -> GlmResult:
@@ -338,7 +321,7 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
 
         t0 = time.perf_counter()
         x = np.zeros(data.d)
-        ev = LossEvaluation(data, loss)
+        ev = Evaluation(data, loss)
         initial = float(np.mean(loss.value(np.zeros(n), data.y)))
         history, selections = [], []
         prev = [0] * K
@@ -358,14 +341,7 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
                 s = net.up(p.k, p.select(g[p.k]), t).signed_index
                 picks.append((abs(s) - 1, 1 if s > 0 else -1))
             gamma = 2.0 / (t + 2.0)
-            x *= 1.0 - gamma
-            sel, moves = [], []
-            for l, (i, sign) in enumerate(picks):
-                gi = int(data.blocks[l][i])
-                step = gamma * eta * sign
-                x[gi] += step
-                sel.append((l, gi, sign))
-                moves.append((l, gi, step))
+            sel, moves = fw_step(x, data.blocks, picks, gamma, eta)
             selections.append(sel)
             prev = [sign * (i + 1) for i, sign in picks]
             history.append(ev.advance(moves, gamma))

@@ -347,11 +347,12 @@ class LocalParties:
 
 
 class Evaluation:
-    """f(x^t) = ||A x - y||^2 / 2n on the data as given, from the rounds' picks (evaluation only:
-    the server of a deployment never holds A; :func:`replay_objective` recomputes it)."""
+    """f(x^t) on the data as given, from the rounds' picks (evaluation only: the server of a
+    deployment never holds A; :func:`replay_objective` recomputes it): ||A x - y||^2 / 2n, or
+    the mean of ``loss.value`` when a loss is given (the logistic path)."""
 
-    def __init__(self, data):
-        self.data, self.A = data, sp.csc_matrix(data.A)
+    def __init__(self, data, loss=None):
+        self.data, self.loss, self.A = data, loss, sp.csc_matrix(data.A)
         self.u = np.zeros(data.n)
 
     def advance(self, sel, gamma):
@@ -360,8 +361,24 @@ class Evaluation:
         for _, g, step in sel:
             lo, hi = A.indptr[g], A.indptr[g + 1]
             self.u[A.indices[lo:hi]] += step * A.data[lo:hi]
+        if self.loss is not None:
+            return float(np.mean(self.loss.value(self.u, self.data.y)))
         r = self.u - self.data.y
         return float(0.5 * np.mean(r * r))
+
+
+def fw_step(x, blocks, picks, gamma, eta):
+    """The Frank-Wolfe move of every party: x <- (1 - gamma) x + gamma eta sign e_i for each
+    party's pick (i local to its block).  Returns (selections, moves) in global indices."""
+    x *= 1.0 - gamma
+    sel, moves = [], []
+    for l, (i, sign) in enumerate(picks):
+        g = int(blocks[l][i])
+        step = gamma * eta * sign
+        x[g] += step
+        sel.append((l, g, sign))
+        moves.append((l, g, step))
+    return sel, moves
 
 
 def replay_objective(data, eta, selections):
@@ -496,14 +513,7 @@ def run_secure(data, *, eta, iterations, frac, private, noise_plan=None, budget_
             chosen[l].add(i)
             released[l] += 1
         gamma = 2.0 / (t + 2.0)
-        x *= 1.0 - gamma
-        sel, moves = [], []
-        for l, (i, sign) in enumerate(picks):
-            g = int(data.blocks[l][i])
-            step = gamma * eta * sign
-            x[g] += step
-            sel.append((l, g, sign))
-            moves.append((l, g, step))
+        sel, moves = fw_step(x, data.blocks, picks, gamma, eta)
         selections.append(sel)
         prev = [sign * (i + 1) for i, sign in picks]
         if ev is not None:

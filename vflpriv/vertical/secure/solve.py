@@ -53,8 +53,6 @@ def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, 
         SP.P.check_bound("label_bound", label_bound)
     if row_clip is not None:
         SP.check_row_clip(row_clip)
-    if max_features is not None:
-        SP.check_feature_cap(max_features)
     sizes = [len(b) for b in data.blocks]
     chosen_values, chosen = choose(loss=loss.name, private=private, feature_bound=feature_bound,
                                    block_sizes=sizes, rnm=rnm, split=split,

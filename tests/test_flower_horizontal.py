@@ -135,7 +135,7 @@ def test_without_flower_the_backends_say_what_to_install(monkeypatch, capsys):
 
 
 def test_clients_rebuild_the_same_model_from_its_description():
-    from vflpriv.flower.horizontal import build_net, describe_model
+    from vflpriv.horizontal.hosting import build_net, describe_model
     from vflpriv.horizontal.models import build_model
 
     for make in (lambda: build_model("cnn", 64, 10, (1, 8, 8)), lambda: build_model("mlp", 64, 10),

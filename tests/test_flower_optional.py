@@ -10,7 +10,7 @@ from vflpriv.errors import InputError
 
 def test_importing_the_project_does_not_import_flower():
     code = ("import sys, accounting, vflpriv, vflpriv.flower, vflpriv.flower.apps, "
-            "vflpriv.flower.vertical, vflpriv.vertical, vflpriv.cli.main; "
+            "vflpriv.vertical.remote, vflpriv.vertical, vflpriv.cli.main; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('flwr', 'ray')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -12,9 +12,9 @@ import os
 import numpy as np
 import pytest
 
-from vflpriv.flower.keys import (KeyRefused, accept_offers, fingerprint, identity_public,
+from vflpriv.runtime.keys import (KeyRefused, accept_offers, fingerprint, identity_public,
                                  load_identity, make_offer, new_identity, parse_pins)
-from vflpriv.flower.secure import new_key_pair
+from vflpriv.vertical.secure.remote import new_key_pair
 
 
 def _sha256(data):
@@ -96,7 +96,7 @@ def test_secure_run_with_pinned_keys_same_as_inprocess_and_a_wrong_pin_stops_it(
     from accounting import read_ledger
 
     from vflpriv.data import VerticalData, make_synthetic
-    from vflpriv.flower import vertical as FV
+    from vflpriv.vertical import remote as FV
     from vflpriv.flower.link import PartyRefused
     from vflpriv.vertical.api import solve
 

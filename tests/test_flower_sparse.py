@@ -78,7 +78,7 @@ def test_client_app_side_alone_equals_its_row_of_the_batch_and_keeps_its_own_bud
     # federation's n_max) answers a round with the bits of its row of the in-process batch,
     # charges its own ledger first, and refuses a plan over its own budget
     from accounting import BudgetExceeded, read_ledger
-    from vflpriv.flower.sparse import SparseSide, party_configs, public_setup
+    from vflpriv.sparse.remote import SparseParty, party_configs, public_setup
     from vflpriv.sparse import wire
     from vflpriv.sparse.runtime import client_generators, client_replies
 
@@ -94,11 +94,11 @@ def test_client_app_side_alone_equals_its_row_of_the_batch_and_keeps_its_own_bud
     tight = party_configs(parts, str(tmp_path), privacy=dict(priv, party_budget=(1.0, 1e-5)),
                           ledgers=led, seed=5)
     with pytest.raises(BudgetExceeded):
-        SparseSide(tight[1], setup).handle("setup", b"", 0)
+        SparseParty(tight[1], setup).handle("setup", b"", 0)
     led = [str(tmp_path / f"ok{i}.jsonl") for i in range(3)]
     cfgs = party_configs(parts, str(tmp_path), privacy=dict(priv, party_budget=(4.0, 1e-5)),
                          ledgers=led, seed=5)
-    side = SparseSide(cfgs[1], setup)
+    side = SparseParty(cfgs[1], setup)
     assert side.handle("setup", b"", 0) == ("ok", b"")
     start = np.zeros(sh.d)
     start[[1, 5, 7]] = [0.5, -1.0, 2.0]
@@ -206,7 +206,7 @@ def test_sparse_flower_module_needs_no_flower_to_import_and_cli_says_what_to_ins
     import subprocess
     import sys
 
-    code = ("import sys, vflpriv.flower.sparse, vflpriv.sparse.api, vflpriv.cli.sparse; "
+    code = ("import sys, vflpriv.sparse.remote, vflpriv.sparse.api, vflpriv.cli.sparse; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('flwr', 'ray')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

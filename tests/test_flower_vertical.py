@@ -96,7 +96,7 @@ def test_deployment_equals_inprocess_then_a_killed_party_is_reported(tmp_path):
     round 1.  The completed round equals the in-process run's; the error names party 1 and
     round 1 (Flower reports a dead SuperNode after two missed 30 s heartbeats, so this test
     takes a minute or two); every ledger is valid and holds each release once."""
-    from vflpriv.flower import vertical as FV
+    from vflpriv.vertical import remote as FV
     from vflpriv.flower.deploy import LocalDeployment
     from vflpriv.optim import SquaredLoss
     from vflpriv.vertical.engine import _seeds
@@ -162,7 +162,7 @@ def _clip(plan):
 
 @pytest.mark.slow
 def test_unreachable_party_is_named_within_the_connect_timeout(tmp_path):
-    from vflpriv.flower import vertical as FV
+    from vflpriv.vertical import remote as FV
     from vflpriv.flower.deploy import LocalDeployment
     from vflpriv.optim import SquaredLoss
 
@@ -198,8 +198,8 @@ def test_secure_on_flower_sim_equals_inprocess(tmp_path):
 
 
 def test_secure_channel_authenticates_sender_receiver_kind_round():
-    from vflpriv.flower.clientapp import Refused
-    from vflpriv.flower.secure import OVERHEAD, Channel, new_key_pair
+    from vflpriv.runtime.roles import Refused
+    from vflpriv.vertical.secure.remote import OVERHEAD, Channel, new_key_pair
 
     keys = [new_key_pair() for _ in range(3)]
     pubs = {k: pk for k, (_, pk) in enumerate(keys)}

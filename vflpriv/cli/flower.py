@@ -6,7 +6,7 @@ description (``DIR/run.json``), each client's node config (``DIR/node<i>.toml``)
 each machine.  ``vflpriv flower node DIR/node<i>.toml --superlink HOST:PORT
 --root-certificates ca.crt`` reads a node config back and starts that client's SuperNode
 (``--print``: only print the command).  ``vflpriv flower identity --out party0.key`` makes a
-party's identity key for pinned peer keys (dp-bcfw-secure; :mod:`vflpriv.flower.keys`) and prints
+party's identity key for pinned peer keys (dp-bcfw-secure; :mod:`vflpriv.runtime.keys`) and prints
 its fingerprint.  docs/flower.md, "Across machines".
 """
 from __future__ import annotations
@@ -120,7 +120,7 @@ def node(args) -> int:
 
 def identity(args) -> int:
     from ..errors import InputError
-    from ..flower.keys import (KeyRefused, fingerprint, identity_public, load_identity,
+    from ..runtime.keys import (KeyRefused, fingerprint, identity_public, load_identity,
                                new_identity)
 
     if os.path.exists(args.out):

@@ -1,4 +1,4 @@
-"""The Flower apps of every family, and the two ways to run them.
+"""The one ServerApp and ClientApp that host every family's roles, and the two ways to run them.
 
 ``server_app`` and ``client_app`` (module level) are what a deployed SuperLink and SuperNodes
 load (the app directory written by :func:`vflpriv.flower.deploy.write_app` names them): the
@@ -6,22 +6,14 @@ ServerApp reads its run description from the file ``run_config["spec"]`` (a pick
 ``run.json`` of ``vflpriv flower spec``) and writes its result to ``spec["out"]``; each ClientApp reads its party config from its node config.
 
 :func:`simulate` runs the same ServerApp and ClientApp on Flower's simulation runtime in this
-process.  Families register a ``serve(grid, spec, progress)`` function and a
-:class:`~.clientapp.ClientSide` class under ``spec["family"]`` / ``setup["family"]``.
+process.  The ServerApp gives the server role of ``spec["family"]``
+(:mod:`vflpriv.runtime.families`) a :class:`~.link.Link` over its Grid; the ClientApp builds the
+party role of ``setup["family"]``.
 """
 from __future__ import annotations
 
-import importlib
 import os
 import pickle
-
-# family -> (module, serve function, client side class)
-FAMILIES = {"vertical": ("vflpriv.flower.vertical", "serve", "VerticalSide"),
-            "secure": ("vflpriv.flower.secure", "serve", "SecureSide"),
-            "sparse": ("vflpriv.flower.sparse", "serve", "SparseSide"),
-            "horizontal": ("vflpriv.flower.horizontal", "serve", "StrategySide"),
-            "fedp3": ("vflpriv.flower.fedp3", "serve", "FedP3Side")}
-
 
 #: keys whose values are file paths: made absolute before they reach another process (a deployed
 #: ServerApp or ClientApp runs in another working directory)
@@ -38,18 +30,21 @@ def absolute_paths(obj):
     return obj
 
 
-def register(family, module, serve="serve", side="ClientSide"):
-    FAMILIES[family] = (module, serve, side)
-
-
-def _family(name):
-    mod, serve, side = FAMILIES[name]
-    m = importlib.import_module(mod)
-    return getattr(m, serve), getattr(m, side)
-
-
 def build_side(cfg, setup):
-    return _family(setup.get("family", "vertical"))[1](cfg, setup)
+    from ..runtime.families import build_party
+
+    return build_party(cfg, setup)
+
+
+def link_factory(grid, spec):
+    """``connect(K)`` for the server role: a :class:`~.link.Link` over ``grid`` with the run's
+    timeouts."""
+    from .link import Link
+
+    def connect(K):
+        return Link(grid, K, connect_timeout=float(spec.get("connect_timeout", 60.0)),
+                    reply_timeout=float(spec.get("reply_timeout", 600.0)))
+    return connect
 
 
 def _progress_writer(path):
@@ -71,9 +66,11 @@ def _make_server_app(get_spec, sink):
 
     @app.main()
     def _main(grid, context):
+        from ..runtime.families import roles
+
         spec = get_spec(context)
-        serve, _ = _family(spec["family"])
-        out = serve(grid, spec, progress=spec.get("progress_fn")
+        serve, _ = roles(spec["family"])
+        out = serve(link_factory(grid, spec), spec, progress=spec.get("progress_fn")
                     or _progress_writer(spec.get("progress")))
         sink(spec, out)
 

@@ -1,4 +1,4 @@
-"""The ServerApp's side of a run: the project's frames to and from parties over a Flower Grid.
+"""The runtime's link (:mod:`vflpriv.runtime.link`) over a Flower Grid: the ServerApp's side.
 
 A :class:`Link` knows parties by index (0..K-1), not by Flower node id: at :meth:`Link.connect`
 it waits (bounded) for K SuperNodes and asks each which party it is (its node config says so;
@@ -15,49 +15,11 @@ record dict, metadata and ids that the Fleet API carries; HTTP/TLS framing not i
 from __future__ import annotations
 
 import time
-from collections import defaultdict
+
+from ..runtime.link import (DOWN, UP, LinkMeter, PartyLost, PartyRefused,  # noqa: F401
+                            error_record, raise_recorded)
 
 RECORD = "vflpriv"
-UP, DOWN = "uplink", "downlink"
-
-
-class PartyLost(RuntimeError):
-    """A party stopped answering (its SuperNode died or was unreachable)."""
-
-    def __init__(self, party, round, reason):
-        self.party, self.round, self.reason = party, round, reason
-        where = f"at round {round}" if round is not None else "at start"
-        super().__init__(f"party {party} lost {where}: {reason}")
-
-
-class PartyRefused(RuntimeError):
-    """A party refused a request (its own budget, or bad input on its side)."""
-
-    def __init__(self, party, round, reason):
-        self.party, self.round, self.reason = party, round, reason
-        super().__init__(f"party {party} refused round {round}: {reason}")
-
-
-def error_record(exc, round) -> dict:
-    """What stopped a ServerApp's run, as data that survives the trip back to the command."""
-    if isinstance(exc, (PartyLost, PartyRefused)):
-        return {"kind": type(exc).__name__, "party": exc.party, "round": exc.round,
-                "reason": exc.reason, "message": str(exc)}
-    return {"kind": type(exc).__name__, "party": None, "round": round, "reason": str(exc),
-            "message": f"{type(exc).__name__}: {exc}"}
-
-
-def raise_recorded(err, info, backend):
-    """Raise the :func:`error_record` ``err`` again in the command: PartyLost / PartyRefused
-    (carrying ``info`` as ``.flower``), anything else as one InputError line."""
-    from ..errors import InputError
-
-    if err["kind"] not in ("PartyLost", "PartyRefused"):
-        raise InputError(f"the {backend} run stopped at round {err['round']}: {err['message']}")
-    exc = (PartyRefused if err["kind"] == "PartyRefused" else PartyLost)(
-        err["party"], err["round"], err["reason"])
-    exc.flower = info
-    raise exc
 
 
 def message_bytes(message) -> int:
@@ -67,38 +29,8 @@ def message_bytes(message) -> int:
     return int(message_to_proto(message).ByteSize())
 
 
-class FlowerMeter:
-    """Bytes per party and direction: the project's frames and the Flower messages carrying them."""
-
-    def __init__(self):
-        self.frames = defaultdict(int)      # (party, direction) -> frame bytes
-        self.flower = defaultdict(int)      # (party, direction) -> Flower Message bytes
-        self.messages = defaultdict(int)
-        self.rounds = defaultdict(lambda: defaultdict(int))   # round -> (party, dir) -> flower
-
-    def record(self, party, direction, round, frame_len, flower_len):
-        key = (int(party), direction)
-        self.frames[key] += int(frame_len)
-        self.flower[key] += int(flower_len)
-        self.messages[key] += 1
-        self.rounds[int(round)][key] += int(flower_len)
-
-    def summary(self, parties: int) -> dict:
-        out = {}
-        for dr in (UP, DOWN):
-            out[dr] = {str(k): {"frames": self.frames[(k, dr)], "flower": self.flower[(k, dr)],
-                                "messages": self.messages[(k, dr)]} for k in range(parties)}
-        return out
-
-    def total(self, direction=UP, flower=True) -> int:
-        src = self.flower if flower else self.frames
-        return sum(v for (p, dr), v in src.items() if dr == direction)
-
-    def totals(self) -> dict:
-        """Flower message bytes and the frames they carried, per direction, over all parties."""
-        return {"uplink": self.total(UP), "downlink": self.total(DOWN),
-                "uplink_frames": self.total(UP, flower=False),
-                "downlink_frames": self.total(DOWN, flower=False)}
+#: the Flower meter: frames and the whole Flower messages carrying them
+FlowerMeter = LinkMeter
 
 
 def pack(frame: bytes, kind: str, round: int):

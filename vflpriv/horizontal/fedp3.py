@@ -107,8 +107,8 @@ class FedP3:
     ledger : a path or :class:`accounting.Ledger` (None: a ledger file in a temporary directory).
     threads : torch intra-op threads during ``fit`` (restored afterwards).
     backend : "inprocess" (default), "flower-sim" or "flower": the clients as Flower ClientApps
-        (:mod:`vflpriv.flower.fedp3`), each with its own data, key, ledger and budget; ``flower`` a
-        :class:`vflpriv.flower.FlowerOptions`.  A seeded run fits the same model on every backend.
+        (:mod:`vflpriv.horizontal.fedp3_remote`), each with its own data, key, ledger and budget; ``flower`` a
+        :class:`vflpriv.runtime.backends.FlowerOptions`.  A seeded run fits the same model on every backend.
     seed : None (deployment): the server's public choices (initial model, layer sets, participation,
         global pruning positions) come from 63 bits of OS entropy and each client's secret
         randomness (Poisson minibatches, local pruning, Gaussian noise) from a separate 128-bit
@@ -139,7 +139,7 @@ class FedP3:
         self.backend, self.flower = backend, flower
         self.train_layers = train_layers
 
-    #: remote clients (``round_loop``'s ``clients``), set by vflpriv.flower.fedp3's server side
+    #: remote clients (``round_loop``'s ``clients``), set by the server role of .fedp3_remote
     _remote = None
 
     # -- validation ---------------------------------------------------------------------------
@@ -356,11 +356,10 @@ class FedP3:
         ``progress(t)`` is called after every round."""
         self._check()
         if self.backend != "inprocess":
-            from ..flower import check_backend
-            from ..flower.fedp3 import fit as fit_flower
+            from ..runtime.backends import check_backend
 
             check_backend(self.backend)
-            return fit_flower(self, clients, n_classes, image_shape, progress)
+            return _fit_hosted(self, clients, n_classes, image_shape, progress)
         # The models are tiny: torch's intra-op threads cost far more than they save (30x slower
         # on a busy 2-core machine), so fit runs on ``threads`` threads and restores the setting.
         before = torch.get_num_threads()
@@ -535,3 +534,51 @@ class FedP3:
             "stopped_round": self.stopped_round_, "layer_sets": self.layer_sets_,
             "deployment": self.deployment_,
         }
+
+
+#: the estimator's settings the clients need (all public)
+PARAMS = ("scheme", "keep_ratio", "global_pruning", "local_pruning", "train_layers", "local_p",
+          "aggregation",
+          "participation", "rounds", "local_epochs", "local_steps", "batch_size", "lr",
+          "epsilon", "delta", "clip", "noise", "paper_c", "accountant")
+
+def _fit_hosted(est, clients, n_classes=None, image_shape=None, progress=None):
+    """``est.fit`` on ``est.backend`` ("flower-sim" or "flower"): the same fitted attributes,
+    ``epsilon_spent_`` recomputed from each client's own ledger, plus ``flower_`` (Flower bytes
+    per client, the client ledgers).  A client refusing its plan at setup (or lost) raises
+    :class:`~vflpriv.runtime.link.PartyRefused` / ``PartyLost`` naming it."""
+    import uuid
+
+    from ..runtime.backends import FlowerOptions
+    from .hosting import describe_model, launch, raise_error
+
+    est._check()
+    if not clients:
+        raise InputError("no clients given")
+    if n_classes is None:
+        n_classes = int(max(int(c.y_train.max()) for c in clients) + 1)
+    net = est._make_model(clients[0].X_train.shape[1], n_classes, image_shape)
+    params = {p: getattr(est, p) for p in PARAMS}
+    setup = {"family": "fedp3", "params": params, "model": describe_model(net),
+             "sizes": [c.m for c in clients], "threads": int(est.threads),
+             "accountant": est.accountant,
+             # each client's ledger records (and its up-front reservation) belong to this run
+             "run_id": uuid.uuid4().hex}
+    flower = est.flower or FlowerOptions()
+    spec = {"family": "fedp3", "K": len(clients), "setup": setup, "seed": est.seed,
+            "n_classes": n_classes, "iterations": int(est.rounds),
+            "connect_timeout": flower.connect_timeout, "reply_timeout": flower.reply_timeout}
+    shards = [{"X_train": c.X_train, "y_train": c.y_train, "X_test": c.X_test,
+               "y_test": c.y_test} for c in clients]
+    private = math.isfinite(est.epsilon)
+    out, info, _ = launch(est.backend, spec, shards, private=private, epsilon=est.epsilon,
+                          delta=est.delta, accountant=est.accountant, ledger=est.ledger,
+                          seed=est.seed, flower=flower, progress=progress)
+    if "fitted" not in out:
+        raise_error(out, info, est.backend)
+    vars(est).update(out["fitted"])
+    if private:
+        est.epsilon_spent_ = info["epsilon_spent"]
+    info["stopped"] = [k for k, r in enumerate(est.stopped_round_) if r is not None]
+    est.flower_ = info
+    return est

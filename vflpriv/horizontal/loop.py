@@ -15,7 +15,7 @@ FedP3 through :class:`vflpriv.horizontal.fedp3.FedP3`.  Round t:
 
 The algorithm object is the only thing that knows torch, models or the wire format.
 
-Remote clients (the Flower backends, :mod:`vflpriv.flower.horizontal`): ``clients(t, [(k, down),
+Remote clients (the Flower backends, :mod:`vflpriv.horizontal.remote`): ``clients(t, [(k, down),
 ...])`` returns the clients' replies in order, all of the round's participants at once (one batch of
 messages per round).  Each client then charges its round to its own budget before drawing noise
 and answers ``None`` when its budget refuses; it is stopped for good, as in process.  The only

@@ -63,18 +63,17 @@ def run(strategy, data, model_fn, *, rounds: int, participation: float = 1.0,
     """Train with ``strategy`` on ``data`` (:class:`~vflpriv.horizontal.partition.FederatedData`);
     ``model_fn()`` builds the torch model.  ``progress(t)`` is called after every round.
 
-    ``backend``: "inprocess" (default), "flower-sim" or "flower" (:mod:`vflpriv.flower.horizontal`:
-    the clients as Flower ClientApps, each with its own shard, ledger and budget; ``flower`` a
-    :class:`vflpriv.flower.FlowerOptions`).  A seeded run gives the same model on every backend."""
+    ``backend``: "inprocess" (default), "flower-sim" or "flower" (the roles of
+    :mod:`vflpriv.horizontal.remote`: the clients as Flower ClientApps, each with its own shard,
+    ledger and budget; ``flower`` a :class:`vflpriv.runtime.backends.FlowerOptions`).  A seeded run gives the same model on every backend."""
     if sampler not in SAMPLERS:
         raise ValueError(f"sampler must be one of {', '.join(SAMPLERS)}, got {sampler!r}")
     local = local or LocalConfig()
     if backend != "inprocess":
-        from ..flower import check_backend
-        from ..flower.horizontal import run as run_flower
+        from ..runtime.backends import check_backend
 
         check_backend(backend)
-        return run_flower(backend, strategy, data, model_fn, rounds=rounds,
+        return _run_hosted(backend, strategy, data, model_fn, rounds=rounds,
                           participation=participation, local=local, sampler=sampler,
                           epsilon=epsilon, delta=delta, clip=clip, accountant=accountant,
                           ledger=ledger, seed=seed, threads=threads, progress=progress,
@@ -198,3 +197,66 @@ def _run(strategy, data, model_fn, rounds, participation, local, sampler, epsilo
                      noise_multiplier=dict(dp._z) if dp else {}, stopped_round=stopped,
                      deployment=seed is None, ledger=dp.ledger.path if dp else None,
                      client_states=algo.states)
+
+
+def _run_hosted(backend, strategy, data, model_fn, *, rounds, participation, local, sampler, epsilon,
+        delta, clip, accountant, ledger, seed, threads, progress, flower=None):
+    """:func:`run` on ``backend`` ("flower-sim" or "flower"): the
+    same arguments and :class:`RunResult`, with ``flower`` holding
+    the Flower bytes per client, each client's ledger, the clients stopped by their budgets and
+    the clients lost (``lost_clients``: under ``flower.on_client_loss == "continue"``, the
+    default, the run goes on without them).  A client lost under ``"stop"`` (or at setup, or
+    refusing at setup) raises :class:`~vflpriv.runtime.link.PartyLost` / ``PartyRefused`` naming
+    it, with the byte counts in ``exc.flower``."""
+    import dataclasses
+
+    from ..runtime.backends import FlowerOptions, on_client_loss
+    from .hosting import _settings_of, describe_model, launch, raise_error
+
+    flower = flower or FlowerOptions()
+    public = int(seed) if seed is not None else secrets.randbits(63)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        torch.manual_seed(public)
+        net = model_fn()
+        model_spec = describe_model(net)
+        theta0 = FlatModel(net).flat().numpy()
+    finally:
+        torch.set_num_threads(before)
+    private = math.isfinite(epsilon)
+    sizes = [int(np.asarray(y).shape[0]) for _, y in data.clients]
+    setup = {"family": "horizontal", "strategy": strategy.name,
+             "settings": _settings_of(strategy), "model": model_spec, "dim": int(theta0.size),
+             "sizes": sizes, "local": dataclasses.asdict(local), "threads": int(threads),
+             "private": private, "epsilon": epsilon if private else None, "delta": delta,
+             "clip": clip, "rounds": int(rounds), "accountant": accountant}
+    spec = {"family": "horizontal", "K": len(sizes), "setup": setup, "theta0": theta0,
+            "X_test": np.asarray(data.X_test), "y_test": np.asarray(data.y_test),
+            "participation": participation, "sampler": sampler, "public": public,
+            "rounds": int(rounds), "iterations": int(rounds),
+            "on_client_loss": on_client_loss(flower, "horizontal"),
+            "connect_timeout": flower.connect_timeout, "reply_timeout": flower.reply_timeout}
+    shards = [{"X": np.ascontiguousarray(X), "y": np.asarray(y, np.int64)}
+              for X, y in data.clients]
+    out, info, ledgers = launch(backend, spec, shards, private=private, epsilon=epsilon,
+                                delta=delta, accountant=accountant, ledger=ledger, seed=seed,
+                                flower=flower, progress=progress)
+    if "theta" not in out:
+        raise_error(out, info, backend)
+    from .ldp import noise_multiplier
+
+    z = {}
+    if private:
+        for m in sizes:
+            q, steps = local.batch_size / m, local.steps(m, True)
+            z[(q, steps)] = noise_multiplier(epsilon, delta, q, rounds * steps, accountant)
+    info["stopped"] = [k for k, r in enumerate(out["stopped"]) if r is not None]
+    info["lost_clients"] = out.get("lost_clients", [])
+    info["on_client_loss"] = spec["on_client_loss"]
+    res = RunResult(theta=torch.from_numpy(out["theta"]), accuracy_history=out["history"],
+                    meter=out["meter"], participants=out["participants"],
+                    epsilon_spent=info.get("epsilon_spent"), noise_multiplier=z,
+                    stopped_round=out["stopped"], deployment=seed is None, ledger=None,
+                    client_states=[], flower=info)
+    return res

@@ -87,18 +87,18 @@ def fit(data, algorithm, *, clients=None, rounds=50, local_steps=1, tau=None, lr
 
     Returns a :class:`~vflpriv.sparse.runtime.SparseResult`.  ``epsilon`` finite makes the run
     private at level ``privacy`` (record | client); see :mod:`vflpriv.sparse.privacy`.
-    ``backend``: ``inprocess`` (default), ``flower-sim`` or ``flower`` (:mod:`vflpriv.flower`;
-    ``flower``: a :class:`~vflpriv.flower.FlowerOptions`; with ``flower.spec_dir`` set nothing
+    ``backend``: ``inprocess`` (default), ``flower-sim`` or ``flower`` (:mod:`vflpriv.runtime.backends`;
+    ``flower``: a :class:`~vflpriv.runtime.backends.FlowerOptions`; with ``flower.spec_dir`` set nothing
     runs: the run's description for separate machines is written there and a dict naming the
     files is returned, :mod:`vflpriv.flower.spec`).  A seeded run ends at the same model
     with the same spend on every backend; the Flower backends add ``res.flower`` (Flower message
     bytes beside the in-process count) and always meter (the messages are the wire bytes).
     """
-    from ..flower import check_backend
+    from ..runtime.backends import check_backend
 
     check_backend(backend)
     if backend != "inprocess":
-        from ..flower import require_flwr
+        from ..runtime.backends import require_flwr
 
         require_flwr(backend)           # before any data is read or budget spent
     check_options(algorithm, rounds=rounds, local_steps=local_steps, tau=tau, lr=lr,
@@ -141,7 +141,7 @@ def fit(data, algorithm, *, clients=None, rounds=50, local_steps=1, tau=None, lr
                              server_lr=server_lr)
     plan = None
     if backend != "inprocess":
-        from ..flower.sparse import run as run_flower
+        from .remote import run as run_flower
 
         res = run_flower(backend, parts, shards, strategy, rounds=rounds, participation=part,
                          batch=BatchSchedule(batch_size, batch_growth), lr=lr, weights=weights,

@@ -40,7 +40,7 @@ not releases; a deployment computes none of them.  The default step size reads t
 private run needs an explicit ``lr``.
 
 **Where the noise is drawn on Flower** (``--backend flower-sim | flower``,
-:mod:`vflpriv.flower.sparse`).  Record level: each client's ClientApp holds a
+:mod:`vflpriv.sparse.remote`).  Record level: each client's ClientApp holds a
 :class:`ClientPrivacy` (its q_i and z) and its own ledger and budget; it charges its round to its
 own ledger before drawing its noise from its own generator (the server's ledger keeps the same
 records as in process: the joint view the run's epsilon is reported from).  Client level: each

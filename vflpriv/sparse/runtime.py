@@ -26,7 +26,7 @@ comes from ``seed`` when given (a reproducible run, marked not for deployment) a
 otherwise.
 
 The loop itself is :func:`serve` (the server's side) with the clients behind ``clients.round``:
-:class:`LocalClients` in process, :mod:`vflpriv.flower.sparse` on Flower.
+:class:`LocalClients` in process, :class:`~vflpriv.sparse.remote.LinkClients` over a runtime link (Flower, or in process).
 """
 from __future__ import annotations
 
@@ -354,7 +354,7 @@ class SparseResult:
     privacy: dict | None = None
     settings: dict = field(default_factory=dict)
     #: Flower backends: Flower message bytes per client beside the wire bytes, each client's
-    #: own spend (:func:`vflpriv.flower.sparse.run`); None in process
+    #: own spend (:func:`vflpriv.sparse.remote.run`); None in process
     flower: dict | None = None
     #: clients lost mid-run (Flower, ``--on-client-loss continue``): ``{"client", "round",
     #: "reason"}``; always empty in process

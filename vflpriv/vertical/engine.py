@@ -264,7 +264,7 @@ class Server:
         setup = M.Setup(sk_seed, sa_seed, n, m, sketch, K)
         if remote is not None:
             # The parties live elsewhere (Flower): they get the public setup and build
-            # themselves from their own data (vflpriv.flower.vertical).
+            # themselves from their own data (vflpriv.vertical.remote).
             self.parties = []
             self.transport = remote(self.public_setup(setup, clip))
         else:

@@ -39,7 +39,7 @@ def solve_glm(data, *, loss, eta, iterations, epsilon, delta, feature_bound, lab
     from accounting import BudgetFilter, SelfComposed
 
     from ...optim import reference_optimum
-    from ..api import Solution, _open_ledger, _privacy_report
+    from ..solution import Solution, open_ledger, privacy_report
     from ..privacy import NoisePlan
 
     series = series or SigmoidSeries()
@@ -67,7 +67,7 @@ def solve_glm(data, *, loss, eta, iterations, epsilon, delta, feature_bound, lab
                           "label_party": label_party,
                           "score_noise_std": sigma / n,
                           "selection": "argmax of Gaussian-noised scores (post-processing)"})
-        led = _open_ledger(ledger, epsilon, delta, accountant)
+        led = open_ledger(ledger, epsilon, delta, accountant)
         b_eps, b_delta = led.governing_budget(epsilon, delta)
         budget = BudgetFilter(led, b_eps, b_delta, accountant=accountant)
         budget.check_plan(ev, advice=lambda: "a smaller epsilon, fewer iterations or a fresh "
@@ -102,7 +102,7 @@ def solve_glm(data, *, loss, eta, iterations, epsilon, delta, feature_bound, lab
                           "defaults": list(defaults),
                           "backend": "inprocess", "flower": None})
     if private:
-        values, best = _privacy_report(led.event(), delta, report_accountants)
+        values, best = privacy_report(led.event(), delta, report_accountants)
         sol.privacy = {"epsilon_spent": values, "best_accountant": best, "delta": delta,
                        "target_epsilon": epsilon, "budget_accountant": accountant,
                        "spent_by_budget_accountant": budget.spent(),

@@ -280,7 +280,7 @@ class SecureResult:
 class LocalParties:
     """The parties as objects in this process, every message framed by the :class:`Network`.
     :func:`run_secure` talks to parties only through these five steps, so a remote version
-    (``vflpriv.flower.secure``) runs the same protocol over Flower."""
+    (``vflpriv.vertical.secure.remote``) runs the same protocol over a runtime link."""
 
     def __init__(self, parties, spill=None):
         """``spill``: None (masked blocks in memory) or a ``store.SpillDirectory``."""

@@ -24,7 +24,8 @@ def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, 
     from accounting import BudgetFilter
 
     from ...optim import reference_optimum
-    from ..api import Solution, _flower_run_dir, _open_ledger, _privacy_report
+    from ..hosted import run_dir_for
+    from ..solution import Solution, open_ledger, privacy_report
 
     if loss.name not in ("squared", "logistic"):
         raise InputError(f"dp-bcfw-secure fits the squared loss (cross-products released once) "
@@ -97,9 +98,9 @@ def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, 
         sigma = noise_plan.feature_sigma
         if backend != "inprocess" and ledger is None:
             # the ServerApp may be another process: its ledger must be a file
-            run_dir = _flower_run_dir(flower)
+            run_dir = run_dir_for(flower)
             ledger = os.path.join(run_dir, "server.ledger")
-        led = _open_ledger(ledger, epsilon, delta, accountant)
+        led = open_ledger(ledger, epsilon, delta, accountant)
         # the ledger's header budget governs (issue #13), and the whole worst-case plan must fit
         # in what remains before the first release
         b_eps, b_delta = (led.governing_budget(epsilon, delta)
@@ -152,7 +153,7 @@ def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, 
                           "bytes_by_type": {k: list(v) for k, v in res.meter.by_type.items()},
                           "backend": backend, "flower": flower_info})
     if private:
-        values, best = _privacy_report(led.event(), delta, report_accountants)
+        values, best = privacy_report(led.event(), delta, report_accountants)
         sol.privacy = {"epsilon_spent": values, "best_accountant": best, "delta": delta,
                        "target_epsilon": epsilon, "budget_accountant": accountant,
                        "spent_by_budget_accountant": budget.spent(),
@@ -166,9 +167,9 @@ def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, 
 
 def _on_flower(backend, flower, run_dir, data, kwargs, private, led, budget, accountant,
                epsilon, delta, seed, noise_seed, callback):
-    """dp-bcfw-secure on a Flower backend (vflpriv.flower.secure), as a SecureResult."""
-    from ...flower import secure as FS
-    from ..api import _run_flower
+    """dp-bcfw-secure on a remote backend (its roles: :mod:`.remote`), as a SecureResult."""
+    from ..hosted import run_hosted
+    from . import remote as FS
     from ..engine import _seeds
     from .protocol import SecureResult
 
@@ -184,6 +185,6 @@ def _on_flower(backend, flower, run_dir, data, kwargs, private, led, budget, acc
                            extra={"party_ledgers": info.get("party_ledgers")})
         return res, info
 
-    return _run_flower(backend, flower, run_dir, data, None, kwargs["eta"], kwargs["iterations"],
+    return run_hosted(backend, flower, run_dir, data, None, kwargs["eta"], kwargs["iterations"],
                        private, None, led, budget, accountant, epsilon, delta,
                        None if seed is None else _seeds(noise_seed)[2], callback, runner=runner)

@@ -1,12 +1,13 @@
-"""DP-BCFW-AS, BCFW-AS and dFW (paper 004) on Flower: the label holder's server as the ServerApp,
-each party a ClientApp holding only its own columns.
+"""DP-BCFW-AS, BCFW-AS and dFW (paper 004) as roles: the label holder's server as the server
+role, each party a party role holding only its own columns (hosted by Flower's apps, or in
+process over a :class:`~vflpriv.runtime.link.LocalLink`).
 
 The server runs the same :class:`vflpriv.vertical.engine.Server` as in process, with a
-:class:`FlowerTransport` in place of the in-process one: the same typed frames
-(:mod:`vflpriv.vertical.messages`) travel inside Flower messages, so a seeded run selects the same
+:class:`LinkTransport` in place of the in-process one: the same typed frames
+(:mod:`vflpriv.vertical.messages`) travel inside the link's messages, so a seeded run selects the same
 indices, releases the same noisy features and ends at the same x, bit for bit.
 
-Each party (:class:`VerticalSide`) keeps its own ledger and budget (its node config:
+Each party (:class:`VerticalParty`) keeps its own ledger and budget (its node config:
 ``ledger``, ``budget-epsilon``, ``budget-delta``, ``accountant``): at setup it refuses a plan
 whose releases (one selection per round, at most one new feature per round) do not fit in what
 its ledger has left, and it charges each of its own releases before drawing the noise.  The
@@ -18,36 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 
-from ..errors import InputError
-from ..vertical import messages as M
-from ..vertical.transport import DOWN, UP, Meter, Transport
-from .clientapp import ClientSide, Refused, own_budget
-
-
-# -- the party's data file ------------------------------------------------------------------
-def save_party_data(path, A_k, y):
-    """One party's columns and the labels, as the file its node config names (npz)."""
-    if sp.issparse(A_k):
-        A = sp.csc_matrix(A_k)
-        np.savez(path, kind="csc", data=A.data, indices=A.indices, indptr=A.indptr,
-                 shape=np.asarray(A.shape), y=np.asarray(y, dtype=np.float64))
-    else:
-        np.savez(path, kind="dense", A=np.asarray(A_k, dtype=np.float64),
-                 y=np.asarray(y, dtype=np.float64))
-
-
-def load_party_data(path):
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            if str(z["kind"]) == "csc":
-                A = sp.csc_matrix((z["data"], z["indices"], z["indptr"]), shape=tuple(z["shape"]))
-            else:
-                A = z["A"]
-            return A, z["y"]
-    except (OSError, KeyError, ValueError) as exc:
-        raise InputError(f"party data file {str(path)!r} cannot be read: {exc}") from None
+from ..runtime.link import error_record
+from ..runtime.partydata import (load_party_data, noise_entropy_of,  # noqa: F401
+                                 party_noise_seed, save_party_data)
+from ..runtime.roles import PartyRole, Refused, own_budget
+from . import messages as M
+from .transport import DOWN, UP, Meter, Transport
 
 
 @dataclass
@@ -66,24 +44,13 @@ class PublicShape:
 
 
 # -- party side ------------------------------------------------------------------------------
-def party_noise_seed(cfg, k) -> np.random.SeedSequence:
-    """Party k's noise seed is its own: from its node config's ``noise-entropy`` (seeded test
-    runs: the in-process ``noise_root.spawn(K)[k]``, see :func:`noise_entropy_of`) or from OS
-    entropy.  Used at setup only; afterwards the generator's state lives in the node's state."""
-    ent = cfg.get("noise-entropy")
-    if ent in (None, ""):
-        return np.random.SeedSequence()
-    parent = tuple(int(v) for v in str(cfg.get("noise-spawn-key", "")).split(",") if v)
-    return np.random.SeedSequence(int(ent), spawn_key=parent + (k,))
-
-
-class VerticalSide(ClientSide):
+class VerticalParty(PartyRole):
     """Party k of a vertical run: its :class:`~vflpriv.vertical.engine.Party` and its budget."""
 
     def __init__(self, cfg, setup):
         from ..optim import get_loss
-        from ..vertical.engine import Party
-        from ..vertical.sampling import Sampling
+        from .engine import Party
+        from .sampling import Sampling
 
         self.k = k = int(cfg["party"])
         self.setup = setup
@@ -107,7 +74,7 @@ class VerticalSide(ClientSide):
         self.budget = own_budget(cfg, setup) if private else None
 
     def _events(self):
-        from ..vertical.privacy import feature_event, index_event
+        from .privacy import feature_event, index_event
 
         s = self.setup
         return (index_event(s["noise"], s["index_scale"], s["sens_index"], 1),
@@ -142,9 +109,10 @@ class VerticalSide(ClientSide):
 
 
 # -- server side -----------------------------------------------------------------------------
-class FlowerTransport(Transport):
-    """:class:`~vflpriv.vertical.transport.Transport` over a :class:`~.link.Link`: the same frames
-    metered as in process (``meter``), plus the Flower messages (``link.meter``)."""
+class LinkTransport(Transport):
+    """:class:`~vflpriv.vertical.transport.Transport` over a runtime link
+    (:mod:`vflpriv.runtime.link`): the same frames metered as in process (``meter``), plus the
+    envelopes carrying them (``link.meter``)."""
 
     def __init__(self, link, public_setup: dict):
         import json
@@ -179,14 +147,13 @@ class FlowerTransport(Transport):
         return [self._reply(p, f, round) for (p, _), f in zip(requests, replies)]
 
 
-def serve(grid, spec, progress=None) -> dict:
-    """The ServerApp's work for one vertical run described by ``spec`` (see :func:`make_spec`)."""
-    from ..vertical.engine import Server
-    from .link import Link, error_record
+def serve(connect, spec, progress=None) -> dict:
+    """The server role of one vertical run described by ``spec`` (see :func:`make_spec`);
+    ``connect(K)`` is the run's link to its K parties (:mod:`vflpriv.runtime.families`)."""
+    from .engine import Server
 
     K = len(spec["blocks"])
-    link = Link(grid, K, connect_timeout=spec["connect_timeout"],
-                reply_timeout=spec["reply_timeout"])
+    link = connect(K)
     out = {"t": 0, "error": None}
     budget = None
     try:
@@ -200,7 +167,7 @@ def serve(grid, spec, progress=None) -> dict:
         def remote(public):
             public.update(iterations=spec["iterations"], run_id=spec["run_id"],
                           accountant=spec["accountant"], family="vertical")
-            return FlowerTransport(link, public)
+            return LinkTransport(link, public)
 
         server = Server(PublicShape(spec["n"], spec["blocks"]), _Loss(spec["loss"]), spec["eta"],
                         remote=remote, track_objective=False, budget_filter=budget,
@@ -264,16 +231,7 @@ def party_configs(data, run_dir, *, private, budget=None, accountant="rdp", ledg
     return cfgs
 
 
-def noise_entropy_of(noise_ss):
-    """``(entropy, spawn key)`` of the in-process noise root: party k's seed is then
-    ``SeedSequence(entropy, spawn_key=key + (k,))``, i.e. ``noise_root.spawn(K)[k]``."""
-    ent = noise_ss.entropy
-    if isinstance(ent, (list, tuple)):
-        return None
-    return int(ent), tuple(int(v) for v in noise_ss.spawn_key)
-
-
-__all__ = ["FlowerTransport", "VerticalSide", "serve", "make_spec", "party_configs",
+__all__ = ["LinkTransport", "VerticalParty", "serve", "make_spec", "party_configs",
            "save_party_data", "load_party_data", "PublicShape"]
 
 
@@ -293,7 +251,7 @@ def run(backend, data, loss, eta, iterations, *, server_kwargs, private, run_dir
     ``(RunResult, flower)`` where ``flower`` holds the Flower byte counts, each party's own
     spend and the error that stopped the run, if any (:class:`~.link.PartyLost` /
     :class:`~.link.PartyRefused`: which party, which round)."""
-    from ..vertical.engine import RunResult, replay_objective
+    from .engine import RunResult, replay_objective
 
     spec = make_spec(data, loss=loss, eta=eta, iterations=iterations,
                      server_kwargs=server_kwargs, private=private, ledger=ledger, budget=budget,
@@ -302,7 +260,7 @@ def run(backend, data, loss, eta, iterations, *, server_kwargs, private, run_dir
     cfgs = party_configs(data, run_dir, private=private, budget=party_budget or budget,
                          accountant=accountant, ledgers=party_ledgers,
                          noise_entropy=None if noise_root is None else noise_entropy_of(noise_root))
-    from .apps import launch
+    from ..runtime.backends import launch
 
     out = launch(backend, spec, cfgs, run_dir, progress=progress, quiet=quiet)
     flower = run_info(backend, out, cfgs, private)

@@ -1,14 +1,15 @@
-"""dp-bcfw-secure on Flower: the same protocol loop (:func:`vflpriv.vertical.secure.protocol.
-run_secure`) with the parties as ClientApps.
+"""dp-bcfw-secure as roles: the same protocol loop (:func:`vflpriv.vertical.secure.protocol.
+run_secure`) as the server role, each party a party role (hosted by Flower's ClientApp, or in
+process over a :class:`~vflpriv.runtime.link.LocalLink`).
 
-Flower only carries messages between the ServerApp and each ClientApp, so the party-to-party
+A link carries messages only between the server and each party, so the party-to-party
 messages of the secure product (masked blocks, masked vectors, result shares) are relayed by the
 server -- which, as the dealer of the Beaver randomness, could unmask them.  They are therefore
 **end-to-end encrypted** between the two parties with vetted primitives from ``cryptography``
 (never our own): each party makes an X25519 key pair at setup (the private key stays in its
 SuperNode's state), the server distributes the public keys (a semi-honest server relays them
 faithfully: the protocol's threat model, docs/sensitivity.md section 4; a node config may pin
-its peers' identity keys instead, :mod:`.keys`, so that a server substituting a key is refused),
+its peers' identity keys instead, :mod:`vflpriv.runtime.keys`, so that a server substituting a key is refused),
 and each pair derives a
 ChaCha20-Poly1305 key with HKDF-SHA256 bound to the run and the ordered pair; every ciphertext
 carries a fresh 96-bit nonce and authenticates (sender, receiver, kind, round).  The server sees
@@ -27,11 +28,12 @@ import struct
 
 import numpy as np
 
-from ..errors import InputError
-from ..vertical.secure import messages as SM
-from ..vertical.transport import DOWN, UP, Meter
-from .clientapp import ClientSide, Refused, own_budget
-from .vertical import load_party_data, party_noise_seed
+from ...errors import InputError
+from ...runtime.link import error_record
+from ...runtime.partydata import load_party_data, party_noise_seed
+from ...runtime.roles import PartyRole, Refused, own_budget
+from ..transport import DOWN, UP, Meter
+from . import messages as SM
 
 _NONCE = 12
 _TAG = 16
@@ -109,11 +111,12 @@ def new_key_pair():
 _STATE = ("x", "u", "c", "cross", "masked", "selected", "ty")
 
 
-class SecureSide(ClientSide):
-    """Party k of a dp-bcfw-secure run: its :class:`SecureParty`, budget and channel keys."""
+class SecurePartyRole(PartyRole):
+    """Party k of a dp-bcfw-secure run: its :class:`~.protocol.SecureParty`, budget and channel
+    keys."""
 
     def __init__(self, cfg, setup):
-        from ..vertical.secure.protocol import SecureParty
+        from .protocol import SecureParty
 
         self.k = k = int(cfg["party"])
         self.setup, self.cfg = setup, cfg
@@ -150,7 +153,7 @@ class SecureSide(ClientSide):
             if p.budget is not None:
                 # the server's worst-case plan (every release of the run touches this party's
                 # people): K selections per round, at most F rounds of K new features
-                from ..vertical import privacy as P
+                from .. import privacy as P
 
                 plan = self.setup["plan"]
                 sens = P.Sensitivity(z_bound=0.0, derivative_bound=0.0, index=plan[2],
@@ -163,8 +166,8 @@ class SecureSide(ClientSide):
                                     party=self.k)
             self.private_key, self.public_key = new_key_pair()
             return "key", self._offer()
-        if kind == "keys":           # pinned peers' offers are checked (vflpriv.flower.keys)
-            from .keys import KeyRefused, accept_offers, parse_pins
+        if kind == "keys":           # pinned peers' offers are checked (vflpriv.runtime.keys)
+            from ...runtime.keys import KeyRefused, accept_offers, parse_pins
 
             try:
                 self.peers = accept_offers(unpack_bundle(frame), self.k, self.public_key,
@@ -215,7 +218,7 @@ class SecureSide(ClientSide):
     def _offer(self):
         """This party's key offer: its ephemeral public key, signed by its identity key when
         its node config names one (``identity-key``; :mod:`.keys`)."""
-        from .keys import KeyRefused, load_identity, make_offer
+        from ...runtime.keys import KeyRefused, load_identity, make_offer
 
         path = self.cfg.get("identity-key")
         try:
@@ -241,9 +244,9 @@ class SecureSide(ClientSide):
 
 
 # -- server side --------------------------------------------------------------------------------
-class FlowerParties:
+class LinkParties:
     """The five steps of :class:`~vflpriv.vertical.secure.protocol.LocalParties` over a
-    :class:`~.link.Link`.  ``meter`` counts the protocol's frames as in process (a relayed
+    runtime link.  ``meter`` counts the protocol's frames as in process (a relayed
     party-to-party frame as its sender's uplink and its receiver's downlink, its plaintext
     length: ciphertext minus the 28 bytes of nonce and tag); ``link.meter`` the Flower messages."""
 
@@ -314,15 +317,14 @@ class FlowerParties:
         return None
 
 
-def serve(grid, spec, progress=None) -> dict:
-    """The ServerApp's work for one dp-bcfw-secure run (``spec`` from :func:`make_spec`)."""
-    from ..vertical.secure.protocol import run_secure
-    from .link import Link, error_record
-    from .vertical import PublicShape
+def serve(connect, spec, progress=None) -> dict:
+    """The server role of one dp-bcfw-secure run (``spec`` from :func:`make_spec`);
+    ``connect(K)`` is the run's link to its K parties."""
+    from ..remote import PublicShape
+    from .protocol import run_secure
 
     K = len(spec["blocks"])
-    link = Link(grid, K, connect_timeout=spec["connect_timeout"],
-                reply_timeout=spec["reply_timeout"])
+    link = connect(K)
     out = {"t": 0, "error": None}
     state = {}
     try:
@@ -335,7 +337,7 @@ def serve(grid, spec, progress=None) -> dict:
                                   *spec["budget"], accountant=spec["accountant"])
 
         def remote(public):
-            state["parties"] = FlowerParties(link, public, {
+            state["parties"] = LinkParties(link, public, {
                 "family": "secure", "iterations": spec["iterations"], "run_id": spec["run_id"],
                 "accountant": spec["accountant"]})
             return state["parties"]
@@ -379,8 +381,9 @@ def run(backend, data, *, secure_kwargs, private, run_dir, ledger=None, budget=N
         connect_timeout=60.0, reply_timeout=600.0, progress=None, quiet=True):
     """Run dp-bcfw-secure on ``backend``; returns ``(out, flower info)`` (``out`` as the
     ServerApp's result, with the objective history replayed here from the selections)."""
-    from ..vertical.secure.protocol import replay_objective
-    from .vertical import noise_entropy_of, party_configs, run_info
+    from ...runtime.partydata import noise_entropy_of
+    from ..remote import party_configs, run_info
+    from .protocol import replay_objective
 
     if data.K < 2:
         raise InputError("dp-bcfw-secure needs at least 2 parties")
@@ -390,7 +393,7 @@ def run(backend, data, *, secure_kwargs, private, run_dir, ledger=None, budget=N
     cfgs = party_configs(data, run_dir, private=private, budget=party_budget or budget,
                          accountant=accountant, ledgers=party_ledgers,
                          noise_entropy=None if noise_root is None else noise_entropy_of(noise_root))
-    from .apps import launch
+    from ...runtime.backends import launch
 
     out = launch(backend, spec, cfgs, run_dir, progress=progress, quiet=quiet)
     info = run_info(backend, out, cfgs, private)

@@ -1,11 +1,12 @@
-"""FedP3 / LDP-FedP3 (paper 002) on Flower: the server's rounds as the ServerApp, every client a
-ClientApp holding only its own train and test records.
+"""FedP3 / LDP-FedP3 (paper 002) as roles: the server's rounds as the server role, every client a
+party role holding only its own train and test records (hosted by Flower's apps, or in process
+over a :class:`~vflpriv.runtime.link.LocalLink`).
 
-The ServerApp fits a :class:`RemoteFedP3`, the in-process :class:`~vflpriv.horizontal.fedp3.FedP3`
-whose clients answer over the :class:`~.link.Link`: the same round loop, sampling, layer sets,
+The server role fits a :class:`RemoteFedP3`, the in-process :class:`~vflpriv.horizontal.fedp3.FedP3`
+whose clients answer over the run's link: the same round loop, sampling, layer sets,
 global pruning and aggregation; the server sees each client's record count (public: it sets the
 sampling rate q = b/m and the noise plan) and nothing else of its data.  A client
-(:class:`FedP3Side`) rebuilds the model from the public description, decodes the pruned downlink,
+(:class:`FedP3Party`) rebuilds the model from the public description, decodes the pruned downlink,
 trains its layers L_i with the in-process code (``FedP3._train_client``) and its own key, and
 sends back its layers, preceded by its personalized test accuracy (8 bytes, float64: the figure
 FedP3 reports, a release about its test records that the in-process run also makes).  The layer
@@ -28,29 +29,23 @@ from functools import partial
 import numpy as np
 
 from ..errors import InputError
-from ..horizontal.fedp3 import FedP3
-from .clientapp import ClientSide
-from .horizontal import (REFUSED, build_net, client_budget, client_key, describe_model, launch,
-                         link_for, load_client_data, raise_error, remote_clients,
-                         flower_summary)
-from .link import error_record
+from ..runtime.link import error_record
+from ..runtime.roles import PartyRole
+from .fedp3 import FedP3
+from .hosting import (REFUSED, build_net, client_budget, client_key, flower_summary,
+                      load_client_data, remote_clients)
 
-#: the estimator's settings the clients need (all public)
-PARAMS = ("scheme", "keep_ratio", "global_pruning", "local_pruning", "train_layers", "local_p",
-          "aggregation",
-          "participation", "rounds", "local_epochs", "local_steps", "batch_size", "lr",
-          "epsilon", "delta", "clip", "noise", "paper_c", "accountant")
 _ACC = struct.Struct("<d")
 _PLANS = {}          # (settings, m) -> the client's plan (calibrated once per process)
 
 
-class FedP3Side(ClientSide):
+class FedP3Party(PartyRole):
     """Client k of a FedP3 run (see module docstring)."""
 
     def __init__(self, cfg, setup):
         import torch
 
-        from ..horizontal.partition import ClientData
+        from .partition import ClientData
 
         self.k = k = int(cfg["party"])
         self.cfg, self.setup = cfg, setup
@@ -139,11 +134,11 @@ class RemoteFedP3(FedP3):
         self.accuracy_history_.append(float(np.mean(self.client_accuracy_)))
 
 
-def serve(grid, spec, progress=None) -> dict:
+def serve(connect, spec, progress=None) -> dict:
     """The ServerApp's work for one FedP3 run described by ``spec`` (:func:`fit`)."""
-    from ..horizontal.partition import ClientData
+    from .partition import ClientData
 
-    link = link_for(grid, spec)
+    link = connect(spec["K"])
     out = {"t": 0, "error": None}
     try:
         link.connect(b"")
@@ -167,40 +162,3 @@ def serve(grid, spec, progress=None) -> dict:
         out["error"] = error_record(exc, out["t"])
     out["flower"] = flower_summary(link, spec["K"])
     return out
-
-
-def fit(est, clients, n_classes=None, image_shape=None, progress=None):
-    """``est.fit`` on ``est.backend`` ("flower-sim" or "flower"): the same fitted attributes,
-    ``epsilon_spent_`` recomputed from each client's own ledger, plus ``flower_`` (Flower bytes
-    per client, the client ledgers).  A client refusing its plan at setup (or lost) raises
-    :class:`~.link.PartyRefused` / :class:`~.link.PartyLost` naming it."""
-    from . import FlowerOptions
-
-    est._check()
-    if not clients:
-        raise InputError("no clients given")
-    if n_classes is None:
-        n_classes = int(max(int(c.y_train.max()) for c in clients) + 1)
-    net = est._make_model(clients[0].X_train.shape[1], n_classes, image_shape)
-    params = {p: getattr(est, p) for p in PARAMS}
-    setup = {"family": "fedp3", "params": params, "model": describe_model(net),
-             "sizes": [c.m for c in clients], "threads": int(est.threads),
-             "accountant": est.accountant}
-    flower = est.flower or FlowerOptions()
-    spec = {"family": "fedp3", "K": len(clients), "setup": setup, "seed": est.seed,
-            "n_classes": n_classes, "iterations": int(est.rounds),
-            "connect_timeout": flower.connect_timeout, "reply_timeout": flower.reply_timeout}
-    shards = [{"X_train": c.X_train, "y_train": c.y_train, "X_test": c.X_test,
-               "y_test": c.y_test} for c in clients]
-    private = math.isfinite(est.epsilon)
-    out, info, _ = launch(est.backend, spec, shards, private=private, epsilon=est.epsilon,
-                          delta=est.delta, accountant=est.accountant, ledger=est.ledger,
-                          seed=est.seed, flower=flower, progress=progress)
-    if "fitted" not in out:
-        raise_error(out, info, est.backend)
-    vars(est).update(out["fitted"])
-    if private:
-        est.epsilon_spent_ = info["epsilon_spent"]
-    info["stopped"] = [k for k, r in enumerate(est.stopped_round_) if r is not None]
-    est.flower_ = info
-    return est

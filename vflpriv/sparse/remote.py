@@ -1,12 +1,13 @@
 """The horizontal sparse methods (Fed-HT, FedIter-HT, Distributed-IHT, FedGradMP, FedMid,
-FedDualAvg, FedAvg; :mod:`vflpriv.sparse`) on Flower: the round loop as the ServerApp, each client
-a ClientApp holding only its own rows.
+FedDualAvg, FedAvg; :mod:`vflpriv.sparse`) as roles: the round loop as the server role, each
+client a party role holding only its own rows (hosted by Flower's apps, or in process over a
+:class:`~vflpriv.runtime.link.LocalLink`).
 
 The ServerApp runs the same :func:`vflpriv.sparse.runtime.serve` as in process (participants,
-server noise, aggregation, the strategy's server step) with :class:`FlowerClients` in place of
+server noise, aggregation, the strategy's server step) with :class:`LinkClients` in place of
 :class:`~vflpriv.sparse.runtime.LocalClients`: the broadcast travels as the same wire bytes
 (:mod:`vflpriv.sparse.wire`) inside a Flower message, and each participant's ClientApp
-(:class:`SparseSide`) answers with its wire-encoded reply, computed by the same
+(:class:`SparseParty`) answers with its wire-encoded reply, computed by the same
 :func:`~vflpriv.sparse.runtime.client_replies` on its own rows alone.  Since a client's randomness
 is its own generator ``default_rng([root, t, i, 7])`` and its shapes depend only on the public
 padded length n_max, a seeded run ends at the same model, bit for bit, with the same privacy
@@ -32,27 +33,16 @@ import time
 import numpy as np
 
 from ..errors import InputError
-from ..sparse import wire
-from .clientapp import ClientSide, Refused, own_budget
+from ..runtime.link import DOWN, UP, PartyLost, error_record, raise_recorded
+from ..runtime.partydata import load_cached, save_party_data
+from ..runtime.roles import PartyRole, Refused, own_budget
+from . import wire
 
-_DATA_CACHE = {}
-
-
-def _load_rows(path):
-    """A client's (Z, y), read once per process (an actor serves many messages)."""
-    from .vertical import load_party_data
-
-    st = os.stat(path)
-    key = (os.path.abspath(path), st.st_mtime_ns, st.st_size)
-    if key not in _DATA_CACHE:
-        if len(_DATA_CACHE) > 256:
-            _DATA_CACHE.clear()
-        _DATA_CACHE[key] = load_party_data(path)
-    return _DATA_CACHE[key]
+_load_rows = load_cached
 
 
 def _strategy(setup):
-    from ..sparse.algorithms import make_strategy
+    from .algorithms import make_strategy
 
     s = make_strategy(setup["algorithm"], setup["tau"], setup["local_steps"],
                       **setup["strategy_kw"])
@@ -63,21 +53,21 @@ def _strategy(setup):
 def _record_event(q, z, steps):
     from accounting import SelfComposed
 
-    from ..sparse.privacy import _step_event
+    from .privacy import _step_event
 
     e = _step_event(z, q)
     return e if steps == 1 else SelfComposed(e, steps)
 
 
 # -- client side -----------------------------------------------------------------------------
-class SparseSide(ClientSide):
+class SparseParty(PartyRole):
     """Client i of a sparse run: its rows, the strategy's local step, its noise and budget."""
 
     def __init__(self, cfg, setup):
-        from ..sparse.losses import get_loss
-        from ..sparse.privacy import ClientPrivacy
-        from ..sparse.runtime import BatchSchedule
-        from ..sparse.shards import make_shards
+        from .losses import get_loss
+        from .privacy import ClientPrivacy
+        from .runtime import BatchSchedule
+        from .shards import make_shards
 
         self.i = i = int(cfg["party"])
         self.setup = setup
@@ -111,7 +101,7 @@ class SparseSide(ClientSide):
         self.root = int(ent) if ent not in (None, "") else None
 
     def handle(self, kind, frame, round):
-        from ..sparse.runtime import client_generators, client_replies
+        from .runtime import client_generators, client_replies
 
         if kind == "setup":
             if self.root is None:          # the client's own secret root, kept in its state
@@ -150,7 +140,7 @@ class SparseSide(ClientSide):
 
 
 # -- server side -----------------------------------------------------------------------------
-class FlowerClients:
+class LinkClients:
     """The clients' side of :func:`~vflpriv.sparse.runtime.serve` over a :class:`~.link.Link`:
     the broadcast's wire bytes to each participant, its wire-encoded reply back.  ``frames``
     counts the bytes of those wire messages (what the in-process run meters)."""
@@ -180,19 +170,17 @@ class FlowerClients:
         return V, nb, ok
 
 
-def serve(grid, spec, progress=None) -> dict:
-    """The ServerApp's work for one sparse run described by ``spec`` (see :func:`run`)."""
+def serve(connect, spec, progress=None) -> dict:
+    """The server role of one sparse run described by ``spec`` (see :func:`run`); ``connect(N)``
+    is the run's link to its N clients."""
     import pickle
 
-    from ..sparse.privacy import PrivacyPlan
-    from ..sparse.runtime import Participation
-    from .link import DOWN, UP, Link, error_record
-
+    from .privacy import PrivacyPlan
+    from .runtime import Participation
     N, setup = int(spec["N"]), spec["setup"]
-    link = Link(grid, N, connect_timeout=spec["connect_timeout"],
-                reply_timeout=spec["reply_timeout"])
+    link = connect(N)
     out = {"t": 0, "error": None, "exception": None}
-    clients = FlowerClients(link, tolerate=spec.get("on_client_loss") == "continue")
+    clients = LinkClients(link, tolerate=spec.get("on_client_loss") == "continue")
     try:
         link.connect(b"")
         frame = json.dumps(setup).encode()
@@ -218,7 +206,7 @@ def serve(grid, spec, progress=None) -> dict:
                 progress(t + 1)
 
         t0 = time.perf_counter()
-        from ..sparse.runtime import serve as serve_rounds
+        from .runtime import serve as serve_rounds
 
         state, traffic = serve_rounds(strategy, clients, N=N, d=setup["d"],
                                       p=np.asarray(spec["p"]), rounds=spec["rounds"],
@@ -229,8 +217,7 @@ def serve(grid, spec, progress=None) -> dict:
                    final=np.array(strategy.model(state), copy=True),
                    privacy=None if plan is None else plan.summary())
     except Exception as exc:          # e.g. the server's own budget refusing a release
-        from ..sparse.runtime import ClientsLost
-        from .link import PartyLost
+        from .runtime import ClientsLost
 
         if isinstance(exc, ClientsLost):   # nothing left to continue with: the run stops
             last = exc.lost[-1]
@@ -261,7 +248,6 @@ def party_configs(parts, run_dir, *, privacy, ledgers=None, seed=None) -> list:
     started with.  ``privacy``: the run's privacy dict (record level: each client gets its
     ledger and budget); ``seed``: seeded runs give each client the run's seed as its noise root
     (testing and reproduction only; a deployment leaves it out and each client draws its own)."""
-    from .vertical import save_party_data
 
     cfgs = []
     for i, (Z, y) in enumerate(parts):
@@ -285,11 +271,11 @@ def public_setup(shards, strategy, *, batch, loss, l2, rounds, participation, pr
     length n_max: the clients' sizes are public, see :mod:`vflpriv.sparse.privacy`) and, in a
     private run, the clip and the noise multiplier of each record sample rate (calibrated here
     exactly as the server's :class:`~vflpriv.sparse.privacy.PrivacyPlan` calibrates them)."""
-    from ..sparse.shards import DenseShards
+    from .shards import DenseShards
 
     priv_public = None
     if privacy is not None:
-        from ..sparse.privacy import PrivacyPlan
+        from .privacy import PrivacyPlan
 
         plan = PrivacyPlan(privacy["level"], privacy["epsilon"], privacy["delta"],
                            privacy["clip"], rounds=rounds, local_steps=strategy.local_steps,
@@ -342,13 +328,12 @@ def run(backend, parts, shards, strategy, *, rounds, participation, batch, lr, w
     import tempfile
     import uuid
 
-    from ..sparse.runtime import Metrics, client_weights, default_lr, finish
-    from . import FlowerOptions, check_backend, on_client_loss, require_flwr
-    from .link import raise_recorded
+    from .runtime import Metrics, client_weights, default_lr, finish
+    from ..runtime.backends import FlowerOptions, check_backend, on_client_loss, require_flwr
 
     check_backend(backend)
     if backend == "inprocess":
-        raise InputError("flower.sparse.run runs the Flower backends; inprocess is "
+        raise InputError("sparse.remote.run runs the Flower backends; inprocess is "
                          "vflpriv.sparse.runtime.run")
     require_flwr(backend)
     options = options or FlowerOptions()
@@ -392,12 +377,12 @@ def run(backend, parts, shards, strategy, *, rounds, participation, batch, lr, w
                 "connect_timeout": float(options.connect_timeout),
                 "reply_timeout": float(options.reply_timeout)}
         if options.spec_dir:              # the description for separate machines, no run
-            from .spec import write_description
+            from ..runtime.backends import describe
 
-            return write_description(run_dir, spec, cfgs)
+            return describe(run_dir, spec, cfgs)
         progress = None if callback is None else (lambda t: callback(t - 1, float("nan")))
         t0 = time.perf_counter()
-        from .apps import launch
+        from ..runtime.backends import launch
 
         out = launch(backend, spec, cfgs, run_dir, progress=progress, quiet=options.quiet)
         wall = time.perf_counter() - t0
@@ -445,4 +430,4 @@ def _party_spend(ledgers, privacy):
     return out
 
 
-__all__ = ["SparseSide", "FlowerClients", "serve", "run", "party_configs", "public_setup"]
+__all__ = ["SparseParty", "LinkClients", "serve", "run", "party_configs", "public_setup"]

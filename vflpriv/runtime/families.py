@@ -1,0 +1,44 @@
+"""Where each family's roles live: ``family -> (module, server role, party role)``.
+
+A family's module defines
+
+- ``serve(connect, spec, progress) -> dict``: the server role.  ``connect(K)`` returns the run's
+  transport to K parties (a :class:`~vflpriv.runtime.link.LocalLink` or a Flower ``Link``:
+  ``connect(hello)``, ``exchange(...)``, ``meter``, ``lost``); ``spec`` is the run description
+  (public); the returned dict is the run's result (``"error"`` holds what stopped it, as data);
+- a :class:`~vflpriv.runtime.roles.PartyRole` subclass, built from a party's own config and the
+  public setup the server sent first.
+
+The names are strings resolved on use, so looking a family up imports only that family.
+"""
+from __future__ import annotations
+
+import importlib
+
+FAMILIES = {
+    "vertical": ("vflpriv.vertical.remote", "serve", "VerticalParty"),
+    "secure": ("vflpriv.vertical.secure.remote", "serve", "SecurePartyRole"),
+    "sparse": ("vflpriv.sparse.remote", "serve", "SparseParty"),
+    "horizontal": ("vflpriv.horizontal.remote", "serve", "StrategyParty"),
+    "fedp3": ("vflpriv.horizontal.fedp3_remote", "serve", "FedP3Party"),
+}
+
+
+def register(family: str, module: str, serve: str = "serve", party: str = "Party") -> None:
+    """Add (or replace) a family: a third-party method hosted by the same apps."""
+    FAMILIES[family] = (module, serve, party)
+
+
+def roles(family: str):
+    """``(serve, party role class)`` of ``family``."""
+    try:
+        module, serve, party = FAMILIES[family]
+    except KeyError:
+        raise KeyError(f"no family {family!r}; known: {', '.join(sorted(FAMILIES))}") from None
+    m = importlib.import_module(module)
+    return getattr(m, serve), getattr(m, party)
+
+
+def build_party(cfg: dict, setup: dict):
+    """The party role of ``setup["family"]`` for the party whose own config is ``cfg``."""
+    return roles(setup.get("family", "vertical"))[1](cfg, setup)

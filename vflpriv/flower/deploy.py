@@ -132,7 +132,7 @@ class LocalDeployment:
         from . import require_flwr
 
         require_flwr("flower")
-        from .apps import absolute_paths
+        from .paths import absolute_paths
 
         # the SuperNodes and their ClientApps run elsewhere than this working directory
         self.cfgs = absolute_paths(list(party_configs))
@@ -250,7 +250,7 @@ class LocalDeployment:
         rounds complete; ``on_round(t)`` too (fault drills kill a SuperNode from it).
         ``as_json``: hand the ServerApp a ``run.json`` (what ``vflpriv flower spec`` writes for
         separate machines) instead of a pickle."""
-        from .apps import absolute_paths
+        from .paths import absolute_paths
 
         spec = absolute_paths({k: v for k, v in spec.items() if k != "progress_fn"})
         spec["out"] = os.path.join(self.run_dir, "result.pkl")

@@ -56,12 +56,10 @@ CLI_CASES = [
     ("run-K-zero", ["run", "--data", SYN, "--parties", "0", "--algorithm", "bcfw"], "got 0"),
     ("run-empty-block", ["run", "--data", SYN, "--parties", "2", "--algorithm", "bcfw",
                          "--partition", "0-19;"], "group 1 must be a non-empty"),
-    # --on-client-loss (issue 23): a vertical party's columns are gone with it; FedP3 has no
-    # continue path yet
+    # --on-client-loss (issue 23): a vertical party's columns are gone with it (FedP3 continues:
+    # tests/test_runtime_roles.py)
     ("run-on-client-loss-continue", RUN + ["--algorithm", "bcfw", "--on-client-loss",
                                            "continue"], "cannot go on without a party"),
-    ("fedp3-on-client-loss-continue", ["fedp3", "--on-client-loss", "continue"],
-     "not available for FedP3"),
     ("sparse-on-client-loss-word", ["sparse", "--on-client-loss", "retry"], "--on-client-loss"),
     # vflpriv flower spec / node (issue 23): nothing written for a bad option or a used folder
     ("flower-spec-out-not-empty", lambda tmp: (tmp / "used").mkdir()

@@ -121,3 +121,51 @@ def test_local_link_reports_a_refusal_naming_the_party_and_round():
     out = link.exchange([(0, b"{}", "setup"), (1, b"{}", "setup")], 4, tolerate=True)
     assert out == [b"{}", None] and link.lost[-1][:2] == (1, 4)
     assert link.meter.totals()["downlink_frames"] == len(b'{"family": "x"}') + 4 * 2
+
+
+def test_fedp3_continues_without_a_lost_client_as_if_it_had_left(tmp_path, monkeypatch):
+    """FedP3 (LDP) over the local link, 4 clients, client 2's file deleted after round 1: the run
+    goes on (the default, ``continue``) and ends at the model of an in-process run in which client
+    2 is never sampled after round 1 and leaves the accuracy average then, bit for bit; client 2's
+    own ledger holds only the rounds it answered."""
+    torch = pytest.importorskip("torch")
+    import os
+
+    from vflpriv.horizontal.fedp3 import MLP, FedP3
+    from vflpriv.horizontal.partition import load_dataset, make_clients
+    from vflpriv.runtime.backends import FlowerOptions
+
+    LOST, AFTER, rounds = 2, 1, 4
+    X, y, nc, _ = load_dataset("digits", seed=0)
+    clients = make_clients(X, y, 4, alpha=math.inf, seed=0)
+    kw = dict(model=lambda: MLP(64, 10, (8, 8)), rounds=rounds, local_steps=2, batch_size=16,
+              epsilon=3.0, delta=1e-5, seed=2)
+    run_dir = str(tmp_path / "run")
+    ledgers = tuple(str(tmp_path / f"c{k}.ledger") for k in range(4))
+
+    def drop(t):
+        if t == AFTER:
+            os.remove(os.path.join(run_dir, f"client{LOST}.npz"))
+    b = FedP3(backend="local", flower=FlowerOptions(run_dir=run_dir, party_ledgers=ledgers),
+              **kw).fit(clients, nc, progress=drop)
+    assert [(x["client"], x["round"]) for x in b.flower_["lost_clients"]] == [(LOST, AFTER + 1)]
+    assert b.flower_["on_client_loss"] == "continue" and len(b.accuracy_history_) == rounds
+    assert len(read_ledger(ledgers[LOST]).records) == AFTER + 1
+    assert all(len(read_ledger(p).records) == rounds for k, p in enumerate(ledgers) if k != LOST)
+
+    sample, evaluate = FedP3.sample, FedP3.evaluate
+
+    def without_lost(self, t):
+        chosen = sample(self, t)
+        return chosen if t <= AFTER else [k for k in chosen if k != LOST]
+
+    def evaluate_after_loss(self, t):
+        if t == AFTER + 1:
+            self.drop_client(LOST)
+        return evaluate(self, t)
+    monkeypatch.setattr(FedP3, "sample", without_lost)
+    monkeypatch.setattr(FedP3, "evaluate", evaluate_after_loss)
+    a = FedP3(ledger=str(tmp_path / "in.ledger"), **kw).fit(clients, nc)
+    for p, q in zip(a.net_.state_dict().values(), b.net_.state_dict().values()):
+        assert torch.equal(p, q)
+    assert a.accuracy_history_ == b.accuracy_history_

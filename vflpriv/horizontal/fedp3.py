@@ -427,10 +427,12 @@ class FedP3:
         self.comm_log_, self.accuracy_history_ = [], []
         self.client_accuracy_ = [None] * n
         self._trained_once = [False] * n
+        self._gone, self._lost = set(), []      # clients lost mid-run (remote, "continue")
         self.layer_sets_ = [list(s) if s is not None else None for s in fixed_sets]
         self.meter_ = Meter()
         self.stopped_round_ = round_loop(self, self.rounds, meter=self.meter_, budget=budget,
-                                         progress=progress, clients=self._remote)
+                                         progress=progress, clients=self._remote,
+                                         lost=self._lost)
         self.global_weights_ = self._W
         del self._clients, self._round_rng      # the run's working state, not fitted attributes
         self.accuracy_ = self.accuracy_history_[-1]
@@ -493,11 +495,20 @@ class FedP3:
     def aggregate(self, t, replies):
         self._W = self._aggregate(self._W, [(i, L_i, rec) for i, (L_i, rec) in replies])
 
+    def drop_client(self, i):
+        """Client i was lost mid-run (``--on-client-loss continue``): never asked again, and its
+        accuracy leaves the average (its test records left with it)."""
+        self._gone.add(int(i))
+
+    def _mean_accuracy(self) -> float:
+        return float(np.mean([a for i, a in enumerate(self.client_accuracy_)
+                              if i not in self._gone]))
+
     def evaluate(self, t):
         for i, client in enumerate(self._clients):   # not trained yet: scored with the global model
             if not self._trained_once[i]:
                 self.client_accuracy_[i] = self._accuracy(self._W, client.X_test, client.y_test)
-        self.accuracy_history_.append(float(np.mean(self.client_accuracy_)))
+        self.accuracy_history_.append(self._mean_accuracy())
 
     def _aggregate(self, W, uploads):
         """Alg. 3, layer by layer over the contributors S_t^l; empty S_t^l keeps W_t^l."""
@@ -549,7 +560,7 @@ def _fit_hosted(est, clients, n_classes=None, image_shape=None, progress=None):
     :class:`~vflpriv.runtime.link.PartyRefused` / ``PartyLost`` naming it."""
     import uuid
 
-    from ..runtime.backends import FlowerOptions
+    from ..runtime.backends import FlowerOptions, on_client_loss
     from .hosting import describe_model, launch, raise_error
 
     est._check()
@@ -566,6 +577,7 @@ def _fit_hosted(est, clients, n_classes=None, image_shape=None, progress=None):
              "run_id": uuid.uuid4().hex}
     flower = est.flower or FlowerOptions()
     spec = {"family": "fedp3", "K": len(clients), "setup": setup, "seed": est.seed,
+            "on_client_loss": on_client_loss(flower, "fedp3"),
             "n_classes": n_classes, "iterations": int(est.rounds),
             "connect_timeout": flower.connect_timeout, "reply_timeout": flower.reply_timeout}
     shards = [{"X_train": c.X_train, "y_train": c.y_train, "X_test": c.X_test,
@@ -580,5 +592,7 @@ def _fit_hosted(est, clients, n_classes=None, image_shape=None, progress=None):
     if private:
         est.epsilon_spent_ = info["epsilon_spent"]
     info["stopped"] = [k for k, r in enumerate(est.stopped_round_) if r is not None]
+    info["lost_clients"] = out.get("lost_clients", [])
+    info["on_client_loss"] = spec["on_client_loss"]
     est.flower_ = info
     return est

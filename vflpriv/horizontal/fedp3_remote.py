@@ -29,11 +29,11 @@ from functools import partial
 import numpy as np
 
 from ..errors import InputError
-from ..runtime.link import error_record
+from ..runtime.link import PartyLost, error_record
 from ..runtime.roles import PartyRole
 from .fedp3 import FedP3
 from .hosting import (REFUSED, build_net, client_budget, client_key, flower_summary,
-                      load_client_data, remote_clients)
+                      load_client_data, lost_records, remote_clients)
 
 _ACC = struct.Struct("<d")
 _PLANS = {}          # (settings, m) -> the client's plan (calibrated once per process)
@@ -114,10 +114,10 @@ class FedP3Party(PartyRole):
 class RemoteFedP3(FedP3):
     """The ServerApp's FedP3: the in-process estimator whose clients answer over a Link."""
 
-    def attach(self, link):
-        self._link = link
+    def attach(self, link, tolerate=False):
+        self._link, self._tolerate = link, bool(tolerate)
         self._remote = remote_clients(link, lambda i: "train " + ",".join(self._L[i]),
-                                      self._on_reply)
+                                      self._on_reply, tolerate=self._tolerate)
 
     def _on_reply(self, i, frame):
         self.client_accuracy_[i] = _ACC.unpack(frame[:_ACC.size])[0]
@@ -125,13 +125,23 @@ class RemoteFedP3(FedP3):
         return frame[_ACC.size:]
 
     def evaluate(self, t):
-        todo = [i for i in range(self.n_clients) if not self._trained_once[i]]
+        todo = [i for i in range(self.n_clients)
+                if not self._trained_once[i] and i not in self._gone]
         if todo:          # not trained yet: scored with the global model, on the client
             full = tuple(self.layer_names_)
             reqs = [(i, self._downlink(self._W, full, i, t, full=True), "eval") for i in todo]
-            for (i, _, _), (frame, _) in zip(reqs, self._link.exchange(reqs, t, kinds=True)):
-                self.client_accuracy_[i] = _ACC.unpack(frame)[0]
-        self.accuracy_history_.append(float(np.mean(self.client_accuracy_)))
+            replies = self._link.exchange(reqs, t, kinds=True, tolerate=self._tolerate)
+            for (i, _, _), reply in zip(reqs, replies):
+                if reply is None:                 # lost while being scored ("continue")
+                    self._lost.append((i, t))
+                    self.drop_client(i)
+                    continue
+                self.client_accuracy_[i] = _ACC.unpack(reply[0])[0]
+        if len(self._gone) == self.n_clients:
+            from .loop import AllClientsLost
+
+            raise AllClientsLost(self._lost[-1][0], t)
+        self.accuracy_history_.append(self._mean_accuracy())
 
 
 def serve(connect, spec, progress=None) -> dict:
@@ -146,7 +156,7 @@ def serve(connect, spec, progress=None) -> dict:
         link.exchange([(k, setup, "setup") for k in range(spec["K"])], 0)
         est = RemoteFedP3(model=partial(build_net, spec["setup"]["model"]), seed=spec["seed"],
                           threads=spec["setup"]["threads"], **spec["setup"]["params"])
-        est.attach(link)
+        est.attach(link, tolerate=spec.get("on_client_loss") == "continue")
         # the server's view of the clients: their record counts, no records
         stubs = [ClientData(np.empty((m, 0), np.float32), np.zeros(m, np.int64), None, None)
                  for m in spec["setup"]["sizes"]]
@@ -158,7 +168,14 @@ def serve(connect, spec, progress=None) -> dict:
         est.fit(stubs, spec["n_classes"], None, progress=prog)
         out["fitted"] = {k: v for k, v in vars(est).items()
                          if k.endswith("_") and not k.startswith("_")}
+        out["lost_clients"] = lost_records(est._lost, link)
     except Exception as exc:
+        from .loop import AllClientsLost
+
+        if isinstance(exc, AllClientsLost):     # nothing left to continue with: stop
+            why = dict(((int(p), int(r)), w) for p, r, w in link.lost)
+            exc = PartyLost(exc.client, exc.round,
+                            f"{why.get((exc.client, exc.round), 'lost')}; {exc}")
         out["error"] = error_record(exc, out["t"])
     out["flower"] = flower_summary(link, spec["K"])
     return out

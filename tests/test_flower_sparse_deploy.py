@@ -69,7 +69,7 @@ def test_sparse_deployment_from_a_written_spec_survives_a_lost_client(tmp_path, 
     assert [c["data"] for c in cfgs] == [str(out / f"client{i}.npz") for i in range(N)]
 
     with LocalDeployment(cfgs, str(tmp_path / "dep")) as dep:
-        res = dep.run(spec, as_json=True, timeout=240,
+        res = dep.run(spec, timeout=240,
                       on_round=lambda r: os.remove(cfgs[LOST]["data"]) if r == AFTER + 1
                       else None)
     assert res["error"] is None, res["error"]

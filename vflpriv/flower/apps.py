@@ -2,8 +2,8 @@
 
 ``server_app`` and ``client_app`` (module level) are what a deployed SuperLink and SuperNodes
 load (the app directory written by :func:`vflpriv.flower.deploy.write_app` names them): the
-ServerApp reads its run description from the file ``run_config["spec"]`` (a pickle, or the
-``run.json`` of ``vflpriv flower spec``) and writes its result to ``spec["out"]``; each ClientApp reads its party config from its node config.
+ServerApp reads its run description from the file ``run_config["spec"]`` (the ``run.json``
+of :mod:`.spec`, data only) and writes its result to ``spec["out"]``; each ClientApp reads its party config from its node config.
 
 :func:`simulate` runs the same ServerApp and ClientApp on Flower's simulation runtime in this
 process.  The ServerApp gives the server role of ``spec["family"]``
@@ -66,13 +66,10 @@ def _make_server_app(get_spec, sink):
 
 
 def _spec_from_run_config(context):
-    path = str(context.run_config["spec"])
-    if path.endswith(".json"):          # written by ``vflpriv flower spec`` (.spec)
-        from .spec import load_description
+    """The run description named by the run config: a ``run.json`` (:mod:`.spec`), data only."""
+    from .spec import load_description
 
-        return load_description(path)
-    with open(path, "rb") as fh:
-        return pickle.load(fh)
+    return load_description(str(context.run_config["spec"]))
 
 
 def _write_result(spec, out):

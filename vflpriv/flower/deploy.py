@@ -245,26 +245,20 @@ class LocalDeployment:
         return False
 
     # -- one run ------------------------------------------------------------------------------
-    def run(self, spec, *, progress=None, on_round=None, timeout=None, as_json=False) -> dict:
+    def run(self, spec, *, progress=None, on_round=None, timeout=None) -> dict:
         """Submit ``spec`` and wait for the ServerApp's result.  ``progress(t)`` is called as
-        rounds complete; ``on_round(t)`` too (fault drills kill a SuperNode from it).
-        ``as_json``: hand the ServerApp a ``run.json`` (what ``vflpriv flower spec`` writes for
-        separate machines) instead of a pickle."""
+        rounds complete; ``on_round(t)`` too (fault drills kill a SuperNode from it).  The
+        ServerApp gets the run description as ``run.json`` (+ ``run.npz``), the files
+        ``vflpriv flower spec`` writes for separate machines."""
         from .paths import absolute_paths
 
         spec = absolute_paths({k: v for k, v in spec.items() if k != "progress_fn"})
         spec["out"] = os.path.join(self.run_dir, "result.pkl")
         spec["progress"] = os.path.join(self.run_dir, "progress")
-        if as_json:
-            import json
+        # the same files as for separate machines (vflpriv flower spec): data, never a pickle
+        from .spec import dump_run
 
-            spec_path = os.path.join(self.run_dir, "run.json")
-            with open(spec_path, "w") as fh:
-                json.dump(spec, fh)
-        else:
-            spec_path = os.path.join(self.run_dir, "spec.pkl")
-            with open(spec_path, "wb") as fh:
-                pickle.dump(spec, fh)
+        spec_path = dump_run(spec, os.path.join(self.run_dir, "run.json"))
         if timeout is None:
             timeout = spec.get("connect_timeout", 60) + 60 + spec.get("iterations", 10) * 120
         log = os.path.join(self.logs, "flwr-run.log")

@@ -15,7 +15,13 @@ What the loopback deployment (:mod:`.deploy`) hands its processes in Python, wri
 
 Relative paths in these files are relative to the file's own folder, so the folder can be
 copied anywhere (each machine gets ``run.json`` or its own ``node<i>.toml`` and ``client<i>.npz``).
-Only the sparse family writes one so far (its run description is plain JSON).
+
+Every family's run description is data: JSON, with numpy arrays (a horizontal run's initial model
+and public test set) in ``run.npz`` beside it, tuples tagged as tuples, and the few typed values
+a description holds (a vertical run's noise plan and its privacy event, its sampling) written
+field by field (:func:`encode`, :func:`decode`; only the types in :data:`TYPES` are read back,
+so a description never makes the ServerApp import or run anything else).  The loopback
+deployment hands its ServerApp the same files.
 """
 from __future__ import annotations
 
@@ -69,20 +75,118 @@ def check_directory(directory):
         raise InputError(f"--out {directory!r}: its folder {parent!r} is not a writable folder")
 
 
+# -- the run description as JSON (+ arrays) ------------------------------------------------------
+def _noise_plan():
+    from ..vertical.privacy import NoisePlan
+
+    return NoisePlan
+
+
+#: the typed values a run description may hold: name -> (type getter, to fields, from fields)
+TYPES = {
+    "NoisePlan": (_noise_plan, lambda o: {f: getattr(o, f) for f in (
+        "mode", "noise", "index_scale", "feature_sigma", "epsilon", "delta", "accountant",
+        "event", "details")}, lambda d: _noise_plan()(**d)),
+}
+
+
+def encode(obj, arrays: dict):
+    """``obj`` as JSON-able data; numpy arrays go to ``arrays`` (name -> array)."""
+    import numpy as np
+
+    from accounting import DpEvent
+
+    if isinstance(obj, dict):
+        if not all(isinstance(k, str) for k in obj):
+            raise TypeError(f"a run description's keys must be strings: {list(obj)[:5]}")
+        return {k: encode(v, arrays) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [encode(v, arrays) for v in obj]
+    if isinstance(obj, tuple):
+        return {"__tuple__": [encode(v, arrays) for v in obj]}
+    if isinstance(obj, np.ndarray):
+        name = f"a{len(arrays)}"
+        arrays[name] = obj
+        return {"__array__": name}
+    if isinstance(obj, (np.integer, np.floating, np.bool_)):
+        return obj.item()
+    if isinstance(obj, DpEvent):
+        return {"__event__": obj.to_dict()}
+    from ..vertical.sampling import Sampling
+
+    if isinstance(obj, Sampling):
+        return {"__sampling__": encode({"kind": obj.kind, "blocks": list(obj.blocks),
+                                        "tau": getattr(obj, "tau", None),
+                                        "probs": getattr(obj, "probs", None)}, arrays)}
+    for name, (cls, to_fields, _) in TYPES.items():
+        if type(obj) is cls():
+            return {"__type__": name, "fields": encode(to_fields(obj), arrays)}
+    if obj is None or isinstance(obj, (str, bool, int, float)):
+        return obj
+    raise TypeError(f"a run description cannot hold a {type(obj).__name__}")
+
+
+def decode(obj, arrays):
+    """:func:`encode`'s output read back (``arrays``: name -> array)."""
+    if isinstance(obj, list):
+        return [decode(v, arrays) for v in obj]
+    if not isinstance(obj, dict):
+        return obj
+    if "__tuple__" in obj:
+        return tuple(decode(v, arrays) for v in obj["__tuple__"])
+    if "__array__" in obj:
+        return arrays[obj["__array__"]]
+    if "__event__" in obj:
+        from accounting.events import event_from_dict
+
+        return event_from_dict(obj["__event__"])
+    if "__sampling__" in obj:
+        from ..vertical.sampling import Sampling
+
+        d = decode(obj["__sampling__"], arrays)
+        return Sampling(d["kind"], d["blocks"], tau=d["tau"], probs=d["probs"])
+    if "__type__" in obj:
+        if obj["__type__"] not in TYPES:
+            raise InputError(f"run description: unknown type {obj['__type__']!r}")
+        return TYPES[obj["__type__"]][2](decode(obj["fields"], arrays))
+    return {k: decode(v, arrays) for k, v in obj.items()}
+
+
+def _relative_paths(obj, base):
+    if isinstance(obj, dict):
+        return {k: (_rel(v, base) if k in SPEC_PATHS else _relative_paths(v, base))
+                for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_relative_paths(v, base) for v in obj]
+    return obj
+
+
+def dump_run(spec, path) -> str:
+    """Write the run description ``spec`` to ``path`` (``run.json``; arrays in ``run.npz``
+    beside it); paths inside it relative to its folder."""
+    import numpy as np
+
+    base = os.path.dirname(os.path.abspath(path))
+    arrays = {}
+    doc = _relative_paths(encode({k: v for k, v in spec.items() if k != "progress_fn"},
+                                 arrays), base)
+    if arrays:
+        npz = os.path.splitext(path)[0] + ".npz"
+        np.savez(npz, **arrays)
+        doc["__arrays__"] = os.path.basename(npz)
+    with open(path, "w") as fh:
+        json.dump(doc, fh, indent=1, sort_keys=True)
+        fh.write("\n")
+    return path
+
+
 def write_description(directory, spec, cfgs) -> dict:
     """Write ``run.json`` and one ``node<i>.toml`` per entry of ``cfgs`` into ``directory``
     (the clients' data files are already there); returns what was written."""
     spec = dict(spec)
-    spec["out"] = "result.pkl"
+    spec["out"] = os.path.join(directory, "result.pkl")
     spec.pop("progress", None)
-    spec.pop("progress_fn", None)
-    if spec.get("privacy") and spec["privacy"].get("ledger"):
-        spec["privacy"] = dict(spec["privacy"], ledger=_rel(spec["privacy"]["ledger"],
-                                                            directory))
-    path = os.path.join(directory, "run.json")
-    with open(path, "w") as fh:
-        json.dump(spec, fh, indent=1, sort_keys=True)
-        fh.write("\n")
+    path = dump_run(spec, os.path.join(directory, "run.json"))
     nodes = []
     for cfg in cfgs:
         k = int(cfg["party"])
@@ -109,7 +213,19 @@ def load_description(path) -> dict:
         raise InputError(f"run description {str(path)!r} cannot be read: {exc}") from None
     if not isinstance(spec, dict) or "family" not in spec:
         raise InputError(f"run description {str(path)!r} has no 'family': not a vflpriv run")
-    return _resolve(spec, os.path.dirname(os.path.abspath(path)), SPEC_PATHS)
+    base = os.path.dirname(os.path.abspath(path))
+    arrays = {}
+    if "__arrays__" in spec:
+        import numpy as np
+
+        npz = os.path.join(base, spec.pop("__arrays__"))
+        try:
+            with np.load(npz, allow_pickle=False) as z:
+                arrays = {k: z[k] for k in z.files}
+        except (OSError, ValueError) as exc:
+            raise InputError(f"run description {str(path)!r}: its arrays {npz!r} cannot be "
+                             f"read: {exc}") from None
+    return _resolve(decode(spec, arrays), base, SPEC_PATHS)
 
 
 def read_node_config(path) -> dict:

@@ -1,0 +1,95 @@
+"""Every family's run description is data: written as run.json (+ run.npz) and read back equal,
+value for value and bit for bit (what a deployed ServerApp reads, on one machine or across
+machines); a description holding anything else is refused, and an unknown type is not read."""
+import json
+import math
+
+import numpy as np
+import pytest
+
+from vflpriv.errors import InputError
+from vflpriv.flower.spec import dump_run, load_description
+
+
+def _same(a, b, path="spec"):
+    assert type(a) is type(b) or (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)), path
+    if isinstance(a, dict):
+        assert set(a) == set(b), path
+        for k in a:
+            _same(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            _same(x, y, f"{path}[{i}]")
+    elif isinstance(a, np.ndarray):
+        assert a.dtype == b.dtype and np.array_equal(a, b), path
+    elif hasattr(a, "__dataclass_fields__"):
+        assert a == b, path
+    elif hasattr(a, "blocks"):                   # Sampling
+        assert a.kind == b.kind and all(np.array_equal(x, y) for x, y in zip(a.blocks, b.blocks))
+    else:
+        assert a == b or (isinstance(a, float) and math.isnan(a) and math.isnan(b)), path
+
+
+@pytest.fixture
+def captured(monkeypatch):
+    """Each family's spec as its driver hands it to the host (runs over the local link)."""
+    import vflpriv.runtime.backends as B
+
+    specs = {}
+    launch = B.launch
+
+    def keep(backend, spec, cfgs, run_dir, **kw):
+        specs.setdefault(spec["family"], spec)
+        return launch(backend, spec, cfgs, run_dir, **kw)
+    monkeypatch.setattr(B, "launch", keep)
+    return specs
+
+
+def test_every_family_description_round_trips_as_data(tmp_path, captured):
+    from vflpriv.data import VerticalData, make_synthetic
+    from vflpriv.sparse.api import fit
+    from vflpriv.vertical.api import solve
+
+    A, y, _ = make_synthetic(n=40, d=12, density=0.4, seed=0)
+    data = VerticalData.from_arrays(A, y, "balanced", parties=3)
+    P = dict(epsilon=4.0, delta=1e-5, feature_bound=1.0, label_bound=3.0)
+    solve(data, algorithm="dp-bcfw", iterations=2, seed=1, backend="local",
+          sampling="nice:2", **P)
+    solve(data, algorithm="dp-bcfw-secure", iterations=2, seed=1, backend="local",
+          max_features=2, **P)
+    fit("synthetic-003:alpha=0.5,e=1.1,sparsity=5,seed=0,d=30,samples=20", "fediterht",
+        clients=3, rounds=2, lr=0.01, seed=0, backend="local", epsilon=4.0, delta=1e-5)
+    families = ["vertical", "secure", "sparse"]
+    try:
+        import torch  # noqa: F401
+
+        from vflpriv.horizontal.fedavg import FedAvg
+        from vflpriv.horizontal.fedp3 import MLP, FedP3
+        from vflpriv.horizontal.partition import load_dataset, load_federated, make_clients
+        from vflpriv.horizontal.runtime import run
+
+        run(FedAvg(), load_federated("digits", 3, seed=0), lambda: MLP(64, 10, (8,)), rounds=1,
+            seed=1, backend="local")
+        X, yy, nc, _ = load_dataset("digits", seed=0)
+        FedP3(model=lambda: MLP(64, 10, (8, 8)), rounds=1, seed=1, backend="local").fit(
+            make_clients(X, yy, 3, alpha=math.inf, seed=0), nc)
+        families += ["horizontal", "fedp3"]
+    except ImportError:
+        pass
+    assert sorted(captured) == sorted(families)
+    for fam, spec in captured.items():
+        path = dump_run(spec, str(tmp_path / f"{fam}.json"))
+        json.load(open(path))                                # plain JSON
+        back = load_description(path)
+        _same({k: v for k, v in spec.items() if k != "progress_fn"}, back, fam)
+    assert (tmp_path / "horizontal.npz").exists() == ("horizontal" in families)
+
+
+def test_a_description_holds_data_only(tmp_path):
+    with pytest.raises(TypeError, match="cannot hold a builtin_function_or_method"):
+        dump_run({"family": "x", "f": len}, str(tmp_path / "a.json"))
+    (tmp_path / "b.json").write_text(json.dumps({"family": "x", "v": {"__type__": "os.system",
+                                                                        "fields": {}}}))
+    with pytest.raises(InputError, match="unknown type 'os.system'"):
+        load_description(str(tmp_path / "b.json"))

@@ -169,3 +169,50 @@ def test_fedp3_continues_without_a_lost_client_as_if_it_had_left(tmp_path, monke
     for p, q in zip(a.net_.state_dict().values(), b.net_.state_dict().values()):
         assert torch.equal(p, q)
     assert a.accuracy_history_ == b.accuracy_history_
+
+
+@pytest.mark.parametrize("name", ["scaffold", "feddyn"])
+def test_scaffold_and_feddyn_continue_without_a_lost_client(tmp_path, monkeypatch, name):
+    """SCAFFOLD and FedDyn (their server state c / h carries every client's last contribution)
+    over the local link, client 2's file deleted after round 1: the run goes on and ends at the
+    model of an in-process run whose sampler leaves client 2 out from round 2 on, bit for bit --
+    the lost client's last contribution stays in c / h exactly as a client's that is not
+    sampled (docs/flower.md, "A lost client")."""
+    torch = pytest.importorskip("torch")
+    import os
+
+    from vflpriv.horizontal.feddyn import FedDyn
+    from vflpriv.horizontal.fedp3 import MLP
+    from vflpriv.horizontal.local import LocalConfig
+    from vflpriv.horizontal.partition import load_federated
+    from vflpriv.horizontal.runtime import _StrategyRun, run
+    from vflpriv.horizontal.scaffold import Scaffold
+    from vflpriv.runtime.backends import FlowerOptions
+
+    LOST, AFTER, rounds = 2, 1, 4
+    make = {"scaffold": Scaffold, "feddyn": lambda: FedDyn(5e-2, 1e-4, 5e-3)}[name]
+    data = load_federated("digits", 4, seed=0)
+    kw = dict(rounds=rounds, participation=1.0, seed=5,
+              local=LocalConfig(epochs=1, batch_size=32, lr=0.1))
+
+    def model():
+        return MLP(64, 10, (8,))
+    run_dir = str(tmp_path / "run")
+
+    def drop(t):
+        if t == AFTER:
+            os.remove(os.path.join(run_dir, f"client{LOST}.npz"))
+    b = run(make(), data, model, backend="local", progress=drop,
+            flower=FlowerOptions(run_dir=run_dir), **kw)
+    assert [(x["client"], x["round"]) for x in b.flower["lost_clients"]] == [(LOST, AFTER + 1)]
+    assert b.flower["rounds_completed"] == rounds
+
+    sample = _StrategyRun.sample
+
+    def without_lost(self, t):
+        chosen = sample(self, t)
+        return chosen if t <= AFTER else [k for k in chosen if k != LOST]
+    monkeypatch.setattr(_StrategyRun, "sample", without_lost)
+    a = run(make(), data, model, **kw)
+    assert torch.equal(a.theta, b.theta)
+    assert a.accuracy_history == b.accuracy_history

@@ -107,7 +107,8 @@ def node(args) -> int:
     import shlex
     import subprocess
 
-    from ..flower.spec import node_command, read_node_config
+    from ..flower.deploy import node_command
+    from ..flower.spec import read_node_config
 
     cfg = read_node_config(args.config)
     argv = node_command(cfg, args.superlink, root_certificates=args.root_certificates,

@@ -319,3 +319,22 @@ def check_loopback_only(address: str):
     if host not in ("127.0.0.1", "localhost", "::1"):
         raise InputError(f"insecure Flower connections are for loopback only, got {address!r}; "
                          "use TLS across machines (docs/flower.md)")
+
+
+def node_command(cfg, superlink, *, root_certificates=None, insecure=False) -> list:
+    """The ``flower-supernode`` command line that serves ``cfg`` (TLS unless ``insecure``,
+    which is for 127.0.0.1 only)."""
+    if not superlink or ":" not in superlink:
+        raise InputError(f"--superlink must be HOST:PORT, got {superlink!r}")
+    argv = [_bin("flower-supernode"), "--superlink", superlink]
+    if insecure:
+        check_loopback_only(superlink)
+        argv.append("--insecure")
+    elif root_certificates:
+        if not os.path.isfile(root_certificates):
+            raise InputError(f"--root-certificates {root_certificates!r} does not exist")
+        argv += ["--root-certificates", os.path.abspath(root_certificates)]
+    else:
+        raise InputError("a SuperNode across machines needs --root-certificates CA.crt (TLS); "
+                         "--insecure is for 127.0.0.1 only")
+    return argv + ["--node-config", _node_config(cfg)]

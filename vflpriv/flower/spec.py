@@ -10,7 +10,7 @@ What the loopback deployment (:mod:`.deploy`) hands its processes in Python, wri
 - ``node<i>.toml``: client i's node config (``party``, ``data``, its ledger and budget in a
   record-level private run), the keys its SuperNode's ``--node-config`` carries;
   ``vflpriv flower node node<i>.toml --superlink HOST:PORT`` reads it back and starts the
-  SuperNode (:func:`read_node_config`, :func:`node_command`).
+  SuperNode (:func:`read_node_config`, :func:`vflpriv.flower.deploy.node_command`).
 - ``client<i>.npz``: client i's rows, to be copied to client i's machine only.
 
 Relative paths in these files are relative to the file's own folder, so the folder can be
@@ -244,24 +244,3 @@ def read_node_config(path) -> dict:
         raise InputError(f"node config {str(path)!r}: its data file {cfg['data']!r} does not "
                          "exist on this machine")
     return cfg
-
-
-def node_command(cfg, superlink, *, root_certificates=None, insecure=False) -> list:
-    """The ``flower-supernode`` command line that serves ``cfg`` (TLS unless ``insecure``,
-    which is for 127.0.0.1 only)."""
-    from .deploy import _bin, _node_config, check_loopback_only
-
-    if not superlink or ":" not in superlink:
-        raise InputError(f"--superlink must be HOST:PORT, got {superlink!r}")
-    argv = [_bin("flower-supernode"), "--superlink", superlink]
-    if insecure:
-        check_loopback_only(superlink)
-        argv.append("--insecure")
-    elif root_certificates:
-        if not os.path.isfile(root_certificates):
-            raise InputError(f"--root-certificates {root_certificates!r} does not exist")
-        argv += ["--root-certificates", os.path.abspath(root_certificates)]
-    else:
-        raise InputError("a SuperNode across machines needs --root-certificates CA.crt (TLS); "
-                         "--insecure is for 127.0.0.1 only")
-    return argv + ["--node-config", _node_config(cfg)]

@@ -209,7 +209,9 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
                             callback=callback, report_accountants=report_accountants,
                             derivative_clip=derivative_clip, checkpoint=checkpoint,
                             row_clip=row_clip, max_features=max_features, backend=backend,
-                            flower=flower, label_party=label_party)
+                            flower=flower, label_party=label_party, resume=resume,
+                            checkpoint_every=checkpoint_every,
+                            checkpoint_extra=checkpoint_extra)
     if algorithm in ("fw", "dpfw"):
         if checkpoint is not None:
             raise InputError(f"checkpoints are for the vertical algorithms (dp-bcfw, bcfw, dfw), "

@@ -85,14 +85,19 @@ def read_checkpoint(path):
     return meta, arrays
 
 
+def check_every(every):
+    """``checkpoint_every``: a positive integer (rounds between two checkpoints)."""
+    if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
+        raise InputError(f"checkpoint_every must be a positive integer, got {every!r}")
+    return int(every)
+
+
 class Checkpointer:
     """``on_round`` hook for :func:`engine.run_vertical`: writes a checkpoint before the first
     round and after every ``every``-th round and the last one."""
 
     def __init__(self, path, every, iterations, meta: dict, budget_filter=None):
-        if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
-            raise InputError(f"checkpoint_every must be a positive integer, got {every!r}")
-        self.path, self.every, self.T, self.meta = path, int(every), iterations, meta
+        self.path, self.every, self.T, self.meta = path, check_every(every), iterations, meta
         self.budget_filter = budget_filter
 
     def __call__(self, server):

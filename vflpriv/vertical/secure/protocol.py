@@ -391,7 +391,7 @@ def replay_objective(data, eta, selections):
 def run_secure(data, *, eta, iterations, frac, private, noise_plan=None, budget_filter=None,
                feature_bound=None, label_bound=None, clips=None, feature_cap=10, seed=None,
                noise_key=None, callback=None, remote=None, label_party=None, chunk_rows=None,
-               spill=None) -> SecureResult:
+               spill=None, state=None, on_round=None) -> SecureResult:
     """Run the protocol (module docstring).  ``clips``: per-party row clips C_k (private runs).
     ``label_party``: None when every party holds y (paper 004's setting), else the index of the
     one party that does; every other party k then obtains A_k^T y + N(0, sigma^2 I) once, by the
@@ -400,12 +400,17 @@ def run_secure(data, *, eta, iterations, frac, private, noise_plan=None, budget_
     :class:`LocalParties`' steps; the objective is then left to :func:`replay_objective`.
     ``chunk_rows``: rows per masked-block chunk (default CHUNK_ROWS; the result does not depend on
     it).  ``spill``: keep the received masked blocks on disk (``store.py``); None = when they
-    exceed ``store.SPILL_BYTES``, or a directory path to spill into."""
+    exceed ``store.SPILL_BYTES``, or a directory path to spill into.
+    ``on_round(snapshot)`` (in process; ``state.Snapshot``, for ``checkpoint.Checkpointer``) is
+    called before anything is charged, once the parties are set up and after every round;
+    ``state`` (a checkpoint's ``(meta, arrays)``) continues an interrupted run from it: the
+    offline phase is recomputed, the rest restored (``state.py``)."""
     from ..engine import _seeds
     from ..privacy import index_event
     from .privacy import round_feature_event
     from .ring import KeySource
 
+    from .state import RoundState, Snapshot, restore, restore_keys
     from .store import SpillDirectory, should_spill
 
     K, n, T = data.K, data.n, int(iterations)
@@ -418,6 +423,7 @@ def run_secure(data, *, eta, iterations, frac, private, noise_plan=None, budget_
     _, _, noise_ss = _seeds(seed, noise_key)
     keys = KeySource(None if noise_key is not None else seed)
     sizes = [len(b) for b in data.blocks]
+    parties = None
     if remote is not None:
         link = remote({"K": K, "n": n, "eta": float(eta), "frac": int(frac),
                        "feature_cap": int(feature_cap), "private": bool(private),
@@ -462,10 +468,23 @@ def run_secure(data, *, eta, iterations, frac, private, noise_plan=None, budget_
         link = LocalParties(parties, spill=SpillDirectory(None if spill is True else spill)
                             if spill else None)
     dealer = Dealer(keys, sizes, n, chunk)
+    resumed = state is not None and state[0]["stage"] == "ready"
+    if remote is not None and (state is not None or on_round is not None):
+        raise InputError("checkpoints of dp-bcfw-secure are for the in-process run")
+    if state is not None:
+        restore_keys(state[0], keys, dealer)       # before the run draws any key again
+    run = RoundState(K, data.d)
+    ev = Evaluation(data) if remote is None else None
+    snap = None if on_round is None else Snapshot(run, parties, link, keys, dealer, ev)
+    if snap is not None and not resumed:
+        on_round(snap)           # nothing charged yet: a crash from here on can be resumed
     link.setup({k: SM.SecureSetup(frac, feature_cap, K, n, dealer.mask_keys[k])
                 for k in range(K)})
     link.offline()               # offline phase: masked blocks between the parties
-    if label_party is not None and K > 1:
+    if resumed:
+        # the masked blocks were recomputed above (state.py); everything else comes back
+        restore(state[0], state[1], run, parties, link, ev)
+    elif label_party is not None and K > 1:
         # the label party's y times every other party's block, released once (noised)
         L = int(label_party)
         if private:
@@ -478,25 +497,22 @@ def run_secure(data, *, eta, iterations, frac, private, noise_plan=None, budget_
         others = [k for k in range(K) if k != L]
         to_holder, to_peer = dealer.triples(L, SM.LABEL_INDEX, others)
         link.product(L, SM.LABEL_INDEX, to_holder, to_peer, 0)
+    run.stage = "ready"
     setup_seconds = time.perf_counter() - t_setup
 
     t0 = time.perf_counter()
-    x = np.zeros(data.d)
-    ev = Evaluation(data) if remote is None else None
-    history, selections = [], []
+    x = run.x
     initial = float(0.5 * np.mean(data.y ** 2)) if remote is None else None
-    prev = [0] * K
-    chosen = [set() for _ in range(K)]
-    released = [0] * K
-    products = 0
-    for t in range(T):
+    if snap is not None:
+        on_round(snap)
+    for t in range(run.t, T):
         if private:
             budget_filter.charge(index_event(noise_plan.noise, noise_plan.index_scale,
                                              noise_plan.details["sens_index"], K),
                                  party=",".join(map(str, range(K))), round=t,
                                  note="secure: signed index")
-        picks = link.select(prev, t)
-        new = [(l, i) for l, (i, _) in enumerate(picks) if i not in chosen[l]]
+        picks = link.select(run.prev, t)
+        new = [(l, i) for l, (i, _) in enumerate(picks) if i not in run.chosen[l]]
         if new and K > 1:
             if private:
                 budget_filter.charge(round_feature_event(noise_plan.feature_sigma, feature_bound,
@@ -508,22 +524,26 @@ def run_secure(data, *, eta, iterations, frac, private, noise_plan=None, budget_
                 others = [k for k in range(K) if k != l]
                 to_holder, to_peer = dealer.triples(l, i, others)
                 link.product(l, i, to_holder, to_peer, t)
-                products += len(others)
+                run.products += len(others)
         for l, i in new:
-            chosen[l].add(i)
-            released[l] += 1
+            run.chosen[l].add(i)
+            run.released[l] += 1
         gamma = 2.0 / (t + 2.0)
         sel, moves = fw_step(x, data.blocks, picks, gamma, eta)
-        selections.append(sel)
-        prev = [sign * (i + 1) for i, sign in picks]
+        run.selections.append(sel)
+        run.prev = [sign * (i + 1) for i, sign in picks]
         if ev is not None:
-            history.append(ev.advance(moves, gamma))
+            run.history.append(ev.advance(moves, gamma))
+        run.t = t + 1
+        if snap is not None:
+            on_round(snap)
         if callback is not None:
-            callback(t, history[-1] if history else float("nan"))
+            callback(t, run.history[-1] if run.history else float("nan"))
     if isinstance(link, LocalParties):
         link.close()     # spilled blocks removed (on an error, the temporary directory's finalizer)
-    return SecureResult(x=x, objective=history, initial_objective=initial, meter=link.meter,
-                        seconds=time.perf_counter() - t0 + setup_seconds, released=released,
-                        selections=selections, products=products, frac_bits=frac,
+    return SecureResult(x=x, objective=run.history, initial_objective=initial,
+                        meter=link.meter, seconds=time.perf_counter() - t0 + setup_seconds,
+                        released=run.released, selections=run.selections,
+                        products=run.products, frac_bits=frac,
                         peer_bytes=link.peer_bytes, setup_seconds=setup_seconds,
                         extra={"party_ledgers": link.ledgers()})

@@ -1,0 +1,72 @@
+"""Resuming an interrupted dp-bcfw-secure run (in process): the checkpoint is read and checked
+against the run's options and data, its ledger reopened under the same run id, and the spend the
+rest of the run may still make checked before anything is released.
+
+Why a resume cannot re-spend (docs/vertical.md, "Checkpoints of dp-bcfw-secure"): the
+server charges every release to the budget filter before any party draws its noise, and the
+checkpoint holds every generator's state as of the end of its round.  The records the ledger
+holds beyond the checkpoint's length are therefore releases of rounds the resume redoes; redone
+from the restored generators, those rounds draw the same noise and release the same values, so
+:class:`~vflpriv.vertical.checkpoint.ReplayFilter` matches each charge against its recorded twin
+(same event, party, round and note) instead of appending it.  A released value is never
+re-drawn with fresh noise (that would be a second release of the same data, charged once), and
+the ledger ends as an uninterrupted run's.
+"""
+from __future__ import annotations
+
+import os
+
+from ...errors import InputError
+
+
+def read_resume(path, config, seed, data) -> dict:
+    """The checkpoint at ``path``, checked against this run's options, seed and data (the same
+    checks as the other vertical algorithms' resume)."""
+    from ..api import _resume_checkpoint
+
+    ck = _resume_checkpoint(path, config, seed, data)
+    if ck["config"].get("algorithm") != "dp-bcfw-secure" or "stage" not in ck["state"]:
+        raise InputError(f"resume: {str(path)!r} is not a checkpoint of a dp-bcfw-secure run")
+    return ck
+
+
+def resume_ledger(ledger, ck, epsilon, delta, accountant):
+    """The interrupted run's ledger (``ledger`` or the checkpoint's), opened under its run id;
+    never a new empty one, which would forget what was spent."""
+    from accounting import Ledger
+
+    ledger = ledger if ledger is not None else ck["ledger_path"]
+    if isinstance(ledger, Ledger):
+        return ledger
+    if ledger is None or not os.path.isfile(ledger):
+        raise InputError(f"resume: the ledger {str(ledger)!r} of the checkpoint's run does not "
+                         "exist")
+    return Ledger(ledger, budget={"epsilon": epsilon, "delta": delta, "accountant": accountant},
+                  run_id=ck["run_id"])
+
+
+def pending_records(led, ck, path):
+    """This run's ledger records charged after the checkpoint was written (to replay)."""
+    from ..api import _pending_records
+
+    return _pending_records(led, ck, path)
+
+
+def remaining_plan(noise_plan, sens, T, K, F, label_rounds, state):
+    """The worst case of the rounds still to run from ``state``: T - t rounds of K selections,
+    and the feature releases still possible.  Party l can still release F - r_l new features
+    (r_l released so far), each a Gaussian of sensitivity <= Delta (``sens.feature``); Gaussians
+    of one sigma compose exactly by the sum of squared sensitivities, so all of them are covered
+    by max_l (F - r_l) rounds of K features (sensitivity sqrt(K) Delta each).  Before the setup
+    (stage ``start``) the whole plan remains, the label release included.  None when nothing
+    remains."""
+    from .. import privacy as P
+
+    t0 = int(state["t"])
+    if state["stage"] == "start":
+        return noise_plan.event
+    if t0 >= T:
+        return None
+    left = max(F - int(r) for r in state["released"])
+    return P.plan_event(noise_plan.noise, noise_plan.index_scale, noise_plan.feature_sigma, sens,
+                        T - t0, K, feature_rounds=max(left, 0), features=left > 0)

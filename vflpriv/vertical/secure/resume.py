@@ -55,11 +55,14 @@ def pending_records(led, ck, path):
 def remaining_plan(noise_plan, sens, T, K, F, label_rounds, state):
     """The worst case of the rounds still to run from ``state``: T - t rounds of K selections,
     and the feature releases still possible.  Party l can still release F - r_l new features
-    (r_l released so far), each a Gaussian of sensitivity <= Delta (``sens.feature``); Gaussians
-    of one sigma compose exactly by the sum of squared sensitivities, so all of them are covered
-    by max_l (F - r_l) rounds of K features (sensitivity sqrt(K) Delta each).  Before the setup
-    (stage ``start``) the whole plan remains, the label release included.  None when nothing
-    remains."""
+    (r_l released so far), each a Gaussian of sigma and sensitivity <= Delta (``sens.feature``).
+    Gaussians of one sigma compose exactly as one whose squared sensitivity is the sum (Dong,
+    Roth, Su 2022), however a round groups them, so they are covered by one Gaussian of
+    sensitivity Delta sqrt(sum_l (F - r_l)).  With what was already released (the label release
+    included) this is at most the whole run's plan, which was checked when the run started.
+    Before the setup (stage ``start``) the whole plan remains.  None when nothing remains."""
+    from accounting import REPLACE_ONE, Composed, Gaussian
+
     from .. import privacy as P
 
     t0 = int(state["t"])
@@ -67,6 +70,10 @@ def remaining_plan(noise_plan, sens, T, K, F, label_rounds, state):
         return noise_plan.event
     if t0 >= T:
         return None
-    left = max(F - int(r) for r in state["released"])
-    return P.plan_event(noise_plan.noise, noise_plan.index_scale, noise_plan.feature_sigma, sens,
-                        T - t0, K, feature_rounds=max(left, 0), features=left > 0)
+    index = P.plan_event(noise_plan.noise, noise_plan.index_scale, None, sens, T - t0, K,
+                         features=False)
+    units = sum(max(F - int(r), 0) for r in state["released"])
+    if units == 0:
+        return index
+    return Composed((index, Gaussian(noise_plan.feature_sigma, sens.feature * units ** 0.5,
+                                     neighboring=REPLACE_ONE)))

@@ -28,6 +28,27 @@ One round t (every message framed, serialized and metered, ``messages.py``):
 
 With ``epsilon = inf`` no noise is drawn and nothing is clipped: the protocol computes the exact
 block gradients (to fixed-point precision) and picks the BCFW-AS vertices.
+
+How the messages travel.  :func:`run_secure` is the server's loop, written once; it talks to the
+parties only through five steps (setup, offline, select, new_features, product) of an object
+handed to it:
+
+* in process (:class:`LocalParties` over :class:`Network`): every message is framed, metered by
+  the same :class:`~vflpriv.vertical.transport.Meter` as the other vertical algorithms'
+  transport, and decoded by its receiver.  A party-to-party message (masked block, masked
+  vector, result share) goes **directly** from the sender's object to the receivers' (one
+  immutable frame, shared memory); the server's code never holds it.
+* over a runtime link (:class:`~.remote.LinkParties`: ``LocalLink`` for ``backend="local"``, a
+  Flower grid for ``flower-sim``/``flower``): a link joins the server to each party only, so a
+  party-to-party frame is **sealed end to end** by :class:`~.remote.Channel` (X25519, HKDF,
+  ChaCha20-Poly1305; ``cryptography``) and **relayed by the server**, which sees ciphertexts and
+  their lengths only.  Its meter counts the plaintext frame (ciphertext minus nonce and tag),
+  so both paths count the same bytes (tests/test_runtime_roles.py).
+
+The in-process path stays separate from the roles-over-LocalLink path because the latter
+rebuilds each party role from its pickled state for every message, masked blocks included:
+measured by ``vflpriv bench secure`` (docs/vertical.md, "Checkpoints of dp-bcfw-secure").
+Checkpoint/resume (``state.py``, ``resume.py``) is for the in-process path.
 """
 from __future__ import annotations
 
@@ -51,10 +72,12 @@ CHUNK_ROWS = 8192
 
 
 class Network:
-    """Frames every message for real and meters it.  A party-to-party message counts as uplink of
-    its sender and downlink of its receiver; it travels on a direct (or end-to-end encrypted)
-    channel, never readable by the server.  A message sent to several parties is encoded once and
-    each receiver decodes the same immutable frame (in process, they share its memory)."""
+    """The in-process link: frames every message for real and meters it on the vertical
+    transport's :class:`~vflpriv.vertical.transport.Meter`.  A party-to-party message counts as
+    uplink of its sender and downlink of its receiver; in process it goes directly from sender
+    to receiver (over a runtime link it is sealed end to end and relayed by the server: module
+    docstring), never readable by the server.  A message sent to several parties is encoded once
+    and each receiver decodes the same immutable frame (in process, they share its memory)."""
 
     def __init__(self):
         self.meter = Meter()

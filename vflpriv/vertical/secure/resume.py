@@ -77,3 +77,65 @@ def remaining_plan(noise_plan, sens, T, K, F, label_rounds, state):
         return index
     return Composed((index, Gaussian(noise_plan.feature_sigma, sens.feature * units ** 0.5,
                                      neighboring=REPLACE_ONE)))
+
+
+def open_ledger_for(ledger, ck, checkpoint, epsilon, delta, accountant):
+    """The run's ledger: the checkpoint's run's on resume, else a new or existing one (a
+    private run with a checkpoint needs a file: an in-memory ledger forgets what was spent)."""
+    from ..solution import open_ledger
+
+    if ck:
+        return resume_ledger(ledger, ck, epsilon, delta, accountant)
+    if checkpoint is not None and ledger is None:
+        raise InputError("a private run with a checkpoint needs a ledger file (ledger=PATH, "
+                         "--ledger): resuming must not spend again what an in-memory ledger "
+                         "forgot")
+    return open_ledger(ledger, epsilon, delta, accountant)
+
+
+def check_and_replay(budget, led, ck, checkpoint, remaining, whole, advice):
+    """Check the plan before any release: the whole plan ``whole`` for a new run; on resume what
+    remains of it (``remaining``, None: nothing), with the records this run charged after the
+    checkpoint excluded -- they are replayed by the returned ReplayFilter, not charged again."""
+    from ..checkpoint import ReplayFilter
+
+    if not ck:
+        budget.check_plan(whole, advice=advice)
+        return budget
+    pending = pending_records(led, ck, checkpoint)
+    if remaining is not None:
+        budget.check_plan(remaining, exclude=pending,
+                          advice=lambda: "the ledger's budget no longer holds this run's "
+                                         "remaining worst case")
+    return ReplayFilter(budget, pending)
+
+
+def seeds(ck, seed):
+    """(noise_key, seed material): the checkpoint's on resume, else from ``seed`` or OS
+    entropy (unseeded: two separate 128-bit draws, docs/vertical.md)."""
+    import secrets
+
+    if ck:
+        return ck["noise_key"], ck["seed_material"]
+    return (None if seed is not None else secrets.randbits(128),
+            seed if seed is not None else secrets.randbits(128))
+
+
+def checkpointer(checkpoint, every, T, *, config, seed, noise_seed, noise_key, data, extra, led,
+                 budget):
+    """The ``on_round`` hook writing the run's checkpoints (None without a checkpoint path)."""
+    from ..checkpoint import Checkpointer, data_fingerprint
+
+    if checkpoint is None:
+        return None
+    meta = {"config": config, "seed": seed, "seed_material": noise_seed, "noise_key": noise_key,
+            "data": data_fingerprint(data), "extra": extra,
+            "run_id": None if led is None else led.run_id,
+            "ledger_path": None if led is None else os.path.abspath(led.path)}
+    return Checkpointer(checkpoint, every, T, meta, budget)
+
+
+def check_all_replayed(budget, ck, T):
+    if ck and getattr(budget, "pending", None):
+        raise InputError(f"the ledger holds {len(budget.pending)} records of this run beyond its "
+                         f"{T} rounds; it does not belong to this checkpoint")

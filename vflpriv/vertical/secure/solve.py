@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import math
 import os
-import secrets
 
 import numpy as np
 
 from ...errors import InputError
-from ..checkpoint import Checkpointer, ReplayFilter, check_every, data_fingerprint
+from ..checkpoint import check_every
 from . import privacy as SP
 from . import resume as SC
 from .protocol import run_secure
@@ -28,7 +27,7 @@ def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, 
 
     from ...optim import reference_optimum
     from ..hosted import run_dir_for
-    from ..solution import Solution, open_ledger, privacy_report
+    from ..solution import Solution, privacy_report
 
     if loss.name not in ("squared", "logistic"):
         raise InputError(f"dp-bcfw-secure fits the squared loss (cross-products released once) "
@@ -64,8 +63,8 @@ def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, 
     auto_clips = chosen_values["row_clips"]
     defaults = [c.to_dict() for c in chosen]
     K, n, T = data.K, data.n, int(iterations)
-    ck = None
-    if checkpoint is not None and loss.name != "logistic":
+    ck = config = None
+    if checkpoint is not None:
         if backend != "inprocess":
             raise InputError(f"checkpoints of dp-bcfw-secure are for the in-process run, not "
                              f"--backend {backend}")
@@ -79,9 +78,6 @@ def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, 
             ck = SC.read_resume(checkpoint, config, seed, data)
             seed = ck["seed"]
     if loss.name == "logistic":
-        if checkpoint is not None:
-            raise InputError("checkpoints of dp-bcfw-secure are for the squared loss; the "
-                             "logistic path (its margins in shares every round) has none yet")
         if label_party is None:
             raise InputError("dp-bcfw-secure with the logistic loss keeps the label at one party "
                              "(label_party 0..K-1), not 'all'")
@@ -95,7 +91,8 @@ def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, 
                          accountant=accountant, ledger=ledger, seed=seed, reference=reference,
                          callback=callback, report_accountants=report_accountants,
                          row_clip=row_clip, label_party=label_party, row_clips=auto_clips,
-                         defaults=defaults)
+                         defaults=defaults, checkpoint=checkpoint, ck=ck, config=config,
+                         checkpoint_every=checkpoint_every, checkpoint_extra=checkpoint_extra)
     if K < 2:
         raise InputError(f"dp-bcfw-secure needs at least 2 parties (it computes cross-party "
                          f"products), got {K}")
@@ -118,33 +115,17 @@ def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, 
             # the ServerApp may be another process: its ledger must be a file
             run_dir = run_dir_for(flower)
             ledger = os.path.join(run_dir, "server.ledger")
-        if ck:
-            led = SC.resume_ledger(ledger, ck, epsilon, delta, accountant)
-        else:
-            if checkpoint is not None and ledger is None:
-                raise InputError("a private run with a checkpoint needs a ledger file "
-                                 "(ledger=PATH, --ledger): resuming must not spend again what "
-                                 "an in-memory ledger forgot")
-            led = open_ledger(ledger, epsilon, delta, accountant)
+        led = SC.open_ledger_for(ledger, ck, checkpoint, epsilon, delta, accountant)
         # the ledger's header budget governs (issue #13), and the whole worst-case plan must fit
-        # in what remains before the first release
+        # in what remains before the first release (on resume: what remains of it)
         b_eps, b_delta = (led.governing_budget(epsilon, delta)
                           if hasattr(led, "governing_budget") else (epsilon, delta))
         budget = BudgetFilter(led, b_eps, b_delta, accountant=accountant)
-        if ck:
-            # what is left of the worst case from the checkpoint on; the records this run
-            # charged after it are replayed, not charged again (checkpoint.ReplayFilter)
-            pending = SC.pending_records(led, ck, checkpoint)
-            left = SC.remaining_plan(noise_plan, sens, T, K, F, label_rounds, ck["state"])
-            if left is not None:
-                budget.check_plan(left, exclude=pending,
-                                  advice=lambda: "the ledger's budget no longer holds this "
-                                                 "run's remaining worst case")
-            budget = ReplayFilter(budget, pending)
-        else:
-            budget.check_plan(noise_plan.event,
-                              advice=lambda: "a smaller epsilon, fewer iterations or a fresh "
-                                             "ledger fits")
+        budget = SC.check_and_replay(
+            budget, led, ck, checkpoint,
+            ck and SC.remaining_plan(noise_plan, sens, T, K, F, label_rounds, ck["state"]),
+            noise_plan.event,
+            advice=lambda: "a smaller epsilon, fewer iterations or a fresh ledger fits")
         Ba = float(feature_bound)
     else:
         # non-private: the fixed-point range comes from the data (no privacy is claimed)
@@ -154,18 +135,10 @@ def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, 
     By = (None if label_party is None else float(label_bound) if private
           else float(np.max(np.abs(data.y))) or 1.0)
     frac = frac_bits(n * Ba * (Ba if By is None else max(Ba, By)) + _NOISE_RANGE * sigma + 1.0)
-    if ck:
-        noise_key, noise_seed = ck["noise_key"], ck["seed_material"]
-    else:
-        noise_key = None if seed is not None else secrets.randbits(128)
-        noise_seed = seed if seed is not None else secrets.randbits(128)
-    on_round = None
-    if checkpoint is not None:
-        meta = {"config": config, "seed": seed, "seed_material": noise_seed,
-                "noise_key": noise_key, "data": data_fingerprint(data),
-                "extra": checkpoint_extra, "run_id": None if led is None else led.run_id,
-                "ledger_path": None if led is None else os.path.abspath(led.path)}
-        on_round = Checkpointer(checkpoint, checkpoint_every, T, meta, budget)
+    noise_key, noise_seed = SC.seeds(ck, seed)
+    on_round = SC.checkpointer(checkpoint, checkpoint_every, T, config=config, seed=seed,
+                               noise_seed=noise_seed, noise_key=noise_key, data=data,
+                               extra=checkpoint_extra, led=led, budget=budget)
     kwargs = dict(eta=float(eta), iterations=T, frac=frac, private=private,
                   noise_plan=noise_plan, feature_bound=feature_bound, label_bound=label_bound,
                   clips=clips, feature_cap=F, seed=noise_seed, noise_key=noise_key,
@@ -181,9 +154,7 @@ def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, 
     else:
         res = run_secure(data, budget_filter=budget, callback=callback, on_round=on_round,
                          state=(ck["state"], ck["arrays"]) if ck else None, **kwargs)
-        if ck and private and budget.pending:
-            raise InputError(f"the ledger holds {len(budget.pending)} records of this run beyond "
-                             f"its {T} rounds; it does not belong to this checkpoint")
+        SC.check_all_replayed(budget, ck, T)
     up = [res.meter.total(k, "uplink") for k in range(K)]
     naive = [4 * T + 8 * n * r for r in res.released]
     fullgrad = [8 * len(b) * T for b in data.blocks]

@@ -10,7 +10,8 @@ key counter of a seeded :class:`~.ring.KeySource`).
 **Each party**: its noise generator's ``bit_generator.state``, its iterate x_k, u_k = A_k x_k,
 its cross term c_k, its released cross-products c_kj (keyed by holder and feature), A_k^T y +
 noise when it holds no label, its selected set, and its own ledger's records (the in-process
-parties keep theirs in memory).
+parties keep theirs in memory).  A party of the logistic path (``glm.py``) holds no
+cross-products: its generator, x_k, u_k, its key counter and its ledger's records.
 
 **Not held**: the masked blocks E_l = A_l - U_l (mod 2^64).  They are a deterministic function of
 the data and the matrix-mask keys, so a resume recomputes them by re-running the offline phase
@@ -32,7 +33,8 @@ from ...errors import InputError
 
 
 class RoundState:
-    """The server's loop state of :func:`~.protocol.run_secure`."""
+    """The server's loop state of :func:`~.protocol.run_secure` (and of
+    :func:`~.glm.run_secure_glm`, which uses neither ``chosen``, ``released`` nor ``products``)."""
 
     def __init__(self, K, d, stage="start"):
         self.stage = stage                 # "start": nothing released yet; "ready": set up
@@ -81,7 +83,13 @@ def _restore_ledger(budget, records):
 
 
 def party_state(p):
-    """``(meta, arrays)`` of one :class:`~.protocol.SecureParty` between two rounds."""
+    """``(meta, arrays)`` of one party between two rounds: a :class:`~.protocol.SecureParty`
+    (least squares) or a :class:`~.glm.GlmParty` (logistic: no cross-products; its own key
+    counter instead)."""
+    if not hasattr(p, "cross"):
+        meta = {"rng": None if p.rng is None else p.rng.bit_generator.state,
+                "key_counter": int(p.keys._counter), "ledger": _ledger_state(p.budget)}
+        return meta, {"x": p.x, "u": p.u}
     keys = sorted(p.cross)
     meta = {"rng": None if p.rng is None else p.rng.bit_generator.state,
             "selected": [int(i) for i in p.selected], "has_ty": p.ty is not None,
@@ -101,6 +109,11 @@ def set_party_state(p, meta, arrays):
                          "(private or not)")
     if p.rng is not None:
         p.rng.bit_generator.state = meta["rng"]
+    if not hasattr(p, "cross"):                       # GlmParty
+        p.keys._counter = int(meta["key_counter"])
+        p.x, p.u = (np.array(arrays[a], dtype=np.float64) for a in ("x", "u"))
+        _restore_ledger(p.budget, meta["ledger"])
+        return
     p.selected = [int(i) for i in meta["selected"]]
     for a in ("x", "u", "c"):
         setattr(p, a, np.array(arrays[a], dtype=np.float64))
@@ -178,4 +191,4 @@ def restore(meta, arrays, run, parties, link, evaluation):
         set_party_state(p, pm, {k[len(pre):]: v for k, v in arrays.items()
                                 if k.startswith(pre)})
     _restore_meter(link.meter, meta["meter"])
-    link.net.peer_bytes = int(meta["peer_bytes"])
+    getattr(link, "net", link).peer_bytes = int(meta["peer_bytes"])   # LocalParties or Network

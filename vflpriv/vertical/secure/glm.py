@@ -49,7 +49,8 @@ from ..sketch import signed_argmax
 from . import messages as SM
 from .beaver import Dealer, holder_shares, masked_block_chunks, peer_output
 from .fourier import SigmoidSeries, unit_factors
-from .protocol import CHUNK_ROWS, Evaluation, Network, _noise, clip_block, fw_step
+from .local import Network
+from .protocol import CHUNK_ROWS, Evaluation, _noise, clip_block, fw_step
 from .ring import KeySource, Prg, decode, encode
 from .store import SpillDirectory, should_spill
 

@@ -17,6 +17,8 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from accounting import read_ledger
 from vflpriv.cli.main import main
@@ -85,6 +87,31 @@ def test_resume_replays_the_releases_charged_after_the_checkpoint(tmp_path, refe
     meta, _ = read_checkpoint(ck)
     assert meta["state"]["t"] == 4 and meta["state"]["stage"] == "ready"
     assert meta["ledger_length"] < len(read_ledger(led).records)     # records to replay
+    sol = solve(D, ledger=str(led), checkpoint=str(ck), resume=True, **KW)
+    _same_as_reference(sol, led, reference)
+
+
+@settings(max_examples=6, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(crash=st.integers(0, KW["iterations"] - 1), every=st.integers(1, 5))
+def test_any_crash_round_and_checkpoint_interval_resume_equal(tmp_path_factory, reference,
+                                                              crash, every):
+    """Over every crash round (after the callback of round ``crash``) and checkpoint interval:
+    the resumed run equals the uninterrupted one, and the ledger records the checkpoint had not
+    seen are replayed, never appended again."""
+    d = tmp_path_factory.mktemp("any")
+    D, led, ck = _data(), d / "l.jsonl", d / "c.npz"
+
+    def boom(t, _):
+        if t == crash:
+            raise Crash
+
+    with pytest.raises(Crash):
+        solve(D, ledger=str(led), checkpoint=str(ck), checkpoint_every=every, callback=boom,
+              **KW)
+    meta, _ = read_checkpoint(ck)
+    done = crash + 1                  # rounds completed; checkpoints every k-th and the last
+    assert meta["state"]["t"] == (done if done == KW["iterations"] else done - done % every)
     sol = solve(D, ledger=str(led), checkpoint=str(ck), resume=True, **KW)
     _same_as_reference(sol, led, reference)
 
@@ -282,3 +309,30 @@ def test_logistic_path_resumes_equal_to_an_uninterrupted_run(tmp_path, crash_aft
     assert (sol.uplink, sol.downlink) == (ref.uplink, ref.downlink)
     for a, b in zip(sol.extra["party_ledgers"], ref.extra["party_ledgers"]):
         assert [(r.event, r.round) for r in a.records] == [(r.event, r.round) for r in b.records]
+
+
+def test_resume_is_refused_when_the_budget_no_longer_holds_the_rest(tmp_path):
+    """Another run spends from the same ledger while this one is down: the resume checks what
+    the rest of the run may still release against what is left, and refuses before any
+    release (nothing appended)."""
+    from accounting import REPLACE_ONE, BudgetExceeded, Composed, Gaussian, Ledger, get_accountant
+
+    D, led, ck = _data(), tmp_path / "l.jsonl", tmp_path / "c.npz"
+
+    def crash(t, _):
+        if t == 3:
+            raise Crash
+
+    with pytest.raises(Crash):
+        solve(D, ledger=str(led), checkpoint=str(ck), checkpoint_every=2, callback=crash, **KW)
+    ev = Gaussian(5.0, 1.0, neighboring=REPLACE_ONE)
+    acc = get_accountant("rdp")
+    spent = acc.epsilon(read_ledger(led).event(), 1e-5)
+    # alone, or with what this run spent so far, the other release fits the budget (2); with
+    # the rest of this run's worst case it does not
+    assert acc.epsilon(Composed((read_ledger(led).event(), ev)), 1e-5) < 2.0 and spent < 2.0
+    Ledger(str(led), run_id="another-run").append(ev, party="server", note="other")
+    n = len(read_ledger(led).records)
+    with pytest.raises(BudgetExceeded, match="remaining worst case"):
+        solve(D, ledger=str(led), checkpoint=str(ck), resume=True, **KW)
+    assert len(read_ledger(led).records) == n

@@ -22,9 +22,9 @@ from ...errors import InputError
 def read_resume(path, config, seed, data) -> dict:
     """The checkpoint at ``path``, checked against this run's options, seed and data (the same
     checks as the other vertical algorithms' resume)."""
-    from ..api import _resume_checkpoint
+    from ..checkpoint import resume_checkpoint
 
-    ck = _resume_checkpoint(path, config, seed, data)
+    ck = resume_checkpoint(path, config, seed, data)
     if ck["config"].get("algorithm") != "dp-bcfw-secure" or "stage" not in ck["state"]:
         raise InputError(f"resume: {str(path)!r} is not a checkpoint of a dp-bcfw-secure run")
     return ck
@@ -47,9 +47,9 @@ def resume_ledger(ledger, ck, epsilon, delta, accountant):
 
 def pending_records(led, ck, path):
     """This run's ledger records charged after the checkpoint was written (to replay)."""
-    from ..api import _pending_records
+    from ..checkpoint import pending_records as records
 
-    return _pending_records(led, ck, path)
+    return records(led, ck, path)
 
 
 def remaining_plan(noise_plan, sens, T, K, F, label_rounds, state):

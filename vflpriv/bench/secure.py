@@ -13,7 +13,8 @@ dp-bcfw-secure) is measured four ways:
   what saving the masked blocks once instead would cost: the bytes of every party's E_k and the
   seconds to write them atomically (fsync) and to read them back;
 * ``local``: the same run as ``SecurePartyRole``s over ``LocalLink`` (``backend="local"``: each
-  party role is rebuilt from its pickled state for every message, the masked blocks included).
+  party role is rebuilt from its pickled state for every message, the masked blocks included),
+  with the seconds spent hosting the roles and, of those, pickling their state.
 
 Every run must end with the same iterate (checked and printed).
 """
@@ -65,6 +66,59 @@ def _masked_blocks(data, frac):
         for row, block in masked_block_chunks(p.A_fx, keys.key(f"m{k}"), CHUNK_ROWS):
             out[f"E{k}_{row}"] = block
     return out
+
+
+class _HostingClock:
+    """Times what hosting the parties as roles costs during a ``backend="local"`` run: every
+    message's :func:`vflpriv.runtime.roles.answer` (the role rebuilt from its config and data,
+    its state unpickled, the message handled, the state pickled) and, within it, the pickling,
+    by wrapping ``roles.answer`` and ``roles.pickle`` for the duration (a measurement hook of
+    this benchmark only)."""
+
+    def __enter__(self):
+        import pickle
+
+        from ..runtime import roles
+
+        self.roles, self.messages, self.answer, self.pickling, self.bytes = roles, 0, 0.0, 0.0, 0
+        self._answer, self._pickle = roles.answer, roles.pickle
+        clock = self
+
+        class TimedPickle:
+            @staticmethod
+            def dumps(obj):
+                t0 = time.perf_counter()
+                raw = pickle.dumps(obj)
+                clock.pickling += time.perf_counter() - t0
+                clock.bytes += len(raw)
+                return raw
+
+            @staticmethod
+            def loads(raw):
+                t0 = time.perf_counter()
+                out = pickle.loads(raw)
+                clock.pickling += time.perf_counter() - t0
+                return out
+
+        def answer(*a, **kw):
+            t0 = time.perf_counter()
+            try:
+                return clock._answer(*a, **kw)
+            finally:
+                clock.answer += time.perf_counter() - t0
+                clock.messages += 1
+
+        roles.answer, roles.pickle = answer, TimedPickle
+        return self
+
+    def __exit__(self, *exc):
+        self.roles.answer, self.roles.pickle = self._answer, self._pickle
+        return False
+
+    def figures(self):
+        return {"messages": self.messages, "seconds_hosting": self.answer,
+                "seconds_pickling": self.pickling,
+                "state_bytes_per_message": self.bytes / max(self.messages, 1)}
 
 
 def run(args) -> int:
@@ -124,9 +178,11 @@ def run(args) -> int:
                                 "seconds_write": w, "seconds_read": time.perf_counter() - t1,
                                 "receivers_each": args.parties - 1}
         if not args.skip_local:
-            sol_l, rows["local"] = _timed(data, T, ledger=os.path.join(tmp, "l.jsonl"),
-                                          backend="local")
+            with _HostingClock() as clock:
+                sol_l, rows["local"] = _timed(data, T, ledger=os.path.join(tmp, "l.jsonl"),
+                                              backend="local")
             rows["local"]["same_x"] = bool(np.array_equal(sol_l.x, ref.x))
+            rows["local"].update(clock.figures())
     print(f"dp-bcfw-secure, n={args.n}, d={args.d}, K={args.parties}, T={T}:")
     r = rows["inprocess"]
     print(f"  in process:             setup {r['setup_seconds']:.3f} s, "
@@ -148,6 +204,10 @@ def run(args) -> int:
         print(f"  roles over LocalLink:   {r['seconds_per_round']:.4f} s/round, to first round "
               f"{r['seconds_to_first_round']:.2f} s, total {r['seconds_total']:.2f} s, same x: "
               f"{r['same_x']}")
+        print(f"    {r['messages']} messages to parties took {r['seconds_hosting']:.2f} s, of "
+              f"which {r['seconds_pickling']:.2f} s pickling and unpickling the roles' state "
+              f"({r['state_bytes_per_message'] / 1e6:.1f} MB per message on average: the "
+              f"masked blocks)")
     if getattr(args, "json", None):
         from . import write_json
 

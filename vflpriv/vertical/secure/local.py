@@ -18,10 +18,11 @@ an object handed to it:
   so both paths count the same bytes (tests/test_runtime_roles.py).
 
 The in-process path stays separate from the roles-over-LocalLink path because the latter
-rebuilds each party role from its pickled state for every message, masked blocks included.
-Measured by ``vflpriv bench secure`` (n = 1e4, d = 200, K = 4, T = 10, seed 0; three runs on a
-shared 2-core machine): 0.55-0.77 s per round over LocalLink against 0.02-0.07 s in process, the
-same iterate (docs/vertical.md, "Checkpoints of dp-bcfw-secure").
+rebuilds each party role and unpickles and pickles its state -- the masked blocks above all --
+for every message, as a SuperNode keeps it.  Measured by ``vflpriv bench secure`` (n = 1e4,
+d = 200, K = 4, T = 10, seed 0, three runs): 0.32-0.33 s per round over LocalLink against
+0.018-0.020 s in process, the same iterate; 2.1-2.2 s of the 3.3-3.5 s spent in the roles is
+pickling (11.3 MB per message on average).  docs/vertical.md, "Checkpoints of dp-bcfw-secure".
 """
 from __future__ import annotations
 

@@ -16,9 +16,10 @@ cross-products: its generator, x_k, u_k, its key counter and its ledger's record
 **Not held**: the masked blocks E_l = A_l - U_l (mod 2^64).  They are a deterministic function of
 the data and the matrix-mask keys, so a resume recomputes them by re-running the offline phase
 (and then restores the meter, so its bytes are counted once).  Measured at n = 1e4, d = 200,
-K = 4 (``vflpriv bench secure``, docs/vertical.md): recomputing them (0.03-0.07 s) costs about
-what writing them once would (16 MB, 0.02-0.05 s), while the checkpoint stays 481 kB and no
-second file as secret as the data has to be kept consistent with it.
+K = 4 (``vflpriv bench secure``, docs/vertical.md): recomputing them with the setup takes
+0.031-0.039 s, writing them once would take 0.017-0.034 s (16 MB) and reading them back
+0.007 s: no real gain, for a second file as secret as the data that would have to be kept
+consistent with the checkpoint (481 kB).
 
 The checkpoint holds every party's noise generator state and the dealer's keys: whoever reads
 it can remove the noise of every release and unmask every masked block.  It is as secret as the

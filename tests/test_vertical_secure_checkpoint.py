@@ -336,3 +336,14 @@ def test_resume_is_refused_when_the_budget_no_longer_holds_the_rest(tmp_path):
     with pytest.raises(BudgetExceeded, match="remaining worst case"):
         solve(D, ledger=str(led), checkpoint=str(ck), resume=True, **KW)
     assert len(read_ledger(led).records) == n
+
+
+def test_bench_secure_runs_every_path_to_the_same_iterate(tmp_path, capsys):
+    """`vflpriv bench secure` at a small size: the checkpointed, resumed and LocalLink runs end
+    at the in-process run's iterate (its figures are for the notes, never asserted on)."""
+    out = tmp_path / "b.json"
+    assert main(["bench", "secure", "--n", "300", "--d", "24", "--parties", "3", "--rounds", "4",
+                 "--json", str(out), "--quiet"]) == 0
+    rows = json.loads(out.read_text())
+    assert rows["checkpoint"]["same_x"] and rows["resume"]["same_x"] and rows["local"]["same_x"]
+    assert rows["local"]["messages"] > 0 and rows["saved_blocks"]["array_bytes"] == 8 * 300 * 24

@@ -92,6 +92,14 @@ CLI_CASES = [
     ("run-checkpoint-every-zero", lambda tp: RUN + ["--algorithm", "bcfw", "--checkpoint",
                                                     str(tp / "c.npz"), "--checkpoint-every", "0"],
      "got 0"),
+    # issue 21: checkpoints of dp-bcfw-secure
+    ("run-secure-checkpoint-every-zero",
+     lambda tp: RUN + ["--algorithm", "dp-bcfw-secure", "--epsilon", "1", "--delta", "1e-5",
+                       "--ledger", str(tp / "l.jsonl"), "--checkpoint", str(tp / "c.npz"),
+                       "--checkpoint-every", "0"] + PRIV, "got 0"),
+    ("run-secure-checkpoint-no-ledger",
+     lambda tp: RUN + ["--algorithm", "dp-bcfw-secure", "--epsilon", "1", "--delta", "1e-5",
+                       "--checkpoint", str(tp / "c.npz")] + PRIV, "needs a ledger file"),
     # unreadable / wrong files
     ("run-data-missing", ["run", "--data", "no/such/file.csv", "--algorithm", "bcfw"],
      "no/such/file.csv"),
@@ -143,6 +151,9 @@ CLI_CASES = [
     ("bench-scale-n-zero", ["bench", "scale", "--n", "0"], "'0'"),
     ("bench-scale-chunk-zero", ["bench", "scale", "--n", "none", "--table-chunk-rows", "0"],
      "got 0"),
+    ("bench-secure-n-one", ["bench", "secure", "--n", "1"], "--n must be at least 2, got 1"),
+    ("bench-secure-parties-one", ["bench", "secure", "--parties", "1"],
+     "--parties must be at least 2, got 1"),
     # issue 23 (n = 1e6): chunked reading of a table
     ("run-chunk-rows-zero", RUN + ["--algorithm", "bcfw", "--chunk-rows", "0"], "got 0"),
     ("run-chunk-rows-negative", RUN + ["--algorithm", "bcfw", "--chunk-rows", "-3"], "got -3"),

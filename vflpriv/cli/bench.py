@@ -14,6 +14,7 @@ TARGETS = {
     "kernels": "kernels: fused noisy argmax and seeded sketches; compiled vs numpy reference, scikit-learn, scipy",
     "transport": "seconds and bytes per round: in-process vs Flower simulation vs a loopback Flower deployment",
     "scale": "dp-bcfw-secure at large n (default 1e5 and 1e6, d=2000, K=4, T=200): wall time and peak RSS of vflpriv run; --table-rows: a CSV read under a memory limit",
+    "secure": "dp-bcfw-secure (n=1e4, d=200, K=4): checkpoint size and write time, resume (offline phase recomputed) vs masked blocks saved once, in process vs roles over LocalLink",
     "sparse": "horizontal sparse methods: rounds/s at 100 clients, d=1000 dense and d=100000 sparse; vs a per-client loop",
 }
 

@@ -30,7 +30,8 @@ from .engine import run_vertical
 from .sampling import parse_sampling
 from .sketch import Sketch
 from .engine import _seeds
-from .checkpoint import Checkpointer, ReplayFilter, data_fingerprint, read_checkpoint
+from .checkpoint import Checkpointer, ReplayFilter, data_fingerprint
+from .checkpoint import pending_records as _pending_records, resume_checkpoint as _resume_checkpoint
 from .hosted import run_dir_for as _flower_run_dir, run_hosted as _run_flower  # noqa: F401
 from .solution import (REPORT_ACCOUNTANTS, Solution,  # noqa: F401
                        open_ledger as _open_ledger, privacy_report as _privacy_report)
@@ -122,7 +123,7 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
 
     ``seed=None`` (deployment) draws the run's seed material from OS entropy; an integer seed
     makes the noise reproducible, so the output is marked not for deployment.  ``checkpoint`` (a
-    path; dp-bcfw, bcfw, dfw) is written atomically before the first round and after every
+    path; dp-bcfw, bcfw, dfw, dp-bcfw-secure in process) is written atomically before the first round and after every
     ``checkpoint_every`` rounds; ``resume=True`` continues the interrupted run from it without
     re-spending or re-releasing (``checkpoint.py``; private runs need a ledger file).
     ``checkpoint_extra`` (JSON-able) is stored in it for the caller (the CLI keeps its options).
@@ -209,7 +210,9 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
                             callback=callback, report_accountants=report_accountants,
                             derivative_clip=derivative_clip, checkpoint=checkpoint,
                             row_clip=row_clip, max_features=max_features, backend=backend,
-                            flower=flower, label_party=label_party)
+                            flower=flower, label_party=label_party, resume=resume,
+                            checkpoint_every=checkpoint_every,
+                            checkpoint_extra=checkpoint_extra)
     if algorithm in ("fw", "dpfw"):
         if checkpoint is not None:
             raise InputError(f"checkpoints are for the vertical algorithms (dp-bcfw, bcfw, dfw), "
@@ -356,45 +359,6 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
         sol.reference = reference_optimum(data.A, data.y, loss, blocks=data.blocks, eta=float(eta),
                                           on_failure="flag")
     return sol
-
-
-def _resume_checkpoint(path, config, seed, data) -> dict:
-    """Read a checkpoint and check it belongs to this run (options, seed, data)."""
-    meta, arrays = read_checkpoint(path)
-    for key, v in config.items():
-        old = meta["config"].get(key)
-        if old != v and not (isinstance(v, float) and isinstance(old, float) and
-                             math.isnan(v) and math.isnan(old)):
-            raise InputError(f"resume: {key}={v!r} but the checkpoint's run used {key}={old!r}")
-    if seed is not None and seed != meta["seed"]:
-        raise InputError(f"resume: seed={seed!r} but the checkpoint's run used seed={meta['seed']!r}")
-    if meta["data"] != data_fingerprint(data):
-        raise InputError(f"resume: the data (matrix, labels or partition) differ from the "
-                         f"checkpoint {str(path)!r}'s run")
-    meta["state"], meta["arrays"] = meta["state"], arrays
-    return meta
-
-
-def _pending_records(led, ck, path):
-    """Ledger records of this run charged after the checkpoint was written (to replay, not
-    re-append).  Other runs' records may sit between them (runs sharing a ledger)."""
-    n = ck["ledger_length"]
-    if n is None or len(led.records) < n:
-        raise InputError(f"resume: the ledger {led.path!r} has {len(led.records)} records, fewer "
-                         f"than the {n} the checkpoint {str(path)!r} saw")
-    if ck.get("run_records") is not None:
-        own = [r for r in led.records if r.run_id == ck["run_id"]]
-        if len(own) < ck["run_records"]:
-            raise InputError(f"resume: the ledger {led.path!r} holds {len(own)} records of run "
-                             f"{ck['run_id']}, fewer than the {ck['run_records']} the checkpoint "
-                             f"{str(path)!r} saw")
-        return own[ck["run_records"]:]
-    pending = led.records[n:]
-    for r in pending:
-        if r.run_id != ck["run_id"]:
-            raise InputError(f"resume: ledger record {r.seq} belongs to run {r.run_id}, not to the "
-                             f"checkpoint's run {ck['run_id']}")
-    return pending
 
 
 def _replay_objective(data, loss, r, eta):

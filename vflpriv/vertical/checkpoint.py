@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import zipfile
 
@@ -85,14 +86,19 @@ def read_checkpoint(path):
     return meta, arrays
 
 
+def check_every(every):
+    """``checkpoint_every``: a positive integer (rounds between two checkpoints)."""
+    if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
+        raise InputError(f"checkpoint_every must be a positive integer, got {every!r}")
+    return int(every)
+
+
 class Checkpointer:
     """``on_round`` hook for :func:`engine.run_vertical`: writes a checkpoint before the first
     round and after every ``every``-th round and the last one."""
 
     def __init__(self, path, every, iterations, meta: dict, budget_filter=None):
-        if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
-            raise InputError(f"checkpoint_every must be a positive integer, got {every!r}")
-        self.path, self.every, self.T, self.meta = path, int(every), iterations, meta
+        self.path, self.every, self.T, self.meta = path, check_every(every), iterations, meta
         self.budget_filter = budget_filter
 
     def __call__(self, server):
@@ -132,3 +138,42 @@ class ReplayFilter:
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
+
+
+def resume_checkpoint(path, config, seed, data) -> dict:
+    """Read a checkpoint and check it belongs to this run (options, seed, data)."""
+    meta, arrays = read_checkpoint(path)
+    for key, v in config.items():
+        old = meta["config"].get(key)
+        if old != v and not (isinstance(v, float) and isinstance(old, float) and
+                             math.isnan(v) and math.isnan(old)):
+            raise InputError(f"resume: {key}={v!r} but the checkpoint's run used {key}={old!r}")
+    if seed is not None and seed != meta["seed"]:
+        raise InputError(f"resume: seed={seed!r} but the checkpoint's run used seed={meta['seed']!r}")
+    if meta["data"] != data_fingerprint(data):
+        raise InputError(f"resume: the data (matrix, labels or partition) differ from the "
+                         f"checkpoint {str(path)!r}'s run")
+    meta["state"], meta["arrays"] = meta["state"], arrays
+    return meta
+
+
+def pending_records(led, ck, path):
+    """Ledger records of this run charged after the checkpoint was written (to replay, not
+    re-append).  Other runs' records may sit between them (runs sharing a ledger)."""
+    n = ck["ledger_length"]
+    if n is None or len(led.records) < n:
+        raise InputError(f"resume: the ledger {led.path!r} has {len(led.records)} records, fewer "
+                         f"than the {n} the checkpoint {str(path)!r} saw")
+    if ck.get("run_records") is not None:
+        own = [r for r in led.records if r.run_id == ck["run_id"]]
+        if len(own) < ck["run_records"]:
+            raise InputError(f"resume: the ledger {led.path!r} holds {len(own)} records of run "
+                             f"{ck['run_id']}, fewer than the {ck['run_records']} the checkpoint "
+                             f"{str(path)!r} saw")
+        return own[ck["run_records"]:]
+    pending = led.records[n:]
+    for r in pending:
+        if r.run_id != ck["run_id"]:
+            raise InputError(f"resume: ledger record {r.seq} belongs to run {r.run_id}, not to the "
+                             f"checkpoint's run {ck['run_id']}")
+    return pending

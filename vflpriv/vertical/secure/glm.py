@@ -49,7 +49,8 @@ from ..sketch import signed_argmax
 from . import messages as SM
 from .beaver import Dealer, holder_shares, masked_block_chunks, peer_output
 from .fourier import SigmoidSeries, unit_factors
-from .protocol import CHUNK_ROWS, Evaluation, Network, _noise, clip_block, fw_step
+from .local import Network
+from .protocol import CHUNK_ROWS, Evaluation, _noise, clip_block, fw_step
 from .ring import KeySource, Prg, decode, encode
 from .store import SpillDirectory, should_spill
 
@@ -254,10 +255,12 @@ class GlmResult:
 
 def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=None,
                    sigma=0.0, budget_filter=None, feature_bound=None, clips=None, seed=None,
-                   noise_key=None, callback=None) -> GlmResult:
+                   noise_key=None, callback=None, state=None, on_round=None) -> GlmResult:
     """Run the GLM protocol in process (module docstring).  ``sigma``: std of the Gaussian on each
-    A_k^T d (sum units); ``clips``: per-party row clips C_k (private runs)."""
+    A_k^T d (sum units); ``clips``: per-party row clips C_k (private runs).  ``on_round`` and
+    ``state``: checkpoints and resume, as :func:`~.protocol.run_secure`'s (``state.py``)."""
     from ..engine import _seeds
+    from .state import RoundState, Snapshot, restore, restore_keys
 
     series = series or SigmoidSeries()
     K, n, T = data.K, data.n, int(iterations)
@@ -301,6 +304,14 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
     net = Network()
     sizes = [len(b) for b in data.blocks]
     dealer = Dealer(keys, sizes, n, CHUNK_ROWS)
+    resumed = state is not None and state[0]["stage"] == "ready"
+    if state is not None:
+        restore_keys(state[0], keys, dealer)       # before the run draws any key again
+    run = RoundState(K, data.d)
+    ev = Evaluation(data, loss)
+    snap = None if on_round is None else Snapshot(run, parties, net, keys, dealer, ev)
+    if snap is not None and not resumed:
+        on_round(snap)           # nothing charged yet
     for p in parties:
         p.setup(net.down(p.k, SM.SecureSetup(ring.fa, 0, K, n, dealer.mask_keys[p.k]), 0))
     # above store.SPILL_BYTES the received masked blocks live on disk, read chunk by chunk
@@ -317,20 +328,24 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
                     else:                         # one receiver: the frame's words, on disk
                         store.append(m.row, m.block)
                         parties[q].masked[p.k] = store
+        if resumed:
+            # the masked blocks were recomputed above (state.py); everything else comes back
+            restore(state[0], state[1], run, parties, net, ev)
+        run.stage = "ready"
         setup_seconds = time.perf_counter() - t_setup
 
         t0 = time.perf_counter()
-        x = np.zeros(data.d)
-        ev = Evaluation(data, loss)
+        x = run.x
         initial = float(np.mean(loss.value(np.zeros(n), data.y)))
-        history, selections = [], []
-        prev = [0] * K
-        for t in range(T):
+        history, selections = run.history, run.selections
+        if snap is not None:
+            on_round(snap)
+        for t in range(run.t, T):
             if private:
                 budget_filter.charge(ev_round, party=",".join(map(str, range(K))), round=t,
                                      note="secure glm: noisy scores")
             for p in parties:
-                msg = net.down(p.k, SM.Selections(prev), t)
+                msg = net.down(p.k, SM.Selections(run.prev), t)
                 if t > 0:
                     p.apply(msg, 2.0 / (t + 1.0))
                 p.charge(t)
@@ -343,8 +358,11 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
             gamma = 2.0 / (t + 2.0)
             sel, moves = fw_step(x, data.blocks, picks, gamma, eta)
             selections.append(sel)
-            prev = [sign * (i + 1) for i, sign in picks]
+            run.prev = [sign * (i + 1) for i, sign in picks]
             history.append(ev.advance(moves, gamma))
+            run.t = t + 1
+            if snap is not None:
+                on_round(snap)
             if callback is not None:
                 callback(t, history[-1])
         return GlmResult(x=x, objective=history, initial_objective=initial, meter=net.meter,

@@ -3,12 +3,12 @@ the Solution of the GLM path (``glm.py``)."""
 from __future__ import annotations
 
 import math
-import secrets
 
 import numpy as np
 
 from ...errors import InputError
 from . import privacy as SP
+from . import resume as SC
 from .fourier import SigmoidSeries
 from .glm import glm_sensitivity, round_event, run_secure_glm
 
@@ -35,11 +35,15 @@ def calibrate_sigma(epsilon, delta, T, sens, accountant):
 
 def solve_glm(data, *, loss, eta, iterations, epsilon, delta, feature_bound, label_bound,
               accountant, ledger, seed, reference, callback, report_accountants, row_clip,
-              label_party, series=None, row_clips=None, defaults=()):
+              label_party, series=None, row_clips=None, defaults=(), checkpoint=None, ck=None,
+              config=None, checkpoint_every=1, checkpoint_extra=None):
+    """The logistic path; ``checkpoint``/``ck`` (a checkpoint read by ``resume.read_resume``)
+    as in ``solve.solve_secure``: a checkpoint before anything is charged, after the setup and
+    after every ``checkpoint_every``-th round; a resume replays what was charged after it."""
     from accounting import BudgetFilter, SelfComposed
 
     from ...optim import reference_optimum
-    from ..solution import Solution, open_ledger, privacy_report
+    from ..solution import Solution, privacy_report
     from ..privacy import NoisePlan
 
     series = series or SigmoidSeries()
@@ -67,17 +71,27 @@ def solve_glm(data, *, loss, eta, iterations, epsilon, delta, feature_bound, lab
                           "label_party": label_party,
                           "score_noise_std": sigma / n,
                           "selection": "argmax of Gaussian-noised scores (post-processing)"})
-        led = open_ledger(ledger, epsilon, delta, accountant)
+        led = SC.open_ledger_for(ledger, ck, checkpoint, epsilon, delta, accountant)
         b_eps, b_delta = led.governing_budget(epsilon, delta)
         budget = BudgetFilter(led, b_eps, b_delta, accountant=accountant)
-        budget.check_plan(ev, advice=lambda: "a smaller epsilon, fewer iterations or a fresh "
-                                             "ledger fits")
-    noise_key = None if seed is not None else secrets.randbits(128)
-    noise_seed = seed if seed is not None else secrets.randbits(128)
+        # on resume: the rounds still to run (every round is one release of the same event)
+        left = None
+        if ck:
+            t0 = 0 if ck["state"]["stage"] == "start" else int(ck["state"]["t"])
+            left = SelfComposed(round_event(sigma, D, clips), T - t0) if t0 < T else None
+        budget = SC.check_and_replay(budget, led, ck, checkpoint, left, ev,
+                                     advice=lambda: "a smaller epsilon, fewer iterations or a "
+                                                    "fresh ledger fits")
+    noise_key, noise_seed = SC.seeds(ck, seed)
+    on_round = SC.checkpointer(checkpoint, checkpoint_every, T, config=config, seed=seed,
+                               noise_seed=noise_seed, noise_key=noise_key, data=data,
+                               extra=checkpoint_extra, led=led, budget=budget)
     res = run_secure_glm(data, loss, eta=float(eta), iterations=T, label_party=label_party,
                          private=private, series=series, sigma=sigma, budget_filter=budget,
                          feature_bound=feature_bound, clips=clips, seed=noise_seed,
-                         noise_key=noise_key, callback=callback)
+                         noise_key=noise_key, callback=callback, on_round=on_round,
+                         state=(ck["state"], ck["arrays"]) if ck else None)
+    SC.check_all_replayed(budget, ck, T)
     m = res.meter
     sol = Solution(algorithm="dp-bcfw-secure", x=res.x, objective=res.objective,
                    initial_objective=res.initial_objective, iterations=T, seconds=res.seconds,

@@ -28,6 +28,11 @@ One round t (every message framed, serialized and metered, ``messages.py``):
 
 With ``epsilon = inf`` no noise is drawn and nothing is clipped: the protocol computes the exact
 block gradients (to fixed-point precision) and picks the BCFW-AS vertices.
+
+The loop (:func:`run_secure`) talks to the parties through five steps (setup, offline, select,
+new_features, product) of an object handed to it: :class:`~.local.LocalParties` in process,
+:class:`~.remote.LinkParties` over a runtime link; how each carries the party-to-party messages
+is in ``local.py``.  Checkpoint/resume (``state.py``, ``resume.py``) is for the in-process path.
 """
 from __future__ import annotations
 
@@ -39,46 +44,16 @@ import scipy.sparse as sp
 
 from ...errors import InputError
 from ..sketch import signed_argmax
-from ..transport import DOWN, UP, Meter
+from ..transport import Meter
 from . import messages as SM
 from .beaver import Dealer, holder_shares, masked_block_chunks, peer_output
+from .local import LocalParties, Network  # noqa: F401  (the in-process link; re-exported)
 from .ring import Prg, decode, encode
 
 #: rows per MaskedBlock frame (8192 x 500 columns = 32 MiB).  The products are sums over rows, so
 #: the chunking changes neither the words computed nor the mask stream (U_k is read row-major in
 #: order); only the number of frames (12 + 12 bytes of header each) depends on it.
 CHUNK_ROWS = 8192
-
-
-class Network:
-    """Frames every message for real and meters it.  A party-to-party message counts as uplink of
-    its sender and downlink of its receiver; it travels on a direct (or end-to-end encrypted)
-    channel, never readable by the server.  A message sent to several parties is encoded once and
-    each receiver decodes the same immutable frame (in process, they share its memory)."""
-
-    def __init__(self):
-        self.meter = Meter()
-        self.peer_bytes = 0
-
-    def down(self, k, msg, t):
-        frame = SM.encode(msg, k, t)
-        self.meter.record(k, DOWN, t, len(frame), type(msg).__name__)
-        return SM.decode(frame)[0]
-
-    def up(self, k, msg, t):
-        frame = SM.encode(msg, k, t)
-        self.meter.record(k, UP, t, len(frame), type(msg).__name__)
-        return SM.decode(frame)[0]
-
-    def peer(self, src, dsts, msg, t):
-        frame = SM.encode(msg, src, t)
-        out = []
-        for d in dsts:
-            self.meter.record(src, UP, t, len(frame), type(msg).__name__)
-            self.meter.record(d, DOWN, t, len(frame), None)
-            self.peer_bytes += len(frame)
-            out.append(SM.decode(frame)[0])
-        return out
 
 
 def clip_block(A_k, feature_bound, row_clip):
@@ -277,75 +252,6 @@ class SecureResult:
     extra: dict = field(default_factory=dict)
 
 
-class LocalParties:
-    """The parties as objects in this process, every message framed by the :class:`Network`.
-    :func:`run_secure` talks to parties only through these five steps, so a remote version
-    (``vflpriv.vertical.secure.remote``) runs the same protocol over a runtime link."""
-
-    def __init__(self, parties, spill=None):
-        """``spill``: None (masked blocks in memory) or a ``store.SpillDirectory``."""
-        self.parties, self.net = parties, Network()
-        self.meter = self.net.meter
-        self.spill = spill
-
-    @property
-    def peer_bytes(self):
-        return self.net.peer_bytes
-
-    def setup(self, msgs):
-        for p in self.parties:
-            p.setup(self.net.down(p.k, msgs[p.k], 0))
-
-    def offline(self):
-        """Every party sends its masked block to every other party."""
-        parties, net = self.parties, self.net
-        for p in parties:
-            store = None if self.spill is None else self.spill.store(p.k)
-            for row, block in p.masked_blocks():
-                others = [q for q in parties if q.k != p.k]
-                msgs = net.peer(p.k, [q.k for q in others], SM.MaskedBlock(row, block), 0)
-                if store is not None and msgs:
-                    store.append(msgs[0].row, msgs[0].block)     # the frame's words, once
-                for q, m in zip(others, msgs):
-                    q.receive_block(p.k, m, store)
-                del msgs
-
-    def close(self):
-        if self.spill is not None:
-            self.spill.close()
-            self.spill = None
-
-    def select(self, prev, t):
-        picks = []
-        for p in self.parties:
-            msg = self.net.down(p.k, SM.Selections(prev), t)
-            if t > 0:
-                p.apply(msg, 2.0 / (t + 1.0))
-            p.charge_selections(t)
-            s = self.net.up(p.k, p.select(), t).signed_index
-            picks.append((abs(s) - 1, 1 if s > 0 else -1))
-        return picks
-
-    def new_features(self, holders, t):
-        for p in self.parties:
-            p.charge_features(self.net.down(p.k, SM.NewFeatures(holders), t), t)
-
-    def product(self, l, i, to_holder, to_peer, t):
-        """Party l's feature i times every other party's block, under the Beaver product."""
-        net, others = self.net, sorted(to_holder)
-        holder = self.parties[l]
-        triples = {k: net.down(l, to_holder[k], t) for k in others}
-        z, shares = holder.holder_messages(i, triples)
-        zs = net.peer(l, others, z, t)
-        for k, zk in zip(others, zs):
-            tp = net.down(k, to_peer[k], t)
-            res = net.peer(l, [k], shares[k], t)[0]
-            self.parties[k].peer_output(zk, tp, res)
-
-    def ledgers(self):
-        return [None if p.budget is None else p.budget.ledger for p in self.parties]
-
-
 class Evaluation:
     """f(x^t) on the data as given, from the rounds' picks (evaluation only: the server of a
     deployment never holds A; :func:`replay_objective` recomputes it): ||A x - y||^2 / 2n, or
@@ -391,7 +297,7 @@ def replay_objective(data, eta, selections):
 def run_secure(data, *, eta, iterations, frac, private, noise_plan=None, budget_filter=None,
                feature_bound=None, label_bound=None, clips=None, feature_cap=10, seed=None,
                noise_key=None, callback=None, remote=None, label_party=None, chunk_rows=None,
-               spill=None) -> SecureResult:
+               spill=None, state=None, on_round=None) -> SecureResult:
     """Run the protocol (module docstring).  ``clips``: per-party row clips C_k (private runs).
     ``label_party``: None when every party holds y (paper 004's setting), else the index of the
     one party that does; every other party k then obtains A_k^T y + N(0, sigma^2 I) once, by the
@@ -400,12 +306,17 @@ def run_secure(data, *, eta, iterations, frac, private, noise_plan=None, budget_
     :class:`LocalParties`' steps; the objective is then left to :func:`replay_objective`.
     ``chunk_rows``: rows per masked-block chunk (default CHUNK_ROWS; the result does not depend on
     it).  ``spill``: keep the received masked blocks on disk (``store.py``); None = when they
-    exceed ``store.SPILL_BYTES``, or a directory path to spill into."""
+    exceed ``store.SPILL_BYTES``, or a directory path to spill into.
+    ``on_round(snapshot)`` (in process; ``state.Snapshot``, for ``checkpoint.Checkpointer``) is
+    called before anything is charged, once the parties are set up and after every round;
+    ``state`` (a checkpoint's ``(meta, arrays)``) continues an interrupted run from it: the
+    offline phase is recomputed, the rest restored (``state.py``)."""
     from ..engine import _seeds
     from ..privacy import index_event
     from .privacy import round_feature_event
     from .ring import KeySource
 
+    from .state import RoundState, Snapshot, restore, restore_keys
     from .store import SpillDirectory, should_spill
 
     K, n, T = data.K, data.n, int(iterations)
@@ -418,6 +329,7 @@ def run_secure(data, *, eta, iterations, frac, private, noise_plan=None, budget_
     _, _, noise_ss = _seeds(seed, noise_key)
     keys = KeySource(None if noise_key is not None else seed)
     sizes = [len(b) for b in data.blocks]
+    parties = None
     if remote is not None:
         link = remote({"K": K, "n": n, "eta": float(eta), "frac": int(frac),
                        "feature_cap": int(feature_cap), "private": bool(private),
@@ -462,10 +374,23 @@ def run_secure(data, *, eta, iterations, frac, private, noise_plan=None, budget_
         link = LocalParties(parties, spill=SpillDirectory(None if spill is True else spill)
                             if spill else None)
     dealer = Dealer(keys, sizes, n, chunk)
+    resumed = state is not None and state[0]["stage"] == "ready"
+    if remote is not None and (state is not None or on_round is not None):
+        raise InputError("checkpoints of dp-bcfw-secure are for the in-process run")
+    if state is not None:
+        restore_keys(state[0], keys, dealer)       # before the run draws any key again
+    run = RoundState(K, data.d)
+    ev = Evaluation(data) if remote is None else None
+    snap = None if on_round is None else Snapshot(run, parties, link, keys, dealer, ev)
+    if snap is not None and not resumed:
+        on_round(snap)           # nothing charged yet: a crash from here on can be resumed
     link.setup({k: SM.SecureSetup(frac, feature_cap, K, n, dealer.mask_keys[k])
                 for k in range(K)})
     link.offline()               # offline phase: masked blocks between the parties
-    if label_party is not None and K > 1:
+    if resumed:
+        # the masked blocks were recomputed above (state.py); everything else comes back
+        restore(state[0], state[1], run, parties, link, ev)
+    elif label_party is not None and K > 1:
         # the label party's y times every other party's block, released once (noised)
         L = int(label_party)
         if private:
@@ -478,25 +403,22 @@ def run_secure(data, *, eta, iterations, frac, private, noise_plan=None, budget_
         others = [k for k in range(K) if k != L]
         to_holder, to_peer = dealer.triples(L, SM.LABEL_INDEX, others)
         link.product(L, SM.LABEL_INDEX, to_holder, to_peer, 0)
+    run.stage = "ready"
     setup_seconds = time.perf_counter() - t_setup
 
     t0 = time.perf_counter()
-    x = np.zeros(data.d)
-    ev = Evaluation(data) if remote is None else None
-    history, selections = [], []
+    x = run.x
     initial = float(0.5 * np.mean(data.y ** 2)) if remote is None else None
-    prev = [0] * K
-    chosen = [set() for _ in range(K)]
-    released = [0] * K
-    products = 0
-    for t in range(T):
+    if snap is not None:
+        on_round(snap)
+    for t in range(run.t, T):
         if private:
             budget_filter.charge(index_event(noise_plan.noise, noise_plan.index_scale,
                                              noise_plan.details["sens_index"], K),
                                  party=",".join(map(str, range(K))), round=t,
                                  note="secure: signed index")
-        picks = link.select(prev, t)
-        new = [(l, i) for l, (i, _) in enumerate(picks) if i not in chosen[l]]
+        picks = link.select(run.prev, t)
+        new = [(l, i) for l, (i, _) in enumerate(picks) if i not in run.chosen[l]]
         if new and K > 1:
             if private:
                 budget_filter.charge(round_feature_event(noise_plan.feature_sigma, feature_bound,
@@ -508,22 +430,26 @@ def run_secure(data, *, eta, iterations, frac, private, noise_plan=None, budget_
                 others = [k for k in range(K) if k != l]
                 to_holder, to_peer = dealer.triples(l, i, others)
                 link.product(l, i, to_holder, to_peer, t)
-                products += len(others)
+                run.products += len(others)
         for l, i in new:
-            chosen[l].add(i)
-            released[l] += 1
+            run.chosen[l].add(i)
+            run.released[l] += 1
         gamma = 2.0 / (t + 2.0)
         sel, moves = fw_step(x, data.blocks, picks, gamma, eta)
-        selections.append(sel)
-        prev = [sign * (i + 1) for i, sign in picks]
+        run.selections.append(sel)
+        run.prev = [sign * (i + 1) for i, sign in picks]
         if ev is not None:
-            history.append(ev.advance(moves, gamma))
+            run.history.append(ev.advance(moves, gamma))
+        run.t = t + 1
+        if snap is not None:
+            on_round(snap)
         if callback is not None:
-            callback(t, history[-1] if history else float("nan"))
+            callback(t, run.history[-1] if run.history else float("nan"))
     if isinstance(link, LocalParties):
         link.close()     # spilled blocks removed (on an error, the temporary directory's finalizer)
-    return SecureResult(x=x, objective=history, initial_objective=initial, meter=link.meter,
-                        seconds=time.perf_counter() - t0 + setup_seconds, released=released,
-                        selections=selections, products=products, frac_bits=frac,
+    return SecureResult(x=x, objective=run.history, initial_objective=initial,
+                        meter=link.meter, seconds=time.perf_counter() - t0 + setup_seconds,
+                        released=run.released, selections=run.selections,
+                        products=run.products, frac_bits=frac,
                         peer_bytes=link.peer_bytes, setup_seconds=setup_seconds,
                         extra={"party_ledgers": link.ledgers()})

@@ -245,7 +245,7 @@ class SecurePartyRole(PartyRole):
 
 # -- server side --------------------------------------------------------------------------------
 class LinkParties:
-    """The five steps of :class:`~vflpriv.vertical.secure.protocol.LocalParties` over a
+    """The five steps of :class:`~vflpriv.vertical.secure.local.LocalParties` over a
     runtime link.  ``meter`` counts the protocol's frames as in process (a relayed
     party-to-party frame as its sender's uplink and its receiver's downlink, its plaintext
     length: ciphertext minus the 28 bytes of nonce and tag); ``link.meter`` the Flower messages."""

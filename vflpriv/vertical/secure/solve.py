@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import math
 import os
-import secrets
 
 import numpy as np
 
 from ...errors import InputError
+from ..checkpoint import check_every
 from . import privacy as SP
+from . import resume as SC
 from .protocol import run_secure
 from .ring import frac_bits
 
@@ -20,12 +21,13 @@ _NOISE_RANGE = 40.0
 def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, sketch,
                  calibration, split, feature_bound, label_bound, accountant, ledger, seed,
                  reference, callback, report_accountants, derivative_clip, checkpoint, row_clip,
-                 max_features, backend="inprocess", flower=None, label_party=0):
+                 max_features, backend="inprocess", flower=None, label_party=0, resume=False,
+                 checkpoint_every=1, checkpoint_extra=None):
     from accounting import BudgetFilter
 
     from ...optim import reference_optimum
     from ..hosted import run_dir_for
-    from ..solution import Solution, open_ledger, privacy_report
+    from ..solution import Solution, privacy_report
 
     if loss.name not in ("squared", "logistic"):
         raise InputError(f"dp-bcfw-secure fits the squared loss (cross-products released once) "
@@ -43,8 +45,6 @@ def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, 
     if derivative_clip is not None:
         raise InputError("derivative_clip does not apply to dp-bcfw-secure (its scores use the "
                          "party's own partial residual; use row_clip to lower the sensitivity)")
-    if checkpoint is not None:
-        raise InputError("checkpoints are not implemented for dp-bcfw-secure")
     from .defaults import choose
 
     private = math.isfinite(epsilon)
@@ -63,6 +63,20 @@ def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, 
     auto_clips = chosen_values["row_clips"]
     defaults = [c.to_dict() for c in chosen]
     K, n, T = data.K, data.n, int(iterations)
+    ck = config = None
+    if checkpoint is not None:
+        if backend != "inprocess":
+            raise InputError(f"checkpoints of dp-bcfw-secure are for the in-process run, not "
+                             f"--backend {backend}")
+        check_every(checkpoint_every)     # bad input before any file is touched
+        config = dict(loss=loss.name, eta=float(eta), iterations=T, algorithm="dp-bcfw-secure",
+                      sampling=str(sampling), epsilon=epsilon, delta=delta, rnm=rnm, split=split,
+                      feature_bound=feature_bound, label_bound=label_bound,
+                      accountant=accountant, row_clip=row_clip, max_features=F,
+                      row_clips=auto_clips, label_party=label_party)
+        if resume:
+            ck = SC.read_resume(checkpoint, config, seed, data)
+            seed = ck["seed"]
     if loss.name == "logistic":
         if label_party is None:
             raise InputError("dp-bcfw-secure with the logistic loss keeps the label at one party "
@@ -77,7 +91,8 @@ def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, 
                          accountant=accountant, ledger=ledger, seed=seed, reference=reference,
                          callback=callback, report_accountants=report_accountants,
                          row_clip=row_clip, label_party=label_party, row_clips=auto_clips,
-                         defaults=defaults)
+                         defaults=defaults, checkpoint=checkpoint, ck=ck, config=config,
+                         checkpoint_every=checkpoint_every, checkpoint_extra=checkpoint_extra)
     if K < 2:
         raise InputError(f"dp-bcfw-secure needs at least 2 parties (it computes cross-party "
                          f"products), got {K}")
@@ -100,14 +115,17 @@ def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, 
             # the ServerApp may be another process: its ledger must be a file
             run_dir = run_dir_for(flower)
             ledger = os.path.join(run_dir, "server.ledger")
-        led = open_ledger(ledger, epsilon, delta, accountant)
+        led = SC.open_ledger_for(ledger, ck, checkpoint, epsilon, delta, accountant)
         # the ledger's header budget governs (issue #13), and the whole worst-case plan must fit
-        # in what remains before the first release
+        # in what remains before the first release (on resume: what remains of it)
         b_eps, b_delta = (led.governing_budget(epsilon, delta)
                           if hasattr(led, "governing_budget") else (epsilon, delta))
         budget = BudgetFilter(led, b_eps, b_delta, accountant=accountant)
-        budget.check_plan(noise_plan.event,
-                          advice=lambda: "a smaller epsilon, fewer iterations or a fresh ledger fits")
+        budget = SC.check_and_replay(
+            budget, led, ck, checkpoint,
+            ck and SC.remaining_plan(noise_plan, sens, T, K, F, label_rounds, ck["state"]),
+            noise_plan.event,
+            advice=lambda: "a smaller epsilon, fewer iterations or a fresh ledger fits")
         Ba = float(feature_bound)
     else:
         # non-private: the fixed-point range comes from the data (no privacy is claimed)
@@ -117,8 +135,10 @@ def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, 
     By = (None if label_party is None else float(label_bound) if private
           else float(np.max(np.abs(data.y))) or 1.0)
     frac = frac_bits(n * Ba * (Ba if By is None else max(Ba, By)) + _NOISE_RANGE * sigma + 1.0)
-    noise_key = None if seed is not None else secrets.randbits(128)
-    noise_seed = seed if seed is not None else secrets.randbits(128)
+    noise_key, noise_seed = SC.seeds(ck, seed)
+    on_round = SC.checkpointer(checkpoint, checkpoint_every, T, config=config, seed=seed,
+                               noise_seed=noise_seed, noise_key=noise_key, data=data,
+                               extra=checkpoint_extra, led=led, budget=budget)
     kwargs = dict(eta=float(eta), iterations=T, frac=frac, private=private,
                   noise_plan=noise_plan, feature_bound=feature_bound, label_bound=label_bound,
                   clips=clips, feature_cap=F, seed=noise_seed, noise_key=noise_key,
@@ -132,7 +152,9 @@ def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, 
             led = flower_info.pop("ledger")
             budget = BudgetFilter(led, budget.epsilon, budget.delta, accountant=accountant)
     else:
-        res = run_secure(data, budget_filter=budget, callback=callback, **kwargs)
+        res = run_secure(data, budget_filter=budget, callback=callback, on_round=on_round,
+                         state=(ck["state"], ck["arrays"]) if ck else None, **kwargs)
+        SC.check_all_replayed(budget, ck, T)
     up = [res.meter.total(k, "uplink") for k in range(K)]
     naive = [4 * T + 8 * n * r for r in res.released]
     fullgrad = [8 * len(b) * T for b in data.blocks]

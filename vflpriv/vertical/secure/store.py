@@ -9,7 +9,7 @@ memory (plain reads, not a memory map, so that the process's resident memory sta
 A store is iterated as ``(row offset, chunk)`` pairs in the order received, which is all that
 :func:`vflpriv.vertical.secure.beaver.masked_product` needs; a plain list of pairs (the in-memory
 case) is the same interface.  In one process the K - 1 receivers of one frame share its memory
-(``protocol.Network``); they likewise share one spilled copy (written once, read-only after).
+(``local.Network``); they likewise share one spilled copy (written once, read-only after).
 """
 from __future__ import annotations
 

@@ -1,0 +1,132 @@
+"""The in-process link of dp-bcfw-secure: :class:`Network` (frames and meters every message)
+and :class:`LocalParties` (the parties as objects in this process).
+
+How the messages travel.  :func:`~.protocol.run_secure` is the server's loop, written once; it
+talks to the parties only through five steps (setup, offline, select, new_features, product) of
+an object handed to it:
+
+* in process (:class:`LocalParties` over :class:`Network`, this module): every message is
+  framed, metered by the same :class:`~vflpriv.vertical.transport.Meter` as the other vertical
+  algorithms' transport, and decoded by its receiver.  A party-to-party message (masked block,
+  masked vector, result share) goes **directly** from the sender's object to the receivers'
+  (one immutable frame, shared memory); the server's code never holds it.
+* over a runtime link (:class:`~.remote.LinkParties`: ``LocalLink`` for ``backend="local"``, a
+  Flower grid for ``flower-sim``/``flower``): a link joins the server to each party only, so a
+  party-to-party frame is **sealed end to end** by :class:`~.remote.Channel` (X25519, HKDF,
+  ChaCha20-Poly1305; ``cryptography``) and **relayed by the server**, which sees ciphertexts and
+  their lengths only.  Its meter counts the plaintext frame (ciphertext minus nonce and tag),
+  so both paths count the same bytes (tests/test_runtime_roles.py).
+
+The in-process path stays separate from the roles-over-LocalLink path because the latter
+rebuilds each party role and unpickles and pickles its state -- the masked blocks above all --
+for every message, as a SuperNode keeps it.  Measured by ``vflpriv bench secure`` (n = 1e4,
+d = 200, K = 4, T = 10, seed 0, three runs): 0.32-0.33 s per round over LocalLink against
+0.018-0.020 s in process, the same iterate; 2.1-2.2 s of the 3.3-3.5 s spent in the roles is
+pickling (11.3 MB per message on average).  docs/vertical.md, "Checkpoints of dp-bcfw-secure".
+"""
+from __future__ import annotations
+
+from ..transport import DOWN, UP, Meter
+from . import messages as SM
+
+
+class Network:
+    """The in-process link: frames every message for real and meters it on the vertical
+    transport's :class:`~vflpriv.vertical.transport.Meter`.  A party-to-party message counts as
+    uplink of its sender and downlink of its receiver; in process it goes directly from sender
+    to receiver (over a runtime link it is sealed end to end and relayed by the server: module
+    docstring), never readable by the server.  A message sent to several parties is encoded once
+    and each receiver decodes the same immutable frame (in process, they share its memory)."""
+
+    def __init__(self):
+        self.meter = Meter()
+        self.peer_bytes = 0
+
+    def down(self, k, msg, t):
+        frame = SM.encode(msg, k, t)
+        self.meter.record(k, DOWN, t, len(frame), type(msg).__name__)
+        return SM.decode(frame)[0]
+
+    def up(self, k, msg, t):
+        frame = SM.encode(msg, k, t)
+        self.meter.record(k, UP, t, len(frame), type(msg).__name__)
+        return SM.decode(frame)[0]
+
+    def peer(self, src, dsts, msg, t):
+        frame = SM.encode(msg, src, t)
+        out = []
+        for d in dsts:
+            self.meter.record(src, UP, t, len(frame), type(msg).__name__)
+            self.meter.record(d, DOWN, t, len(frame), None)
+            self.peer_bytes += len(frame)
+            out.append(SM.decode(frame)[0])
+        return out
+
+
+class LocalParties:
+    """The parties as objects in this process, every message framed by the :class:`Network`.
+    :func:`run_secure` talks to parties only through these five steps, so a remote version
+    (``vflpriv.vertical.secure.remote``) runs the same protocol over a runtime link."""
+
+    def __init__(self, parties, spill=None):
+        """``spill``: None (masked blocks in memory) or a ``store.SpillDirectory``."""
+        self.parties, self.net = parties, Network()
+        self.meter = self.net.meter
+        self.spill = spill
+
+    @property
+    def peer_bytes(self):
+        return self.net.peer_bytes
+
+    def setup(self, msgs):
+        for p in self.parties:
+            p.setup(self.net.down(p.k, msgs[p.k], 0))
+
+    def offline(self):
+        """Every party sends its masked block to every other party."""
+        parties, net = self.parties, self.net
+        for p in parties:
+            store = None if self.spill is None else self.spill.store(p.k)
+            for row, block in p.masked_blocks():
+                others = [q for q in parties if q.k != p.k]
+                msgs = net.peer(p.k, [q.k for q in others], SM.MaskedBlock(row, block), 0)
+                if store is not None and msgs:
+                    store.append(msgs[0].row, msgs[0].block)     # the frame's words, once
+                for q, m in zip(others, msgs):
+                    q.receive_block(p.k, m, store)
+                del msgs
+
+    def close(self):
+        if self.spill is not None:
+            self.spill.close()
+            self.spill = None
+
+    def select(self, prev, t):
+        picks = []
+        for p in self.parties:
+            msg = self.net.down(p.k, SM.Selections(prev), t)
+            if t > 0:
+                p.apply(msg, 2.0 / (t + 1.0))
+            p.charge_selections(t)
+            s = self.net.up(p.k, p.select(), t).signed_index
+            picks.append((abs(s) - 1, 1 if s > 0 else -1))
+        return picks
+
+    def new_features(self, holders, t):
+        for p in self.parties:
+            p.charge_features(self.net.down(p.k, SM.NewFeatures(holders), t), t)
+
+    def product(self, l, i, to_holder, to_peer, t):
+        """Party l's feature i times every other party's block, under the Beaver product."""
+        net, others = self.net, sorted(to_holder)
+        holder = self.parties[l]
+        triples = {k: net.down(l, to_holder[k], t) for k in others}
+        z, shares = holder.holder_messages(i, triples)
+        zs = net.peer(l, others, z, t)
+        for k, zk in zip(others, zs):
+            tp = net.down(k, to_peer[k], t)
+            res = net.peer(l, [k], shares[k], t)[0]
+            self.parties[k].peer_output(zk, tp, res)
+
+    def ledgers(self):
+        return [None if p.budget is None else p.budget.ledger for p in self.parties]

@@ -93,3 +93,40 @@ def test_a_description_holds_data_only(tmp_path):
                                                                         "fields": {}}}))
     with pytest.raises(InputError, match="unknown type 'os.system'"):
         load_description(str(tmp_path / "b.json"))
+
+
+def test_a_written_horizontal_description_runs_from_its_files_alone(tmp_path):
+    """``flower.spec_dir``: the shards, node configs and run.json (+ run.npz) for separate
+    machines; read back from the files alone (as the ServerApp and each SuperNode do) and run
+    with the roles over the local link, it ends at the in-process model, bit for bit, and each
+    client's ledger (beside its node config) holds its rounds."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("flwr")
+    from accounting import read_ledger
+    from vflpriv.flower.spec import read_node_config
+    from vflpriv.horizontal.fedavg import FedAvg
+    from vflpriv.horizontal.fedp3 import MLP
+    from vflpriv.horizontal.local import LocalConfig
+    from vflpriv.horizontal.partition import load_federated
+    from vflpriv.horizontal.runtime import run
+    from vflpriv.runtime.backends import FlowerOptions, run_local
+
+    data = load_federated("digits", 3, seed=0)
+    kw = dict(rounds=2, seed=1, epsilon=3.0, delta=1e-5,
+              local=LocalConfig(epochs=1, batch_size=16, lr=0.1))
+
+    def model():
+        return MLP(64, 10, (8,))
+    out = tmp_path / "desc"
+    desc = run(FedAvg(), data, model, backend="flower", flower=FlowerOptions(spec_dir=str(out)),
+               **kw)
+    assert desc["family"] == "horizontal" and desc["clients"] == 3
+    spec = load_description(str(out / "run.json"))
+    cfgs = [read_node_config(str(out / f"node{k}.toml")) for k in range(3)]
+    assert [c["ledger"] for c in cfgs] == [str(out / f"client{k}.ledger") for k in range(3)]
+    res = run_local(spec, cfgs)
+    assert res["error"] is None, res["error"]
+    ref = run(FedAvg(), data, model, ledger=str(tmp_path / "in.ledger"), **kw)
+    assert torch.equal(torch.from_numpy(res["theta"]), ref.theta)
+    assert res["history"] == ref.accuracy_history
+    assert [len(read_ledger(c["ledger"]).records) for c in cfgs] == [2, 2, 2]

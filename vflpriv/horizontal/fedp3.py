@@ -586,6 +586,8 @@ def _fit_hosted(est, clients, n_classes=None, image_shape=None, progress=None):
     out, info, _ = launch(est.backend, spec, shards, private=private, epsilon=est.epsilon,
                           delta=est.delta, accountant=est.accountant, ledger=est.ledger,
                           seed=est.seed, flower=flower, progress=progress)
+    if out is None:                   # flower.spec_dir: the description was written, no run
+        return info
     if "fitted" not in out:
         raise_error(out, info, est.backend)
     vars(est).update(out["fitted"])

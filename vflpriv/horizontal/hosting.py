@@ -146,7 +146,12 @@ def _settings_of(strategy) -> dict:
 def launch(backend, spec, shards, *, private, epsilon, delta, accountant, ledger, seed, flower,
            progress):
     """Write each client's shard to its own file, start the clients on ``backend``, run ``spec``;
-    returns ``(server output, flower info, client ledgers)``.  Shared with FedP3."""
+    returns ``(server output, flower info, client ledgers)``.  Shared with FedP3.
+
+    With ``flower.spec_dir`` nothing runs: the shards, the clients' node configs and the run
+    description are written there for separate machines (``vflpriv flower spec``; each client's
+    ledger is ``client<k>.ledger`` beside its node config) and ``(None, what was written,
+    ledgers)`` is returned."""
     import shutil
     import tempfile
 
@@ -156,14 +161,17 @@ def launch(backend, spec, shards, *, private, epsilon, delta, accountant, ledger
         check_backend(backend)
         require_flwr(backend)
     K = len(shards)
-    own_dir = not flower.run_dir
-    run_dir = flower.run_dir or tempfile.mkdtemp(prefix="vflpriv-flower-")
+    spec_dir = getattr(flower, "spec_dir", None)
+    own_dir = not (flower.run_dir or spec_dir)
+    run_dir = spec_dir or flower.run_dir or tempfile.mkdtemp(prefix="vflpriv-flower-")
     os.makedirs(run_dir, exist_ok=True)
     ledgers = [None] * K
     budgets = [None] * K
     if private:
         if flower.party_ledgers:
             ledgers = [str(p) for p in flower.party_ledgers]
+        elif spec_dir:                    # each on its client's machine, beside its node config
+            ledgers = [os.path.join(spec_dir, f"client{k}.ledger") for k in range(K)]
         else:
             # beside the run's ledger; without one, in a directory of their own that outlives
             # the run (as the in-process temporary ledger does)
@@ -188,6 +196,10 @@ def launch(backend, spec, shards, *, private, epsilon, delta, accountant, ledger
             if seed is not None:          # seeded runs only: the in-process client key
                 cfg["noise-entropy"] = str(int(seed))
             cfgs.append(cfg)
+        if spec_dir:
+            from ..runtime.backends import describe
+
+            return None, describe(run_dir, spec, cfgs), ledgers
         from ..runtime.backends import launch
 
         out = launch(backend, spec, cfgs, run_dir, quiet=flower.quiet,

@@ -242,6 +242,8 @@ def _run_hosted(backend, strategy, data, model_fn, *, rounds, participation, loc
     out, info, ledgers = launch(backend, spec, shards, private=private, epsilon=epsilon,
                                 delta=delta, accountant=accountant, ledger=ledger, seed=seed,
                                 flower=flower, progress=progress)
+    if out is None:                   # flower.spec_dir: the description was written, no run
+        return info
     if "theta" not in out:
         raise_error(out, info, backend)
     from .ldp import noise_multiplier

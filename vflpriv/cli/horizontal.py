@@ -81,17 +81,15 @@ def register(sub):
     a("--grad-clip", type=float, default=10.0, help="local gradient norm clip (default 10; inf off)")
     a("--seed", type=int, default=None, help="seed everything (reproducible run, not for "
       "deployment); default: OS entropy")
-    a("--epsilon", type=float, default=math.inf, help="per-client epsilon of local DP "
-      "(default inf = non-private)")
-    a("--delta", type=float, default=1e-5, help="per-client delta (default 1e-5)")
-    a("--clip", type=float, default=1.0, help="per-sample clipping norm under local DP (default 1)")
-    a("--accountant", default="rdp", help="rdp | pld | best (default rdp)")
-    a("--ledger", default=None, metavar="FILE", help="privacy ledger file (default: a temp file)")
-    from .backend import add_arguments
-    add_arguments(p)
-    a("--json", default=None, metavar="FILE", help="write the figures as JSON to FILE")
-    a("--plot", default=None, metavar="FILE.png", help="plot accuracy and cumulative nonzeros / "
-      "bytes per round (needs matplotlib)")
+    from . import options as O
+
+    g = O.add_privacy(p, epsilon="float", scope="per-client ", epsilon_note=" (local DP)",
+                      delta_default=1e-5, choices=False)
+    g.add_argument("--clip", type=float, default=1.0,
+                   help="per-sample clipping norm under local DP (default 1)")
+    O.add_ledger(p, temporary=True)
+    O.add_backend(p)
+    O.add_outputs(p, what="the figures", plot="accuracy and cumulative nonzeros / bytes per round")
     p.set_defaults(func=run)
 
 

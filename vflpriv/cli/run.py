@@ -12,6 +12,7 @@ paths are checked first; see docs/ledger.md).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import secrets
@@ -51,8 +52,6 @@ def register(sub):
     p.add_argument("--iterations", type=int, default=100)
     p.add_argument("--sampling", default="elementary",
                    help="elementary | serial | nice:TAU | distributed:TAU | probs:P1,P2,...")
-    p.add_argument("--epsilon", help="privacy budget; 'inf' = non-private (required for dp-bcfw/dpfw)")
-    p.add_argument("--delta", type=float, help="privacy delta (required with a finite epsilon)")
     p.add_argument("--rnm", default=None, choices=["laplace", "gumbel", "exponential"],
                    help="report-noisy-max noise for the private index (default laplace, the "
                         "paper's; dp-bcfw-secure: gumbel)")
@@ -64,11 +63,6 @@ def register(sub):
     p.add_argument("--split", type=float, default=None,
                    help="share of epsilon for the index releases (accountant calibration; "
                         "default 0.5)")
-    p.add_argument("--accountant", default="rdp",
-                   choices=["rdp", "pld", "best", "optimal", "basic", "advanced"],
-                   help="accountant that calibrates and guards the budget (default rdp; basic, "
-                        "advanced and optimal only for dpfw, whose releases are all noisy-max "
-                        "selections)")
     p.add_argument("--feature-bound", type=float, help="declared bound |a_ij| <= B_a (data clipped)")
     p.add_argument("--label-bound", type=float, help="declared bound |y_j| <= B_y (labels clipped)")
     p.add_argument("--derivative-clip", type=float,
@@ -86,7 +80,6 @@ def register(sub):
     p.add_argument("--test-fraction", type=float, default=None, metavar="F",
                    help="hold out a random fraction F of the rows (seeded by --seed) and report "
                         "test_accuracy and test_auc there (logistic loss)")
-    p.add_argument("--ledger", metavar="FILE", help="append every release to this ledger file")
     p.add_argument("--log-releases", action="store_true",
                    help="print 'released round T' on stdout (flushed) once round T's released "
                         "values have reached the server (their ledger records are durable by then)")
@@ -104,11 +97,15 @@ def register(sub):
                         "comes from OS entropy")
     p.add_argument("--reference", action="store_true",
                    help="compute the certified optimum on the same set and the excess risk")
-    from .backend import add_arguments as backend_arguments
+    from . import options as O
 
-    backend_arguments(p, who="party", family="vertical")
-    p.add_argument("--json", metavar="FILE", help="write the results as one JSON object")
-    p.add_argument("--plot", metavar="FILE.png", help="plot objective vs iteration and bytes per party")
+    O.add_privacy(p, epsilon="text", epsilon_note=" (required for dp-bcfw, dpfw and "
+                  "dp-bcfw-secure)", accountants=O.ALL_ACCOUNTANTS,
+                  accountant_note="; basic, advanced and optimal only for dpfw, whose releases "
+                  "are all noisy-max selections")
+    O.add_ledger(p)
+    O.add_backend(p, who="party", family="vertical")
+    O.add_outputs(p, plot="objective vs iteration and bytes per party")
     p.set_defaults(func=run, split_seed=None)
     global _PARSER
     _PARSER = p
@@ -272,15 +269,18 @@ def run(args) -> int:
         except ValueError:
             raise InputError(f"--epsilon must be a number or inf, got {args.epsilon!r}") from None
     _check_accountant(args, epsilon)
-    from ..vertical.api import check_label_party
     from ..vertical.metrics import check_test_fraction
 
     check_test_fraction(args.test_fraction)
     if args.test_fraction is not None and args.loss == "squared":
         raise InputError("--test-fraction reports classification metrics: it needs --loss "
                          "logistic or smoothed-hinge")
-    if args.label_party is not None and args.algorithm in ("fw", "dpfw"):
-        check_label_party(args.label_party, args.algorithm, 1)     # one line, exit 2
+    from . import backend as B
+
+    if not hasattr(args, "backend"):          # a resumed run's saved options predate --backend
+        args.backend, args.connect_timeout = "inprocess", 60.0
+    backend, flower = B.options(args, "vertical")
+    cfg = _config(args, epsilon, backend, flower)       # every option checked, before the data
     A, y, names = load(args.data, args.label, chunk_rows)
     if args.loss != "squared" and str(args.data).startswith("synthetic"):
         y = np.where(np.asarray(y) >= 0, 1.0, -1.0)   # the signs of the responses (as the bench)
@@ -312,32 +312,15 @@ def run(args) -> int:
     progress = bar = Progress(args.iterations, args.algorithm, quiet=args.quiet, unit="round")
     if args.log_releases:
         progress = _LogReleases(progress)
-    kw = dict(loss=args.loss, eta=args.eta, iterations=args.iterations, algorithm=args.algorithm,
-              sampling=args.sampling, epsilon=epsilon, delta=args.delta, rnm=args.rnm,
-              sketch=args.sketch, sketch_dim=args.sketch_dim, calibration=args.calibration,
-              split=args.split, feature_bound=args.feature_bound, label_bound=args.label_bound,
-              accountant=args.accountant, seed=args.seed, derivative_clip=args.derivative_clip)
-    if args.algorithm == "dp-bcfw-secure":
-        kw.update(row_clip=args.row_clip, max_features=args.max_features)
-    if args.label_party is not None:
-        kw.update(label_party=args.label_party)
     if args.algorithm == "dp-bcfw-secure":
         _print_defaults(args, data, epsilon)
-    ckpt = args.resume or args.checkpoint
     cli = {k: v for k, v in vars(args).items() if k not in ("func", "resume")}
     if args.ledger:
         cli["ledger"] = os.path.abspath(args.ledger)
-    from . import backend as B
-
-    if not hasattr(args, "backend"):          # a resumed run's saved options predate --backend
-        args.backend, args.connect_timeout = "inprocess", 60.0
-    backend, flower = B.options(args, "vertical")
+    cfg = dataclasses.replace(cfg, callback=progress, checkpoint_extra={"cli": cli})
     try:
         with _warnings_now():
-            sol = solve(data, ledger=args.ledger, reference=args.reference, callback=progress,
-                        checkpoint=ckpt, checkpoint_every=args.checkpoint_every,
-                        resume=bool(args.resume), checkpoint_extra={"cli": cli},
-                        backend=backend, flower=flower, **kw)
+            sol = solve(data, config=cfg)
         bar.close()
     except BudgetExceeded as exc:
         sys.stderr.write(f"\nvflpriv run: {exc}\n")
@@ -371,7 +354,7 @@ def run(args) -> int:
     if args.compare_calibration and math.isfinite(epsilon) and args.algorithm == "dp-bcfw":
         # on the run's own sketch (an unseeded run's sketch comes from entropy, not from kw)
         out["calibration_comparison"] = calibration_comparison(
-            data, sketch_seed=sol.extra["sketch_seed"], **kw)
+            data, sketch_seed=sol.extra["sketch_seed"], **cfg.options())
     if sol.extra.get("flower") is not None:
         out["flower"] = _flower_section(sol)
     _summary(sol, out)
@@ -397,6 +380,26 @@ def run(args) -> int:
     if args.plot:
         _plot(sol, args.plot)
     return 0
+
+
+def _config(args, epsilon, backend, flower):
+    """The :class:`~vflpriv.vertical.config.VerticalConfig` of ``args``: the one place the
+    command's options become the run's options; it checks every one, before the data are read
+    (the progress bar and the options a checkpoint keeps are added once the run starts)."""
+    from ..vertical.config import VerticalConfig
+
+    secure = args.algorithm == "dp-bcfw-secure"
+    return VerticalConfig(
+        loss=args.loss, eta=args.eta, iterations=args.iterations, algorithm=args.algorithm,
+        sampling=args.sampling, epsilon=epsilon, delta=args.delta, rnm=args.rnm,
+        sketch=args.sketch, sketch_dim=args.sketch_dim, calibration=args.calibration,
+        split=args.split, feature_bound=args.feature_bound, label_bound=args.label_bound,
+        accountant=args.accountant, seed=args.seed, derivative_clip=args.derivative_clip,
+        row_clip=args.row_clip if secure else None,           # dp-bcfw-secure's options only
+        max_features=args.max_features if secure else None, label_party=args.label_party,
+        ledger=args.ledger, reference=args.reference, checkpoint=args.resume or args.checkpoint,
+        checkpoint_every=args.checkpoint_every, resume=bool(args.resume), backend=backend,
+        flower=flower)
 
 
 def _print_defaults(args, data, epsilon):

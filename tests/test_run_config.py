@@ -292,3 +292,76 @@ def test_run_checks_its_options_before_reading_the_data(tmp_path, capsys):
     code = main(["run", "--data", missing, "--label", "y", "--algorithm", "bcfw"])
     err = capsys.readouterr().err
     assert code == 2 and "absent.csv" in err, err
+
+
+# -- HorizontalConfig (the horizontal runtime) -------------------------------------------------
+
+BAD_HORIZONTAL = [
+    (["--rounds", "0"], dict(rounds=0), "--rounds must be a positive integer, got 0"),
+    (["--participation", "1.5"], dict(participation=1.5), "--participation must be in (0, 1]"),
+    (["--epsilon", "0"], dict(epsilon=0.0), "--epsilon must be > 0 (inf = non-private), got 0.0"),
+    (["--delta", "1"], dict(delta=1.0), "--delta must be in (0, 1), got 1.0"),
+    (["--clip", "nan"], dict(clip=float("nan")), "--clip must be > 0, got nan"),
+    (["--accountant", "optimal"], dict(accountant="optimal"),
+     "--accountant must be rdp, pld or best, got 'optimal'"),
+    (["--seed", "-2"], dict(seed=-2), "--seed must be >= 0, got -2"),
+    (["--local-epochs", "0"], dict(local=dict(epochs=0.0)), "--local-epochs must be > 0, got 0.0"),
+    (["--batch-size", "0"], dict(local=dict(batch_size=0)),
+     "--batch-size must be a positive integer, got 0"),
+    (["--lr", "inf"], dict(local=dict(lr=math.inf)), "--lr must be > 0, got inf"),
+    (["--weight-decay", "-1"], dict(local=dict(weight_decay=-1.0)),
+     "--weight-decay must be >= 0, got -1.0"),
+    (["--grad-clip", "0"], dict(local=dict(grad_clip=0.0)), "--grad-clip must be > 0 (inf = off)"),
+    (["--step", "newton"], dict(local=dict(step="newton")),
+     "--step must be subgradient or prox, got 'newton'"),
+]
+
+
+@pytest.mark.parametrize("argv, kwargs, needle", BAD_HORIZONTAL,
+                         ids=[c[0][0] for c in BAD_HORIZONTAL])
+def test_horizontal_config_refuses_with_the_commands_message(argv, kwargs, needle, capsys):
+    """The runtime's config and vflpriv horizontal say the same line (exit 2, before torch
+    trains or any data are read)."""
+    from vflpriv.cli.main import main
+    from vflpriv.horizontal.config import HorizontalConfig, LocalConfig
+
+    def build():
+        kw = dict(kwargs)
+        if "local" in kw:
+            LocalConfig(**kw.pop("local"))
+        return HorizontalConfig(**{"rounds": 3, **kw})
+
+    msg = _message(build)
+    assert needle in msg and "\n" not in msg
+    assert main(["horizontal", "--data", "synthetic"] + argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"vflpriv horizontal: error: {msg}"], err
+
+
+def test_horizontal_run_from_config_equals_keywords():
+    """Bit for bit on a seeded private FedProx run (softmax regression on three clients)."""
+    torch = pytest.importorskip("torch")
+    from vflpriv.horizontal.config import HorizontalConfig, LocalConfig
+    from vflpriv.horizontal.fedavg import FedProx
+    from vflpriv.horizontal.models import MLP
+    from vflpriv.horizontal.partition import FederatedData
+    from vflpriv.horizontal.runtime import run
+
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(0)
+    W = rng.normal(size=(5, 3))
+    clients = []
+    for n in (12, 20, 16):
+        X = rng.normal(size=(n, 5)).astype(np.float32)
+        clients.append((X, (X @ W).argmax(1).astype(np.int64)))
+    Xt = rng.normal(size=(30, 5)).astype(np.float32)
+    data = FederatedData(clients, Xt, (Xt @ W).argmax(1).astype(np.int64), 3, None)
+    kw = dict(rounds=3, participation=1.0, seed=7, epsilon=4.0, delta=1e-5, clip=1.0,
+              local=LocalConfig(epochs=1, batch_size=4, lr=0.1))
+    model = lambda: MLP(5, 3, hidden=())  # noqa: E731
+    a = run(FedProx(0.0, 1e-2, 0.0), data, model, **kw)
+    b = run(FedProx(0.0, 1e-2, 0.0), data, model, config=HorizontalConfig(**kw))
+    assert torch.equal(a.theta, b.theta) and a.accuracy_history == b.accuracy_history
+    assert a.epsilon_spent == b.epsilon_spent and a.epsilon_spent[0] is not None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        kw["local"].lr = 1.0

@@ -365,3 +365,16 @@ def test_horizontal_run_from_config_equals_keywords():
     assert a.epsilon_spent == b.epsilon_spent and a.epsilon_spent[0] is not None
     with pytest.raises(dataclasses.FrozenInstanceError):
         kw["local"].lr = 1.0
+
+
+def test_config_modules_do_not_import_torch_or_flower():
+    """The configs and the option groups are data: importing them loads neither torch nor flwr."""
+    import subprocess
+    import sys
+
+    code = ("import sys, vflpriv.horizontal.config, vflpriv.vertical.config, "
+            "vflpriv.sparse.config, vflpriv.cli.options; "
+            "vflpriv.horizontal.config.HorizontalConfig(rounds=1); "
+            "bad = [m for m in ('torch', 'flwr') if m in sys.modules]; "
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -34,7 +34,9 @@ def register(sub):
                        "inputs and compare a statistically valid lower bound on epsilon "
                        "(Clopper-Pearson threshold tests) with the epsilon the accountant "
                        "claims.  Exit 1 if any lower bound exceeds its claim.")
-    p.add_argument("--json", metavar="FILE", help="also write the results as JSON to FILE")
+    from .options import add_outputs
+
+    add_outputs(p, also=True)
     p.add_argument("--samples", metavar="N", default="100000",
                    help="runs per neighbouring dataset (default 100000)")
     p.add_argument("--seed", metavar="S", type=int, default=0,

@@ -1,5 +1,6 @@
 """``--backend`` for every federated command (``vflpriv run``, ``sparse``, ``horizontal``,
-``fedp3``): the options, the Flower settings they make, the horizontal JSON ``flower`` section,
+``fedp3``; the options are declared in :func:`vflpriv.cli.options.add_backend`): the Flower
+settings they make, the horizontal JSON ``flower`` section,
 and how a lost or refusing party ends the command (one line on stderr; exit 1 for a refusal, 3
 for a lost party)."""
 from __future__ import annotations
@@ -8,25 +9,6 @@ import math
 import sys
 
 from ..errors import InputError
-
-
-def add_arguments(p, who="client", family="horizontal"):
-    from ..flower import DEFAULT_ON_CLIENT_LOSS
-
-    default = DEFAULT_ON_CLIENT_LOSS[family]
-    why = ("a lost party's feature columns are gone, so only stop is accepted"
-           if family == "vertical" else
-           f"continue: the run goes on with the {who}s that answer, weights renormalized over "
-           f"them, and the JSON lists lost_clients; docs/flower.md")
-    p.add_argument("--on-client-loss", default=None, choices=["stop", "continue"],
-                   help=f"Flower backends: what a {who} lost mid-run (its SuperNode gone, an "
-                   f"error or no reply) does to the run (default {default}; {why})")
-    p.add_argument("--backend", default="inprocess", choices=["inprocess", "flower-sim", "flower"],
-                   help=f"where the {who}s run: in this process (default), on Flower's "
-                   "simulation runtime, or as a real Flower deployment on 127.0.0.1 (a SuperLink "
-                   f"and one SuperNode per {who}; docs/flower.md). Needs the flower extra")
-    p.add_argument("--connect-timeout", type=float, default=60.0, metavar="S",
-                   help=f"Flower backends: seconds to wait for every {who} at start (default 60)")
 
 
 def options(args, family="horizontal"):

@@ -20,13 +20,15 @@ TARGETS = {
 
 
 def register(sub):
+    from .options import add_outputs
+
     p = sub.add_parser("bench", help="run a benchmark and print its figures",
                        description="Run a benchmark. Each target prints a table; --json FILE "
                        "writes the figures.")
     targets = p.add_subparsers(dest="target", metavar="TARGET", parser_class=type(p))
     for name, help_text in TARGETS.items():
         tp = targets.add_parser(name, help=help_text, description=help_text)
-        tp.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")
+        add_outputs(tp, what="the figures", also=True)
         mod = f"vflpriv.bench.{name}"
         adder = getattr(importlib.import_module(mod), "add_arguments", None)
         if adder:

@@ -22,17 +22,6 @@ import sys
 from ..errors import InputError
 
 
-def _epsilon(text):
-    import argparse
-    try:
-        v = float(text)        # accepts "inf" (non-private)
-    except ValueError:
-        v = math.nan
-    if math.isnan(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"epsilon must be a positive number or inf, got {text!r}")
-    return v
-
-
 def register(sub):
     p = sub.add_parser("fedp3", help="FedP3 / LDP-FedP3: layer-wise pruned federated learning",
                        description="Run FedP3 (personalized layer-wise pruning) on an offline "
@@ -61,21 +50,18 @@ def register(sub):
     a("--local-epochs", type=float, default=2.0, help="local epochs per round (default 2)")
     a("--local-steps", type=int, default=None, help="local steps per round (overrides epochs)")
     a("--lr", type=float, default=0.3, help="local SGD step size (default 0.3)")
-    a("--epsilon", type=_epsilon, default=math.inf, help="per-client epsilon; inf = non-private")
-    a("--delta", type=float, default=1e-5, help="per-client delta (default 1e-5)")
-    a("--clip", type=float, default=1.0, help="per-sample clipping norm C (default 1)")
+    from . import options as O
+
+    g = O.add_privacy(p, scope="per-client ", delta_default=1e-5, choices=False)
+    g.add_argument("--clip", type=float, default=1.0, help="per-sample clipping norm C (default 1)")
     a("--batch-size", type=int, default=16, help="expected minibatch size b; q = b/m (default 16)")
     a("--noise", default="calibrate", help="calibrate (accountant) | paper (eq. 18, needs --paper-c)")
     a("--paper-c", type=float, default=None, help="the constant c of the paper's eq. (18)")
-    a("--accountant", default="rdp", help="accountant for calibration and the budget filter "
-      "(rdp | pld | best; default rdp)")
-    a("--ledger", default=None, metavar="FILE", help="privacy ledger file (default: a temp file)")
+    O.add_ledger(p, temporary=True)
     a("--seed", type=int, default=None, help="seed the data split, pruning and noise for a "
       "reproducible run (outputs marked not for deployment); default: OS entropy")
-    from .backend import add_arguments
-    add_arguments(p, family="fedp3")
-    a("--json", default=None, metavar="FILE", help="write the figures as JSON to FILE")
-    a("--plot", default=None, metavar="FILE.png", help="plot accuracy per round (needs matplotlib)")
+    O.add_backend(p, family="fedp3")
+    O.add_outputs(p, what="the figures", plot="accuracy per round")
     p.set_defaults(func=run)
 
 

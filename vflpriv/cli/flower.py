@@ -33,10 +33,9 @@ def register(sub):
     from .sparse import add_run_arguments
 
     add_run_arguments(s)
-    s.add_argument("--on-client-loss", default=None, choices=["stop", "continue"],
-                   help="what a client lost mid-run does to the run (default continue)")
-    s.add_argument("--connect-timeout", type=float, default=600.0, metavar="S",
-                   help="seconds the ServerApp waits for every client's SuperNode (default 600)")
+    from .options import add_backend
+
+    add_backend(s, family="sparse", deployment=True)
     s.set_defaults(func=spec_sparse)
 
     n = fsub.add_parser("node", help="start a client's SuperNode from its node<i>.toml",
@@ -67,7 +66,8 @@ def spec_sparse(args) -> int:
     import math
 
     from ..errors import InputError
-    from ..flower import FlowerOptions, on_client_loss, require_flwr
+    from ..flower import FlowerOptions, on_client_loss
+    from ..sparse.api import fit
     from ..flower.deploy import write_app
     from ..flower.spec import check_directory
     from . import sparse as S
@@ -79,14 +79,13 @@ def spec_sparse(args) -> int:
     if args.ledger:
         raise InputError("--ledger: the server's ledger of a deployment lives on the SuperLink's "
                          "machine; the clients' ledgers are in their node configs (leave it out)")
-    S.check_args(args)
     on_client_loss(FlowerOptions(on_client_loss=args.on_client_loss), "sparse")
-    require_flwr("flower")
-    os.makedirs(args.out, exist_ok=True)
     opts = FlowerOptions(spec_dir=args.out, on_client_loss=args.on_client_loss,
                          connect_timeout=args.connect_timeout)
+    cfg = S.config(args, backend="flower", flower=opts)     # checks every option, and flwr
+    os.makedirs(args.out, exist_ok=True)
     try:
-        desc = S.fit_args(args, backend="flower", flower=opts)
+        desc = fit(args.data, config=cfg)
         write_app(os.path.join(args.out, "app"))
     except BaseException:
         import shutil

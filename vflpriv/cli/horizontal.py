@@ -26,6 +26,7 @@ its options).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import secrets
 
@@ -81,17 +82,15 @@ def register(sub):
     a("--grad-clip", type=float, default=10.0, help="local gradient norm clip (default 10; inf off)")
     a("--seed", type=int, default=None, help="seed everything (reproducible run, not for "
       "deployment); default: OS entropy")
-    a("--epsilon", type=float, default=math.inf, help="per-client epsilon of local DP "
-      "(default inf = non-private)")
-    a("--delta", type=float, default=1e-5, help="per-client delta (default 1e-5)")
-    a("--clip", type=float, default=1.0, help="per-sample clipping norm under local DP (default 1)")
-    a("--accountant", default="rdp", help="rdp | pld | best (default rdp)")
-    a("--ledger", default=None, metavar="FILE", help="privacy ledger file (default: a temp file)")
-    from .backend import add_arguments
-    add_arguments(p)
-    a("--json", default=None, metavar="FILE", help="write the figures as JSON to FILE")
-    a("--plot", default=None, metavar="FILE.png", help="plot accuracy and cumulative nonzeros / "
-      "bytes per round (needs matplotlib)")
+    from . import options as O
+
+    g = O.add_privacy(p, epsilon="float", scope="per-client ", epsilon_note=" (local DP)",
+                      delta_default=1e-5, choices=False)
+    g.add_argument("--clip", type=float, default=1.0,
+                   help="per-sample clipping norm under local DP (default 1)")
+    O.add_ledger(p, temporary=True)
+    O.add_backend(p)
+    O.add_outputs(p, what="the figures", plot="accuracy and cumulative nonzeros / bytes per round")
     p.set_defaults(func=run)
 
 
@@ -126,8 +125,6 @@ def _settings(args) -> dict:
                 raise InputError(f"--{name} must be a finite number >= 0, got {v!r}")
         if args.algorithm == "feddyn" and not s["lambda2"] > 0:
             raise InputError(f"--lambda2 must be > 0 for feddyn, got {s['lambda2']!r}")
-    if args.step not in ("subgradient", "prox"):
-        raise InputError(f"--step must be subgradient or prox, got {args.step!r}")
     from ..horizontal.partition import check_dataset
     args.data = check_dataset(args.data)
     if args.model not in ("mlp", "cnn"):
@@ -142,38 +139,29 @@ def _settings(args) -> dict:
         raise InputError(f"--hidden must be positive integers separated by commas, "
                          f"got {args.hidden!r}") from None
     s["hidden"] = list(hidden)
-    for name in ("clients", "rounds"):
-        if s[name] < 1:
-            raise InputError(f"--{name} must be a positive integer, got {s[name]}")
-    if args.batch_size < 1:
-        raise InputError(f"--batch-size must be a positive integer, got {args.batch_size}")
-    if not 0 < s["participation"] <= 1:
-        raise InputError(f"--participation must be in (0, 1], got {s['participation']!r}")
+    if s["clients"] < 1:
+        raise InputError(f"--clients must be a positive integer, got {s['clients']}")
     if not s["alpha"] > 0:
         raise InputError(f"--alpha must be > 0 (inf = IID), got {s['alpha']!r}")
-    if not (math.isfinite(s["local_epochs"]) and s["local_epochs"] > 0):
-        raise InputError(f"--local-epochs must be > 0, got {s['local_epochs']!r}")
-    if not (math.isfinite(s["lr"]) and s["lr"] > 0):
-        raise InputError(f"--lr must be > 0, got {s['lr']!r}")
-    if not (math.isfinite(args.weight_decay) and args.weight_decay >= 0):
-        raise InputError(f"--weight-decay must be >= 0, got {args.weight_decay!r}")
-    if not args.grad_clip > 0:
-        raise InputError(f"--grad-clip must be > 0 (inf = off), got {args.grad_clip!r}")
-    if not args.epsilon > 0:
-        raise InputError(f"--epsilon must be > 0 (inf = non-private), got {args.epsilon!r}")
-    if not 0 < args.delta < 1:
-        raise InputError(f"--delta must be in (0, 1), got {args.delta!r}")
-    if not (math.isfinite(args.clip) and args.clip > 0):
-        raise InputError(f"--clip must be > 0, got {args.clip!r}")
-    if args.accountant not in ("rdp", "pld", "best"):
-        raise InputError(f"--accountant must be rdp, pld or best, got {args.accountant!r}")
-    if args.seed is not None and args.seed < 0:
-        raise InputError(f"--seed must be >= 0, got {args.seed}")
+    s["config"] = _config(args, s)
     s.update(algorithm=args.algorithm, elastic_net=args.elastic_net, step=args.step,
              data=args.data, model=args.model, batch_size=args.batch_size,
              weight_decay=args.weight_decay, grad_clip=args.grad_clip, seed=args.seed,
              epsilon=args.epsilon, delta=args.delta, clip=args.clip, accountant=args.accountant)
     return s
+
+
+def _config(args, s):
+    """The run's :class:`~vflpriv.horizontal.config.HorizontalConfig` (its local training a
+    :class:`~vflpriv.horizontal.config.LocalConfig`): the one place the command's options become
+    the runtime's, every one checked before any work (FedP3 takes the same values)."""
+    from ..horizontal.config import HorizontalConfig, LocalConfig
+
+    local = LocalConfig(epochs=s["local_epochs"], batch_size=args.batch_size, lr=s["lr"],
+                        weight_decay=args.weight_decay, grad_clip=args.grad_clip, step=args.step)
+    return HorizontalConfig(rounds=s["rounds"], participation=s["participation"], local=local,
+                            epsilon=args.epsilon, delta=args.delta, clip=args.clip,
+                            accountant=args.accountant, ledger=args.ledger, seed=args.seed)
 
 
 def _json_num(x):
@@ -205,7 +193,6 @@ def _run_elastic(s, args, progress, backend="inprocess", flower=None):
 
     from ..horizontal.fedavg import FedAvg, FedProx
     from ..horizontal.feddyn import FedDyn
-    from ..horizontal.local import LocalConfig
     from ..horizontal.models import MLP, SmallCNN
     from ..horizontal.partition import load_federated
     from ..horizontal.runtime import run as run_rounds
@@ -226,13 +213,9 @@ def _run_elastic(s, args, progress, backend="inprocess", flower=None):
         if s["batch_size"] > X.shape[0] and math.isfinite(s["epsilon"]):
             raise InputError(f"--batch-size {s['batch_size']} exceeds a client's {X.shape[0]} "
                              "training records")
-    local = LocalConfig(epochs=s["local_epochs"], batch_size=s["batch_size"], lr=s["lr"],
-                        weight_decay=s["weight_decay"], grad_clip=s["grad_clip"], step=s["step"])
     torch.set_num_threads(1)
-    res = run_rounds(strategy, data, model_fn, rounds=s["rounds"], participation=s["participation"],
-                     local=local, epsilon=s["epsilon"], delta=s["delta"], clip=s["clip"],
-                     accountant=s["accountant"], ledger=args.ledger, seed=s["seed"],
-                     progress=progress, backend=backend, flower=flower)
+    cfg = dataclasses.replace(s["config"], progress=progress, backend=backend, flower=flower)
+    res = run_rounds(strategy, data, model_fn, config=cfg)
     return res.accuracy_history, res.meter.history, res.epsilon_spent, res.meter, res.flower
 
 
@@ -267,7 +250,7 @@ def run(args) -> int:
            "uplink_nonzeros": last["uplink_nonzeros"], "uplink_entropy": last["uplink_entropy"],
            "uplink_bytes": last["uplink_bytes"], "downlink_bytes": last["downlink_bytes"],
            "epsilon_spent": [_json_num(e) for e in eps] if eps is not None else None,
-           "settings": {k: _json_num(v) for k, v in s.items()},
+           "settings": {k: _json_num(v) for k, v in s.items() if k != "config"},
            "per_round": hist,
            "entropy_variants": dict(meter.entropy),
            "entropy_variants_model_sent": dict(meter.entropy_model), "backend": backend}

@@ -86,11 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in SUBCOMMANDS:
         importlib.import_module(f"vflpriv.cli.{name}").register(sub)
+    from .options import add_progress
+
     for leaf in _leaves(parser):
         if leaf is not parser and "--quiet" not in leaf._option_string_actions:
-            leaf.add_argument("-q", "--quiet", action="store_true",
-                              help="no progress bar (there is none anyway when stdout or stderr "
-                                   "is not a terminal)")
+            add_progress(leaf)
     _polish(parser)
     return parser
 

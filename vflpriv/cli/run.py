@@ -12,6 +12,7 @@ paths are checked first; see docs/ledger.md).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import secrets
@@ -51,8 +52,6 @@ def register(sub):
     p.add_argument("--iterations", type=int, default=100)
     p.add_argument("--sampling", default="elementary",
                    help="elementary | serial | nice:TAU | distributed:TAU | probs:P1,P2,...")
-    p.add_argument("--epsilon", help="privacy budget; 'inf' = non-private (required for dp-bcfw/dpfw)")
-    p.add_argument("--delta", type=float, help="privacy delta (required with a finite epsilon)")
     p.add_argument("--rnm", default=None, choices=["laplace", "gumbel", "exponential"],
                    help="report-noisy-max noise for the private index (default laplace, the "
                         "paper's; dp-bcfw-secure: gumbel)")
@@ -64,11 +63,6 @@ def register(sub):
     p.add_argument("--split", type=float, default=None,
                    help="share of epsilon for the index releases (accountant calibration; "
                         "default 0.5)")
-    p.add_argument("--accountant", default="rdp",
-                   choices=["rdp", "pld", "best", "optimal", "basic", "advanced"],
-                   help="accountant that calibrates and guards the budget (default rdp; basic, "
-                        "advanced and optimal only for dpfw, whose releases are all noisy-max "
-                        "selections)")
     p.add_argument("--feature-bound", type=float, help="declared bound |a_ij| <= B_a (data clipped)")
     p.add_argument("--label-bound", type=float, help="declared bound |y_j| <= B_y (labels clipped)")
     p.add_argument("--derivative-clip", type=float,
@@ -86,7 +80,6 @@ def register(sub):
     p.add_argument("--test-fraction", type=float, default=None, metavar="F",
                    help="hold out a random fraction F of the rows (seeded by --seed) and report "
                         "test_accuracy and test_auc there (logistic loss)")
-    p.add_argument("--ledger", metavar="FILE", help="append every release to this ledger file")
     p.add_argument("--log-releases", action="store_true",
                    help="print 'released round T' on stdout (flushed) once round T's released "
                         "values have reached the server (their ledger records are durable by then)")
@@ -104,11 +97,15 @@ def register(sub):
                         "comes from OS entropy")
     p.add_argument("--reference", action="store_true",
                    help="compute the certified optimum on the same set and the excess risk")
-    from .backend import add_arguments as backend_arguments
+    from . import options as O
 
-    backend_arguments(p, who="party", family="vertical")
-    p.add_argument("--json", metavar="FILE", help="write the results as one JSON object")
-    p.add_argument("--plot", metavar="FILE.png", help="plot objective vs iteration and bytes per party")
+    O.add_privacy(p, epsilon="text", epsilon_note=" (required for dp-bcfw, dpfw and "
+                  "dp-bcfw-secure)", accountants=O.ALL_ACCOUNTANTS,
+                  accountant_note="; basic, advanced and optimal only for dpfw, whose releases "
+                  "are all noisy-max selections")
+    O.add_ledger(p)
+    O.add_backend(p, who="party", family="vertical")
+    O.add_outputs(p, plot="objective vs iteration and bytes per party")
     p.set_defaults(func=run, split_seed=None)
     global _PARSER
     _PARSER = p
@@ -238,9 +235,8 @@ def _default_split(args):
 def run(args) -> int:
     from accounting import BudgetExceeded
 
-    from ..data import VerticalData, load
     from ..vertical import solve
-    from ..vertical.api import calibration_comparison
+    from . import backend as B
 
     if args.plot:
         try:
@@ -249,6 +245,50 @@ def run(args) -> int:
             sys.stderr.write("vflpriv run: error: --plot needs matplotlib, which is not installed "
                              "(pip install matplotlib)\n")
             return 2
+    args, epsilon, chunk_rows = _checked_args(args)
+    if not hasattr(args, "backend"):          # a resumed run's saved options predate --backend
+        args.backend, args.connect_timeout = "inprocess", 60.0
+    backend, flower = B.options(args, "vertical")
+    cfg = _config(args, epsilon, backend, flower)       # every option checked, before the data
+    data, test = _load_data(args, chunk_rows)
+    from .progress import Progress
+
+    progress = bar = Progress(args.iterations, args.algorithm, quiet=args.quiet, unit="round")
+    if args.log_releases:
+        progress = _LogReleases(progress)
+    if args.algorithm == "dp-bcfw-secure":
+        _print_defaults(args, data, epsilon)
+    cli = {k: v for k, v in vars(args).items() if k not in ("func", "resume")}
+    if args.ledger:
+        cli["ledger"] = os.path.abspath(args.ledger)
+    cfg = dataclasses.replace(cfg, callback=progress, checkpoint_extra={"cli": cli})
+    try:
+        with _warnings_now():
+            sol = solve(data, config=cfg)
+        bar.close()
+    except BudgetExceeded as exc:
+        sys.stderr.write(f"\nvflpriv run: {exc}\n")
+        return 1
+    except RuntimeError as exc:
+        code = B.client_failure("run", exc, bar.close)
+        if code is None:
+            raise
+        return code
+    out = _results(args, cfg, sol, data, test)
+    _print_results(args, sol, out)
+    if args.json:
+        from ..bench import write_json
+
+        write_json(args.json, out)
+    if args.plot:
+        _plot(sol, args.plot)
+    return 0
+
+
+def _checked_args(args):
+    """``(args, epsilon, chunk_rows)``: a resumed run's options, the outputs, and the options
+    the command reads itself (``--epsilon`` as given, the accountant, the held-out fraction)
+    checked, each with one line naming it, before any work."""
     if args.resume:
         args = _resumed_args(args)
     if not args.data:
@@ -272,81 +312,54 @@ def run(args) -> int:
         except ValueError:
             raise InputError(f"--epsilon must be a number or inf, got {args.epsilon!r}") from None
     _check_accountant(args, epsilon)
-    from ..vertical.api import check_label_party
     from ..vertical.metrics import check_test_fraction
 
     check_test_fraction(args.test_fraction)
     if args.test_fraction is not None and args.loss == "squared":
         raise InputError("--test-fraction reports classification metrics: it needs --loss "
                          "logistic or smoothed-hinge")
-    if args.label_party is not None and args.algorithm in ("fw", "dpfw"):
-        check_label_party(args.label_party, args.algorithm, 1)     # one line, exit 2
+    return args, epsilon, chunk_rows
+
+
+def _load_data(args, chunk_rows):
+    """``(VerticalData, (A_test, y_test) or None)``: the rows read, labels mapped for the loss,
+    a held-out fraction split off (seeded), and the columns split among the parties."""
+    from ..data import VerticalData, load
+
     A, y, names = load(args.data, args.label, chunk_rows)
     if args.loss != "squared" and str(args.data).startswith("synthetic"):
         y = np.where(np.asarray(y) >= 0, 1.0, -1.0)   # the signs of the responses (as the bench)
     y = _labels(y, args.loss)
-    A_test = y_test = None
+    test = None
     if args.test_fraction is not None:
         from ..vertical.metrics import split_rows
 
         if args.seed is None:
             args.split_seed = getattr(args, "split_seed", None) or secrets.randbits(63)
-        train, test = split_rows(A.shape[0], args.test_fraction,
+        train, held = split_rows(A.shape[0], args.test_fraction,
                                  args.seed if args.seed is not None else args.split_seed)
-        A, y, A_test, y_test = A[train], y[train], A[test], y[test]
+        A, y, test = A[train], y[train], (A[held], y[held])
     _default_split(args)
     if getattr(args, "partition_seed", None) is None:
         # a random partition is public (everyone learns who holds which column); an unseeded
         # run still keeps its partition seed so that --resume rebuilds the same partition
         args.partition_seed = args.seed if args.seed is not None else secrets.randbits(63)
     try:
-        partition = args.partition
-        data = VerticalData.from_arrays(A, y, partition, parties=args.parties,
+        data = VerticalData.from_arrays(A, y, args.partition, parties=args.parties,
                                         seed=args.partition_seed)
     except InputError as exc:
         raise InputError(f"--partition/--parties: {exc}") from None
     if any(c.isdigit() for c in args.partition) and data.K != args.parties:
         raise InputError(f"--partition lists {data.K} parties but --parties is {args.parties}")
-    from .progress import Progress
+    return data, test
 
-    progress = bar = Progress(args.iterations, args.algorithm, quiet=args.quiet, unit="round")
-    if args.log_releases:
-        progress = _LogReleases(progress)
-    kw = dict(loss=args.loss, eta=args.eta, iterations=args.iterations, algorithm=args.algorithm,
-              sampling=args.sampling, epsilon=epsilon, delta=args.delta, rnm=args.rnm,
-              sketch=args.sketch, sketch_dim=args.sketch_dim, calibration=args.calibration,
-              split=args.split, feature_bound=args.feature_bound, label_bound=args.label_bound,
-              accountant=args.accountant, seed=args.seed, derivative_clip=args.derivative_clip)
-    if args.algorithm == "dp-bcfw-secure":
-        kw.update(row_clip=args.row_clip, max_features=args.max_features)
-    if args.label_party is not None:
-        kw.update(label_party=args.label_party)
-    if args.algorithm == "dp-bcfw-secure":
-        _print_defaults(args, data, epsilon)
-    ckpt = args.resume or args.checkpoint
-    cli = {k: v for k, v in vars(args).items() if k not in ("func", "resume")}
-    if args.ledger:
-        cli["ledger"] = os.path.abspath(args.ledger)
-    from . import backend as B
 
-    if not hasattr(args, "backend"):          # a resumed run's saved options predate --backend
-        args.backend, args.connect_timeout = "inprocess", 60.0
-    backend, flower = B.options(args, "vertical")
-    try:
-        with _warnings_now():
-            sol = solve(data, ledger=args.ledger, reference=args.reference, callback=progress,
-                        checkpoint=ckpt, checkpoint_every=args.checkpoint_every,
-                        resume=bool(args.resume), checkpoint_extra={"cli": cli},
-                        backend=backend, flower=flower, **kw)
-        bar.close()
-    except BudgetExceeded as exc:
-        sys.stderr.write(f"\nvflpriv run: {exc}\n")
-        return 1
-    except RuntimeError as exc:
-        code = B.client_failure("run", exc, bar.close)
-        if code is None:
-            raise
-        return code
+def _results(args, cfg, sol, data, test) -> dict:
+    """The JSON object: the Solution's fields, dp-bcfw-secure's section and defaults, the label
+    party, classification metrics (training and held-out), the calibration comparison and the
+    Flower section."""
+    from ..vertical.api import calibration_comparison
+
     out = sol.to_dict()
     if sol.algorithm == "dp-bcfw-secure":
         out["secure"] = {k: sol.extra[k] for k in ("secure_products", "frac_bits", "feature_cap",
@@ -364,16 +377,21 @@ def run(args) -> int:
 
         m = classification_metrics(data.A, data.y, sol.x)
         out["accuracy"], out["auc"] = m["accuracy"], m["auc"]
-        if A_test is not None:
-            mt = classification_metrics(A_test, y_test, sol.x)
+        if test is not None:
+            mt = classification_metrics(test[0], test[1], sol.x)
             out["test_accuracy"], out["test_auc"] = mt["accuracy"], mt["auc"]
             out["test_rows"] = mt["rows"]
-    if args.compare_calibration and math.isfinite(epsilon) and args.algorithm == "dp-bcfw":
-        # on the run's own sketch (an unseeded run's sketch comes from entropy, not from kw)
+    if args.compare_calibration and cfg.private and args.algorithm == "dp-bcfw":
+        # on the run's own sketch (an unseeded run's sketch comes from entropy, not from cfg)
         out["calibration_comparison"] = calibration_comparison(
-            data, sketch_seed=sol.extra["sketch_seed"], **kw)
+            data, sketch_seed=sol.extra["sketch_seed"], **cfg.options())
     if sol.extra.get("flower") is not None:
         out["flower"] = _flower_section(sol)
+    return out
+
+
+def _print_results(args, sol, out):
+    """The summary on stdout: objective, bytes, privacy; accuracy; Flower bytes; calibrations."""
     _summary(sol, out)
     if "accuracy" in out:
         auc = "n/a" if out["auc"] is None else f"{out['auc']:.4f}"
@@ -390,13 +408,26 @@ def run(args) -> int:
                          f"{f['downlink_flower_bytes']} B for {f['downlink_frame_bytes']} B\n")
     if args.compare_calibration:
         _print_comparison(out.get("calibration_comparison"))
-    if args.json:
-        from ..bench import write_json
 
-        write_json(args.json, out)
-    if args.plot:
-        _plot(sol, args.plot)
-    return 0
+
+def _config(args, epsilon, backend, flower):
+    """The :class:`~vflpriv.vertical.config.VerticalConfig` of ``args``: the one place the
+    command's options become the run's options; it checks every one, before the data are read
+    (the progress bar and the options a checkpoint keeps are added once the run starts)."""
+    from ..vertical.config import VerticalConfig
+
+    secure = args.algorithm == "dp-bcfw-secure"
+    return VerticalConfig(
+        loss=args.loss, eta=args.eta, iterations=args.iterations, algorithm=args.algorithm,
+        sampling=args.sampling, epsilon=epsilon, delta=args.delta, rnm=args.rnm,
+        sketch=args.sketch, sketch_dim=args.sketch_dim, calibration=args.calibration,
+        split=args.split, feature_bound=args.feature_bound, label_bound=args.label_bound,
+        accountant=args.accountant, seed=args.seed, derivative_clip=args.derivative_clip,
+        row_clip=args.row_clip if secure else None,           # dp-bcfw-secure's options only
+        max_features=args.max_features if secure else None, label_party=args.label_party,
+        ledger=args.ledger, reference=args.reference, checkpoint=args.resume or args.checkpoint,
+        checkpoint_every=args.checkpoint_every, resume=bool(args.resume), backend=backend,
+        flower=flower)
 
 
 def _print_defaults(args, data, epsilon):

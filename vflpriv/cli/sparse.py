@@ -23,24 +23,11 @@ input (one line naming it); 3 a client was lost (Flower backends).
 """
 from __future__ import annotations
 
-import math
 import sys
 
-from ..errors import InputError
 
 ALGORITHMS = ("fedht", "fediterht", "diht", "fedgradmp", "fedgradmp-inexact", "fedmid",
               "feddualavg", "fedavg")
-
-
-def _epsilon(text):
-    import argparse
-    try:
-        v = float(text)
-    except ValueError:
-        v = math.nan
-    if math.isnan(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number or inf, got {text!r}")
-    return v
 
 
 def register(sub):
@@ -50,12 +37,10 @@ def register(sub):
                        "Pursuit) on synthetic or real data split across clients, with real "
                        "serialized messages and optional (epsilon, delta)-DP.")
     add_run_arguments(p)
-    from .backend import add_arguments as backend_arguments
+    from . import options as O
 
-    backend_arguments(p, family="sparse")
-    p.add_argument("--json", metavar="FILE", help="write the results as one JSON object")
-    p.add_argument("--plot", metavar="FILE.png",
-                   help="plot objective / relative error and bytes per round")
+    O.add_backend(p, family="sparse")
+    O.add_outputs(p, plot="objective / relative error and bytes per round")
     p.set_defaults(func=run)
 
 
@@ -93,24 +78,23 @@ def add_run_arguments(p):
     a("--radius", type=float, help="l2-ball radius R (FedGradMP, Alg. 2)")
     a("--tol", type=float, help="subproblem tolerance of fedgradmp-inexact (default 1e-6)")
     a("--server-lr", type=float, default=1.0, help="server step of fedmid/feddualavg (default 1)")
-    a("--epsilon", type=_epsilon, default=math.inf, help="privacy budget; inf = non-private")
-    a("--delta", type=float, help="privacy delta (required with a finite --epsilon)")
-    a("--privacy", default="record", choices=["record", "client"],
-      help="what a private run protects: one record (local DP-SGD) or one client's data "
-           "(clipped updates, noise at the aggregator); default record")
-    a("--clip", type=float, default=1.0, help="clipping norm C (per-sample gradients at "
-      "record level, client updates at client level; default 1)")
-    a("--accountant", default="rdp", choices=["rdp", "pld", "best"],
-      help="accountant for calibration and the budget filter (default rdp; pld and best may "
-           "evaluate a PLD per charge, slow with many clients)")
-    a("--ledger", metavar="FILE", help="append every release to this ledger file")
+    from . import options as O
+
+    g = O.add_privacy(p, accountant_note="; pld and best may evaluate a PLD per charge, slow "
+                      "with many clients")
+    g.add_argument("--privacy", default="record", choices=["record", "client"],
+                   help="what a private run protects: one record (local DP-SGD) or one client's "
+                   "data (clipped updates, noise at the aggregator); default record")
+    g.add_argument("--clip", type=float, default=1.0, help="clipping norm C (per-sample "
+                   "gradients at record level, client updates at client level; default 1)")
+    O.add_ledger(p)
     a("--seed", type=int, help="seed every random choice (reproducible; marked not for "
       "deployment); default OS entropy")
 
 
 def _defaults(args):
-    from ..sparse.data import check_spec
-
+    """Fill in the defaults that depend on the data spec (a shipped set's own clients, the
+    planted sparsity of synthetic-000, 003's batch size) and on the algorithm."""
     kind = "file"
     for k in ("synthetic-000", "synthetic-003"):
         if args.data == k or args.data.startswith(k + ":"):
@@ -129,45 +113,26 @@ def _defaults(args):
         args.tau = 200
     if args.batch_size is None and kind == "synthetic-003":
         args.batch_size = 40
-    if isinstance(args.clients, int) and args.clients < 1:
-        raise InputError(f"--clients must be >= 1, got {args.clients}")
-    check_spec(args.data, args.clients, args.label)
 
 
-def check_args(args):
-    """Every option of a sparse run checked (and defaults filled in) before any work."""
-    from ..sparse.api import check_options
+def config(args, **run):
+    """The :class:`~vflpriv.sparse.config.SparseConfig` of ``args`` (defaults filled in), which
+    checks every option before any work; ``run``: the run-control fields (backend, flower,
+    callback).  The one place the command's options become a sparse run's options."""
+    from ..sparse.config import SparseConfig
+    from ..sparse.data import check_spec
 
-    if args.l2 < 0 or not math.isfinite(args.l2):
-        raise InputError(f"--l2 must be a finite number >= 0, got {args.l2!r}")
-    if args.radius is not None and not (args.radius > 0 and math.isfinite(args.radius)):
-        raise InputError(f"--radius must be a positive finite number, got {args.radius!r}")
-    if args.tol is not None and not (args.tol > 0 and math.isfinite(args.tol)):
-        raise InputError(f"--tol must be a positive finite number, got {args.tol!r}")
-    if not (args.server_lr > 0 and math.isfinite(args.server_lr)):
-        raise InputError(f"--server-lr must be a positive finite number, got {args.server_lr!r}")
     _defaults(args)
-    check_options(args.algorithm, rounds=args.rounds, local_steps=args.local_steps, tau=args.tau,
-                  lr=args.lr, batch_size=args.batch_size, batch_growth=args.batch_growth,
-                  epsilon=args.epsilon, delta=args.delta, clip=args.clip, level=args.privacy,
-                  weights=args.weights, loss=args.loss)
-    from ..sparse.runtime import Participation
-
-    Participation.parse(args.participation, args.clients)   # names a bad value before work
-
-
-def fit_args(args, **kw):
-    """:func:`vflpriv.sparse.api.fit` with the options of ``args``."""
-    from ..sparse.api import fit
-
-    return fit(args.data, args.algorithm, clients=args.clients, rounds=args.rounds,
-               local_steps=args.local_steps, tau=args.tau, lr=args.lr,
-               batch_size=args.batch_size, batch_growth=args.batch_growth,
-               participation=args.participation, weights=args.weights, loss=args.loss,
-               l2=args.l2, epsilon=args.epsilon, delta=args.delta, privacy=args.privacy,
-               clip=args.clip, accountant=args.accountant, ledger=args.ledger, seed=args.seed,
-               label=args.label, dictionary=args.dictionary, radius=args.radius,
-               tol=args.tol, server_lr=args.server_lr, **kw)
+    cfg = SparseConfig(args.algorithm, clients=args.clients, rounds=args.rounds,
+                       local_steps=args.local_steps, tau=args.tau, lr=args.lr,
+                       batch_size=args.batch_size, batch_growth=args.batch_growth,
+                       participation=args.participation, weights=args.weights, loss=args.loss,
+                       l2=args.l2, epsilon=args.epsilon, delta=args.delta, privacy=args.privacy,
+                       clip=args.clip, accountant=args.accountant, ledger=args.ledger,
+                       seed=args.seed, label=args.label, dictionary=args.dictionary,
+                       radius=args.radius, tol=args.tol, server_lr=args.server_lr, **run)
+    check_spec(args.data, cfg.clients, args.label)
+    return cfg
 
 
 def run(args) -> int:
@@ -181,15 +146,18 @@ def run(args) -> int:
     # image extension for --plot, no output that is another output, the ledger or the data file)
     data_file = args.data if args.data and os.path.isfile(args.data) else None
     check_command_outputs(args, {"--data": data_file})
-    check_args(args)
+    import dataclasses
+
+    from ..sparse.api import fit
     from . import backend as B
 
+    cfg = config(args, backend=args.backend)
     _, flower = B.options(args, "sparse")
     from .progress import Progress
 
     progress = Progress(args.rounds, args.algorithm, quiet=args.quiet, unit="round")
     try:
-        res = fit_args(args, callback=progress, backend=args.backend, flower=flower)
+        res = fit(args.data, config=dataclasses.replace(cfg, flower=flower, callback=progress))
         progress.close()                # stopped early (--tol): end the bar before the results
     except BudgetExceeded as exc:
         sys.stderr.write(f"\nvflpriv sparse: {exc}\n")

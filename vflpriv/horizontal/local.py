@@ -20,31 +20,14 @@ batches (ceil(E ceil(m/b)) steps); with DP each of ceil(E m / b) steps draws a P
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.func import functional_call
 
+from .config import STEPS, LocalConfig  # noqa: F401  (LocalConfig: validated, numpy only)
 from .dp import clipped_gradient_sum, flat_vector, noisy_average, poisson_batch
-
-STEPS = ("subgradient", "prox")
-
-
-@dataclass
-class LocalConfig:
-    epochs: float = 5.0
-    batch_size: int = 10
-    lr: float = 0.1
-    weight_decay: float = 1e-3
-    grad_clip: float = 10.0
-    step: str = "subgradient"
-
-    def steps(self, m: int, private: bool) -> int:
-        if private:
-            return max(1, int(math.ceil(self.epochs * m / self.batch_size)))
-        return max(1, int(math.ceil(self.epochs * math.ceil(m / self.batch_size) - 1e-9)))
 
 
 class FlatModel:

@@ -28,12 +28,11 @@ import numpy as np
 import torch
 
 from . import wire
-from .local import FlatModel, LocalConfig, local_train
+from .config import OPTIONS, SAMPLERS, HorizontalConfig, LocalConfig  # noqa: F401
+from .local import FlatModel, local_train
 from .loop import round_loop
 from .metering import Meter
 from .participation import feddyn_sample, fixed_size_sample
-
-SAMPLERS = ("feddyn", "fixed")
 
 
 @dataclass
@@ -55,36 +54,45 @@ class RunResult:
         return self.accuracy_history[-1] if self.accuracy_history else math.nan
 
 
-def run(strategy, data, model_fn, *, rounds: int, participation: float = 1.0,
-        local: LocalConfig | None = None, sampler: str = "feddyn", epsilon: float = math.inf,
-        delta: float = 1e-5, clip: float = 1.0, accountant: str = "rdp", ledger=None,
-        seed: int | None = None, threads: int = 1, progress=None, backend: str = "inprocess",
-        flower=None) -> RunResult:
+def run(strategy, data, model_fn, config: HorizontalConfig | None = None, **options) -> RunResult:
     """Train with ``strategy`` on ``data`` (:class:`~vflpriv.horizontal.partition.FederatedData`);
-    ``model_fn()`` builds the torch model.  ``progress(t)`` is called after every round.
+    ``model_fn()`` builds the torch model.  ``config`` is a
+    :class:`~vflpriv.horizontal.config.HorizontalConfig`; without one the keyword ``options``
+    (``rounds``, ``participation``, ``local``, ``sampler``, ``epsilon``, ``delta``, ``clip``,
+    ``accountant``, ``ledger``, ``seed``, ``threads``, ``progress``, ``backend``, ``flower``) build
+    it, which checks every one before any work.  ``progress(t)`` is called after every round.
 
     ``backend``: "inprocess" (default), "flower-sim" or "flower" (the roles of
     :mod:`vflpriv.horizontal.remote`: the clients as Flower ClientApps, each with its own shard,
-    ledger and budget; ``flower`` a :class:`vflpriv.runtime.backends.FlowerOptions`).  A seeded run gives the same model on every backend."""
-    if sampler not in SAMPLERS:
-        raise ValueError(f"sampler must be one of {', '.join(SAMPLERS)}, got {sampler!r}")
-    local = local or LocalConfig()
-    if backend != "inprocess":
-        from ..runtime.backends import check_backend
-
-        check_backend(backend)
-        return _run_hosted(backend, strategy, data, model_fn, rounds=rounds,
-                          participation=participation, local=local, sampler=sampler,
-                          epsilon=epsilon, delta=delta, clip=clip, accountant=accountant,
-                          ledger=ledger, seed=seed, threads=threads, progress=progress,
-                          flower=flower)
+    ledger and budget; ``flower`` a :class:`vflpriv.runtime.backends.FlowerOptions`).  A seeded run
+    gives the same model on every backend."""
+    cfg = _config(config, options)
+    if cfg.backend != "inprocess":
+        kw = {k: v for k, v in cfg.options().items() if k != "backend"}
+        return _run_hosted(cfg.backend, strategy, data, model_fn, **kw)
     before = torch.get_num_threads()
-    torch.set_num_threads(threads)
+    torch.set_num_threads(cfg.threads)
     try:
-        return _run(strategy, data, model_fn, rounds, participation, local, sampler, epsilon,
-                    delta, clip, accountant, ledger, seed, progress)
+        return _run(strategy, data, model_fn, cfg.rounds, cfg.participation, cfg.local,
+                    cfg.sampler, cfg.epsilon, cfg.delta, cfg.clip, cfg.accountant, cfg.ledger,
+                    cfg.seed, cfg.progress)
     finally:
         torch.set_num_threads(before)
+
+
+def _config(config, options) -> HorizontalConfig:
+    """The run's config: ``config`` as given, or built from the keyword options."""
+    if config is None:
+        unknown = sorted(set(options) - set(OPTIONS))
+        if unknown:
+            raise TypeError(f"run() got unexpected keyword argument(s) {', '.join(unknown)}")
+        return HorizontalConfig(**options)
+    if options:
+        raise TypeError("run() takes config= or keyword options, not both; use "
+                        "dataclasses.replace(config, ...)")
+    if not isinstance(config, HorizontalConfig):
+        raise TypeError(f"config must be a HorizontalConfig, got {type(config).__name__}")
+    return config
 
 
 class _StrategyRun:
@@ -200,7 +208,7 @@ def _run(strategy, data, model_fn, rounds, participation, local, sampler, epsilo
 
 
 def _run_hosted(backend, strategy, data, model_fn, *, rounds, participation, local, sampler, epsilon,
-        delta, clip, accountant, ledger, seed, threads, progress, flower=None):
+                delta, clip, accountant, ledger, seed, threads, progress, flower=None):
     """:func:`run` on ``backend`` ("flower-sim" or "flower"): the
     same arguments and :class:`RunResult`, with ``flower`` holding
     the Flower bytes per client, each client's ledger, the clients stopped by their budgets and

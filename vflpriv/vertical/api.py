@@ -30,87 +30,21 @@ from .engine import run_vertical
 from .sampling import parse_sampling
 from .sketch import Sketch
 from .engine import _seeds
+from .config import (ALGORITHMS, MAX_EPSILON, OPTIONS, VerticalConfig,  # noqa: F401
+                     check_epsilon, check_label_party, check_seed)
 from .checkpoint import Checkpointer, ReplayFilter, data_fingerprint
 from .checkpoint import pending_records as _pending_records, resume_checkpoint as _resume_checkpoint
 from .hosted import run_dir_for as _flower_run_dir, run_hosted as _run_flower  # noqa: F401
 from .solution import (REPORT_ACCOUNTANTS, Solution,  # noqa: F401
                        open_ledger as _open_ledger, privacy_report as _privacy_report)
 
-ALGORITHMS = ("dp-bcfw", "bcfw", "dfw", "fw", "dpfw", "dp-bcfw-secure")
-#: largest finite epsilon a run calibrates for (e^epsilon overflows float64 near 709; far
-#: below that, the noise is already negligible)
-MAX_EPSILON = 1e6
-
-
-def check_seed(seed, name="seed"):
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
-                             or seed < 0):
-        raise InputError(f"{name} must be a non-negative integer (or None: OS entropy), "
-                         f"got {seed!r}")
-    return seed
-
-
-def check_label_party(label_party, algorithm, K):
-    """``None`` (every party holds y) or the label party's index; ``label_party=None`` asks for
-    the algorithm's default (dp-bcfw-secure: party 0; the others: all)."""
-    if algorithm in ("fw", "dpfw"):
-        if label_party is not None:
-            raise InputError(f"label_party is for the federated algorithms; {algorithm!r} is "
-                             f"centralized (one curator holds everything), got "
-                             f"label_party={label_party!r}")
-        return None
-    if label_party is None:
-        return 0 if algorithm == "dp-bcfw-secure" else None
-    if isinstance(label_party, str):
-        if label_party == "all":
-            return None
-        try:
-            label_party = int(label_party)
-        except ValueError:
-            raise InputError(f"label_party must be 'all' or a party index 0..{K - 1}, got "
-                             f"{label_party!r}") from None
-    if isinstance(label_party, bool) or not isinstance(label_party, (int, np.integer)) \
-            or not 0 <= label_party < K:
-        raise InputError(f"label_party must be 'all' or a party index 0..{K - 1}, got "
-                         f"{label_party!r}")
-    if algorithm != "dp-bcfw-secure":
-        raise InputError(f"{algorithm!r} needs the labels at every party (paper 004's setting: "
-                         f"each party computes its residuals from y); label_party={label_party} "
-                         "is for dp-bcfw-secure")
-    return int(label_party)
-
-
-def _check_eps(epsilon, delta):
-    if epsilon is None:
-        epsilon = math.inf
-    if isinstance(epsilon, str):
-        try:
-            epsilon = float(epsilon)
-        except ValueError:
-            raise InputError(f"epsilon must be a positive number or inf, got {epsilon!r}") from None
-    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.integer, np.floating)) \
-            or not epsilon > 0:
-        raise InputError(f"epsilon must be a positive number or inf, got {epsilon!r}")
-    if math.isfinite(epsilon) and epsilon > MAX_EPSILON:
-        raise InputError(f"epsilon must be at most {MAX_EPSILON:g} (or inf for a non-private "
-                         f"run; beyond, noise calibration leaves floating point), got {epsilon!r}")
-    if math.isfinite(epsilon):
-        if delta is None or isinstance(delta, bool) or not isinstance(
-                delta, (int, float, np.integer, np.floating)) or not (0 < delta < 1):
-            raise InputError(f"a finite epsilon needs delta in (0, 1), got {delta!r}")
-    return float(epsilon)
-
 
 @ends_reservations      # a run's unused reservation is released when it ends (docs/ledger.md)
-def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
-          sampling="elementary", epsilon=math.inf, delta=None, rnm=None, sketch="identity",
-          sketch_dim=None, calibration="accountant", split=None, feature_bound=None,
-          label_bound=None, accountant="rdp", ledger=None, seed=None, release_cache=True,
-          reference=False, callback=None, report_accountants=REPORT_ACCOUNTANTS,
-          allow_biased_sketch=False, derivative_clip=None, checkpoint=None, checkpoint_every=1,
-          resume=False, checkpoint_extra=None, row_clip=None, max_features=None,
-          backend="inprocess", flower=None, label_party=None) -> Solution:
-    """Run ``algorithm`` on ``data`` (a :class:`vflpriv.data.VerticalData`); see module docstring.
+def solve(data, config: VerticalConfig | None = None, **options) -> Solution:
+    """Run ``config.algorithm`` on ``data`` (a :class:`vflpriv.data.VerticalData`); see the
+    module docstring.  ``config`` is a :class:`~vflpriv.vertical.config.VerticalConfig`; without
+    one, the keyword ``options`` build it (``solve(data, epsilon=1, ...)``), which validates
+    every option before anything is read or spent.  The options:
 
     Private runs (finite ``epsilon``) need ``delta``, ``feature_bound`` and ``label_bound``; every
     release is charged to an ``accounting.BudgetFilter`` over ``ledger`` (a path, a Ledger, or
@@ -144,221 +78,259 @@ def solve(data, *, loss="squared", eta=1.0, iterations=100, algorithm="dp-bcfw",
     ``flower`` (a :class:`vflpriv.runtime.backends.FlowerOptions`) sets timeouts, party budgets and paths.
     The result's ``extra["flower"]`` holds the Flower byte counts and each party's spend.
     """
-    if algorithm not in ALGORITHMS:
-        raise InputError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
-    from ..runtime.backends import FlowerOptions, check_backend, require_flwr
+    cfg = _config(config, options)
+    label_party = cfg.check_data(data)
+    _check_outputs(cfg)
+    if cfg.sketch != "identity" and cfg.loss_fn.name != "squared":
+        warnings.warn(f"{cfg.loss_fn.name} loss with a {cfg.sketch} sketch: the partial gradients "
+                      "are biased (see docs/vertical.md)", stacklevel=3)
+    if cfg.algorithm == "dp-bcfw-secure":
+        return _solve_secure(data, cfg, label_party)
+    if cfg.algorithm in ("fw", "dpfw"):
+        return _centralized(data, cfg)
+    return _Run(data, cfg).solve()
 
-    check_backend(backend)
-    if backend != "inprocess":
-        if algorithm not in ("dp-bcfw", "bcfw", "dfw", "dp-bcfw-secure"):
-            raise InputError(f"--backend {backend} runs the federated vertical methods (dp-bcfw, "
-                             f"bcfw, dfw, dp-bcfw-secure); {algorithm!r} runs in process only")
-        if checkpoint is not None or resume:
-            raise InputError(f"checkpoints are for the in-process backend, not {backend!r} "
-                             "(each party's ledger keeps what was spent; see docs/flower.md)")
-        require_flwr(backend)
-        flower = flower or FlowerOptions()
-    run_dir = None
-    label_party = check_label_party(label_party, algorithm, data.K)
-    loss = get_loss(loss)
-    epsilon = _check_eps(epsilon, delta)
-    check_seed(seed)
-    if not (isinstance(eta, (int, float, np.integer, np.floating)) and not isinstance(eta, bool)
-            and eta > 0 and math.isfinite(eta)):
-        raise InputError(f"eta (per-party l1 radius) must be a positive finite number, got {eta!r}")
-    if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)) or iterations < 1:
-        raise InputError(f"iterations must be a positive integer, got {iterations!r}")
-    if algorithm != "dp-bcfw-secure":
-        rnm = "laplace" if rnm is None else rnm
-        split = 0.5 if split is None else split
-    if rnm is not None and rnm not in P.RNM_NOISES:
-        raise InputError(f"rnm must be one of {P.RNM_NOISES}, got {rnm!r}")
-    if calibration not in P.CALIBRATIONS:
-        raise InputError(f"calibration must be one of {P.CALIBRATIONS}, got {calibration!r}")
-    private = math.isfinite(epsilon)
-    if private and algorithm in ("bcfw", "dfw", "fw"):
-        raise InputError(f"algorithm {algorithm!r} is non-private; use dp-bcfw or dpfw for a "
-                         f"finite epsilon (got epsilon={epsilon})")
-    if not private and algorithm == "dpfw":
-        algorithm = "fw"          # DP-FW without noise is FW (same iterates)
-    if sketch != "identity" and loss.name != "squared" and not allow_biased_sketch:
-        raise InputError(f"the {loss.name} loss needs per-sample predictors, which a sketch with "
-                         "m < n does not preserve; use sketch='identity' (or allow_biased_sketch)")
-    if sketch != "identity" and loss.name != "squared":
-        warnings.warn(f"{loss.name} loss with a {sketch} sketch: the partial gradients are biased "
-                      "(see docs/vertical.md)", stacklevel=2)
-    if resume and checkpoint is None:
-        raise InputError("resume=True needs the checkpoint path")
-    if checkpoint is not None:
+
+def _config(config, options) -> VerticalConfig:
+    """The run's config: ``config`` as given, or built from the keyword options."""
+    if config is None:
+        unknown = sorted(set(options) - set(OPTIONS))
+        if unknown:
+            raise TypeError(f"solve() got unexpected keyword argument(s) {', '.join(unknown)}")
+        return VerticalConfig(**options)
+    if options:
+        raise TypeError(f"solve() takes config= or keyword options, not both (got config and "
+                        f"{', '.join(sorted(options))}); use dataclasses.replace(config, ...)")
+    if not isinstance(config, VerticalConfig):
+        raise TypeError(f"config must be a VerticalConfig, got {type(config).__name__}")
+    return config
+
+
+def _check_outputs(cfg):
+    """Before any work: a checkpoint over the ledger (or a FIFO, a directory) is refused."""
+    ledger = cfg.ledger
+    if cfg.checkpoint is not None:
         from ..outputs import check_outputs
 
-        # before any work: a checkpoint over the ledger (or a FIFO, a directory) is refused
         ledger_path = ledger.path if isinstance(ledger, Ledger) else ledger
-        check_outputs({"checkpoint": checkpoint, "ledger": ledger_path})
+        check_outputs({"checkpoint": cfg.checkpoint, "ledger": ledger_path})
     elif isinstance(ledger, (str, os.PathLike)):
         from ..outputs import check_output
 
         check_output(ledger, "ledger")
-    if algorithm == "dp-bcfw-secure":
-        from .secure import solve_secure
 
-        return solve_secure(data, loss=loss, eta=eta, iterations=int(iterations),
-                            sampling=sampling, epsilon=epsilon, delta=delta, rnm=rnm,
-                            sketch=sketch, calibration=calibration, split=split,
-                            feature_bound=feature_bound, label_bound=label_bound,
-                            accountant=accountant, ledger=ledger, seed=seed, reference=reference,
-                            callback=callback, report_accountants=report_accountants,
-                            derivative_clip=derivative_clip, checkpoint=checkpoint,
-                            row_clip=row_clip, max_features=max_features, backend=backend,
-                            flower=flower, label_party=label_party, resume=resume,
-                            checkpoint_every=checkpoint_every,
-                            checkpoint_extra=checkpoint_extra)
-    if algorithm in ("fw", "dpfw"):
-        if checkpoint is not None:
-            raise InputError(f"checkpoints are for the vertical algorithms (dp-bcfw, bcfw, dfw), "
-                             f"not {algorithm!r}")
-        return _centralized(data, loss, eta, iterations, algorithm, epsilon, delta, feature_bound,
-                            label_bound, accountant, ledger, seed, reference, report_accountants,
-                            derivative_clip)
 
-    smp = parse_sampling(sampling, data.blocks)
-    K, n, T = data.K, data.n, int(iterations)
-    noise_plan = budget = clip = led = None
-    config = dict(loss=loss.name, eta=float(eta), iterations=T, algorithm=algorithm,
-                  sampling=str(sampling), epsilon=epsilon, delta=delta, rnm=rnm, sketch=sketch,
-                  sketch_dim=sketch_dim, calibration=calibration, split=split,
-                  feature_bound=feature_bound, label_bound=label_bound, accountant=accountant,
-                  release_cache=bool(release_cache), derivative_clip=derivative_clip)
-    ck = _resume_checkpoint(checkpoint, config, seed, data) if resume else None
-    # The run's seed material: the caller's seed, or 128 bits of OS entropy (never reported).
-    noise_seed = ck["seed_material"] if ck else (seed if seed is not None else
-                                                secrets.randbits(128))
-    if ck:
-        seed = ck["seed"]
-    # Unseeded: the parties' noise gets its own 128 bits of OS entropy, unrelated to the sketch
-    # and sampling seeds sent in Setup (on resume the noise generators' states are restored
-    # from the checkpoint, so a fresh key changes nothing there).
-    noise_key = None if seed is not None else secrets.randbits(128)
-    sk_seed = _seeds(noise_seed)[0]
-    sk = Sketch(sketch, n, sketch_dim, sk_seed)
-    if private:
-        sens = P.sensitivities(loss, feature_bound, label_bound, K * float(eta), n,
-                               sk.max_column_norm(), derivative_clip)
-        parties = smp.max_parties
-        if calibration == "accountant":
-            noise_plan = P.calibrate_accountant(rnm, sens, epsilon, delta, T, parties, split,
-                                                accountant)
-        else:
-            noise_plan = P.calibrate_paper(rnm, sens, epsilon, delta, T, parties, float(eta), n,
-                                           float(feature_bound), sk.spectral_norm(), accountant)
-            if noise_plan.epsilon > epsilon:
-                raise InputError(
-                    f"the paper's closed-form noise (index scale {noise_plan.index_scale:.4g}, "
-                    f"feature sigma {noise_plan.feature_sigma:.4g}) spends epsilon="
-                    f"{noise_plan.epsilon:.4g} > target {epsilon:g} at delta={delta:g} under the "
-                    f"{accountant} accountant; nothing was released (use calibration='accountant')")
-        noise_plan.details.update(sens_index=sens.index, sens_feature=sens.feature,
-                                  z_bound=sens.z_bound, derivative_bound=sens.derivative_bound)
-        if checkpoint is not None and ledger is None and not ck:
-            raise InputError("a private run with a checkpoint needs a ledger file (ledger=PATH, "
-                             "--ledger): resuming must not spend again what an in-memory ledger "
-                             "forgot")
+def _solve_secure(data, cfg, label_party):
+    """dp-bcfw-secure (``vflpriv.vertical.secure``)."""
+    from .secure import solve_secure
+
+    return solve_secure(data, loss=cfg.loss_fn, eta=cfg.eta, iterations=int(cfg.iterations),
+                        sampling=cfg.sampling, epsilon=cfg.epsilon, delta=cfg.delta, rnm=cfg.rnm,
+                        sketch=cfg.sketch, calibration=cfg.calibration, split=cfg.split,
+                        feature_bound=cfg.feature_bound, label_bound=cfg.label_bound,
+                        accountant=cfg.accountant, ledger=cfg.ledger, seed=cfg.seed,
+                        reference=cfg.reference, callback=cfg.callback,
+                        report_accountants=cfg.report_accountants,
+                        derivative_clip=cfg.derivative_clip, checkpoint=cfg.checkpoint,
+                        row_clip=cfg.row_clip, max_features=cfg.max_features,
+                        backend=cfg.backend, flower=cfg.flower, label_party=label_party,
+                        resume=cfg.resume, checkpoint_every=cfg.checkpoint_every,
+                        checkpoint_extra=cfg.checkpoint_extra)
+
+
+class _Run:
+    """One run of dp-bcfw, bcfw or dfw: seeds, noise plan, budget, the rounds, the Solution.
+
+    Each step fills in what the next one reads; ``solve`` runs them in order.  A resumed run
+    (``cfg.resume``) takes its seed material, ledger and state from the checkpoint ``ck``."""
+
+    def __init__(self, data, cfg: VerticalConfig):
+        self.data, self.cfg = data, cfg
+        self.T = int(cfg.iterations)
+        self.smp = parse_sampling(cfg.sampling, data.blocks)
+        self.noise_plan = self.budget = self.clip = self.led = self.run_dir = None
+        self.ledger, self.seed = cfg.ledger, cfg.seed
+
+    def solve(self) -> Solution:
+        self.seeds()
+        if self.cfg.private:
+            self.plan_noise()
+            self.open_budget()
+        res, flower_info = self.rounds()
+        return self.solution(res, flower_info)
+
+    def seeds(self):
+        """Seed material (the caller's seed, the checkpoint's, or 128 bits of OS entropy, never
+        reported), the noise key of an unseeded run, and the public sketch."""
+        cfg, data = self.cfg, self.data
+        self.ck = ck = _resume_checkpoint(cfg.checkpoint, cfg.checkpoint_config(), cfg.seed,
+                                          data) if cfg.resume else None
+        self.noise_seed = ck["seed_material"] if ck else (
+            cfg.seed if cfg.seed is not None else secrets.randbits(128))
         if ck:
-            ledger = ledger if ledger is not None else ck["ledger_path"]
+            self.seed = ck["seed"]
+        # Unseeded: the parties' noise gets its own 128 bits of OS entropy, unrelated to the
+        # sketch and sampling seeds sent in Setup (on resume the noise generators' states are
+        # restored from the checkpoint, so a fresh key changes nothing there).
+        self.noise_key = None if self.seed is not None else secrets.randbits(128)
+        self.sk_seed = _seeds(self.noise_seed)[0]
+        self.sk = Sketch(cfg.sketch, data.n, cfg.sketch_dim, self.sk_seed)
+
+    def plan_noise(self):
+        """Sensitivities from the declared bounds, and the noise: calibrated by the accountant,
+        or paper 004's closed forms (refused, before any release, if they overspend)."""
+        cfg, data, T, sk = self.cfg, self.data, self.T, self.sk
+        eps, delta, eta = cfg.epsilon, cfg.delta, float(cfg.eta)
+        self.sens = sens = P.sensitivities(cfg.loss_fn, cfg.feature_bound, cfg.label_bound,
+                                           data.K * eta, data.n, sk.max_column_norm(),
+                                           cfg.derivative_clip)
+        parties = self.smp.max_parties
+        if cfg.calibration == "accountant":
+            plan = P.calibrate_accountant(cfg.rnm, sens, eps, delta, T, parties, cfg.split,
+                                          cfg.accountant)
+        else:
+            plan = P.calibrate_paper(cfg.rnm, sens, eps, delta, T, parties, eta, data.n,
+                                     float(cfg.feature_bound), sk.spectral_norm(), cfg.accountant)
+            if plan.epsilon > eps:
+                raise InputError(
+                    f"the paper's closed-form noise (index scale {plan.index_scale:.4g}, "
+                    f"feature sigma {plan.feature_sigma:.4g}) spends epsilon="
+                    f"{plan.epsilon:.4g} > target {eps:g} at delta={delta:g} under the "
+                    f"{cfg.accountant} accountant; nothing was released (use "
+                    "calibration='accountant')")
+        plan.details.update(sens_index=sens.index, sens_feature=sens.feature,
+                            z_bound=sens.z_bound, derivative_bound=sens.derivative_bound)
+        self.noise_plan = plan
+
+    def open_ledger(self):
+        """The run's ledger: the checkpoint's on resume (it must exist), a file in the run
+        folder for a Flower backend with none given, else ``cfg.ledger`` (None: in memory)."""
+        cfg, ck = self.cfg, self.ck
+        if ck:
+            ledger = self.ledger if self.ledger is not None else ck["ledger_path"]
             if not isinstance(ledger, Ledger) and not os.path.isfile(ledger):
                 # never create an empty ledger for a run whose releases are recorded elsewhere
                 raise InputError(f"resume: the ledger {str(ledger)!r} of the checkpoint's run "
                                  "does not exist")
-            led = Ledger(ledger, budget={"epsilon": epsilon, "delta": delta,
-                                         "accountant": accountant},
-                         run_id=ck["run_id"]) if not isinstance(ledger, Ledger) else ledger
-        else:
-            if backend != "inprocess" and ledger is None:
-                # the ServerApp may be another process: its ledger must be a file
-                run_dir = _flower_run_dir(flower)
-                ledger = os.path.join(run_dir, "server.ledger")
-            led = _open_ledger(ledger, epsilon, delta, accountant)
-        if checkpoint is not None and led.path is None:
+            self.ledger = ledger
+            return Ledger(ledger, budget={"epsilon": cfg.epsilon, "delta": cfg.delta,
+                                          "accountant": cfg.accountant},
+                          run_id=ck["run_id"]) if not isinstance(ledger, Ledger) else ledger
+        if cfg.backend != "inprocess" and self.ledger is None:
+            # the ServerApp may be another process: its ledger must be a file
+            self.run_dir = _flower_run_dir(cfg.flower)
+            self.ledger = os.path.join(self.run_dir, "server.ledger")
+        return _open_ledger(self.ledger, cfg.epsilon, cfg.delta, cfg.accountant)
+
+    def open_budget(self):
+        """The budget filter over the ledger, governed by the ledger's header budget; the whole
+        planned spend is checked against it (and reserved) before the first release."""
+        cfg, ck, sens, plan = self.cfg, self.ck, self.sens, self.noise_plan
+        self.led = led = self.open_ledger()
+        if cfg.checkpoint is not None and led.path is None:
             raise InputError("a private run with a checkpoint needs a ledger file (ledger=PATH, "
                              "--ledger): resuming must not spend again what an in-memory ledger "
                              "forgot")
         # The ledger's header budget governs (a run cannot raise it by asking for more).
-        b_eps, b_delta = led.governing_budget(epsilon, delta)
-        budget = BudgetFilter(led, b_eps, b_delta, accountant=accountant)
-        pending = _pending_records(led, ck, checkpoint) if ck else []
+        b_eps, b_delta = led.governing_budget(cfg.epsilon, cfg.delta)
+        budget = BudgetFilter(led, b_eps, b_delta, accountant=cfg.accountant)
+        pending = _pending_records(led, ck, cfg.checkpoint) if ck else []
         t0 = int(ck["state"]["t"]) if ck else 0
-        recal = None if ck or calibration != "accountant" else (
-            lambda e: P.calibrate_accountant(rnm, sens, e, delta, T, smp.max_parties, split,
-                                             accountant))
-        P.check_planned_spend(budget, noise_plan, sens, T, t0, smp.max_parties, pending, epsilon,
-                             recal)
+        parties, T = self.smp.max_parties, self.T
+        recal = None if ck or cfg.calibration != "accountant" else (
+            lambda e: P.calibrate_accountant(cfg.rnm, sens, e, cfg.delta, T, parties, cfg.split,
+                                             cfg.accountant))
+        P.check_planned_spend(budget, plan, sens, T, t0, parties, pending, cfg.epsilon, recal)
         if not ck:
-            # before anything is charged (after the ledger and the plan are checked, so bad
-            # input stays one line): say so when the planned noise leaves nothing to learn
-            outlook = P.learning_outlook(noise_plan, sens, parties, float(eta),
-                                         sk.max_column_norm(), float(feature_bound),
-                                         float(label_bound))
-            noise_plan.details["outlook"] = outlook
-            if outlook["hopeless"]:
-                warnings.warn("DP-BCFW-AS is expected to learn little with this noise: "
-                              + "; ".join(outlook["reasons"]) + ". dp-bcfw-secure releases "
-                              "aggregates instead (docs/vertical.md, 'Where DP-BCFW-AS learns')",
-                              P.HopelessNoiseWarning, stacklevel=2)
-        if ck:
-            budget = ReplayFilter(budget, pending)
-        clip = (float(feature_bound), float(label_bound), sens.z_bound, sens.derivative_bound)
-    on_round = None
-    if checkpoint is not None:
-        meta = {"config": config, "seed": seed, "seed_material": noise_seed,
-                "data": data_fingerprint(data), "extra": checkpoint_extra,
-                "run_id": None if led is None else led.run_id,
+            self.outlook()
+        self.budget = ReplayFilter(budget, pending) if ck else budget
+        self.clip = (float(cfg.feature_bound), float(cfg.label_bound), sens.z_bound,
+                     sens.derivative_bound)
+
+    def outlook(self):
+        """Before anything is charged (after the ledger and the plan are checked, so bad input
+        stays one line): say so when the planned noise leaves nothing to learn."""
+        cfg, plan = self.cfg, self.noise_plan
+        outlook = P.learning_outlook(plan, self.sens, self.smp.max_parties, float(cfg.eta),
+                                     self.sk.max_column_norm(), float(cfg.feature_bound),
+                                     float(cfg.label_bound))
+        plan.details["outlook"] = outlook
+        if outlook["hopeless"]:
+            warnings.warn("DP-BCFW-AS is expected to learn little with this noise: "
+                          + "; ".join(outlook["reasons"]) + ". dp-bcfw-secure releases "
+                          "aggregates instead (docs/vertical.md, 'Where DP-BCFW-AS learns')",
+                          P.HopelessNoiseWarning, stacklevel=6)   # the caller of solve
+
+    def checkpointer(self):
+        """The per-round checkpoint writer (None without ``cfg.checkpoint``)."""
+        cfg, led = self.cfg, self.led
+        if cfg.checkpoint is None:
+            return None
+        meta = {"config": cfg.checkpoint_config(), "seed": self.seed,
+                "seed_material": self.noise_seed, "data": data_fingerprint(self.data),
+                "extra": cfg.checkpoint_extra, "run_id": None if led is None else led.run_id,
                 "ledger_path": None if led is None else os.path.abspath(led.path)}
-        on_round = Checkpointer(checkpoint, checkpoint_every, T, meta, budget)
-    flower_info = None
-    if backend != "inprocess":
-        res, flower_info = _run_flower(backend, flower, run_dir, data, loss, float(eta), T,
-                                       private,
-                                       dict(algorithm="dfw" if algorithm == "dfw" else "bcfw",
-                                            sampling=smp, sketch=sketch, sketch_dim=sketch_dim,
-                                            seed=noise_seed, noise_plan=noise_plan, clip=clip,
-                                            release_cache=release_cache),
-                                       led, budget, accountant, epsilon, delta,
-                                       None if seed is None else _seeds(noise_seed)[2], callback)
-        if private:
-            led = flower_info.pop("ledger")
-            budget = BudgetFilter(led, budget.epsilon, budget.delta, accountant=accountant)
-    else:
-        res = run_vertical(data, loss, float(eta), T,
-                           algorithm="dfw" if algorithm == "dfw" else "bcfw",
-                           sampling=smp, sketch=sketch, sketch_dim=sketch_dim, seed=noise_seed,
-                           noise_key=noise_key, noise_plan=noise_plan, budget_filter=budget,
-                           clip=clip, release_cache=release_cache, callback=callback,
-                           state=(ck["state"], ck["arrays"]) if ck else None, on_round=on_round)
-    if ck and private and budget.pending:
-        raise InputError(f"the ledger holds {len(budget.pending)} records of this run beyond its "
-                         f"{T} rounds; it does not belong to this checkpoint")
-    sol = Solution(algorithm=algorithm, x=res.x, objective=res.objective,
-                   initial_objective=res.initial_objective, iterations=T, seconds=res.seconds,
-                   K=K, n=n, seed=seed, uplink=res.uplink(), uplink_framed=res.uplink(True),
-                   downlink=res.downlink(), downlink_framed=res.downlink(True),
-                   uplink_naive=res.naive_uplink, uplink_full_gradient=res.full_gradient_uplink,
-                   released=res.released, meter=res.meter, noise_plan=noise_plan, ledger=led,
-                   extra={"p_min": res.p_min, "sketch": sketch, "m": res.m,
-                          "sketch_seed": sk_seed, "selections": res.selections,
-                          "backend": backend, "flower": flower_info})
-    if private:
-        ev = led.event()
-        values, best = _privacy_report(ev, delta, report_accountants)
-        sol.privacy = {"epsilon_spent": values, "best_accountant": best, "delta": delta,
-                       "target_epsilon": epsilon, "budget_accountant": accountant,
-                       "budget": {"epsilon": budget.epsilon, "delta": budget.delta},
-                       "spent_by_budget_accountant": budget.spent(),
-                       "calibration": noise_plan.to_dict(), "releases": len(led.records),
-                       "neighboring": "replace_one"}
-    if reference:
-        sol.reference = reference_optimum(data.A, data.y, loss, blocks=data.blocks, eta=float(eta),
-                                          on_failure="flag")
-    return sol
+        return Checkpointer(cfg.checkpoint, cfg.checkpoint_every, self.T, meta, self.budget)
+
+    def rounds(self):
+        """The T rounds, in process or on Flower; ``(RunResult, flower info or None)``."""
+        cfg, data, T, ck = self.cfg, self.data, self.T, self.ck
+        algorithm = "dfw" if cfg.algorithm == "dfw" else "bcfw"
+        on_round = self.checkpointer()
+        flower_info = None
+        if cfg.backend != "inprocess":
+            res, flower_info = _run_flower(
+                cfg.backend, cfg.flower, self.run_dir, data, cfg.loss_fn, float(cfg.eta), T,
+                cfg.private,
+                dict(algorithm=algorithm, sampling=self.smp, sketch=cfg.sketch,
+                     sketch_dim=cfg.sketch_dim, seed=self.noise_seed, noise_plan=self.noise_plan,
+                     clip=self.clip, release_cache=cfg.release_cache),
+                self.led, self.budget, cfg.accountant, cfg.epsilon, cfg.delta,
+                None if self.seed is None else _seeds(self.noise_seed)[2], cfg.callback)
+            if cfg.private:
+                self.led = flower_info.pop("ledger")
+                self.budget = BudgetFilter(self.led, self.budget.epsilon, self.budget.delta,
+                                           accountant=cfg.accountant)
+        else:
+            res = run_vertical(data, cfg.loss_fn, float(cfg.eta), T, algorithm=algorithm,
+                               sampling=self.smp, sketch=cfg.sketch, sketch_dim=cfg.sketch_dim,
+                               seed=self.noise_seed, noise_key=self.noise_key,
+                               noise_plan=self.noise_plan, budget_filter=self.budget,
+                               clip=self.clip, release_cache=cfg.release_cache,
+                               callback=cfg.callback,
+                               state=(ck["state"], ck["arrays"]) if ck else None,
+                               on_round=on_round)
+        if ck and cfg.private and self.budget.pending:
+            raise InputError(f"the ledger holds {len(self.budget.pending)} records of this run "
+                             f"beyond its {T} rounds; it does not belong to this checkpoint")
+        return res, flower_info
+
+    def solution(self, res, flower_info) -> Solution:
+        """The Solution: objective, bytes per party, and the spend as the accountants see it."""
+        cfg, data, led, budget = self.cfg, self.data, self.led, self.budget
+        sol = Solution(algorithm=cfg.algorithm, x=res.x, objective=res.objective,
+                       initial_objective=res.initial_objective, iterations=self.T,
+                       seconds=res.seconds, K=data.K, n=data.n, seed=self.seed,
+                       uplink=res.uplink(), uplink_framed=res.uplink(True),
+                       downlink=res.downlink(), downlink_framed=res.downlink(True),
+                       uplink_naive=res.naive_uplink,
+                       uplink_full_gradient=res.full_gradient_uplink, released=res.released,
+                       meter=res.meter, noise_plan=self.noise_plan, ledger=led,
+                       extra={"p_min": res.p_min, "sketch": cfg.sketch, "m": res.m,
+                              "sketch_seed": self.sk_seed, "selections": res.selections,
+                              "backend": cfg.backend, "flower": flower_info})
+        if cfg.private:
+            values, best = _privacy_report(led.event(), cfg.delta, cfg.report_accountants)
+            sol.privacy = {"epsilon_spent": values, "best_accountant": best, "delta": cfg.delta,
+                           "target_epsilon": cfg.epsilon, "budget_accountant": cfg.accountant,
+                           "budget": {"epsilon": budget.epsilon, "delta": budget.delta},
+                           "spent_by_budget_accountant": budget.spent(),
+                           "calibration": self.noise_plan.to_dict(),
+                           "releases": len(led.records), "neighboring": "replace_one"}
+        if cfg.reference:
+            sol.reference = reference_optimum(data.A, data.y, cfg.loss_fn, blocks=data.blocks,
+                                              eta=float(cfg.eta), on_failure="flag")
+        return sol
 
 
 def _replay_objective(data, loss, r, eta):
@@ -378,36 +350,39 @@ def _replay_objective(data, loss, r, eta):
     return out
 
 
-def _centralized(data, loss, eta, T, algorithm, epsilon, delta, Ba, By, accountant, ledger, seed,
-                 reference, report_accountants, derivative_clip=None):
+def _centralized(data, cfg):
+    """fw (Frank-Wolfe) or dpfw (DP-FW, every selection charged to the budget) by one curator."""
+    loss, eta, T = cfg.loss_fn, cfg.eta, int(cfg.iterations)
     t0 = time.perf_counter()
-    if algorithm == "fw":
+    if cfg.algorithm == "fw":
         r = frank_wolfe(data.A, data.y, loss, eta, blocks=data.blocks, iterations=T)
         privacy = None
         led = None
     else:
-        led = _open_ledger(ledger, epsilon, delta, accountant)
-        b_eps, b_delta = led.governing_budget(epsilon, delta)
+        eps, delta, accountant = cfg.epsilon, cfg.delta, cfg.accountant
+        led = _open_ledger(cfg.ledger, eps, delta, accountant)
+        b_eps, b_delta = led.governing_budget(eps, delta)
         budget = BudgetFilter(led, b_eps, b_delta, accountant=accountant)
-        r = dp_frank_wolfe(data.A, data.y, loss, eta, iterations=T, feature_bound=Ba,
-                           label_bound=By, epsilon=epsilon, delta=delta, blocks=data.blocks,
-                           accountant=accountant, budget_filter=budget, neighboring="replace_one",
-                           rng=seed, derivative_clip=derivative_clip)
-        values, best = _privacy_report(led.event(), delta, report_accountants)
+        r = dp_frank_wolfe(data.A, data.y, loss, eta, iterations=T, feature_bound=cfg.feature_bound,
+                           label_bound=cfg.label_bound, epsilon=eps, delta=delta,
+                           blocks=data.blocks, accountant=accountant, budget_filter=budget,
+                           neighboring="replace_one", rng=cfg.seed,
+                           derivative_clip=cfg.derivative_clip)
+        values, best = _privacy_report(led.event(), delta, cfg.report_accountants)
         privacy = {"epsilon_spent": values, "best_accountant": best, "delta": delta,
-                   "target_epsilon": epsilon, "budget_accountant": accountant,
+                   "target_epsilon": eps, "budget_accountant": accountant,
                    "calibration": {k: v for k, v in (r.privacy or {}).items() if k != "event"},
                    "releases": len(led.records), "neighboring": "replace_one"}
     # DP-FW records f on the clipped data; replay its iterates to report f on the data as given,
     # like every other algorithm here (the vertices and steps are in the result).
-    objective = _replay_objective(data, loss, r, float(eta)) if algorithm == "dpfw" else \
+    objective = _replay_objective(data, loss, r, float(eta)) if cfg.algorithm == "dpfw" else \
         [float(v) for v in r.objective[1:]]
-    sol = Solution(algorithm=algorithm, x=r.x, objective=objective,
+    sol = Solution(algorithm=cfg.algorithm, x=r.x, objective=objective,
                    initial_objective=float(loss.objective(None, None, data.y,
                                                           Ax=np.zeros(data.n))), iterations=T,
-                   seconds=time.perf_counter() - t0, K=data.K, n=data.n, seed=seed,
+                   seconds=time.perf_counter() - t0, K=data.K, n=data.n, seed=cfg.seed,
                    privacy=privacy, ledger=led)
-    if reference:
+    if cfg.reference:
         sol.reference = reference_optimum(data.A, data.y, loss, blocks=data.blocks, eta=float(eta),
                                           on_failure="flag")
     return sol
@@ -429,7 +404,7 @@ def calibration_comparison(data, *, loss="squared", eta=1.0, iterations=100, eps
     loss = get_loss(loss)
     rnm = "laplace" if rnm is None else rnm
     split = 0.5 if split is None else split
-    epsilon = _check_eps(epsilon, delta)
+    epsilon = check_epsilon(epsilon, delta)
     smp = parse_sampling(sampling, data.blocks)
     sk = Sketch(sketch, data.n, sketch_dim,
                 _seeds(seed)[0] if sketch_seed is None else int(sketch_seed))

@@ -1,0 +1,266 @@
+"""A vertical run's options as one frozen, validated object: :class:`VerticalConfig`.
+
+Every option of :func:`vflpriv.vertical.api.solve` is a field here, validated once, on
+construction, with the messages ``solve`` has always raised (:class:`~vflpriv.errors.InputError`,
+one line naming the bad value).  Construction also normalizes what the options imply:
+
+* ``epsilon``: ``None`` and numeric strings become a float; ``inf`` is a non-private run;
+* ``algorithm``: ``dpfw`` with ``epsilon=inf`` is ``fw`` (DP-FW without noise has FW's iterates);
+* ``rnm``, ``split``: for every algorithm but ``dp-bcfw-secure`` their defaults are paper 004's
+  (``laplace``, ``0.5``); dp-bcfw-secure keeps ``None``, its rules choose from public quantities
+  (``vflpriv.vertical.secure.defaults``) and report the choice;
+* ``flower``: a Flower backend gets the default :class:`~vflpriv.runtime.backends.FlowerOptions`.
+
+Normalizing twice gives the same object (``dataclasses.replace(cfg) == cfg``), so a config can be
+copied with a changed run-control field (``callback``, ``checkpoint_extra``) safely; changing the
+``algorithm`` of a built config keeps the first algorithm's ``rnm``/``split`` defaults, so build a
+new one from the options instead.
+
+What needs the data (the label party's index against K, the sampling against the blocks, the
+sketch against n) is checked by :meth:`VerticalConfig.check_data` and in ``solve``.
+
+The options fall in four groups, checked in this order: the algorithm and its backend
+(``algorithm``, ``backend``, ``flower``, ``label_party``); the problem (``loss``, ``eta``,
+``iterations``, ``sampling``, ``sketch``, ``sketch_dim``, ``allow_biased_sketch``); the privacy
+plan (``epsilon``, ``delta``, ``rnm``, ``calibration``, ``split``, ``feature_bound``,
+``label_bound``, ``derivative_clip``, ``row_clip``, ``max_features``, ``accountant``,
+``report_accountants``, ``seed``); run control (``ledger``, ``checkpoint``, ``checkpoint_every``,
+``resume``, ``checkpoint_extra``, ``release_cache``, ``reference``, ``callback``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import InputError
+from ..optim import get_loss
+from . import privacy as P
+from .solution import REPORT_ACCOUNTANTS
+
+ALGORITHMS = ("dp-bcfw", "bcfw", "dfw", "fw", "dpfw", "dp-bcfw-secure")
+#: the algorithms whose parties exchange messages (the others are centralized baselines)
+FEDERATED = ("dp-bcfw", "bcfw", "dfw", "dp-bcfw-secure")
+#: largest finite epsilon a run calibrates for (e^epsilon overflows float64 near 709; far
+#: below that, the noise is already negligible)
+MAX_EPSILON = 1e6
+
+
+def check_seed(seed, name="seed"):
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
+                             or seed < 0):
+        raise InputError(f"{name} must be a non-negative integer (or None: OS entropy), "
+                         f"got {seed!r}")
+    return seed
+
+
+def check_label_party(label_party, algorithm, K):
+    """``None`` (every party holds y) or the label party's index; ``label_party=None`` asks for
+    the algorithm's default (dp-bcfw-secure: party 0; the others: all)."""
+    if algorithm in ("fw", "dpfw"):
+        if label_party is not None:
+            raise InputError(f"label_party is for the federated algorithms; {algorithm!r} is "
+                             f"centralized (one curator holds everything), got "
+                             f"label_party={label_party!r}")
+        return None
+    if label_party is None:
+        return 0 if algorithm == "dp-bcfw-secure" else None
+    if isinstance(label_party, str):
+        if label_party == "all":
+            return None
+        try:
+            label_party = int(label_party)
+        except ValueError:
+            raise InputError(f"label_party must be 'all' or a party index 0..{K - 1}, got "
+                             f"{label_party!r}") from None
+    if isinstance(label_party, bool) or not isinstance(label_party, (int, np.integer)) \
+            or not 0 <= label_party < K:
+        raise InputError(f"label_party must be 'all' or a party index 0..{K - 1}, got "
+                         f"{label_party!r}")
+    if algorithm != "dp-bcfw-secure":
+        raise InputError(f"{algorithm!r} needs the labels at every party (paper 004's setting: "
+                         f"each party computes its residuals from y); label_party={label_party} "
+                         "is for dp-bcfw-secure")
+    return int(label_party)
+
+
+def check_epsilon(epsilon, delta):
+    """``epsilon`` as a float (``None``: inf, a non-private run); a finite one needs ``delta``."""
+    if epsilon is None:
+        epsilon = math.inf
+    if isinstance(epsilon, str):
+        try:
+            epsilon = float(epsilon)
+        except ValueError:
+            raise InputError(f"epsilon must be a positive number or inf, got {epsilon!r}") from None
+    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.integer, np.floating)) \
+            or not epsilon > 0:
+        raise InputError(f"epsilon must be a positive number or inf, got {epsilon!r}")
+    if math.isfinite(epsilon) and epsilon > MAX_EPSILON:
+        raise InputError(f"epsilon must be at most {MAX_EPSILON:g} (or inf for a non-private "
+                         f"run; beyond, noise calibration leaves floating point), got {epsilon!r}")
+    if math.isfinite(epsilon):
+        if delta is None or isinstance(delta, bool) or not isinstance(
+                delta, (int, float, np.integer, np.floating)) or not (0 < delta < 1):
+            raise InputError(f"a finite epsilon needs delta in (0, 1), got {delta!r}")
+    return float(epsilon)
+
+
+@dataclasses.dataclass(frozen=True)
+class VerticalConfig:
+    """Every option of a vertical run (see :func:`vflpriv.vertical.api.solve` for each one's
+    meaning), validated on construction; module docstring for what is normalized."""
+
+    loss: Any = "squared"
+    eta: float = 1.0
+    iterations: int = 100
+    algorithm: str = "dp-bcfw"
+    sampling: Any = "elementary"
+    epsilon: float = math.inf
+    delta: float | None = None
+    rnm: str | None = None
+    sketch: str = "identity"
+    sketch_dim: int | None = None
+    calibration: str = "accountant"
+    split: float | None = None
+    feature_bound: float | None = None
+    label_bound: float | None = None
+    accountant: str = "rdp"
+    ledger: Any = None
+    seed: int | None = None
+    release_cache: bool = True
+    reference: bool = False
+    callback: Callable | None = None
+    report_accountants: tuple = REPORT_ACCOUNTANTS
+    allow_biased_sketch: bool = False
+    derivative_clip: float | None = None
+    checkpoint: Any = None
+    checkpoint_every: int = 1
+    resume: bool = False
+    checkpoint_extra: Any = None
+    row_clip: float | None = None
+    max_features: int | None = None
+    backend: str = "inprocess"
+    flower: Any = None
+    label_party: Any = None
+
+    def __post_init__(self):
+        self._check_algorithm()
+        self._check_problem()
+        self._check_privacy()
+        self._check_run_control()
+
+    def _set(self, name, value):
+        object.__setattr__(self, name, value)
+
+    # -- the four groups -------------------------------------------------------------------
+
+    def _check_algorithm(self):
+        """The algorithm, the backend it runs on, and (centralized ones) no label party."""
+        algorithm, backend = self.algorithm, self.backend
+        if algorithm not in ALGORITHMS:
+            raise InputError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
+        from ..runtime.backends import FlowerOptions, check_backend, require_flwr
+
+        check_backend(backend)
+        if backend != "inprocess":
+            if algorithm not in FEDERATED:
+                raise InputError(f"--backend {backend} runs the federated vertical methods "
+                                 f"(dp-bcfw, bcfw, dfw, dp-bcfw-secure); {algorithm!r} runs in "
+                                 "process only")
+            if self.checkpoint is not None or self.resume:
+                raise InputError(f"checkpoints are for the in-process backend, not {backend!r} "
+                                 "(each party's ledger keeps what was spent; see docs/flower.md)")
+            require_flwr(backend)
+            self._set("flower", self.flower or FlowerOptions())
+        if algorithm in ("fw", "dpfw"):
+            check_label_party(self.label_party, algorithm, 1)   # K is not needed to refuse it
+
+    def _check_problem(self):
+        """Loss, feasible set, iteration count; a sketch only where the loss allows it."""
+        loss = get_loss(self.loss)
+        eta, iterations = self.eta, self.iterations
+        if not (isinstance(eta, (int, float, np.integer, np.floating)) and not isinstance(eta, bool)
+                and eta > 0 and math.isfinite(eta)):
+            raise InputError(f"eta (per-party l1 radius) must be a positive finite number, got "
+                             f"{eta!r}")
+        if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)) \
+                or iterations < 1:
+            raise InputError(f"iterations must be a positive integer, got {iterations!r}")
+        if self.sketch != "identity" and loss.name != "squared" and not self.allow_biased_sketch:
+            raise InputError(f"the {loss.name} loss needs per-sample predictors, which a sketch "
+                             "with m < n does not preserve; use sketch='identity' (or "
+                             "allow_biased_sketch)")
+
+    def _check_privacy(self):
+        """Budget, noise choices and calibration; a finite epsilon only for a private algorithm."""
+        self._set("epsilon", check_epsilon(self.epsilon, self.delta))
+        check_seed(self.seed)
+        if self.algorithm != "dp-bcfw-secure":
+            self._set("rnm", "laplace" if self.rnm is None else self.rnm)
+            self._set("split", 0.5 if self.split is None else self.split)
+        if self.rnm is not None and self.rnm not in P.RNM_NOISES:
+            raise InputError(f"rnm must be one of {P.RNM_NOISES}, got {self.rnm!r}")
+        if self.calibration not in P.CALIBRATIONS:
+            raise InputError(f"calibration must be one of {P.CALIBRATIONS}, got "
+                             f"{self.calibration!r}")
+        if self.private and self.algorithm in ("bcfw", "dfw", "fw"):
+            raise InputError(f"algorithm {self.algorithm!r} is non-private; use dp-bcfw or dpfw "
+                             f"for a finite epsilon (got epsilon={self.epsilon})")
+        if not self.private and self.algorithm == "dpfw":
+            self._set("algorithm", "fw")        # DP-FW without noise is FW (same iterates)
+
+    def _check_run_control(self):
+        """Checkpoints: where they apply, how often, and what resuming needs."""
+        checkpoint = self.checkpoint
+        if self.resume and checkpoint is None:
+            raise InputError("resume=True needs the checkpoint path")
+        if checkpoint is None:
+            return
+        if self.algorithm in ("fw", "dpfw"):
+            raise InputError(f"checkpoints are for the federated vertical algorithms (dp-bcfw, "
+                             f"bcfw, dfw, dp-bcfw-secure), not {self.algorithm!r}")
+        every = self.checkpoint_every
+        if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
+            raise InputError(f"checkpoint_every must be a positive integer, got {every!r}")
+        if self.private and self.algorithm == "dp-bcfw" and self.ledger is None \
+                and not self.resume:
+            raise InputError("a private run with a checkpoint needs a ledger file (ledger=PATH, "
+                             "--ledger): resuming must not spend again what an in-memory ledger "
+                             "forgot")
+
+    # -- what the options imply ------------------------------------------------------------
+
+    @property
+    def private(self) -> bool:
+        """A finite epsilon: every release is noised and charged."""
+        return math.isfinite(self.epsilon)
+
+    @property
+    def loss_fn(self):
+        """The loss object (``loss`` may be a name or a loss object)."""
+        return get_loss(self.loss)
+
+    def check_data(self, data):
+        """The checks that need the data; returns the label party (None: every party holds y)."""
+        return check_label_party(self.label_party, self.algorithm, data.K)
+
+    def options(self) -> dict:
+        """The fields as keyword arguments (``solve(data, **cfg.options())`` runs the same)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def checkpoint_config(self) -> dict:
+        """What a checkpoint records of the run and ``resume`` compares (JSON-able)."""
+        return dict(loss=self.loss_fn.name, eta=float(self.eta), iterations=int(self.iterations),
+                    algorithm=self.algorithm, sampling=str(self.sampling), epsilon=self.epsilon,
+                    delta=self.delta, rnm=self.rnm, sketch=self.sketch,
+                    sketch_dim=self.sketch_dim, calibration=self.calibration, split=self.split,
+                    feature_bound=self.feature_bound, label_bound=self.label_bound,
+                    accountant=self.accountant, release_cache=bool(self.release_cache),
+                    derivative_clip=self.derivative_clip)
+
+
+#: the option names :func:`vflpriv.vertical.api.solve` takes as keywords
+OPTIONS = tuple(f.name for f in dataclasses.fields(VerticalConfig))

@@ -57,9 +57,10 @@ def solve(data, config: VerticalConfig | None = None, **options) -> Solution:
 
     ``seed=None`` (deployment) draws the run's seed material from OS entropy; an integer seed
     makes the noise reproducible, so the output is marked not for deployment.  ``checkpoint`` (a
-    path; dp-bcfw, bcfw, dfw, dp-bcfw-secure in process) is written atomically before the first round and after every
-    ``checkpoint_every`` rounds; ``resume=True`` continues the interrupted run from it without
-    re-spending or re-releasing (``checkpoint.py``; private runs need a ledger file).
+    path; dp-bcfw, bcfw, dfw, dp-bcfw-secure in process) is written atomically before the
+    first round and after every ``checkpoint_every`` rounds; ``resume=True`` continues the
+    interrupted run from it without re-spending or re-releasing (``checkpoint.py``; private runs
+    need a ledger file).
     ``checkpoint_extra`` (JSON-able) is stored in it for the caller (the CLI keeps its options).
 
     ``row_clip`` (C) and ``max_features`` (F) are for ``dp-bcfw-secure``: each party scales the

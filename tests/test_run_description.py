@@ -130,3 +130,51 @@ def test_a_written_horizontal_description_runs_from_its_files_alone(tmp_path):
     assert torch.equal(torch.from_numpy(res["theta"]), ref.theta)
     assert res["history"] == ref.accuracy_history
     assert [len(read_ledger(c["ledger"]).records) for c in cfgs] == [2, 2, 2]
+
+
+@pytest.mark.parametrize("algorithm", ["scaffold", "fedp3"])
+def test_flower_spec_horizontal_writes_a_run_that_equals_the_command_in_process(
+        tmp_path, capsys, algorithm):
+    """``vflpriv flower spec horizontal``: the description read back from its files alone and
+    run with the roles over the local link reports the accuracy history that ``vflpriv
+    horizontal`` (in process, same options) prints, bit for bit; each client's ledger is beside
+    its node config."""
+    pytest.importorskip("torch")
+    pytest.importorskip("flwr")
+    from accounting import read_ledger
+    from vflpriv.cli.main import main
+    from vflpriv.flower.spec import read_node_config
+    from vflpriv.runtime.backends import run_local
+
+    opts = ["--algorithm", algorithm, "--clients", "3", "--rounds", "2", "--participation", "1",
+            "--local-epochs", "1", "--batch-size", "16", "--seed", "3", "--epsilon", "3",
+            "--hidden", "8,8"]
+    out = tmp_path / "desc"
+    assert main(["flower", "spec", "horizontal", "--out", str(out), *opts]) == 0
+    assert "vflpriv flower node node<i>.toml" in capsys.readouterr().out
+    assert (out / "app" / "pyproject.toml").exists()
+    spec = load_description(str(out / "run.json"))
+    cfgs = [read_node_config(str(out / f"node{k}.toml")) for k in range(3)]
+    res = run_local(spec, cfgs)
+    assert res["error"] is None, res["error"]
+    history = res["history"] if algorithm != "fedp3" else res["fitted"]["accuracy_history_"]
+    assert main(["horizontal", *opts, "--json", str(tmp_path / "in.json"),
+                 "--ledger", str(tmp_path / "in.ledger"), "-q"]) == 0
+    ref = json.load(open(tmp_path / "in.json"))
+    assert history == ref["accuracy_history"]
+    assert all(len(read_ledger(c["ledger"]).records) == 2 for c in cfgs)
+
+
+def test_flower_spec_horizontal_refuses_before_writing(tmp_path, capsys):
+    from vflpriv.cli.main import main
+
+    for extra, needle in ((["--rounds", "0"], "--rounds"), (["--epsilon", "-1"], "epsilon"),
+                          (["--connect-timeout", "0"], "--connect-timeout")):
+        out = tmp_path / "d"
+        try:
+            code = main(["flower", "spec", "horizontal", "--out", str(out), *extra])
+        except SystemExit as exc:          # argparse's own refusals
+            code = exc.code
+        assert code == 2 and not out.exists()
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and needle in err, err

@@ -37,6 +37,18 @@ def register(sub):
 
     add_backend(s, family="sparse", deployment=True)
     s.set_defaults(func=spec_sparse)
+    h = ssub.add_parser("horizontal", help="a vflpriv horizontal run (same options)",
+                        description="Write the description of a vflpriv horizontal run "
+                        "(FedAvg / FedProx / SCAFFOLD / FedDyn, FedP3) on Flower for separate "
+                        "machines instead of running it.")
+    h.add_argument("--out", required=True, metavar="DIR",
+                   help="a new (or empty) folder for run.json, run.npz, node<i>.toml, "
+                   "client<i>.npz, app/")
+    from .horizontal import add_run_arguments as add_horizontal
+
+    add_horizontal(h)
+    add_backend(h, family="horizontal", deployment=True)
+    h.set_defaults(func=spec_horizontal, ledger=None)
 
     n = fsub.add_parser("node", help="start a client's SuperNode from its node<i>.toml",
                         description="Read a node config written by vflpriv flower spec and start "
@@ -63,22 +75,12 @@ def register(sub):
 
 
 def spec_sparse(args) -> int:
-    import math
-
-    from ..errors import InputError
     from ..flower import FlowerOptions, on_client_loss
-    from ..sparse.api import fit
     from ..flower.deploy import write_app
-    from ..flower.spec import check_directory
+    from ..sparse.api import fit
     from . import sparse as S
 
-    check_directory(args.out)
-    if not (args.connect_timeout > 0 and math.isfinite(args.connect_timeout)):
-        raise InputError(f"--connect-timeout must be a positive number of seconds, got "
-                         f"{args.connect_timeout!r}")
-    if args.ledger:
-        raise InputError("--ledger: the server's ledger of a deployment lives on the SuperLink's "
-                         "machine; the clients' ledgers are in their node configs (leave it out)")
+    _checked_spec_options(args)
     on_client_loss(FlowerOptions(on_client_loss=args.on_client_loss), "sparse")
     opts = FlowerOptions(spec_dir=args.out, on_client_loss=args.on_client_loss,
                          connect_timeout=args.connect_timeout)
@@ -92,14 +94,67 @@ def spec_sparse(args) -> int:
 
         shutil.rmtree(args.out, ignore_errors=True)      # nothing half-written is left
         raise
+    return _written(desc, args.out, "sparse")
+
+
+def _checked_spec_options(args):
+    """What every ``flower spec`` refuses before writing anything."""
+    import math
+
+    from ..errors import InputError
+    from ..flower.spec import check_directory
+
+    check_directory(args.out)
+    if not (args.connect_timeout > 0 and math.isfinite(args.connect_timeout)):
+        raise InputError(f"--connect-timeout must be a positive number of seconds, got "
+                         f"{args.connect_timeout!r}")
+    if getattr(args, "ledger", None):
+        raise InputError("--ledger: the server's ledger of a deployment lives on the SuperLink's "
+                         "machine; the clients' ledgers are in their node configs (leave it out)")
+
+
+def _written(desc, out, what) -> int:
+    """Write the Flower App beside the description and print the commands for each machine."""
     w = sys.stdout.write
-    out = os.path.abspath(args.out)
-    w(f"wrote the description of a {desc['clients']}-client sparse run to {out}/\n")
+    out = os.path.abspath(out)
+    w(f"wrote the description of a {desc['clients']}-client {what} run to {out}/\n")
     w(f"  server (SuperLink machine): flwr run {out}/app CONNECTION "
       f"--run-config 'spec=\"{out}/run.json\"' --stream\n")
-    w(f"  client i (its machine, with node<i>.toml and client<i>.npz): vflpriv flower node "
-      f"node<i>.toml --superlink HOST:PORT --root-certificates ca.crt\n")
+    w("  client i (its machine, with node<i>.toml and client<i>.npz): vflpriv flower node "
+      "node<i>.toml --superlink HOST:PORT --root-certificates ca.crt\n")
     return 0
+
+
+def spec_horizontal(args) -> int:
+    from ..flower import FlowerOptions, on_client_loss, require_flwr
+    from ..flower.deploy import write_app
+    from . import horizontal as H
+
+    _checked_spec_options(args)
+    s = H._settings(args)                      # every option checked before anything is written
+    family = "fedp3" if s["algorithm"] == "fedp3" else "horizontal"
+    opts = FlowerOptions(spec_dir=args.out, on_client_loss=args.on_client_loss,
+                         connect_timeout=args.connect_timeout)
+    on_client_loss(opts, family)
+    require_flwr("flower")
+    try:
+        import torch  # noqa: F401
+    except ImportError as exc:
+        from ..errors import InputError
+
+        raise InputError(f"vflpriv horizontal needs torch ({exc}); install the torch extra") \
+            from None
+    os.makedirs(args.out, exist_ok=True)
+    try:
+        desc = (H._run_fedp3 if family == "fedp3" else H._run_elastic)(s, args, None, "flower",
+                                                                        opts)
+        write_app(os.path.join(args.out, "app"))
+    except BaseException:
+        import shutil
+
+        shutil.rmtree(args.out, ignore_errors=True)      # nothing half-written is left
+        raise
+    return _written(desc, args.out, s["algorithm"])
 
 
 def node(args) -> int:

@@ -54,6 +54,18 @@ def register(sub):
                        description="Horizontal federated learning on an offline data set: one "
                        "runtime, the algorithm as a strategy; communication metered as nonzeros, "
                        "entropy and real bytes; optional per-client local DP.")
+    add_run_arguments(p)
+    from . import options as O
+
+    O.add_ledger(p, temporary=True)
+    O.add_backend(p)
+    O.add_outputs(p, what="the figures", plot="accuracy and cumulative nonzeros / bytes per round")
+    p.set_defaults(func=run)
+
+
+def add_run_arguments(p):
+    """The run's options (algorithm, data, model, training, privacy), shared with ``vflpriv
+    flower spec horizontal``."""
     a = p.add_argument
     a("--algorithm", default="fedavg", help="fedavg | fedprox | scaffold | feddyn | fedp3")
     a("--elastic-net", action="store_true", help="add FedElasticNet's l1 / l2 terms on the local "
@@ -88,10 +100,6 @@ def register(sub):
                       delta_default=1e-5, choices=False)
     g.add_argument("--clip", type=float, default=1.0,
                    help="per-sample clipping norm under local DP (default 1)")
-    O.add_ledger(p, temporary=True)
-    O.add_backend(p)
-    O.add_outputs(p, what="the figures", plot="accuracy and cumulative nonzeros / bytes per round")
-    p.set_defaults(func=run)
 
 
 def _settings(args) -> dict:
@@ -182,7 +190,9 @@ def _run_fedp3(s, args, progress, backend="inprocess", flower=None):
                 epsilon=s["epsilon"], delta=s["delta"], clip=s["clip"],
                 accountant=s["accountant"], ledger=args.ledger, seed=s["seed"],
                 backend=backend, flower=flower)
-    est.fit(clients, n_classes, image_shape, progress=progress)
+    fitted = est.fit(clients, n_classes, image_shape, progress=progress)
+    if isinstance(fitted, dict):          # flower.spec_dir: a description was written, no run
+        return fitted
     eps = est.epsilon_spent_ if math.isfinite(s["epsilon"]) else None
     return est.accuracy_history_, est.meter_.history, eps, est.meter_, getattr(est, "flower_",
                                                                                None)
@@ -216,6 +226,8 @@ def _run_elastic(s, args, progress, backend="inprocess", flower=None):
     torch.set_num_threads(1)
     cfg = dataclasses.replace(s["config"], progress=progress, backend=backend, flower=flower)
     res = run_rounds(strategy, data, model_fn, config=cfg)
+    if isinstance(res, dict):             # flower.spec_dir: a description was written, no run
+        return res
     return res.accuracy_history, res.meter.history, res.epsilon_spent, res.meter, res.flower
 
 

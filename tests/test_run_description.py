@@ -178,3 +178,60 @@ def test_flower_spec_horizontal_refuses_before_writing(tmp_path, capsys):
         assert code == 2 and not out.exists()
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and needle in err, err
+
+
+@pytest.mark.parametrize("algorithm,extra", [("dp-bcfw", {}),
+                                             ("dp-bcfw-secure", {"max_features": 2})])
+def test_a_written_vertical_description_runs_from_its_files_alone(tmp_path, algorithm, extra):
+    """``solve(..., backend="flower", flower=FlowerOptions(spec_dir=DIR))`` writes the run for
+    separate machines; read back from the files alone and run over the local link it ends at
+    the in-process x, bit for bit.  With the labels at party 0 (dp-bcfw-secure), the other
+    parties' files hold no labels."""
+    pytest.importorskip("flwr")
+    from vflpriv.data import VerticalData, make_synthetic
+    from vflpriv.flower.spec import read_node_config
+    from vflpriv.runtime.backends import FlowerOptions, run_local
+    from vflpriv.runtime.partydata import load_party_data
+    from vflpriv.vertical.api import solve
+
+    A, y, _ = make_synthetic(n=60, d=24, density=0.3, seed=0)
+    data = VerticalData.from_arrays(A, y, "balanced", parties=3)
+    kw = dict(algorithm=algorithm, iterations=3, seed=4, epsilon=4.0, delta=1e-5,
+              feature_bound=1.0, label_bound=3.0, **extra)
+    out = tmp_path / "desc"
+    desc = solve(data, backend="flower", flower=FlowerOptions(spec_dir=str(out)), **kw)
+    assert desc["clients"] == 3 and (out / "server.ledger").exists()
+    spec = load_description(str(out / "run.json"))
+    cfgs = [read_node_config(str(out / f"node{k}.toml")) for k in range(3)]
+    assert [c["ledger"] for c in cfgs] == [str(out / f"party{k}.ledger") for k in range(3)]
+    labels = [load_party_data(c["data"])[1].size for c in cfgs]
+    assert labels == ([60, 0, 0] if algorithm == "dp-bcfw-secure" else [60, 60, 60])
+    res = run_local(spec, cfgs)
+    assert res["error"] is None, res["error"]
+    ref = solve(data, ledger=str(tmp_path / "in.ledger"), **kw)
+    assert np.array_equal(res["x"], ref.x)
+
+
+def test_flower_spec_run_writes_the_files_and_refuses_before_writing(tmp_path, capsys):
+    pytest.importorskip("flwr")
+    from vflpriv.cli.main import main
+    from vflpriv.flower.spec import read_node_config
+    from vflpriv.runtime.backends import run_local
+
+    opts = ["--data", "synthetic:n=120,d=24,density=0.3,seed=0", "--parties", "3",
+            "--algorithm", "dp-bcfw-secure", "--epsilon", "4", "--delta", "1e-5",
+            "--feature-bound", "1", "--label-bound", "3", "--iterations", "3", "--seed", "2"]
+    out = tmp_path / "desc"
+    assert main(["flower", "spec", "run", "--out", str(out), *opts]) == 0
+    assert "vflpriv flower node node<i>.toml" in capsys.readouterr().out
+    res = run_local(load_description(str(out / "run.json")),
+                    [read_node_config(str(out / f"node{k}.toml")) for k in range(3)])
+    assert res["error"] is None and res["t"] == 3
+    for bad, needle in ((["--algorithm", "fw"], "fw"), (["--ledger", "x.ledger"], "--ledger")):
+        d = tmp_path / "bad"
+        try:
+            code = main(["flower", "spec", "run", "--out", str(d), *opts, *bad])
+        except SystemExit as exc:
+            code = exc.code
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and not d.exists() and needle in err, err

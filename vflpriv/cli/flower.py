@@ -49,6 +49,23 @@ def register(sub):
     add_horizontal(h)
     add_backend(h, family="horizontal", deployment=True)
     h.set_defaults(func=spec_horizontal, ledger=None)
+    r = ssub.add_parser("run", help="a vflpriv run (vertical; same data, algorithm and "
+                        "privacy options)",
+                        description="Write the description of a vertical run (dp-bcfw, bcfw, dfw, "
+                        "dp-bcfw-secure) on Flower for separate machines instead of running it: "
+                        "each party's columns (and the labels only at the parties that hold "
+                        "them), its node config with its own ledger, the run description with "
+                        "the server's ledger.")
+    r.add_argument("--out", required=True, metavar="DIR",
+                   help="a new (or empty) folder for run.json, node<i>.toml, party<i>.npz, "
+                   "server.ledger, app/")
+    from .run import add_problem_arguments
+
+    add_problem_arguments(r)
+    add_backend(r, who="party", family="vertical", deployment=True)
+    r.set_defaults(func=spec_run, ledger=None, test_fraction=None, log_releases=False,
+                   checkpoint=None, checkpoint_every=1, resume=None, reference=False,
+                   compare_calibration=False, json=None, plot=None, split_seed=None)
 
     n = fsub.add_parser("node", help="start a client's SuperNode from its node<i>.toml",
                         description="Read a node config written by vflpriv flower spec and start "
@@ -113,14 +130,14 @@ def _checked_spec_options(args):
                          "machine; the clients' ledgers are in their node configs (leave it out)")
 
 
-def _written(desc, out, what) -> int:
+def _written(desc, out, what, who="client", files="client<i>.npz") -> int:
     """Write the Flower App beside the description and print the commands for each machine."""
     w = sys.stdout.write
     out = os.path.abspath(out)
-    w(f"wrote the description of a {desc['clients']}-client {what} run to {out}/\n")
+    w(f"wrote the description of a {desc['clients']}-{who} {what} run to {out}/\n")
     w(f"  server (SuperLink machine): flwr run {out}/app CONNECTION "
       f"--run-config 'spec=\"{out}/run.json\"' --stream\n")
-    w("  client i (its machine, with node<i>.toml and client<i>.npz): vflpriv flower node "
+    w(f"  {who} i (its machine, with node<i>.toml and {files}): vflpriv flower node "
       "node<i>.toml --superlink HOST:PORT --root-certificates ca.crt\n")
     return 0
 
@@ -155,6 +172,32 @@ def spec_horizontal(args) -> int:
         shutil.rmtree(args.out, ignore_errors=True)      # nothing half-written is left
         raise
     return _written(desc, args.out, s["algorithm"])
+
+
+def spec_run(args) -> int:
+    from ..flower import FlowerOptions, on_client_loss
+    from ..flower.deploy import write_app
+    from ..vertical import solve
+    from . import run as R
+
+    _checked_spec_options(args)
+    args, epsilon, chunk_rows = R._checked_args(args)
+    opts = FlowerOptions(spec_dir=args.out, on_client_loss=args.on_client_loss,
+                         connect_timeout=args.connect_timeout)
+    on_client_loss(opts, "vertical")
+    cfg = R._config(args, epsilon, "flower", opts)      # every option checked, and flwr
+    data, _ = R._load_data(args, chunk_rows)
+    if args.algorithm == "dp-bcfw-secure":
+        R._print_defaults(args, data, epsilon)
+    try:
+        desc = solve(data, config=cfg)
+        write_app(os.path.join(args.out, "app"))
+    except BaseException:
+        import shutil
+
+        shutil.rmtree(args.out, ignore_errors=True)      # nothing half-written is left
+        raise
+    return _written(desc, args.out, args.algorithm, who="party", files="party<i>.npz")
 
 
 def node(args) -> int:

@@ -29,6 +29,37 @@ def register(sub):
                        "Efficient Approach to Featurewise Distributed Sparse Optimization With "
                        "Differential Privacy, Algorithm 2) or a baseline on "
                        "vertically partitioned data and report objective, bytes and privacy.")
+    add_problem_arguments(p)
+    p.add_argument("--compare-calibration", action="store_true",
+                   help="also report the other calibration's noise and epsilon")
+    p.add_argument("--test-fraction", type=float, default=None, metavar="F",
+                   help="hold out a random fraction F of the rows (seeded by --seed) and report "
+                        "test_accuracy and test_auc there (logistic loss)")
+    p.add_argument("--log-releases", action="store_true",
+                   help="print 'released round T' on stdout (flushed) once round T's released "
+                        "values have reached the server (their ledger records are durable by then)")
+    p.add_argument("--checkpoint", metavar="FILE",
+                   help="write a checkpoint (atomically) before the first round and every "
+                        "--checkpoint-every rounds; private runs need --ledger")
+    p.add_argument("--checkpoint-every", type=int, default=1, metavar="K",
+                   help="rounds between checkpoints (default 1)")
+    p.add_argument("--resume", metavar="FILE",
+                   help="continue the interrupted run of this checkpoint (its options are used; "
+                        "only --json, --plot, --log-releases and --quiet may be given with it)")
+    p.add_argument("--reference", action="store_true",
+                   help="compute the certified optimum on the same set and the excess risk")
+    from . import options as O
+
+    O.add_ledger(p)
+    O.add_backend(p, who="party", family="vertical")
+    O.add_outputs(p, plot="objective vs iteration and bytes per party")
+    p.set_defaults(func=run, split_seed=None)
+    global _PARSER
+    _PARSER = p
+
+
+def add_problem_arguments(p):
+    """The run's data, algorithm and privacy options (shared with ``vflpriv flower spec run``)."""
     p.add_argument("--data",
                    help="a shipped data set (diabetes: clinic + lab, 2 parties; datasets/), "
                         "svmlight/LIBSVM file, CSV/parquet (with --label) or "
@@ -58,8 +89,6 @@ def register(sub):
     p.add_argument("--sketch", default="identity", choices=["gaussian", "countsketch", "identity"])
     p.add_argument("--sketch-dim", type=int, help="sketch dimension m (not for identity)")
     p.add_argument("--calibration", default="accountant", choices=["accountant", "paper"])
-    p.add_argument("--compare-calibration", action="store_true",
-                   help="also report the other calibration's noise and epsilon")
     p.add_argument("--split", type=float, default=None,
                    help="share of epsilon for the index releases (accountant calibration; "
                         "default 0.5)")
@@ -77,38 +106,16 @@ def register(sub):
                    help="who holds the labels: all (paper 004's setting; the default of dp-bcfw, "
                         "bcfw, dfw) or one party's index (dp-bcfw-secure's default: 0); the "
                         "others see only DP releases derived from y")
-    p.add_argument("--test-fraction", type=float, default=None, metavar="F",
-                   help="hold out a random fraction F of the rows (seeded by --seed) and report "
-                        "test_accuracy and test_auc there (logistic loss)")
-    p.add_argument("--log-releases", action="store_true",
-                   help="print 'released round T' on stdout (flushed) once round T's released "
-                        "values have reached the server (their ledger records are durable by then)")
-    p.add_argument("--checkpoint", metavar="FILE",
-                   help="write a checkpoint (atomically) before the first round and every "
-                        "--checkpoint-every rounds; private runs need --ledger")
-    p.add_argument("--checkpoint-every", type=int, default=1, metavar="K",
-                   help="rounds between checkpoints (default 1)")
-    p.add_argument("--resume", metavar="FILE",
-                   help="continue the interrupted run of this checkpoint (its options are used; "
-                        "only --json, --plot, --log-releases and --quiet may be given with it)")
     p.add_argument("--seed", type=int, default=None,
                    help="seed every random choice (sketch, sampling, noise) for a reproducible "
                         "run; its outputs are marked not for deployment.  Default: the noise "
                         "comes from OS entropy")
-    p.add_argument("--reference", action="store_true",
-                   help="compute the certified optimum on the same set and the excess risk")
     from . import options as O
 
     O.add_privacy(p, epsilon="text", epsilon_note=" (required for dp-bcfw, dpfw and "
                   "dp-bcfw-secure)", accountants=O.ALL_ACCOUNTANTS,
                   accountant_note="; basic, advanced and optimal only for dpfw, whose releases "
                   "are all noisy-max selections")
-    O.add_ledger(p)
-    O.add_backend(p, who="party", family="vertical")
-    O.add_outputs(p, plot="objective vs iteration and bytes per party")
-    p.set_defaults(func=run, split_seed=None)
-    global _PARSER
-    _PARSER = p
 
 
 _PARSER = None

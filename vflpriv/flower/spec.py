@@ -192,7 +192,7 @@ def write_description(directory, spec, cfgs) -> dict:
         k = int(cfg["party"])
         node = os.path.join(directory, f"node{k}.toml")
         with open(node, "w") as fh:
-            fh.write(f"# node config of client {k} (vflpriv flower node {os.path.basename(node)}"
+            fh.write(f"# node config of party {k} (vflpriv flower node {os.path.basename(node)}"
                      " --superlink HOST:PORT)\n")
             for key, v in cfg.items():
                 if v is None:

@@ -158,6 +158,8 @@ class _Run:
             self.plan_noise()
             self.open_budget()
         res, flower_info = self.rounds()
+        if res is None:                   # flower.spec_dir: the description was written
+            return flower_info
         return self.solution(res, flower_info)
 
     def seeds(self):
@@ -288,6 +290,8 @@ class _Run:
                      clip=self.clip, release_cache=cfg.release_cache),
                 self.led, self.budget, cfg.accountant, cfg.epsilon, cfg.delta,
                 None if self.seed is None else _seeds(self.noise_seed)[2], cfg.callback)
+            if res is None:
+                return None, flower_info
             if cfg.private:
                 self.led = flower_info.pop("ledger")
                 self.budget = BudgetFilter(self.led, self.budget.epsilon, self.budget.delta,

@@ -30,6 +30,9 @@ def read_back(led, temporary):
 def run_dir_for(flower):
     import tempfile
 
+    if getattr(flower, "spec_dir", None):        # a description for separate machines
+        os.makedirs(flower.spec_dir, exist_ok=True)
+        return flower.spec_dir
     if flower.run_dir:
         os.makedirs(flower.run_dir, exist_ok=True)
         return flower.run_dir
@@ -47,13 +50,15 @@ def run_hosted(backend, flower, run_dir, data, loss, eta, T, private, server_kwa
     from ..runtime.link import raise_recorded
     from . import remote as FV
 
-    own_dir = not flower.run_dir            # a temporary directory of ours: removed at the end
+    spec_dir = getattr(flower, "spec_dir", None)
+    own_dir = not (flower.run_dir or spec_dir)   # a temporary directory of ours: removed at the end
     run_dir = run_dir or run_dir_for(flower)
     ledger_in_run_dir = led is not None and os.path.dirname(led.path) == run_dir
     party_ledgers = None
     if private:
         party_ledgers = list(flower.party_ledgers) if flower.party_ledgers else \
-            [f"{led.path}.party{k}" for k in range(data.K)]
+            [os.path.join(spec_dir, f"party{k}.ledger") for k in range(data.K)] if spec_dir \
+            else [f"{led.path}.party{k}" for k in range(data.K)]
         if len(party_ledgers) != data.K:
             raise InputError(f"party_ledgers names {len(party_ledgers)} files for {data.K} parties")
     progress = None if callback is None else (lambda t: callback(t - 1, float("nan")))
@@ -70,7 +75,9 @@ def run_hosted(backend, flower, run_dir, data, loss, eta, T, private, server_kwa
                            party_budget=flower.party_budget or (epsilon, delta),
                            noise_root=noise_root, connect_timeout=flower.connect_timeout,
                            reply_timeout=flower.reply_timeout, progress=progress,
-                           quiet=flower.quiet)
+                           quiet=flower.quiet, spec_dir=spec_dir)
+        if spec_dir:                    # nothing ran: ``info`` says what was written
+            return None, info
         if private:
             from accounting import Ledger as _L
 

@@ -211,7 +211,7 @@ def make_spec(data, *, loss, eta, iterations, server_kwargs, private, ledger=Non
 
 
 def party_configs(data, run_dir, *, private, budget=None, accountant="rdp", ledgers=None,
-                  noise_entropy=None) -> list:
+                  noise_entropy=None, label_party=None) -> list:
     """Write each party's data file into ``run_dir`` and return the node configs (what each
     party's SuperNode is started with).  ``ledgers``: per-party ledger paths."""
     import os
@@ -219,7 +219,10 @@ def party_configs(data, run_dir, *, private, budget=None, accountant="rdp", ledg
     cfgs = []
     for k in range(data.K):
         path = os.path.join(run_dir, f"party{k}.npz")
-        save_party_data(path, data.block(k), data.y)
+        # a party that does not hold the labels gets none in its file (it may be on its own
+        # machine: vflpriv flower spec), only the DP releases the protocol derives from them
+        save_party_data(path, data.block(k),
+                        data.y if label_party in (None, k) else np.zeros(0))
         cfg = {"party": k, "data": path}
         if private:
             cfg.update({"ledger": ledgers[k], "budget-epsilon": float(budget[0]),
@@ -246,11 +249,13 @@ def run_info(backend, out, cfgs, private) -> dict:
 def run(backend, data, loss, eta, iterations, *, server_kwargs, private, run_dir,
         ledger=None, budget=None, accountant="rdp", run_id=None, party_ledgers=None,
         party_budget=None, noise_root=None, connect_timeout=60.0, reply_timeout=600.0,
-        progress=None, quiet=True):
+        progress=None, quiet=True, spec_dir=None):
     """Run a vertical method on ``backend`` ("flower-sim" or "flower"); returns
     ``(RunResult, flower)`` where ``flower`` holds the Flower byte counts, each party's own
     spend and the error that stopped the run, if any (:class:`~.link.PartyLost` /
-    :class:`~.link.PartyRefused`: which party, which round)."""
+    :class:`~.link.PartyRefused`: which party, which round).  ``spec_dir``: nothing runs; the
+    description for separate machines is written there and ``(None, what was written)``
+    returned (``vflpriv flower spec run``)."""
     from .engine import RunResult, replay_objective
 
     spec = make_spec(data, loss=loss, eta=eta, iterations=iterations,
@@ -260,8 +265,10 @@ def run(backend, data, loss, eta, iterations, *, server_kwargs, private, run_dir
     cfgs = party_configs(data, run_dir, private=private, budget=party_budget or budget,
                          accountant=accountant, ledgers=party_ledgers,
                          noise_entropy=None if noise_root is None else noise_entropy_of(noise_root))
-    from ..runtime.backends import launch
+    from ..runtime.backends import describe, launch
 
+    if spec_dir:
+        return None, describe(run_dir, spec, cfgs)
     out = launch(backend, spec, cfgs, run_dir, progress=progress, quiet=quiet)
     flower = run_info(backend, out, cfgs, private)
     if "x" not in out:

@@ -121,7 +121,7 @@ class SecurePartyRole(PartyRole):
         self.k = k = int(cfg["party"])
         self.setup, self.cfg = setup, cfg
         A_k, y = load_party_data(cfg["data"])
-        if setup.get("label_party") not in (None, k):
+        if setup.get("label_party") not in (None, k) or np.size(y) == 0:
             y = None              # only the label party keeps y; the others get A_k^T y + noise
         if A_k.shape[0] != setup["n"]:
             raise Refused(f"party {k}'s data has {A_k.shape[0]} rows, the run expects "
@@ -378,9 +378,11 @@ def make_spec(data, *, secure_kwargs, private, ledger=None, budget=None, account
 
 def run(backend, data, *, secure_kwargs, private, run_dir, ledger=None, budget=None,
         accountant="rdp", run_id=None, party_ledgers=None, party_budget=None, noise_root=None,
-        connect_timeout=60.0, reply_timeout=600.0, progress=None, quiet=True):
+        connect_timeout=60.0, reply_timeout=600.0, progress=None, quiet=True, spec_dir=None):
     """Run dp-bcfw-secure on ``backend``; returns ``(out, flower info)`` (``out`` as the
-    ServerApp's result, with the objective history replayed here from the selections)."""
+    ServerApp's result, with the objective history replayed here from the selections).
+    ``spec_dir``: the description for separate machines is written there instead, and
+    ``(None, what was written)`` returned."""
     from ...runtime.partydata import noise_entropy_of
     from ..remote import party_configs, run_info
     from .protocol import replay_objective
@@ -392,9 +394,12 @@ def run(backend, data, *, secure_kwargs, private, run_dir, ledger=None, budget=N
                      connect_timeout=connect_timeout, reply_timeout=reply_timeout)
     cfgs = party_configs(data, run_dir, private=private, budget=party_budget or budget,
                          accountant=accountant, ledgers=party_ledgers,
-                         noise_entropy=None if noise_root is None else noise_entropy_of(noise_root))
-    from ...runtime.backends import launch
+                         noise_entropy=None if noise_root is None else noise_entropy_of(noise_root),
+                         label_party=secure_kwargs.get("label_party"))
+    from ...runtime.backends import describe, launch
 
+    if spec_dir:
+        return None, describe(run_dir, spec, cfgs)
     out = launch(backend, spec, cfgs, run_dir, progress=progress, quiet=quiet)
     info = run_info(backend, out, cfgs, private)
     if "x" in out:

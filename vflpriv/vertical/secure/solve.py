@@ -148,6 +148,8 @@ def solve_secure(data, *, loss, eta, iterations, sampling, epsilon, delta, rnm, 
         res, flower_info = _on_flower(backend, flower, run_dir, data, kwargs, private, led,
                                       budget, accountant, epsilon, delta, seed, noise_seed,
                                       callback)
+        if res is None:                  # flower.spec_dir: the description was written
+            return flower_info
         if private:
             led = flower_info.pop("ledger")
             budget = BudgetFilter(led, budget.epsilon, budget.delta, accountant=accountant)
@@ -197,7 +199,7 @@ def _on_flower(backend, flower, run_dir, data, kwargs, private, led, budget, acc
 
     def runner(**kw):
         out, info = FS.run(backend, data, secure_kwargs=kwargs, **kw)
-        if "x" not in out:
+        if out is None or "x" not in out:          # a description written, or no result
             return None, info
         res = SecureResult(x=out["x"], objective=out["objective"],
                            initial_objective=out["initial_objective"], meter=out["meter"],

@@ -154,13 +154,7 @@ def spec_horizontal(args) -> int:
                          connect_timeout=args.connect_timeout)
     on_client_loss(opts, family)
     require_flwr("flower")
-    try:
-        import torch  # noqa: F401
-    except ImportError as exc:
-        from ..errors import InputError
-
-        raise InputError(f"vflpriv horizontal needs torch ({exc}); install the torch extra") \
-            from None
+    H.require_torch()
     os.makedirs(args.out, exist_ok=True)
     try:
         desc = (H._run_fedp3 if family == "fedp3" else H._run_elastic)(s, args, None, "flower",

@@ -231,6 +231,15 @@ def _run_elastic(s, args, progress, backend="inprocess", flower=None):
     return res.accuracy_history, res.meter.history, res.epsilon_spent, res.meter, res.flower
 
 
+def require_torch():
+    """One line saying what to install when torch is missing (before any work)."""
+    try:
+        import torch  # noqa: F401
+    except ImportError as exc:
+        raise InputError(f"vflpriv horizontal needs torch ({exc}); install the torch extra") \
+            from None
+
+
 def run(args) -> int:
     s = _settings(args)
     from ..outputs import check_command_outputs
@@ -238,10 +247,7 @@ def run(args) -> int:
     # every output checked before any training: writable folder, an image extension for --plot,
     # no output that is another output or the ledger
     plt = check_command_outputs(args)
-    try:
-        import torch  # noqa: F401
-    except ImportError as exc:
-        raise InputError(f"vflpriv horizontal needs torch ({exc}); install the torch extra") from None
+    require_torch()
     from ..bench import write_json
     from .progress import Progress
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import pickle
 
-from .paths import PATH_KEYS, absolute_paths  # noqa: F401,E402  (re-exported)
+from .paths import absolute_paths
 
 
 def build_side(cfg, setup):

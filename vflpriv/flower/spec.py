@@ -82,11 +82,21 @@ def _noise_plan():
     return NoisePlan
 
 
+def _sampling():
+    from ..vertical.sampling import Sampling
+
+    return Sampling
+
+
 #: the typed values a run description may hold: name -> (type getter, to fields, from fields)
 TYPES = {
     "NoisePlan": (_noise_plan, lambda o: {f: getattr(o, f) for f in (
         "mode", "noise", "index_scale", "feature_sigma", "epsilon", "delta", "accountant",
         "event", "details")}, lambda d: _noise_plan()(**d)),
+    "Sampling": (_sampling, lambda o: {"kind": o.kind, "blocks": list(o.blocks),
+                                       "tau": getattr(o, "tau", None),
+                                       "probs": getattr(o, "probs", None)},
+                 lambda d: _sampling()(d["kind"], d["blocks"], tau=d["tau"], probs=d["probs"])),
 }
 
 
@@ -112,12 +122,6 @@ def encode(obj, arrays: dict):
         return obj.item()
     if isinstance(obj, DpEvent):
         return {"__event__": obj.to_dict()}
-    from ..vertical.sampling import Sampling
-
-    if isinstance(obj, Sampling):
-        return {"__sampling__": encode({"kind": obj.kind, "blocks": list(obj.blocks),
-                                        "tau": getattr(obj, "tau", None),
-                                        "probs": getattr(obj, "probs", None)}, arrays)}
     for name, (cls, to_fields, _) in TYPES.items():
         if type(obj) is cls():
             return {"__type__": name, "fields": encode(to_fields(obj), arrays)}
@@ -140,11 +144,6 @@ def decode(obj, arrays):
         from accounting.events import event_from_dict
 
         return event_from_dict(obj["__event__"])
-    if "__sampling__" in obj:
-        from ..vertical.sampling import Sampling
-
-        d = decode(obj["__sampling__"], arrays)
-        return Sampling(d["kind"], d["blocks"], tau=d["tau"], probs=d["probs"])
     if "__type__" in obj:
         if obj["__type__"] not in TYPES:
             raise InputError(f"run description: unknown type {obj['__type__']!r}")

@@ -29,11 +29,10 @@ from functools import partial
 import numpy as np
 
 from ..errors import InputError
-from ..runtime.link import PartyLost, error_record
 from ..runtime.roles import PartyRole
 from .fedp3 import FedP3
 from .hosting import (REFUSED, build_net, client_budget, client_key, flower_summary,
-                      load_client_data, lost_records, remote_clients)
+                      load_client_data, lost_records, remote_clients, stop_record)
 
 _ACC = struct.Struct("<d")
 _PLANS = {}          # (settings, m) -> the client's plan (calibrated once per process)
@@ -170,12 +169,6 @@ def serve(connect, spec, progress=None) -> dict:
                          if k.endswith("_") and not k.startswith("_")}
         out["lost_clients"] = lost_records(est._lost, link)
     except Exception as exc:
-        from .loop import AllClientsLost
-
-        if isinstance(exc, AllClientsLost):     # nothing left to continue with: stop
-            why = dict(((int(p), int(r)), w) for p, r, w in link.lost)
-            exc = PartyLost(exc.client, exc.round,
-                            f"{why.get((exc.client, exc.round), 'lost')}; {exc}")
-        out["error"] = error_record(exc, out["t"])
+        out["error"] = stop_record(exc, link, out["t"])
     out["flower"] = flower_summary(link, spec["K"])
     return out

@@ -108,6 +108,20 @@ def lost_records(lost, link) -> list:
             for k, t in lost]
 
 
+def stop_record(exc, link, round) -> dict:
+    """What stopped a server role's run, as data (:func:`~vflpriv.runtime.link.error_record`);
+    losing the last client (nothing left to continue with) is reported as that client lost,
+    with the link's reason."""
+    from ..runtime.link import PartyLost, error_record
+    from .loop import AllClientsLost
+
+    if isinstance(exc, AllClientsLost):
+        why = {(int(p), int(r)): w for p, r, w in link.lost}
+        exc = PartyLost(exc.client, exc.round,
+                        f"{why.get((exc.client, exc.round), 'lost')}; {exc}")
+    return error_record(exc, round)
+
+
 def flower_summary(link, K) -> dict:
     return {"bytes": link.meter.summary(K), "totals": link.meter.totals()}
 
@@ -157,9 +171,8 @@ def launch(backend, spec, shards, *, private, epsilon, delta, accountant, ledger
 
     from ..runtime.backends import check_backend, require_flwr
 
-    if backend != "local":                     # "local": the roles over a LocalLink (tests)
-        check_backend(backend)
-        require_flwr(backend)
+    check_backend(backend)
+    require_flwr(backend)
     K = len(shards)
     spec_dir = getattr(flower, "spec_dir", None)
     own_dir = not (flower.run_dir or spec_dir)

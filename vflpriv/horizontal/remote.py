@@ -28,10 +28,10 @@ import json
 import numpy as np
 
 from ..errors import InputError
-from ..runtime.link import PartyLost, error_record
 from ..runtime.roles import PartyRole
 from .hosting import (REFUSED, build_net, client_budget, client_key, calibrated_z,  # noqa: F401
-                      flower_summary, load_client_data, lost_records, remote_clients)
+                      flower_summary, load_client_data, lost_records, remote_clients,
+                      stop_record)
 
 # -- the client --------------------------------------------------------------------------------
 def make_strategy(name, settings):
@@ -147,13 +147,7 @@ def serve(connect, spec, progress=None) -> dict:
                    participants=algo.participants, stopped=stopped, meter=meter,
                    lost_clients=lost_records(lost, link))
     except Exception as exc:
-        from .loop import AllClientsLost
-
-        if isinstance(exc, AllClientsLost):     # nothing left to continue with: stop
-            why = dict(((int(p), int(r)), w) for p, r, w in link.lost)
-            exc = PartyLost(exc.client, exc.round,
-                            f"{why.get((exc.client, exc.round), 'lost')}; {exc}")
-        out["error"] = error_record(exc, out["t"])
+        out["error"] = stop_record(exc, link, out["t"])
     out["flower"] = flower_summary(link, spec["K"])
     return out
 

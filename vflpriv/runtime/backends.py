@@ -112,23 +112,20 @@ def on_client_loss(options, family) -> str:
 
 
 #: backend -> module whose ``launch(backend, spec, party_configs, run_dir, progress=, quiet=)``
-#: hosts the roles there.  ``local`` runs them over a :class:`~.link.LocalLink` in this process
-#: (the roles' code path without Flower; tests and equivalence checks).
-HOSTS = {"flower-sim": "vflpriv.flower.apps", "flower": "vflpriv.flower.apps",
-         "local": "vflpriv.runtime.backends"}
+#: hosts the roles there.  ``local`` needs no host module: :func:`run_local` runs them over a
+#: :class:`~.link.LocalLink` in this process (the roles' code path without Flower).
+HOSTS = {"flower-sim": "vflpriv.flower.apps", "flower": "vflpriv.flower.apps"}
 
 
 def launch(backend, spec, party_configs, run_dir, *, progress=None, quiet=True) -> dict:
     """Host ``spec``'s server role and one party role per entry of ``party_configs`` on
     ``backend``; ``progress(t)`` after each completed round.  Returns the server role's
     result (a dict; ``"error"`` says what stopped the run, if anything)."""
-    try:
-        host = HOSTS[backend]
-    except KeyError:
-        raise InputError(f"no host for backend {backend!r}; known: {', '.join(HOSTS)}") from None
     if backend == "local":
         return run_local(spec, party_configs, progress=progress)
-    return importlib.import_module(host).launch(backend, spec, party_configs, run_dir,
+    if backend not in HOSTS:
+        raise InputError(f"no host for backend {backend!r}; known: local, {', '.join(HOSTS)}")
+    return importlib.import_module(HOSTS[backend]).launch(backend, spec, party_configs, run_dir,
                                                 progress=progress, quiet=quiet)
 
 

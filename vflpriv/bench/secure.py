@@ -13,8 +13,9 @@ dp-bcfw-secure) is measured four ways:
   what saving the masked blocks once instead would cost: the bytes of every party's E_k and the
   seconds to write them atomically (fsync) and to read them back;
 * ``local``: the same run as ``SecurePartyRole``s over ``LocalLink`` (``backend="local"``: each
-  party role is rebuilt from its pickled state for every message, the masked blocks included),
-  with the seconds spent hosting the roles and, of those, pickling their state.
+  party role is rebuilt from its pickled state for every message; the masked blocks it received
+  are in files on its disk, which the state names, and its prepared block is kept by the
+  process), with the seconds spent hosting the roles and, of those, pickling their state.
 
 Every run must end with the same iterate (checked and printed).
 """
@@ -206,8 +207,7 @@ def run(args) -> int:
               f"{r['same_x']}")
         print(f"    {r['messages']} messages to parties took {r['seconds_hosting']:.2f} s, of "
               f"which {r['seconds_pickling']:.2f} s pickling and unpickling the roles' state "
-              f"({r['state_bytes_per_message'] / 1e6:.1f} MB per message on average: the "
-              f"masked blocks)")
+              f"({r['state_bytes_per_message'] / 1e6:.2f} MB per message on average)")
     if getattr(args, "json", None):
         from . import write_json
 

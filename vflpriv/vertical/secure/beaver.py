@@ -27,13 +27,15 @@ import numpy as np
 from .ring import Prg
 
 
-def masked_block_chunks(A_fx, mask_key, chunk_rows):
+def masked_block_chunks(A_fx, mask_key, chunk_rows, start=0, stop=None):
     """Yield (row offset, E chunk) with E = A_fx - U (mod 2^64); U from ``mask_key``, row-major,
-    in the order the dealer regenerates it."""
-    prg = Prg(mask_key)
+    in the order the dealer regenerates it.  ``start``/``stop``: only rows [start, stop), the
+    stream entered at word ``start * p`` (the same words as the whole block's rows there)."""
     n, p = A_fx.shape
-    for s in range(0, n, chunk_rows):
-        e = min(n, s + chunk_rows)
+    stop = n if stop is None else min(n, int(stop))
+    prg = Prg(mask_key, int(start) * p)
+    for s in range(int(start), stop, chunk_rows):
+        e = min(stop, s + chunk_rows)
         U = prg.uint64((e - s) * p).reshape(e - s, p)
         dense = A_fx[s:e].toarray()
         yield s, dense - U

@@ -71,33 +71,63 @@ def clip_block(A_k, feature_bound, row_clip):
     return sp.csr_matrix(sp.diags(scale) @ A)
 
 
+@dataclass(frozen=True)
+class PreparedBlock:
+    """A party's block as the protocol reads it: clipped to the declared bounds (private runs),
+    truncated to fixed point, and the float values that fixed point stands for; the labels
+    clipped.  Read-only once made, so a host serving many messages for one party may keep it
+    (:mod:`.remote`) instead of making it again for each."""
+    A_fx: object          # CSR, entries encoded in Z_{2^64} (uint64)
+    A_csc: object         # CSC, the decoded (exact) float values
+    y: object             # None for a party without the labels
+    n: int
+    p: int
+
+    @property
+    def AT(self):
+        return self.A_csc.T.tocsr()      # a view (CSC of A is CSR of A^T): no copy
+
+    @property
+    def A_fx_T(self):
+        # the transpose view of the CSR A_fx (a CSC matrix, no copy: at n = 1e6 a copy is 0.3 GB
+        # per party); its products are the same words over the ring
+        return self.A_fx.T
+
+
+def prepare_block(A_k, y, *, frac, private, feature_bound=None, label_bound=None,
+                  row_clip=None) -> PreparedBlock:
+    """:class:`PreparedBlock` of party data ``(A_k, y)``."""
+    # a party that does not hold the label gets y=None: it only ever sees A_k^T y + noise
+    y = None if y is None else np.asarray(y, dtype=np.float64)
+    A = clip_block(A_k, feature_bound, row_clip) if private else \
+        sp.csr_matrix(A_k, dtype=np.float64, copy=True)
+    if private and y is not None:
+        y = np.clip(y, -label_bound, label_bound)
+    # fixed point, truncated toward zero: entries and row norms stay within their bounds
+    A_fx = A.copy()
+    A_fx.data = encode(A.data, int(frac))
+    A.data = decode(A_fx.data, int(frac))
+    n, p = A.shape
+    return PreparedBlock(A_fx=A_fx, A_csc=A.tocsc(), y=y, n=int(n), p=int(p))
+
+
 class SecureParty:
     """One data holder: its block (clipped when private), the labels, its noise generator, the
-    masked blocks of the other parties and the cross-products released to it."""
+    masked blocks of the other parties and the cross-products released to it.  ``prepared``:
+    the :class:`PreparedBlock` already made from ``A_k``/``y`` with these options (then
+    ``A_k``/``y`` are not read)."""
 
     def __init__(self, k, A_k, y, eta, *, frac, private, feature_bound=None, label_bound=None,
-                 row_clip=None, noise=None, index_scale=0.0, sigma=0.0, noise_seed=None):
+                 row_clip=None, noise=None, index_scale=0.0, sigma=0.0, noise_seed=None,
+                 prepared=None):
         self.k, self.eta, self.f = k, float(eta), int(frac)
-        # a party that does not hold the label gets y=None: it only ever sees A_k^T y + noise
-        y = None if y is None else np.asarray(y, dtype=np.float64)
         self.private = private
-        A = clip_block(A_k, feature_bound, row_clip) if private else \
-            sp.csr_matrix(A_k, dtype=np.float64, copy=True)
-        if private and y is not None:
-            y = np.clip(y, -label_bound, label_bound)
-        # fixed point, truncated toward zero: entries and row norms stay within their bounds
-        A_fx = A.copy()
-        A_fx.data = encode(A.data, self.f)
-        A.data = decode(A_fx.data, self.f)
-        self.n, self.p = A.shape
-        self.A_fx = A_fx
-        self.A_csc = A.tocsc()
-        del A                                     # the CSR float copy is not used again
-        self.AT = self.A_csc.T.tocsr()            # a view (CSC of A is CSR of A^T): no copy
-        # A_fx^T as the transpose view of the CSR A_fx (a CSC matrix, no copy: at n = 1e6 a copy
-        # is 0.3 GB per party); its products are the same words over the ring
-        self.A_fx_T = A_fx.T
-        self.y = y
+        b = prepared if prepared is not None else prepare_block(
+            A_k, y, frac=frac, private=private, feature_bound=feature_bound,
+            label_bound=label_bound, row_clip=row_clip)
+        self.n, self.p = b.n, b.p
+        self.A_fx, self.A_csc, self.AT, self.A_fx_T = b.A_fx, b.A_csc, b.AT, b.A_fx_T
+        self.y = b.y
         self.ty = None                            # A_k^T y + noise, released once (no label)
         self.noise, self.b, self.sigma = noise, float(index_scale), float(sigma)
         self.rng = np.random.default_rng(noise_seed) if private else None
@@ -121,9 +151,10 @@ class SecureParty:
     def setup(self, msg: SM.SecureSetup):
         self.mask_key, self.feature_cap, self.K = msg.mask_key, msg.feature_cap, msg.parties
 
-    def masked_blocks(self):
-        """E_k = A_k - U_k (mod 2^64) in row chunks, U_k from the mask key (offline phase)."""
-        return masked_block_chunks(self.A_fx, self.mask_key, self.chunk_rows)
+    def masked_blocks(self, start=0, stop=None):
+        """E_k = A_k - U_k (mod 2^64) in row chunks, U_k from the mask key (offline phase);
+        ``start``/``stop``: rows [start, stop) only (the offline phase over a link, in pieces)."""
+        return masked_block_chunks(self.A_fx, self.mask_key, self.chunk_rows, start, stop)
 
     def receive_block(self, sender, msg: SM.MaskedBlock, store=None):
         """Keep a chunk of ``sender``'s masked block: in memory, or in ``store`` (a
@@ -445,8 +476,9 @@ def run_secure(data, *, eta, iterations, frac, private, noise_plan=None, budget_
             on_round(snap)
         if callback is not None:
             callback(t, run.history[-1] if run.history else float("nan"))
-    if isinstance(link, LocalParties):
-        link.close()     # spilled blocks removed (on an error, the temporary directory's finalizer)
+    # the masked blocks kept by the parties are removed (in process, on an error, by the
+    # temporary directory's finalizer; over a link, by the server role, remote.serve)
+    link.close()
     return SecureResult(x=x, objective=run.history, initial_objective=initial,
                         meter=link.meter, seconds=time.perf_counter() - t0 + setup_seconds,
                         released=run.released, selections=run.selections,

@@ -34,11 +34,16 @@ from ...runtime.partydata import load_party_data, party_noise_seed
 from ...runtime.roles import PartyRole, Refused, own_budget
 from ..transport import DOWN, UP, Meter
 from . import messages as SM
+from .store import SpilledBlocks
 
 _NONCE = 12
 _TAG = 16
 OVERHEAD = _NONCE + _TAG
 _ENTRY = struct.Struct("<HI")
+_RANGE = struct.Struct("<QQ")
+#: the offline phase sends a party's masked block in pieces of at most about this many bytes
+#: per message (each party's reply, and each relayed delivery), well below gRPC's message limit
+OFFLINE_FRAME_BYTES = 32 * 2 ** 20
 
 
 # -- bundles: [(peer, bytes), ...] in one frame -----------------------------------------------
@@ -108,6 +113,50 @@ def new_key_pair():
 
 
 # -- party side ---------------------------------------------------------------------------------
+#: prepared blocks kept by this process (a host that serves many messages for a party, e.g. a
+#: simulation actor or the in-process link): (data file, its mtime and size, the options) -> block
+_PREPARED = {}
+_PREPARED_MAX = 8
+
+
+def _prepared(cfg, setup, k):
+    """Party k's :class:`~.protocol.PreparedBlock` for this run: made from its data file once
+    per process and kept for its later messages (the block is read-only; a party role is rebuilt
+    for every message, :mod:`vflpriv.runtime.roles`, and at n = 1e6 making it again -- reading,
+    clipping, fixed point, CSC -- would cost seconds per message).  A changed file, or other
+    bounds, make a new one."""
+    from .protocol import prepare_block
+
+    path = cfg["data"]
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise InputError(f"party data file {str(path)!r} cannot be read: {exc}") from None
+    clips = setup["clips"]
+    labels = setup.get("label_party") in (None, k)
+    key = (os.path.abspath(path), st.st_mtime_ns, st.st_size, k, int(setup["frac"]),
+           bool(setup["private"]), setup["feature_bound"], setup["label_bound"],
+           None if clips is None else float(clips[k]), labels)
+    block = _PREPARED.get(key)
+    if block is None:
+        A_k, y = load_party_data(path)
+        if not labels or np.size(y) == 0:
+            y = None              # only the label party keeps y; the others get A_k^T y + noise
+        if A_k.shape[0] != setup["n"]:
+            raise Refused(f"party {k}'s data has {A_k.shape[0]} rows, the run expects "
+                          f"{setup['n']}")
+        block = prepare_block(A_k, y, frac=setup["frac"], private=bool(setup["private"]),
+                              feature_bound=setup["feature_bound"],
+                              label_bound=setup["label_bound"],
+                              row_clip=None if clips is None else clips[k])
+        if len(_PREPARED) >= _PREPARED_MAX:
+            _PREPARED.clear()
+        _PREPARED[key] = block
+    if block.n != setup["n"]:
+        raise Refused(f"party {k}'s data has {block.n} rows, the run expects {setup['n']}")
+    return block
+
+
 _STATE = ("x", "u", "c", "cross", "masked", "selected", "ty")
 
 
@@ -120,35 +169,35 @@ class SecurePartyRole(PartyRole):
 
         self.k = k = int(cfg["party"])
         self.setup, self.cfg = setup, cfg
-        A_k, y = load_party_data(cfg["data"])
-        if setup.get("label_party") not in (None, k) or np.size(y) == 0:
-            y = None              # only the label party keeps y; the others get A_k^T y + noise
-        if A_k.shape[0] != setup["n"]:
-            raise Refused(f"party {k}'s data has {A_k.shape[0]} rows, the run expects "
-                          f"{setup['n']}")
         private = bool(setup["private"])
         seed = party_noise_seed(cfg, k)
         plan = setup["plan"]
         clips = setup["clips"]
         self.party = p = SecureParty(
-            k, A_k, y, setup["eta"], frac=setup["frac"], private=private,
-            feature_bound=setup["feature_bound"], label_bound=setup["label_bound"],
-            row_clip=None if clips is None else clips[k],
+            k, None, None, setup["eta"], frac=setup["frac"], private=private,
             noise=plan[0] if private else None, index_scale=plan[1] if private else 0.0,
-            sigma=plan[3] if private else 0.0, noise_seed=seed)
+            sigma=plan[3] if private else 0.0, noise_seed=seed,
+            prepared=_prepared(cfg, setup, k))
         p.setup(SM.decode(bytes.fromhex(setup["setup_frame"]))[0])
         if private:
-            p.budget = own_budget(cfg, setup)
             p.plan = (plan[0], plan[1], plan[2], plan[3], float(setup["feature_bound"]), clips,
                       float(setup["label_bound"]))
         self.private_key = self.public_key = None
         self.peers = {}
+        self.block_dir = None
 
     def _channel(self):
         return Channel(self.k, self.private_key, self.peers, self.setup.get("run_id") or "")
 
+    #: the messages whose answer is checked against, or charged to, the party's own ledger; only
+    #: these open it (reading a ledger costs milliseconds, and the offline phase and the secure
+    #: products are many messages that release nothing by themselves)
+    CHARGED = ("setup", "select", "new_features")
+
     def handle(self, kind, frame, t):
         p = self.party
+        if kind in self.CHARGED and p.private:
+            p.budget = own_budget(self.cfg, self.setup)
         if kind == "setup":
             if p.budget is not None:
                 # the server's worst-case plan (every release of the run touches this party's
@@ -178,15 +227,9 @@ class SecurePartyRole(PartyRole):
             return "ok", b""
         ch = self._channel()
         if kind == "offline":
-            out = []
-            for row, block in p.masked_blocks():
-                f = SM.encode(SM.MaskedBlock(row, block), self.k, 0)
-                out += [(q, ch.seal(q, "MaskedBlock", 0, f)) for q in sorted(self.peers)
-                        if q != self.k]
-            return "bundle", pack_bundle(out)
-        if kind == "deliver":
-            for src, blob in unpack_bundle(frame):
-                p.receive_block(src, SM.decode(ch.open(src, "MaskedBlock", 0, blob))[0])
+            return "bundle", self._offline(ch, frame)
+        if kind == "close":
+            self._remove_blocks()
             return "ok", b""
         if kind == "select":
             msg = SM.decode(frame)[0]
@@ -215,6 +258,52 @@ class SecurePartyRole(PartyRole):
             return "ok", b""
         raise Refused(f"party {self.k}: unknown request {kind!r}")
 
+    def _offline(self, ch, frame):
+        """One piece of the offline phase: keep the peers' chunks the server relays (each in a
+        file on this party's disk, :class:`.store.SpilledBlocks`; the state names the files, so
+        it stays small), then send rows [start, stop) of this party's masked block, sealed for
+        each peer."""
+        start, stop = _RANGE.unpack_from(frame)
+        for src, blob in unpack_bundle(frame[_RANGE.size:]):
+            msg = SM.decode(ch.open(src, "MaskedBlock", 0, blob))[0]
+            store = self.party.masked.get(src)
+            if store is None:
+                store = self.party.masked[src] = SpilledBlocks(self._block_dir(), src)
+            store.append(msg.row, msg.block)
+        out = []
+        if stop > start:
+            for row, block in self.party.masked_blocks(start, stop):
+                f = SM.encode(SM.MaskedBlock(row, block), self.k, 0)
+                out += [(q, ch.seal(q, "MaskedBlock", 0, f)) for q in sorted(self.peers)
+                        if q != self.k]
+        return pack_bundle(out)
+
+    def _block_dir(self):
+        """This party's folder for the masked blocks it receives: under its node config's
+        ``spill-dir`` (default: the system's temporary folder), named by the run."""
+        if self.block_dir is None:
+            import re
+            import tempfile
+
+            run = re.sub(r"[^A-Za-z0-9_-]", "", str(self.setup.get("run_id") or ""))[:16]
+            parent = self.cfg.get("spill-dir") or None
+            if parent is not None:
+                os.makedirs(parent, exist_ok=True)
+            self.block_dir = tempfile.mkdtemp(prefix=f"vflpriv-masked-{run}-p{self.k}-",
+                                              dir=parent)
+        return self.block_dir
+
+    def _remove_blocks(self):
+        """The run is over: the received masked blocks are deleted from this party's disk."""
+        for store in self.party.masked.values():
+            store.close()
+        self.party.masked = {}
+        if self.block_dir is not None:
+            import shutil
+
+            shutil.rmtree(self.block_dir, ignore_errors=True)
+            self.block_dir = None
+
     def _offer(self):
         """This party's key offer: its ephemeral public key, signed by its identity key when
         its node config names one (``identity-key``; :mod:`.keys`)."""
@@ -232,6 +321,7 @@ class SecurePartyRole(PartyRole):
         st = {a: getattr(p, a) for a in _STATE}
         st["rng"] = None if p.rng is None else p.rng.bit_generator.state
         st["keys"] = (self.private_key, self.public_key, self.peers)
+        st["block_dir"] = self.block_dir
         return st
 
     def set_state(self, st):
@@ -241,6 +331,7 @@ class SecurePartyRole(PartyRole):
         if st["rng"] is not None:
             p.rng.bit_generator.state = st["rng"]
         self.private_key, self.public_key, self.peers = st["keys"]
+        self.block_dir = st.get("block_dir")
 
 
 # -- server side --------------------------------------------------------------------------------
@@ -250,10 +341,12 @@ class LinkParties:
     party-to-party frame as its sender's uplink and its receiver's downlink, its plaintext
     length: ciphertext minus the 28 bytes of nonce and tag); ``link.meter`` the Flower messages."""
 
-    def __init__(self, link, public, extra):
+    def __init__(self, link, public, extra, sizes, frame_bytes=None):
         self.link, self.meter, self.peer_bytes = link, Meter(), 0
         self.public = dict(public, **extra)
-        self.K = int(public["K"])
+        self.K, self.n, self.sizes = int(public["K"]), int(public["n"]), [int(v) for v in sizes]
+        self.frame_bytes = OFFLINE_FRAME_BYTES if frame_bytes is None else int(frame_bytes)
+        self.pieces = 0
 
     def _down(self, k, msg, t):
         f = SM.encode(msg, k, t)
@@ -276,14 +369,42 @@ class LinkParties:
         bundle = pack_bundle([(k, keys[k]) for k in range(self.K)])
         self.link.exchange([(k, bundle, "keys") for k in range(self.K)], 0)
 
+    def offline_rows(self):
+        """Rows of every masked block per offline message: a party's reply carries them for its
+        K - 1 peers, a relayed delivery the K - 1 peers' rows, both at most about
+        ``frame_bytes``; a whole number of the parties' chunks when that fits (so the frames
+        are those of the in-process run)."""
+        from .protocol import CHUNK_ROWS
+
+        per_row = 8 * max(1, self.K - 1) * max(self.sizes)
+        rows = max(1, self.frame_bytes // per_row)
+        if rows >= CHUNK_ROWS:
+            rows -= rows % CHUNK_ROWS
+        return min(rows, max(1, self.n))
+
     def offline(self):
-        bundles = self.link.exchange([(k, b"", "offline") for k in range(self.K)], 0)
+        """The masked blocks E_k, every party to every other, in pieces of ``offline_rows()``
+        rows: message i asks each party for its rows of piece i and hands it the peers'
+        sealed rows of piece i - 1 (one more message delivers the last piece).  No message
+        grows with n, and each party writes what it receives to its own disk."""
+        rows = self.offline_rows()
+        starts = list(range(0, self.n, rows))
         inbox = {k: [] for k in range(self.K)}
-        for src, b in enumerate(bundles):
-            for dst, blob in unpack_bundle(b):
-                self._peer(src, dst, 0, blob, "MaskedBlock")
-                inbox[dst].append((src, blob))
-        self.link.exchange([(k, pack_bundle(inbox[k]), "deliver") for k in range(self.K)], 0)
+        for i in range(len(starts) + 1):
+            span = (starts[i], min(self.n, starts[i] + rows)) if i < len(starts) else (0, 0)
+            reqs = [(k, _RANGE.pack(*span) + pack_bundle(inbox[k]), "offline")
+                    for k in range(self.K)]
+            inbox = {k: [] for k in range(self.K)}
+            for src, b in enumerate(self.link.exchange(reqs, 0)):
+                for dst, blob in unpack_bundle(b):
+                    self._peer(src, dst, 0, blob, "MaskedBlock")
+                    inbox[dst].append((src, blob))
+        self.pieces = len(starts)
+
+    def close(self, tolerate=False):
+        """The run is over: every party deletes the masked blocks it kept (``tolerate``: after
+        a failure, each party that still answers)."""
+        self.link.exchange([(k, b"", "close") for k in range(self.K)], 0, tolerate=tolerate)
 
     def select(self, prev, t):
         reqs = [(k, self._down(k, SM.Selections(prev), t), "select") for k in range(self.K)]
@@ -339,7 +460,8 @@ def serve(connect, spec, progress=None) -> dict:
         def remote(public):
             state["parties"] = LinkParties(link, public, {
                 "family": "secure", "iterations": spec["iterations"], "run_id": spec["run_id"],
-                "accountant": spec["accountant"]})
+                "accountant": spec["accountant"]}, [len(b) for b in spec["blocks"]],
+                spec.get("offline_frame_bytes"))
             return state["parties"]
 
         def on_round(t, _):
@@ -354,9 +476,24 @@ def serve(connect, spec, progress=None) -> dict:
                    setup_seconds=res.setup_seconds)
     except Exception as exc:
         out["error"] = error_record(exc, out["t"])
+        _remove_blocks_after(state.get("parties"), exc)
     out["flower"] = link.meter.summary(K)
     out["flower_totals"] = link.meter.totals()
     return out
+
+
+def _remove_blocks_after(parties, exc):
+    """After a failed run, the parties that still answer delete their masked blocks.  Not after
+    a lost party: its host may never answer (each message would wait out the reply timeout); the
+    others' blocks stay in their ``spill-dir``, in folders named by the run id."""
+    from ...runtime.link import PartyLost
+
+    if parties is None or isinstance(exc, PartyLost):
+        return
+    try:
+        parties.close(tolerate=True)
+    except Exception:          # cleanup only: the run's own error is what is reported
+        pass
 
 
 class _Shape:

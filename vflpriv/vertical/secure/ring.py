@@ -87,15 +87,29 @@ def _zeros(nbytes):
 
 
 class Prg:
-    """AES-128-CTR keystream read as little-endian uint64 words (a fresh key per stream)."""
+    """AES-128-CTR keystream read as little-endian uint64 words (a fresh key per stream).
 
-    def __init__(self, key: bytes):
+    ``word``: start at that word of the stream instead of its beginning.  CTR mode encrypts the
+    counter blocks 0, 1, 2, ... (the 16-byte initial block is the counter, incremented as one
+    big-endian integer), so word w lies in block 8w // 16: the cipher starts at that counter and
+    drops the 8 (w mod 2) bytes before it (SP 800-38A, section 6.5: any block of the keystream
+    can be computed on its own).  A party sending its masked block in pieces over a link starts
+    each piece where it lies in the stream."""
+
+    def __init__(self, key: bytes, word: int = 0):
         from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
         if not isinstance(key, (bytes, bytearray)) or len(key) != KEY_BYTES:
             raise InputError(f"PRG key must be {KEY_BYTES} bytes")
+        word = int(word)
+        if word < 0:
+            raise InputError(f"PRG start word must be >= 0, got {word}")
         self.key = bytes(key)
-        self._enc = Cipher(algorithms.AES(self.key), modes.CTR(bytes(16))).encryptor()
+        block, skip = divmod(8 * word, 16)
+        self._enc = Cipher(algorithms.AES(self.key),
+                           modes.CTR(block.to_bytes(16, "big"))).encryptor()
+        if skip:
+            self._enc.update(bytes(skip))
 
     def uint64(self, count: int) -> np.ndarray:
         """The next ``count`` words of the stream."""

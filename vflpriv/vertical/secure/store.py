@@ -23,42 +23,50 @@ SPILL_BYTES = 2 * 2 ** 30
 
 
 class SpilledBlocks:
-    """One sender's masked block as row chunks in a file of little-endian uint64 words."""
+    """One sender's masked block as row chunks in a file of little-endian uint64 words.
+
+    No file stays open between calls: an append opens the file, writes at the end recorded here
+    and closes it; a read opens it for the pass.  A store is therefore plain data (path and
+    chunk table), picklable: a party role over a link keeps it in its state, and the file it
+    names stays on the party's disk (:mod:`.remote`).  An append writes at ``nbytes``, so a
+    message retried from the previous state overwrites instead of duplicating."""
 
     def __init__(self, directory, sender):
         fd, self.path = tempfile.mkstemp(prefix=f"masked-{sender}-", suffix=".u64", dir=directory)
-        self._fh = os.fdopen(fd, "w+b")
+        os.close(fd)
         self.chunks = []                     # (row offset, rows, cols, byte offset)
         self.nbytes = 0
 
     def append(self, row, block):
         block = np.ascontiguousarray(block, dtype="<u8")
-        self._fh.seek(self.nbytes)
-        self._fh.write(memoryview(block).cast("B"))
+        with open(self.path, "r+b") as fh:
+            fh.seek(self.nbytes)
+            fh.write(memoryview(block).cast("B"))
+            fh.truncate()
         r, c = block.shape
         self.chunks.append((int(row), r, c, self.nbytes))
         self.nbytes += block.nbytes
 
     def __iter__(self):
-        self._fh.flush()
-        fd = self._fh.fileno()
-        for row, r, c, off in self.chunks:
-            out = np.empty((r, c), dtype="<u8")
-            view = memoryview(out).cast("B")
-            got = 0
-            while got < out.nbytes:
-                n = os.preadv(fd, [view[got:]], off + got)
-                if n <= 0:
-                    raise OSError(f"short read of a spilled masked block in {self.path}")
-                got += n
-            yield row, out
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            for row, r, c, off in self.chunks:
+                out = np.empty((r, c), dtype="<u8")
+                view = memoryview(out).cast("B")
+                got = 0
+                while got < out.nbytes:
+                    n = os.preadv(fd, [view[got:]], off + got)
+                    if n <= 0:
+                        raise OSError(f"short read of a spilled masked block in {self.path}")
+                    got += n
+                yield row, out
+        finally:
+            os.close(fd)
 
     def __len__(self):
         return len(self.chunks)
 
     def close(self):
-        if not self._fh.closed:
-            self._fh.close()
         try:
             os.unlink(self.path)
         except FileNotFoundError:

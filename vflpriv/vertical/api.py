@@ -86,7 +86,9 @@ def solve(data, config: VerticalConfig | None = None, **options) -> Solution:
         warnings.warn(f"{cfg.loss_fn.name} loss with a {cfg.sketch} sketch: the partial gradients "
                       "are biased (see docs/vertical.md)", stacklevel=3)
     if cfg.algorithm == "dp-bcfw-secure":
-        return _solve_secure(data, cfg, label_party)
+        from .secure import solve_secure      # vflpriv.vertical.secure, imported when used
+
+        return solve_secure(data, cfg, label_party)
     if cfg.algorithm in ("fw", "dpfw"):
         return _centralized(data, cfg)
     return _Run(data, cfg).solve()
@@ -119,24 +121,6 @@ def _check_outputs(cfg):
         from ..outputs import check_output
 
         check_output(ledger, "ledger")
-
-
-def _solve_secure(data, cfg, label_party):
-    """dp-bcfw-secure (``vflpriv.vertical.secure``)."""
-    from .secure import solve_secure
-
-    return solve_secure(data, loss=cfg.loss_fn, eta=cfg.eta, iterations=int(cfg.iterations),
-                        sampling=cfg.sampling, epsilon=cfg.epsilon, delta=cfg.delta, rnm=cfg.rnm,
-                        sketch=cfg.sketch, calibration=cfg.calibration, split=cfg.split,
-                        feature_bound=cfg.feature_bound, label_bound=cfg.label_bound,
-                        accountant=cfg.accountant, ledger=cfg.ledger, seed=cfg.seed,
-                        reference=cfg.reference, callback=cfg.callback,
-                        report_accountants=cfg.report_accountants,
-                        derivative_clip=cfg.derivative_clip, checkpoint=cfg.checkpoint,
-                        row_clip=cfg.row_clip, max_features=cfg.max_features,
-                        backend=cfg.backend, flower=cfg.flower, label_party=label_party,
-                        resume=cfg.resume, checkpoint_every=cfg.checkpoint_every,
-                        checkpoint_extra=cfg.checkpoint_extra)
 
 
 class _Run:

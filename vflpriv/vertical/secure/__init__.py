@@ -2,7 +2,8 @@
 
 ``ring`` (fixed point over Z_{2^64}, shares, AES-CTR PRG), ``beaver`` (the dealer-assisted
 matrix-vector product), ``messages`` (wire format), ``privacy`` (sensitivities, calibration),
-``protocol`` (parties, server, round loop), ``solve`` (the ``solve()`` branch).
+``protocol`` (parties, server, round loop), ``solve`` (the ``solve()`` branch: least squares),
+``glm_solve`` (its logistic path), ``run`` (what the two paths share).
 See docs/vertical.md ("dp-bcfw-secure") and docs/sensitivity.md (section 4).
 """
 from .protocol import SecureParty, run_secure

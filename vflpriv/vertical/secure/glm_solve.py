@@ -3,6 +3,7 @@ the Solution of the GLM path (``glm.py``)."""
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -11,6 +12,7 @@ from . import privacy as SP
 from . import resume as SC
 from .fourier import SigmoidSeries
 from .glm import glm_sensitivity, round_event, run_secure_glm
+from .run import SecureRun, finish, meter_totals, open_budget, seeds_and_checkpointer
 
 
 def check_binary_labels(y):
@@ -33,72 +35,93 @@ def calibrate_sigma(epsilon, delta, T, sens, accountant):
     return res.value, res.epsilon
 
 
-def solve_glm(data, *, loss, eta, iterations, epsilon, delta, feature_bound, label_bound,
-              accountant, ledger, seed, reference, callback, report_accountants, row_clip,
-              label_party, series=None, row_clips=None, defaults=(), checkpoint=None, ck=None,
-              config=None, checkpoint_every=1, checkpoint_extra=None):
-    """The logistic path; ``checkpoint``/``ck`` (a checkpoint read by ``resume.read_resume``)
-    as in ``solve.solve_secure``: a checkpoint before anything is charged, after the setup and
-    after every ``checkpoint_every``-th round; a resume replays what was charged after it."""
-    from accounting import BudgetFilter, SelfComposed
+class _Noise(NamedTuple):
+    """The noise of a private logistic run: its plan, sigma and the row clips C_k."""
+    plan: object
+    sigma: float
+    clips: list
 
-    from ...optim import reference_optimum
-    from ..solution import Solution, privacy_report
-    from ..privacy import NoisePlan
 
+def solve_glm(data, run: SecureRun, series=None):
+    """The logistic path of dp-bcfw-secure for the run ``solve.settle`` settled: the noise
+    (private runs), the rounds (``glm.run_secure_glm``) and the Solution.  ``series``: the
+    sigmoid's Fourier series (``fourier.SigmoidSeries()`` by default).  Checkpoints as in the
+    least-squares path: one before anything is charged, after the setup and after every
+    ``checkpoint_every``-th round; a resume (``run.ck``) replays what was charged after it."""
     series = series or SigmoidSeries()
     check_binary_labels(data.y)
-    K, n, T = data.K, data.n, int(iterations)
-    if K < 2:
-        raise InputError(f"dp-bcfw-secure needs at least 2 parties, got {K}")
-    private = math.isfinite(epsilon)
-    sigma, clips, plan, led, budget = 0.0, None, None, None, None
-    D = series.derivative_bound
-    if private:
-        SP.P.check_bound("feature_bound", feature_bound)
-        SP.P.check_bound("label_bound", label_bound)
-        if row_clip is not None:
-            SP.check_row_clip(row_clip)
-        clips = (list(row_clips) if row_clips is not None
-                 else SP.row_clips(feature_bound, row_clip, [len(b) for b in data.blocks]))
-        sens = glm_sensitivity(D, clips)
-        sigma, eps_plan = calibrate_sigma(epsilon, delta, T, sens, accountant)
-        ev = SelfComposed(round_event(sigma, D, clips), T)
-        plan = NoisePlan("accountant", "gaussian-scores", 0.0, sigma, eps_plan, delta,
-                         accountant, ev,
-                         {"algorithm": "dp-bcfw-secure", "loss": "logistic",
-                          "sens_scores": sens, "derivative_bound": D, "row_clips": clips,
-                          "label_party": label_party,
-                          "score_noise_std": sigma / n,
-                          "selection": "argmax of Gaussian-noised scores (post-processing)"})
-        led = SC.open_ledger_for(ledger, ck, checkpoint, epsilon, delta, accountant)
-        b_eps, b_delta = led.governing_budget(epsilon, delta)
-        budget = BudgetFilter(led, b_eps, b_delta, accountant=accountant)
-        # on resume: the rounds still to run (every round is one release of the same event)
-        left = None
-        if ck:
-            t0 = 0 if ck["state"]["stage"] == "start" else int(ck["state"]["t"])
-            left = SelfComposed(round_event(sigma, D, clips), T - t0) if t0 < T else None
-        budget = SC.check_and_replay(budget, led, ck, checkpoint, left, ev,
-                                     advice=lambda: "a smaller epsilon, fewer iterations or a "
-                                                    "fresh ledger fits")
-    noise_key, noise_seed = SC.seeds(ck, seed)
-    on_round = SC.checkpointer(checkpoint, checkpoint_every, T, config=config, seed=seed,
-                               noise_seed=noise_seed, noise_key=noise_key, data=data,
-                               extra=checkpoint_extra, led=led, budget=budget)
-    res = run_secure_glm(data, loss, eta=float(eta), iterations=T, label_party=label_party,
-                         private=private, series=series, sigma=sigma, budget_filter=budget,
-                         feature_bound=feature_bound, clips=clips, seed=noise_seed,
-                         noise_key=noise_key, callback=callback, on_round=on_round,
+    if data.K < 2:
+        raise InputError(f"dp-bcfw-secure needs at least 2 parties, got {data.K}")
+    noise = _plan_noise(data, run, series) if run.private else None
+    led, budget = _open_budget(run, noise, series) if run.private else (None, None)
+    res = _rounds(data, run, series, noise, led, budget)
+    return _solution(data, run, series, res, noise, led, budget)
+
+
+def _plan_noise(data, run: SecureRun, series) -> _Noise:
+    """sigma of the Gaussian on each round's scores, by the accountant for T rounds of the
+    derivative's sensitivity under the row clips C_k (docs/sensitivity.md 5.1-5.3).  The
+    declared bounds and the row clip were checked by ``solve.settle``."""
+    from accounting import SelfComposed
+
+    from ..privacy import NoisePlan
+
+    cfg, T, D = run.cfg, run.T, series.derivative_bound
+    clips = (list(run.row_clips) if run.row_clips is not None
+             else SP.row_clips(cfg.feature_bound, cfg.row_clip, [len(b) for b in data.blocks]))
+    sens = glm_sensitivity(D, clips)
+    sigma, eps_plan = calibrate_sigma(cfg.epsilon, cfg.delta, T, sens, cfg.accountant)
+    ev = SelfComposed(round_event(sigma, D, clips), T)
+    plan = NoisePlan("accountant", "gaussian-scores", 0.0, sigma, eps_plan, cfg.delta,
+                     cfg.accountant, ev,
+                     {"algorithm": "dp-bcfw-secure", "loss": "logistic",
+                      "sens_scores": sens, "derivative_bound": D, "row_clips": clips,
+                      "label_party": run.label_party,
+                      "score_noise_std": sigma / data.n,
+                      "selection": "argmax of Gaussian-noised scores (post-processing)"})
+    return _Noise(plan, sigma, clips)
+
+
+def _open_budget(run: SecureRun, noise: _Noise, series):
+    """The ledger and budget filter (``run.open_budget``), the whole plan checked against
+    them; on resume, the rounds still to run (every round is one release of the same event)."""
+    from accounting import SelfComposed
+
+    T, D = run.T, series.derivative_bound
+
+    def remaining():
+        t0 = 0 if run.ck["state"]["stage"] == "start" else int(run.ck["state"]["t"])
+        return SelfComposed(round_event(noise.sigma, D, noise.clips), T - t0) if t0 < T else None
+
+    return open_budget(run, run.cfg.ledger, noise.plan.event, remaining)
+
+
+def _rounds(data, run: SecureRun, series, noise, led, budget):
+    """The T rounds in process (``glm.run_secure_glm``), checkpointed; on resume from the
+    checkpoint's state, the charges made after it replayed."""
+    cfg, ck = run.cfg, run.ck
+    noise_key, noise_seed, on_round = seeds_and_checkpointer(run, data, led, budget)
+    res = run_secure_glm(data, run.loss, eta=float(cfg.eta), iterations=run.T,
+                         label_party=run.label_party, private=run.private, series=series,
+                         sigma=0.0 if noise is None else noise.sigma, budget_filter=budget,
+                         feature_bound=cfg.feature_bound,
+                         clips=None if noise is None else noise.clips, seed=noise_seed,
+                         noise_key=noise_key, callback=cfg.callback, on_round=on_round,
                          state=(ck["state"], ck["arrays"]) if ck else None)
-    SC.check_all_replayed(budget, ck, T)
-    m = res.meter
+    SC.check_all_replayed(budget, ck, run.T)
+    return res
+
+
+def _solution(data, run: SecureRun, series, res, noise, led, budget):
+    """The Solution: x, the objective history, bytes per party (and what sending the partial
+    margins, or full gradients, would have cost), the ring's scales and the privacy report."""
+    from ..solution import Solution
+
+    K, n, T, m = data.K, data.n, run.T, res.meter
+    plan, clips = (None, None) if noise is None else (noise.plan, noise.clips)
     sol = Solution(algorithm="dp-bcfw-secure", x=res.x, objective=res.objective,
                    initial_objective=res.initial_objective, iterations=T, seconds=res.seconds,
-                   K=K, n=n, seed=seed, uplink=[m.total(k, "uplink") for k in range(K)],
-                   uplink_framed=[m.total(k, "uplink", True) for k in range(K)],
-                   downlink=[m.total(k, "downlink") for k in range(K)],
-                   downlink_framed=[m.total(k, "downlink", True) for k in range(K)],
+                   K=K, n=n, seed=run.seed, **meter_totals(m, K),
                    # naive: each party sends its partial margins A_k x_k (8 n bytes) each round
                    uplink_naive=[8 * n * T] * K,
                    uplink_full_gradient=[8 * len(b) * T for b in data.blocks],
@@ -111,18 +134,9 @@ def solve_glm(data, *, loss, eta, iterations, epsilon, delta, feature_bound, lab
                           "setup_seconds": res.setup_seconds,
                           "party_ledgers": res.extra["party_ledgers"],
                           "bytes_by_type": {k: list(v) for k, v in m.by_type.items()},
-                          "label_party": label_party, "helper_party": res.extra["helper_party"],
+                          "label_party": run.label_party,
+                          "helper_party": res.extra["helper_party"],
                           "path": "glm", "sigmoid": series.describe(),
-                          "defaults": list(defaults),
+                          "defaults": list(run.defaults),
                           "backend": "inprocess", "flower": None})
-    if private:
-        values, best = privacy_report(led.event(), delta, report_accountants)
-        sol.privacy = {"epsilon_spent": values, "best_accountant": best, "delta": delta,
-                       "target_epsilon": epsilon, "budget_accountant": accountant,
-                       "spent_by_budget_accountant": budget.spent(),
-                       "calibration": plan.to_dict(), "releases": len(led.records),
-                       "neighboring": "replace_one"}
-    if reference:
-        sol.reference = reference_optimum(data.A, data.y, loss, blocks=data.blocks,
-                                          eta=float(eta), on_failure="flag")
-    return sol
+    return finish(sol, data, run, led, budget, plan)

@@ -155,3 +155,13 @@ def test_a_refusal_after_the_offline_phase_still_removes_the_parties_files(
         solve(data, ledger=str(tmp_path / "run.ledger"), backend="local", **PRIVATE)
     assert seen["files"] == data.K * (data.K - 1)
     assert list(spill.iterdir()) == []
+
+
+def test_a_spill_dir_that_cannot_be_made_is_a_refusal_naming_it(tmp_path, monkeypatch):
+    data = _data(n=40)
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    _with_spill_dir(monkeypatch, blocker / "spill")
+    with pytest.raises(Exception, match="spill-dir") as err:
+        solve(data, ledger=str(tmp_path / "run.ledger"), backend="local", **PRIVATE)
+    assert str(blocker / "spill") in str(err.value)

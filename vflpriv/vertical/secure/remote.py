@@ -48,7 +48,10 @@ OFFLINE_FRAME_BYTES = 32 * 2 ** 20
 
 # -- bundles: [(peer, bytes), ...] in one frame -----------------------------------------------
 def pack_bundle(entries) -> bytes:
-    return b"".join(_ENTRY.pack(int(p), len(b)) + b for p, b in entries)
+    parts = []
+    for p, b in entries:          # one copy of each blob (the join), not two
+        parts += (_ENTRY.pack(int(p), len(b)), b)
+    return b"".join(parts)
 
 
 def unpack_bundle(data: bytes) -> list:
@@ -267,9 +270,13 @@ class SecurePartyRole(PartyRole):
         for src, blob in unpack_bundle(frame[_RANGE.size:]):
             msg = SM.decode(ch.open(src, "MaskedBlock", 0, blob))[0]
             store = self.party.masked.get(src)
-            if store is None:
-                store = self.party.masked[src] = SpilledBlocks(self._block_dir(), src)
-            store.append(msg.row, msg.block)
+            try:
+                if store is None:
+                    store = self.party.masked[src] = SpilledBlocks(self._block_dir(), src)
+                store.append(msg.row, msg.block)
+            except OSError as exc:       # e.g. a full disk: 8 n p_l bytes per peer l
+                raise Refused(f"party {self.k} cannot keep the masked blocks in "
+                              f"{self._block_dir()!r}: {exc}") from None
         out = []
         if stop > start:
             for row, block in self.party.masked_blocks(start, stop):
@@ -287,10 +294,14 @@ class SecurePartyRole(PartyRole):
 
             run = re.sub(r"[^A-Za-z0-9_-]", "", str(self.setup.get("run_id") or ""))[:16]
             parent = self.cfg.get("spill-dir") or None
-            if parent is not None:
-                os.makedirs(parent, exist_ok=True)
-            self.block_dir = tempfile.mkdtemp(prefix=f"vflpriv-masked-{run}-p{self.k}-",
-                                              dir=parent)
+            try:
+                if parent is not None:
+                    os.makedirs(parent, exist_ok=True)
+                self.block_dir = tempfile.mkdtemp(prefix=f"vflpriv-masked-{run}-p{self.k}-",
+                                                  dir=parent)
+            except OSError as exc:
+                raise Refused(f"party {self.k} cannot keep the masked blocks in spill-dir "
+                              f"{parent or tempfile.gettempdir()!r}: {exc}") from None
         return self.block_dir
 
     def _remove_blocks(self):

@@ -279,7 +279,31 @@ def test_bench_scale_smoke(tmp_path):
     res = json.loads(out.read_text())
     (row,) = res["runs"]
     assert row["returncode"] == 0 and row["n"] == 3000 and row["peak_rss_bytes"] > 0
+    assert row["backend"] == "inprocess" and row["peak_tree_rss_bytes"] > 0
     assert row["products"] > 0 and 0 < row["epsilon_spent"] <= 1.0 + 1e-9
     assert row["setup_seconds"] + row["rounds_seconds"] <= row["wall_seconds"]
     chunked = res["tables"][0]
     assert chunked["returncode"] == 0 and chunked["rows"] == 300
+
+
+def test_tree_rss_counts_a_grandchild():
+    """The bench's memory of a run with helper processes: a child that starts a grandchild
+    holding 200 MiB (touched) is counted with it, and neither alone reaches the sum."""
+    import time
+
+    from vflpriv.bench.scale import _tree_rss
+
+    code = ("import subprocess, sys, time\n"
+            "g = subprocess.Popen([sys.executable, '-c', 'b = bytearray(200 * 2**20); "
+            "import time; print(1, flush=True); time.sleep(30)'], stdout=subprocess.PIPE)\n"
+            "g.stdout.readline(); print(g.pid, flush=True); time.sleep(30)")
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        grandchild = int(child.stdout.readline())
+        time.sleep(0.2)
+        total, own = _tree_rss(child.pid), _tree_rss(grandchild)
+        assert own >= 200 * 2 ** 20
+        assert total > own
+    finally:
+        child.kill()
+        subprocess.run(["kill", "-9", str(grandchild)], capture_output=True)

@@ -1,10 +1,13 @@
 """``vflpriv bench scale``: wall time and peak memory of ``vflpriv run --algorithm dp-bcfw-secure``
-at large n (issue 23, part 4: n = 1e6, d = 2000, K = 4, T = 200 in under 30 minutes and 8 GB).
+at large n (issue 23, part 4: n = 1e6, d = 2000, K = 4, T = 200 in under 30 minutes and 8 GB),
+in process or (``--backend``) on Flower.
 
 Each n is one child process running the real command line (``python -m vflpriv run ...`` on
 ``synthetic:n=N,d=D,density=...``, generation included), so that its figures are its own: wall
 seconds measured around it, peak resident memory from ``os.wait4``'s rusage (``ru_maxrss``, the
-largest resident set of the child, KiB on Linux).  From the run's JSON: the protocol's setup
+largest resident set of the child, KiB on Linux), and the peak of the child and all its
+descendants together, sampled from ``/proc`` every 0.5 s (on ``--backend flower-sim`` or
+``flower`` the parties run in processes of their own).  From the run's JSON: the protocol's setup
 seconds (key setup, masked blocks, label products) and its rounds' seconds, the number of secure
 products and the epsilon spent; the rest of the wall time is start-up, data generation and the
 partition.
@@ -34,6 +37,10 @@ def add_arguments(p):
     p.add_argument("--iterations", type=int, default=200, help="T (default 200)")
     p.add_argument("--epsilon", default="1", help="privacy budget of each run (default 1)")
     p.add_argument("--delta", type=float, default=1e-6)
+    p.add_argument("--backend", default="inprocess", choices=("inprocess", "flower-sim", "flower"),
+                   help="vflpriv run's --backend (default inprocess); on Flower the parties' "
+                        "roles run in their own processes, the peak of all of them together "
+                        "is reported too")
     p.add_argument("--table-rows", type=int, default=0,
                    help="also read an N-row CSV under a memory limit (default 0: skip)")
     p.add_argument("--table-limit-gb", type=float, default=2.0,
@@ -56,8 +63,37 @@ def _sizes(text):
     return out
 
 
-def _child(cmd, limit_bytes=None):
-    """Run ``cmd``; (returncode, wall seconds, peak RSS bytes, stderr tail)."""
+def _tree_rss(root):
+    """Resident bytes of ``root`` and all its descendants now (``/proc``; 0 where unreadable)."""
+    kids, rss = {}, {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as fh:
+                stat = fh.read()
+            with open(f"/proc/{name}/statm") as fh:
+                pages = int(fh.read().split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        kids.setdefault(ppid, []).append(int(name))
+        rss[int(name)] = pages * os.sysconf("SC_PAGE_SIZE")
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += rss.get(pid, 0)
+        todo += kids.get(pid, [])
+    return total
+
+
+def _child(cmd, limit_bytes=None, tree=False):
+    """Run ``cmd``; (returncode, wall seconds, peak RSS bytes, stderr tail, peak tree bytes).
+    The peak RSS is the largest single process's (``wait4``); ``tree``: also the peak of the
+    sum over the child and all its descendants, sampled every 0.5 s (a run with helper
+    processes, e.g. Flower's simulation; shared pages count once per process that maps them)."""
+    import threading
+
     def limit():
         if limit_bytes:
             import resource
@@ -67,12 +103,23 @@ def _child(cmd, limit_bytes=None):
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             preexec_fn=limit if limit_bytes else None)
+    peak, done = [0], threading.Event()
+
+    def sample():
+        while not done.wait(0.5):
+            peak[0] = max(peak[0], _tree_rss(proc.pid))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    if tree:
+        sampler.start()
     err = proc.stderr.read()
     _, status, ru = os.wait4(proc.pid, 0)
+    done.set()
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
     proc.stderr.close()
-    return proc.returncode, wall, ru.ru_maxrss * 1024, err.decode(errors="replace")[-400:]
+    return (proc.returncode, wall, ru.ru_maxrss * 1024, err.decode(errors="replace")[-400:],
+            peak[0] if tree else None)
 
 
 def _secure_row(n, args, tmp):
@@ -81,11 +128,14 @@ def _secure_row(n, args, tmp):
     cmd = [sys.executable, "-m", "vflpriv", "run", "--data", spec, "--algorithm", "dp-bcfw-secure",
            "--parties", str(args.parties), "--iterations", str(args.iterations),
            "--epsilon", str(args.epsilon), "--delta", str(args.delta), "--feature-bound", "5",
-           "--label-bound", "20", "--seed", "0", "--quiet", "--json", out]
-    rc, wall, rss, err = _child(cmd)
+           "--label-bound", "20", "--seed", "0", "--quiet", "--json", out,
+           "--backend", args.backend]
+    rc, wall, rss, err, tree = _child(cmd, tree=True)
     row = {"n": n, "d": args.d, "density": args.density, "parties": args.parties,
-           "iterations": args.iterations, "command": " ".join(cmd[1:]).replace(out, "OUT.json"),
-           "returncode": rc, "wall_seconds": wall, "peak_rss_bytes": rss}
+           "iterations": args.iterations, "backend": args.backend,
+           "command": " ".join(cmd[1:]).replace(out, "OUT.json"),
+           "returncode": rc, "wall_seconds": wall, "peak_rss_bytes": rss,
+           "peak_tree_rss_bytes": tree}
     if rc != 0:
         row["error"] = err.strip().splitlines()[-1] if err.strip() else "no message"
         return row
@@ -146,7 +196,7 @@ def _table_rows(args, tmp):
              "A = df.drop(columns=['y']).to_numpy(dtype=np.float64)\nprint(A.shape)"]
     out = []
     for name, cmd in (("vflpriv run (chunked)", chunked), ("pandas.read_csv (whole)", whole)):
-        rc, wall, rss, err = _child(cmd, limit)
+        rc, wall, rss, err, _ = _child(cmd, limit)
         out.append({"reader": name, "rows": args.table_rows, "d": args.d,
                     "file_bytes": os.path.getsize(path), "dense_bytes": dense,
                     "limit_bytes": limit, "returncode": rc, "wall_seconds": wall,
@@ -178,14 +228,17 @@ def run(args) -> int:
             row = _secure_row(n, args, tmp)
             rows.append(row)
             gb = row["peak_rss_bytes"] / 1e9
+            tree = row["peak_tree_rss_bytes"] / 1e9
             if row["returncode"]:
                 print(f"n={n}: exit {row['returncode']} after {row['wall_seconds']:.0f} s, peak "
                       f"{gb:.2f} GB: {row['error']}")
                 continue
-            print(f"n={n} d={args.d} K={args.parties} T={args.iterations}: wall "
+            print(f"n={n} d={args.d} K={args.parties} T={args.iterations} "
+                  f"{args.backend}: wall "
                   f"{row['wall_seconds']:.1f} s (setup {row['setup_seconds']:.1f} s, rounds "
                   f"{row['rounds_seconds']:.1f} s = {row['seconds_per_round']:.3f} s/round, "
-                  f"generation and start-up {row['other_seconds']:.1f} s), peak RSS {gb:.2f} GB, "
+                  f"generation and start-up {row['other_seconds']:.1f} s), peak RSS {gb:.2f} GB "
+                  f"(largest process; all processes together {tree:.2f} GB), "
                   f"{row['products']} secure products, epsilon {row['epsilon_spent']:.4g}")
         if args.table_rows:
             tables = _table_rows(args, tmp)

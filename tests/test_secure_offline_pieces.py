@@ -165,3 +165,27 @@ def test_a_spill_dir_that_cannot_be_made_is_a_refusal_naming_it(tmp_path, monkey
     with pytest.raises(Exception, match="spill-dir") as err:
         solve(data, ledger=str(tmp_path / "run.ledger"), backend="local", **PRIVATE)
     assert str(blocker / "spill") in str(err.value)
+
+
+def test_after_a_lost_party_the_others_remove_their_files(tmp_path, monkeypatch):
+    """A party lost in the rounds (its role fails, as a dead SuperNode does) is not asked
+    again; the parties that still answer delete their blocks; the lost one's folder stays."""
+    data = _data(n=60)
+    spill = tmp_path / "spill"
+    _with_spill_dir(monkeypatch, spill)
+    orig = SR.SecurePartyRole.handle
+    asked = []
+
+    def handle(role, kind, frame, t):
+        asked.append((role.k, kind))
+        if kind == "select" and role.k == 1:
+            raise RuntimeError("party 1's host died (test)")
+        return orig(role, kind, frame, t)
+
+    monkeypatch.setattr(SR.SecurePartyRole, "handle", handle)
+    with pytest.raises(Exception, match="party 1 lost"):
+        solve(data, ledger=str(tmp_path / "run.ledger"), backend="local", **PRIVATE)
+    assert sorted(k for k, kind in asked if kind == "close") == [0, 2]
+    left = [p.name for p in spill.iterdir()]
+    assert len(left) == 1 and "-p1-" in left[0], left
+    assert len(list((spill / left[0]).iterdir())) == data.K - 1

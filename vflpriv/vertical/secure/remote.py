@@ -412,10 +412,11 @@ class LinkParties:
                     inbox[dst].append((src, blob))
         self.pieces = len(starts)
 
-    def close(self, tolerate=False):
+    def close(self, tolerate=False, skip=()):
         """The run is over: every party deletes the masked blocks it kept (``tolerate``: after
-        a failure, each party that still answers)."""
-        self.link.exchange([(k, b"", "close") for k in range(self.K)], 0, tolerate=tolerate)
+        a failure, each party that still answers; ``skip``: parties not to ask)."""
+        self.link.exchange([(k, b"", "close") for k in range(self.K) if k not in skip], 0,
+                           tolerate=tolerate)
 
     def select(self, prev, t):
         reqs = [(k, self._down(k, SM.Selections(prev), t), "select") for k in range(self.K)]
@@ -494,15 +495,15 @@ def serve(connect, spec, progress=None) -> dict:
 
 
 def _remove_blocks_after(parties, exc):
-    """After a failed run, the parties that still answer delete their masked blocks.  Not after
-    a lost party: its host may never answer (each message would wait out the reply timeout); the
-    others' blocks stay in their ``spill-dir``, in folders named by the run id."""
+    """After a failed run, the parties that still answer delete their masked blocks.  A lost
+    party is not asked (its host may never answer, and the message would wait out the reply
+    timeout): its blocks stay in its ``spill-dir``, in a folder named by the run id."""
     from ...runtime.link import PartyLost
 
-    if parties is None or isinstance(exc, PartyLost):
+    if parties is None:
         return
     try:
-        parties.close(tolerate=True)
+        parties.close(tolerate=True, skip={exc.party} if isinstance(exc, PartyLost) else ())
     except Exception:          # cleanup only: the run's own error is what is reported
         pass
 

@@ -140,10 +140,8 @@ MESSAGE_TYPES = {c.TYPE: c for c in (Setup, Round, Index, FeatureRequest, Featur
 
 def encode(msg, party: int, round: int) -> bytes:
     """Frame ``msg`` (header + payload)."""
-    body = msg.payload()               # bytes-like, or a tuple of parts joined once here
-    parts = body if isinstance(body, tuple) else (body,)
-    size = sum(len(b) for b in parts)
-    return b"".join((HEADER.pack(VERSION, msg.TYPE, party, round, size),) + parts)
+    body = msg.payload()
+    return HEADER.pack(VERSION, msg.TYPE, party, round, len(body)) + body
 
 
 def decode(frame: bytes):

@@ -51,9 +51,7 @@ def _u64(b):
 
 
 def _u64_bytes(a):
-    """The words of ``a`` as little-endian bytes: a view of the array's buffer (no copy; the
-    frame is built by one concatenation, and a masked block slice is tens of MB)."""
-    return memoryview(np.ascontiguousarray(a, dtype="<u8").reshape(-1)).cast("B")
+    return np.ascontiguousarray(a, dtype="<u8").tobytes()
 
 
 @dataclass
@@ -110,7 +108,7 @@ class MaskedBlock:
 
     def payload(self):
         r, c = self.block.shape
-        return self._S.pack(self.row, r, c), _u64_bytes(self.block)
+        return self._S.pack(self.row, r, c) + _u64_bytes(self.block)
 
     @classmethod
     def parse(cls, b):

@@ -50,22 +50,19 @@ OFFLINE_FRAME_BYTES = 8 * 2 ** 20
 
 
 # -- bundles: [(peer, bytes), ...] in one frame -----------------------------------------------
-def pack_bundle(entries, head=b"") -> bytes:
-    """``head`` then each (peer, blob) entry, in one frame: each blob copied once (the join)."""
-    parts = [head]
-    for p, b in entries:
+def pack_bundle(entries) -> bytes:
+    parts = []
+    for p, b in entries:          # one copy of each blob (the join), not two
         parts += (_ENTRY.pack(int(p), len(b)), b)
     return b"".join(parts)
 
 
-def unpack_bundle(data, views=False) -> list:
-    """The (peer, blob) entries of a bundle; ``views``: each blob a memoryview of ``data``, not
-    a copy (the offline phase relays and opens tens of MB per message)."""
-    buf, out, off = (memoryview(data) if views else data), [], 0
-    while off < len(buf):
-        p, n = _ENTRY.unpack_from(buf, off)
+def unpack_bundle(data: bytes) -> list:
+    out, off = [], 0
+    while off < len(data):
+        p, n = _ENTRY.unpack_from(data, off)
         off += _ENTRY.size
-        out.append((p, buf[off:off + n]))
+        out.append((p, data[off:off + n]))
         off += n
     return out
 
@@ -98,15 +95,8 @@ class Channel:
         return f"{src}>{dst}|{kind}|{t}".encode()
 
     def seal(self, dst, kind, t, frame: bytes) -> bytes:
-        """nonce + ciphertext + tag (bytes-like)."""
-        nonce, aead = os.urandom(_NONCE), self._aead[int(dst)]
-        aad = self._aad(self.me, dst, kind, t)
-        if not hasattr(aead, "encrypt_into"):       # older cryptography releases
-            return nonce + aead.encrypt(nonce, frame, aad)
-        out = bytearray(_NONCE + len(frame) + _TAG)  # encrypted in place after the nonce
-        out[:_NONCE] = nonce
-        aead.encrypt_into(nonce, frame, aad, memoryview(out)[_NONCE:])
-        return out
+        nonce = os.urandom(_NONCE)
+        return nonce + self._aead[int(dst)].encrypt(nonce, frame, self._aad(self.me, dst, kind, t))
 
     def open(self, src, kind, t, blob: bytes) -> bytes:
         from cryptography.exceptions import InvalidTag
@@ -280,7 +270,7 @@ class SecurePartyRole(PartyRole):
         it stays small), then send rows [start, stop) of this party's masked block, sealed for
         each peer."""
         start, stop = _RANGE.unpack_from(frame)
-        for src, blob in unpack_bundle(memoryview(frame)[_RANGE.size:], views=True):
+        for src, blob in unpack_bundle(frame[_RANGE.size:]):
             msg = SM.decode(ch.open(src, "MaskedBlock", 0, blob))[0]
             store = self.party.masked.get(src)
             try:
@@ -416,11 +406,11 @@ class LinkParties:
         inbox = {k: [] for k in range(self.K)}
         for i in range(len(starts) + 1):
             span = (starts[i], min(self.n, starts[i] + rows)) if i < len(starts) else (0, 0)
-            reqs = [(k, pack_bundle(inbox[k], head=_RANGE.pack(*span)), "offline")
+            reqs = [(k, _RANGE.pack(*span) + pack_bundle(inbox[k]), "offline")
                     for k in range(self.K)]
             inbox = {k: [] for k in range(self.K)}
             for src, b in enumerate(self.link.exchange(reqs, 0)):
-                for dst, blob in unpack_bundle(b, views=True):
+                for dst, blob in unpack_bundle(b):
                     self._peer(src, dst, 0, blob, "MaskedBlock")
                     inbox[dst].append((src, blob))
         self.pieces = len(starts)

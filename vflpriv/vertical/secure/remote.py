@@ -43,9 +43,8 @@ _ENTRY = struct.Struct("<HI")
 _RANGE = struct.Struct("<QQ")
 #: the offline phase sends a party's masked block in pieces of at most about this many bytes
 #: per message (each party's reply, and each relayed delivery), well below gRPC's message limit.
-#: Not larger: on Flower's simulation, messages near 32 MiB (glibc's largest mmap threshold, so
-#: each buffer is a fresh mapping) cost the server process mostly kernel time (n = 1e5, d = 2000,
-#: K = 4: setup 159 s with 32 MiB, 63 s with 16, 58 s with 8, 61 s with 4; docs/flower.md)
+#: Not larger: on Flower's simulation, 32 MiB messages cost the server process kernel time
+#: (n = 1e5, d = 2000, K = 4: setup 91 s with 32 MiB pieces, 60 s with 8 MiB; docs/flower.md)
 OFFLINE_FRAME_BYTES = 8 * 2 ** 20
 
 

@@ -69,3 +69,29 @@ def test_glm_scores_honest_holds_and_miscalibrated_is_caught():
     assert row["ok"]
     row = audit_mechanism(make_glm_scores(noise_factor=0.25), samples=5000, seed=2)
     assert not row["ok"] and row["lower_bound"] > row["claimed_epsilon"]
+
+
+def test_glm_intercept_claim_shift_and_audit():
+    """With the intercept, the round's claim is 2 D sqrt(2 C^2 + 1) and the noiseless shift of
+    the projected release on (C, b, 1) is 2 sigmoid(6) |(C, b, 1)| / n (the intercept's release
+    sum_r d_r moves with d_0); the honest mechanism passes its audit and a quarter of the noise
+    fails it (2000 / 5000 samples, false-failure rate <= 0.05 per audit, fixed seeds)."""
+    import math
+
+    import numpy as np
+
+    from vflpriv.audit.secure import make_glm_scores
+    from vflpriv.vertical.secure.fourier import SigmoidSeries
+
+    s = SigmoidSeries()
+    m = make_glm_scores(intercept=True)
+    assert m.event.sensitivity == pytest.approx(2 * s.derivative_bound * math.sqrt(3))
+    assert "dp_bcfw_secure_glm_intercept" in registered()
+    a, b = make_glm_scores(noise_factor=1e-12, intercept=True).sample(2, np.random.default_rng(0))
+    norm = math.sqrt(1.0 + (1 - 0.01) + 1.0)
+    exact = 2 * (1 / (1 + math.exp(-6.0))) * norm / 2
+    assert abs((a - b) - exact).max() <= 2 * s.error_bound() * norm / 2 + 1e-4
+    assert audit_mechanism(m, samples=2000, seed=3)["ok"]
+    row = audit_mechanism(make_glm_scores(noise_factor=0.25, intercept=True), samples=5000,
+                          seed=2)
+    assert not row["ok"] and row["lower_bound"] > row["claimed_epsilon"]

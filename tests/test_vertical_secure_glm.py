@@ -160,7 +160,9 @@ def test_private_logistic_secure_charges_t_gaussians_within_target():
     assert all(isinstance(r.event, Gaussian) for r in led.records)
     ev = led.records[0].event
     D_bound = SERIES.derivative_bound
-    assert ev.sensitivity == pytest.approx(2 * D_bound * math.sqrt(3 * 3.0 ** 2))
+    # three blocks with row clip 3 and the intercept's constant column 1 (sensitivity.md 5.5)
+    assert sol.extra["intercept_fitted"] is True
+    assert ev.sensitivity == pytest.approx(2 * D_bound * math.sqrt(3 * 3.0 ** 2 + 1.0))
     exact = get_accountant("optimal").epsilon(SelfComposed(ev, T), 1e-6)
     assert exact <= 2.0 + 1e-9
     assert get_accountant("rdp").epsilon(led.event(), 1e-6) <= 2.0 + 1e-9

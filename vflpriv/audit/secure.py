@@ -137,7 +137,7 @@ register("dp_bcfw_secure_release")(lambda: make_release())
 
 def make_glm_scores(epsilon: float = 1.0, n: int = 2, feature_bound: float = 1.0,
                     row_clip: float = 1.0, margin: float = 6.0,
-                    noise_factor: float = 1.0) -> AuditMechanism:
+                    noise_factor: float = 1.0, intercept: bool = False) -> AuditMechanism:
     """One round of the logistic path's noisy scores (``glm.round_scores``: shared margins, the
     sigmoid series on shares, the Beaver score products with the holders' noise), K = 2, label
     at party 0, helper party 1.
@@ -150,7 +150,12 @@ def make_glm_scores(epsilon: float = 1.0, n: int = 2, feature_bound: float = 1.0
     C^2))`` (D = 1/2 + sum |b_j| bounds |d| whatever the shares); the share of the claim this
     neighbour pair can reach is about sigma(margin) sqrt(C^2 + b^2) / (D sqrt(2) C) = 0.81.
     Score: the projection of the two moving scores on (C, b), the most powerful test of a
-    Gaussian shift."""
+    Gaussian shift.
+
+    ``intercept=True`` (``dp_bcfw_secure_glm_intercept``): the label party fits the intercept, so
+    the round also releases sum_r d_r + N to it (``GlmParty.intercept_share``); the claim is
+    ``Gaussian(sigma, 2 D sqrt(C^2 + C^2 + 1))`` and the score projects the three moving
+    values on (C, b, 1)."""
     import numpy as np
 
     from accounting import REPLACE_ONE, Gaussian, calibrate
@@ -165,7 +170,7 @@ def make_glm_scores(epsilon: float = 1.0, n: int = 2, feature_bound: float = 1.0
     series = SigmoidSeries()
     D, C, Ba = series.derivative_bound, float(row_clip), float(feature_bound)
     clips = [C, C]
-    sens = glm_sensitivity(D, clips)
+    sens = glm_sensitivity(D, clips, intercept)
     sigma = calibrate(lambda s: Gaussian(s, sens, neighboring=REPLACE_ONE), epsilon, DELTA,
                       decreasing=True).value
     event = Gaussian(sigma, sens, neighboring=REPLACE_ONE)
@@ -184,7 +189,8 @@ def make_glm_scores(epsilon: float = 1.0, n: int = 2, feature_bound: float = 1.0
         keys = KeySource(None)
         parties = [GlmParty(k, A, y if k == 0 else None, x1, ring=ring, series=series,
                             private=True, feature_bound=Ba, row_clip=C,
-                            sigma=sigma * noise_factor, noise_seed=0)
+                            sigma=sigma * noise_factor, noise_seed=0,
+                            fit_intercept=intercept)
                    for k, A in ((0, A0), (1, A1))]
         net = Network()
         dealer = Dealer(keys, [1, 2], n, CHUNK_ROWS)
@@ -199,7 +205,8 @@ def make_glm_scores(epsilon: float = 1.0, n: int = 2, feature_bound: float = 1.0
         return parties, dealer, keys, net
 
     sides = (build(+1), build(-1))
-    w = np.array([C, b]) / math.hypot(C, b)
+    w = np.array([C, b, 1.0 if intercept else 0.0])
+    w /= np.linalg.norm(w)
 
     def sample(k, rng):
         outs = []
@@ -209,15 +216,20 @@ def make_glm_scores(epsilon: float = 1.0, n: int = 2, feature_bound: float = 1.0
             out = np.empty(k)
             for r in range(k):
                 g = round_scores(parties, dealer, keys, net, 0, 1, r)
-                out[r] = w[0] * g[0][0] + w[1] * g[1][1]
+                g_b = parties[0]._g_b if intercept else 0.0
+                out[r] = w[0] * g[0][0] + w[1] * g[1][1] + w[2] * g_b
             outs.append(out)
         return outs[0], outs[1]
 
+    what = " and the intercept's noisy derivative sum", " + 1"
     return AuditMechanism(
-        "dp_bcfw_secure_glm_scores", event, DELTA, sample, score=None,
-        description=f"one round of the logistic path's noisy scores (glm.round_scores, sigmoid "
-        f"series on shares, Beaver score products): Gaussian sigma={sigma:.4g}, sensitivity "
-        f"{sens:.4g} (2 D sqrt(sum C_k^2)); row 0's margin and label flipped")
+        "dp_bcfw_secure_glm_intercept" if intercept else "dp_bcfw_secure_glm_scores", event,
+        DELTA, sample, score=None,
+        description=f"one round of the logistic path's noisy scores{what[0] if intercept else ''}"
+        f" (glm.round_scores, sigmoid series on shares, Beaver score products): Gaussian "
+        f"sigma={sigma:.4g}, sensitivity {sens:.4g} (2 D sqrt(sum C_k^2"
+        f"{what[1] if intercept else ''})); row 0's margin and label flipped")
 
 
 register("dp_bcfw_secure_glm_scores")(lambda: make_glm_scores())
+register("dp_bcfw_secure_glm_intercept")(lambda: make_glm_scores(intercept=True))

@@ -70,6 +70,7 @@ class FWResult:
     step_sizes: np.ndarray
     iterations: int
     privacy: dict | None = field(default=None)
+    intercept: float = 0.0
 
     @property
     def support(self):
@@ -85,11 +86,18 @@ def _prepare(A, y, loss, eta, blocks, iterations):
     return A, y, loss, blocks, radii, T
 
 
-def _run(A, y, loss, blocks, radii, T, select):
-    """The Frank-Wolfe loop shared by FW and DP-FW; ``select(t, g)`` returns (coords, signs)."""
+def _run(A, y, loss, blocks, radii, T, select, intercept=None):
+    """The Frank-Wolfe loop shared by FW and DP-FW; ``select(t, g)`` returns (coords, signs).
+
+    ``intercept`` (None: no intercept) is ``(release, bound)``: ``release(t, g_b)`` returns the
+    value of df/db the step uses (g_b itself, or a noisy release of it), and the intercept moves
+    with :func:`vflpriv.optim.intercept.update` in the same round as x."""
+    from . import intercept as IC
+
     n, d = A.shape
     x = np.zeros(d)
-    z = np.zeros(n)                      # z = A x, updated with one column per block
+    b = 0.0
+    z = np.zeros(n)                      # z = A x + b, updated with one column per block
     K = len(blocks)
     objective = np.empty(T + 1)
     gap = np.empty(T)
@@ -98,30 +106,41 @@ def _run(A, y, loss, blocks, radii, T, select):
     steps = 2.0 / (np.arange(T) + 2.0)
     objective[0] = loss.objective(A, x, y, Ax=z)
     for t in range(T):
-        g = np.asarray(A.T @ loss.derivative(z, y), dtype=float).ravel() / n
+        dz = loss.derivative(z, y)
+        g = np.asarray(A.T @ dz, dtype=float).ravel() / n
         gap[t] = fw_gap(x, g, blocks, radii)
         c, s = select(t, g)
         coords[t], signs[t] = c, s
         gamma = steps[t]
         x *= 1.0 - gamma
+        z -= b
         z *= 1.0 - gamma
         for j, sg, r in zip(c, s, radii):
             x[j] += gamma * sg * r
             add_column(z, A, j, gamma * sg * r)
+        if intercept is not None:
+            release, bound_b = intercept
+            b = IC.update(loss, b, release(t, float(np.mean(dz))), t, bound_b)
+        z += b
         objective[t + 1] = loss.objective(A, x, y, Ax=z)
     return FWResult(x=x, objective=objective, gap=gap, coords=coords, signs=signs,
-                    step_sizes=steps, iterations=T)
+                    step_sizes=steps, iterations=T, intercept=b)
 
 
-def frank_wolfe(A, y, loss="squared", eta=1.0, *, blocks=None, iterations=100):
+def frank_wolfe(A, y, loss="squared", eta=1.0, *, blocks=None, iterations=100,
+                fit_intercept=False):
     """Frank-Wolfe (Jaggi 2013) with step 2/(t+2) on one l1 ball or a product of l1 balls.
 
     Parameters: A (n x d, dense or scipy.sparse), y (n,), ``loss`` (object or name), ``eta`` (the
     radius, or one radius per block), ``blocks`` (None = one ball; else a partition of the
-    columns), ``iterations`` T.  Returns :class:`FWResult`.
+    columns), ``iterations`` T, ``fit_intercept`` (an unpenalized intercept moved every round,
+    :mod:`vflpriv.optim.intercept`).  Returns :class:`FWResult`.
     """
+    from .intercept import bound
+
     A, y, loss, blocks, radii, T = _prepare(A, y, loss, eta, blocks, iterations)
-    return _run(A, y, loss, blocks, radii, T, lambda t, g: _lmo_blocks(g, blocks))
+    icpt = ((lambda t, g_b: g_b), bound(loss)) if fit_intercept else None
+    return _run(A, y, loss, blocks, radii, T, lambda t, g: _lmo_blocks(g, blocks), icpt)
 
 
 def score_sensitivity(loss, n, feature_bound, label_bound, radii, derivative_clip=None):

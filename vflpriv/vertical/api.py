@@ -344,7 +344,8 @@ def _centralized(data, cfg):
     loss, eta, T = cfg.loss_fn, cfg.eta, int(cfg.iterations)
     t0 = time.perf_counter()
     if cfg.algorithm == "fw":
-        r = frank_wolfe(data.A, data.y, loss, eta, blocks=data.blocks, iterations=T)
+        r = frank_wolfe(data.A, data.y, loss, eta, blocks=data.blocks, iterations=T,
+                        fit_intercept=cfg.fit_intercept)
         privacy = None
         led = None
     else:
@@ -370,7 +371,8 @@ def _centralized(data, cfg):
                    initial_objective=float(loss.objective(None, None, data.y,
                                                           Ax=np.zeros(data.n))), iterations=T,
                    seconds=time.perf_counter() - t0, K=data.K, n=data.n, seed=cfg.seed,
-                   privacy=privacy, ledger=led)
+                   privacy=privacy, ledger=led,
+                   intercept=float(r.intercept) if cfg.fit_intercept else None)
     if cfg.reference:
         sol.reference = reference_optimum(data.A, data.y, loss, blocks=data.blocks, eta=float(eta),
                                           on_failure="flag")

@@ -86,6 +86,26 @@ def check_label_party(label_party, algorithm, K):
     return int(label_party)
 
 
+#: (algorithm, loss) pairs that fit an intercept (vflpriv.optim.intercept)
+INTERCEPT_ALGORITHMS = {("fw", "squared"), ("fw", "logistic"), ("fw", "smoothed-hinge"),
+                        ("dp-bcfw-secure", "logistic")}
+
+
+def check_fit_intercept(fit_intercept, algorithm, loss):
+    """``True``/``False``, or ``None``: the default, an intercept wherever the algorithm fits
+    one for a classification loss (least squares keeps none unless asked: its labels are
+    usually centred, and its benchmarks have none)."""
+    if fit_intercept is None:
+        return loss != "squared" and (algorithm, loss) in INTERCEPT_ALGORITHMS
+    if not isinstance(fit_intercept, (bool, np.bool_)):
+        raise InputError(f"fit_intercept must be True, False or None, got {fit_intercept!r}")
+    if fit_intercept and (algorithm, loss) not in INTERCEPT_ALGORITHMS:
+        which = ", ".join(f"{a} ({l})" for a, l in sorted(INTERCEPT_ALGORITHMS))
+        raise InputError(f"an intercept is fitted by {which}; not by {algorithm} with the "
+                         f"{loss} loss (use --no-intercept / fit_intercept=False)")
+    return bool(fit_intercept)
+
+
 def check_epsilon(epsilon, delta):
     """``epsilon`` as a float (``None``: inf, a non-private run); a finite one needs ``delta``."""
     if epsilon is None:
@@ -145,6 +165,7 @@ class VerticalConfig:
     backend: str = "inprocess"
     flower: Any = None
     label_party: Any = None
+    fit_intercept: Any = None
 
     def __post_init__(self):
         self._check_algorithm()
@@ -189,6 +210,8 @@ class VerticalConfig:
         if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)) \
                 or iterations < 1:
             raise InputError(f"iterations must be a positive integer, got {iterations!r}")
+        self._set("fit_intercept", check_fit_intercept(self.fit_intercept, self.algorithm,
+                                                       loss.name))
         if self.sketch != "identity" and loss.name != "squared" and not self.allow_biased_sketch:
             raise InputError(f"the {loss.name} loss needs per-sample predictors, which a sketch "
                              "with m < n does not preserve; use sketch='identity' (or "
@@ -259,7 +282,7 @@ class VerticalConfig:
                     sketch_dim=self.sketch_dim, calibration=self.calibration, split=self.split,
                     feature_bound=self.feature_bound, label_bound=self.label_bound,
                     accountant=self.accountant, release_cache=bool(self.release_cache),
-                    derivative_clip=self.derivative_clip)
+                    derivative_clip=self.derivative_clip, fit_intercept=self.fit_intercept)
 
 
 #: the option names :func:`vflpriv.vertical.api.solve` takes as keywords

@@ -37,6 +37,8 @@ class Solution:
     ledger: object = None
     reference: object = None
     extra: dict = field(default_factory=dict)
+    #: the unpenalized intercept b (margins A x + b), held by the label party; None: not fitted
+    intercept: float | None = None
 
     @property
     def final_objective(self):
@@ -86,6 +88,7 @@ class Solution:
             "uplink_bytes_naive": _per_party(self.uplink_naive),
             "uplink_bytes_full_gradient": _per_party(self.uplink_full_gradient),
             "features_released": _per_party(self.released),
+            "intercept": None if self.intercept is None else float(self.intercept),
         }
         if ref is not None:
             out.update(reference_objective=float(ref.objective), excess_risk=float(self.excess_risk),

@@ -101,8 +101,12 @@ class GlmParty:
     the labels if it is the label party, and the public iterate's own part A_k x_k."""
 
     def __init__(self, k, A_k, y, eta, *, ring: RingPlan, series: SigmoidSeries, private,
-                 feature_bound=None, row_clip=None, sigma=0.0, noise_seed=None, key_seed=None):
+                 feature_bound=None, row_clip=None, sigma=0.0, noise_seed=None, key_seed=None,
+                 fit_intercept=False):
         self.k, self.eta, self.ring, self.series = k, float(eta), ring, series
+        # the intercept b lives at the label party only (None elsewhere, or when not fitted)
+        self.b = 0.0 if (fit_intercept and y is not None) else None
+        self._g_b = None
         self.private = private
         A = clip_block(A_k, feature_bound, row_clip) if private else \
             sp.csr_matrix(A_k, dtype=np.float64, copy=True)
@@ -151,7 +155,8 @@ class GlmParty:
 
     # -- step 1: margins ------------------------------------------------------------------------
     def own_margin(self):
-        return encode(self.u, self.ring.fm)
+        """round(A_k x_k 2^f_m); the label party adds its intercept b to its own part."""
+        return encode(self.u if self.b is None else self.u + self.b, self.ring.fm)
 
     def margin_messages(self):
         """(to L, to H) for a party outside {L, H}."""
@@ -201,6 +206,26 @@ class GlmParty:
         acc = (b * (theirs.words[:J] * ci + theirs.words[J:] * cr)).sum(axis=0, dtype=np.uint64)
         return acc + corr
 
+    # -- the intercept (label party L, helper H) -------------------------------------------------
+    def intercept_share(self, d_share):
+        """H: the sum of its derivative shares plus its Gaussian noise N(0, sigma^2), one word."""
+        s = np.array([d_share.sum(dtype=np.uint64)], dtype=np.uint64)   # arrays wrap silently
+        if self.private and self.sigma > 0:
+            s = s + _noise(self.rng, self.sigma, 1, self.ring.d_bits)
+        return SM.InterceptShare(int(s[0]))
+
+    def intercept_derivative(self, d_share, theirs: SM.InterceptShare):
+        """L: g_b = (sum_r d_r + N) / n from its own shares and H's word; kept for the step."""
+        total = np.array([d_share.sum(dtype=np.uint64), theirs.word], dtype=np.uint64).sum(
+            dtype=np.uint64)
+        self._g_b = float(decode(np.array([total], dtype=np.uint64), self.ring.d_bits)[0]) / self.n
+
+    def step_intercept(self, loss, t):
+        """L: b <- b - rho_t g_b / h(b) (``vflpriv.optim.intercept``), after round t's scores."""
+        from ...optim.intercept import INTERCEPT_BOUND, update
+
+        self.b = update(loss, self.b, self._g_b, t, INTERCEPT_BOUND)
+
     # -- step 3: scores -------------------------------------------------------------------------
     def holder_messages(self, vec, triples):
         """The holder of a d share: masked vector for its peers, noised result shares."""
@@ -228,20 +253,24 @@ class GlmParty:
         return SM.SecureIndex(sign * (int(j) + 1))
 
 
-def round_event(sigma, D, clips):
-    """One round's K noisy score vectors as one Gaussian: sensitivity sqrt(sum_k (2 C_k D)^2)."""
+def round_event(sigma, D, clips, intercept=False):
+    """One round's K noisy score vectors (and, with ``intercept``, the noisy sum of the
+    derivatives) as one Gaussian: sensitivity sqrt(sum_k (2 C_k D)^2 (+ (2 D)^2))."""
     from accounting import REPLACE_ONE, Gaussian
 
-    return Gaussian(sigma, glm_sensitivity(D, clips), neighboring=REPLACE_ONE)
+    return Gaussian(sigma, glm_sensitivity(D, clips, intercept), neighboring=REPLACE_ONE)
 
 
-def glm_sensitivity(D, clips):
-    return 2.0 * float(D) * math.sqrt(sum(c * c for c in clips))
+def glm_sensitivity(D, clips, intercept=False):
+    """2 D sqrt(sum_k C_k^2 + [intercept]): the intercept is a constant column 1 of the label
+    party, unpenalized, whose release sum_r d_r moves by at most 2 D (docs/sensitivity.md 5.5)."""
+    return 2.0 * float(D) * math.sqrt(sum(c * c for c in clips) + (1.0 if intercept else 0.0))
 
 
 @dataclass
 class GlmResult:
     x: np.ndarray
+    intercept: float | None
     objective: list
     initial_objective: float
     meter: object
@@ -255,7 +284,8 @@ class GlmResult:
 
 def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=None,
                    sigma=0.0, budget_filter=None, feature_bound=None, clips=None, seed=None,
-                   noise_key=None, callback=None, state=None, on_round=None) -> GlmResult:
+                   noise_key=None, callback=None, state=None, on_round=None,
+                   fit_intercept=False) -> GlmResult:
     """Run the GLM protocol in process (module docstring).  ``sigma``: std of the Gaussian on each
     A_k^T d (sum units); ``clips``: per-party row clips C_k (private runs).  ``on_round`` and
     ``state``: checkpoints and resume, as :func:`~.protocol.run_secure`'s (``state.py``)."""
@@ -280,7 +310,7 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
     _, _, noise_ss = _seeds(seed, noise_key)
     keys = KeySource(None if noise_key is not None else seed)
     party_seeds = noise_ss.spawn(2 * K)
-    ev_round = round_event(sigma, D, clips) if private else None
+    ev_round = round_event(sigma, D, clips, fit_intercept) if private else None
     parties = []
     for k in range(K):
         p = GlmParty(k, data.block(k), data.y if k == L else None, eta, ring=ring, series=series,
@@ -288,7 +318,8 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
                      row_clip=None if clips is None else clips[k], sigma=sigma,
                      noise_seed=party_seeds[k],
                      key_seed=None if noise_key is not None else
-                     int(party_seeds[K + k].generate_state(2, np.uint64)[0] >> np.uint64(1)))
+                     int(party_seeds[K + k].generate_state(2, np.uint64)[0] >> np.uint64(1)),
+                     fit_intercept=fit_intercept)
         if private:
             from accounting import BudgetFilter
 
@@ -357,15 +388,18 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
                 picks.append((abs(s) - 1, 1 if s > 0 else -1))
             gamma = 2.0 / (t + 2.0)
             sel, moves = fw_step(x, data.blocks, picks, gamma, eta)
+            if fit_intercept:
+                parties[L].step_intercept(loss, t)
             selections.append(sel)
             run.prev = [sign * (i + 1) for i, sign in picks]
-            history.append(ev.advance(moves, gamma))
+            history.append(ev.advance(moves, gamma, parties[L].b or 0.0))
             run.t = t + 1
             if snap is not None:
                 on_round(snap)
             if callback is not None:
                 callback(t, history[-1])
-        return GlmResult(x=x, objective=history, initial_objective=initial, meter=net.meter,
+        return GlmResult(x=x, intercept=parties[L].b, objective=history,
+                         initial_objective=initial, meter=net.meter,
                          seconds=time.perf_counter() - t0 + setup_seconds, selections=selections,
                          peer_bytes=net.peer_bytes, setup_seconds=setup_seconds, ring=ring,
                          extra={"party_ledgers": [p.budget.ledger if p.budget else None
@@ -396,6 +430,10 @@ def round_scores(parties, dealer, keys, net, L, H, t):
     mH = parties[H].helper_side(sH, tH)
     dL = parties[L].label_share(net.peer(H, [L], mH, t)[0])
     dH = parties[H].helper_share(net.peer(L, [H], mL, t)[0])
+    if parties[L].b is not None:
+        # the intercept's derivative sum_r d_r + N reaches L only (H adds the noise)
+        word = net.peer(H, [L], parties[H].intercept_share(dH), t)[0]
+        parties[L].intercept_derivative(dL, word)
     own = {L: dL, H: dH}
     for k in others:
         own[k] = net.peer(L, [k], SM.DerivativeShare(dL), t)[0].vector

@@ -69,14 +69,15 @@ def _plan_noise(data, run: SecureRun, series) -> _Noise:
     cfg, T, D = run.cfg, run.T, series.derivative_bound
     clips = (list(run.row_clips) if run.row_clips is not None
              else SP.row_clips(cfg.feature_bound, cfg.row_clip, [len(b) for b in data.blocks]))
-    sens = glm_sensitivity(D, clips)
+    sens = glm_sensitivity(D, clips, cfg.fit_intercept)
     sigma, eps_plan = calibrate_sigma(cfg.epsilon, cfg.delta, T, sens, cfg.accountant)
-    ev = SelfComposed(round_event(sigma, D, clips), T)
+    ev = SelfComposed(round_event(sigma, D, clips, cfg.fit_intercept), T)
     plan = NoisePlan("accountant", "gaussian-scores", 0.0, sigma, eps_plan, cfg.delta,
                      cfg.accountant, ev,
                      {"algorithm": "dp-bcfw-secure", "loss": "logistic",
                       "sens_scores": sens, "derivative_bound": D, "row_clips": clips,
                       "label_party": run.label_party,
+                      "intercept": bool(cfg.fit_intercept),
                       "score_noise_std": sigma / data.n,
                       "selection": "argmax of Gaussian-noised scores (post-processing)"})
     return _Noise(plan, sigma, clips)
@@ -91,7 +92,8 @@ def _open_budget(run: SecureRun, noise: _Noise, series):
 
     def remaining():
         t0 = 0 if run.ck["state"]["stage"] == "start" else int(run.ck["state"]["t"])
-        return SelfComposed(round_event(noise.sigma, D, noise.clips), T - t0) if t0 < T else None
+        return SelfComposed(round_event(noise.sigma, D, noise.clips, run.cfg.fit_intercept),
+                            T - t0) if t0 < T else None
 
     return open_budget(run, run.cfg.ledger, noise.plan.event, remaining)
 
@@ -107,7 +109,8 @@ def _rounds(data, run: SecureRun, series, noise, led, budget):
                          feature_bound=cfg.feature_bound,
                          clips=None if noise is None else noise.clips, seed=noise_seed,
                          noise_key=noise_key, callback=cfg.callback, on_round=on_round,
-                         state=(ck["state"], ck["arrays"]) if ck else None)
+                         state=(ck["state"], ck["arrays"]) if ck else None,
+                         fit_intercept=bool(cfg.fit_intercept))
     SC.check_all_replayed(budget, ck, run.T)
     return res
 
@@ -126,6 +129,7 @@ def _solution(data, run: SecureRun, series, res, noise, led, budget):
                    uplink_naive=[8 * n * T] * K,
                    uplink_full_gradient=[8 * len(b) * T for b in data.blocks],
                    released=[0] * K, meter=m, noise_plan=plan, ledger=led,
+                   intercept=res.intercept,
                    extra={"selections": res.selections, "secure_products": 2 * K * T,
                           "frac_bits": {"feature": res.ring.fa, "margin": res.ring.fm,
                                         "unit_factor": res.ring.fc,
@@ -136,6 +140,7 @@ def _solution(data, run: SecureRun, series, res, noise, led, budget):
                           "bytes_by_type": {k: list(v) for k, v in m.by_type.items()},
                           "label_party": run.label_party,
                           "helper_party": res.extra["helper_party"],
+                          "intercept_fitted": bool(run.cfg.fit_intercept),
                           "path": "glm", "sigmoid": series.describe(),
                           "defaults": list(run.defaults),
                           "backend": "inprocess", "flower": None})

@@ -284,10 +284,27 @@ class DerivativeShare:
         return cls(_u64(b).copy())
 
 
+@dataclass
+class InterceptShare:
+    """H -> L: the sum of H's derivative shares over the rows plus H's Gaussian noise (one word,
+    at the derivative's scale), so that L learns sum_r d_r + N, the intercept's noisy derivative
+    times n, and nothing else (docs/sensitivity.md 5.5)."""
+    word: int
+    TYPE = 46
+    _S = struct.Struct("<Q")
+
+    def payload(self):
+        return self._S.pack(int(self.word))
+
+    @classmethod
+    def parse(cls, b):
+        return cls(cls._S.unpack(b)[0])
+
+
 MESSAGE_TYPES = {c.TYPE: c for c in (SecureSetup, Selections, SecureIndex, MaskedBlock,
                                      TripleToHolder, TripleToPeer, MaskedVector, ResultShare,
                                      NewFeatures, MarginShare, MarginKey, MaskedFactors,
-                                     FactorTriple, DerivativeShare)}
+                                     FactorTriple, DerivativeShare, InterceptShare)}
 
 
 def decode(frame: bytes):

@@ -292,15 +292,16 @@ class Evaluation:
         self.data, self.loss, self.A = data, loss, sp.csc_matrix(data.A)
         self.u = np.zeros(data.n)
 
-    def advance(self, sel, gamma):
+    def advance(self, sel, gamma, intercept=0.0):
+        """f at the iterate after the moves ``sel`` and with the intercept ``intercept``."""
         self.u *= 1.0 - gamma
         A = self.A
         for _, g, step in sel:
             lo, hi = A.indptr[g], A.indptr[g + 1]
             self.u[A.indices[lo:hi]] += step * A.data[lo:hi]
         if self.loss is not None:
-            return float(np.mean(self.loss.value(self.u, self.data.y)))
-        r = self.u - self.data.y
+            return float(np.mean(self.loss.value(self.u + intercept, self.data.y)))
+        r = self.u + intercept - self.data.y
         return float(0.5 * np.mean(r * r))
 
 

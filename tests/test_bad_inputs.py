@@ -79,7 +79,7 @@ CLI_CASES = [
       "--print"], "loopback only"),
     ("run-iterations-zero", RUN + ["--algorithm", "bcfw", "--iterations", "0"], "got 0"),
     ("run-eta-negative", RUN + ["--algorithm", "bcfw", "--eta", "-1"],
-     "eta (per-party l1 radius) must be a positive finite number, got -1.0"),
+     "eta (per-party l1 radius) must be 'auto' or a positive finite number, got -1.0"),
     ("run-sketch-no-dim", RUN + ["--algorithm", "bcfw", "--sketch", "gaussian"], "got None"),
     ("run-sampling-unknown", RUN + ["--algorithm", "bcfw", "--sampling", "lottery"], "lottery"),
     ("run-synthetic-n-zero", ["run", "--data", "synthetic:n=0,d=20", "--algorithm", "bcfw"],

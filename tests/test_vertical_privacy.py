@@ -187,7 +187,7 @@ def test_paper_calibration_closed_forms_and_refusal(data):
     # sensitivity by K): the run is refused before any release.
     assert plan.epsilon > 1.0
     with pytest.raises(InputError, match="nothing was released"):
-        solve(data, iterations=50, calibration="paper", **PRIV)
+        solve(data, iterations=50, calibration="paper", eta=1.0, **PRIV)
 
 
 @pytest.mark.parametrize("kwargs, match", [

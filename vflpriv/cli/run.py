@@ -79,7 +79,14 @@ def add_problem_arguments(p):
                    help="dp-bcfw-secure: cross-party products under secret sharing, released "
                         "once per selected feature (least squares; docs/vertical.md)")
     p.add_argument("--loss", default="squared", choices=["squared", "logistic", "smoothed-hinge"])
-    p.add_argument("--eta", type=float, default=1.0, help="l1 radius of each party's block")
+    p.add_argument("--eta", default="auto",
+                   help="l1 radius of each party's block: a number, or auto (the default): "
+                        "the public rule eta_k = 8 / (K B_a) for classification, 4 B_y / (K B_a) "
+                        "for least squares (docs/vertical.md, 'Scale and intercept')")
+    p.add_argument("--no-intercept", dest="fit_intercept", action="store_false", default=None,
+                   help="fit no intercept (default: an unpenalized intercept, held by the label "
+                        "party and fitted with the coefficients, for the logistic and smoothed-"
+                        "hinge losses where the algorithm fits one: fw, dp-bcfw-secure)")
     p.add_argument("--iterations", type=int, default=100)
     p.add_argument("--sampling", default="elementary",
                    help="elementary | serial | nice:TAU | distributed:TAU | probs:P1,P2,...")
@@ -382,16 +389,20 @@ def _results(args, cfg, sol, data, test) -> dict:
     if args.loss != "squared":
         from ..vertical.metrics import classification_metrics
 
-        m = classification_metrics(data.A, data.y, sol.x)
+        m = classification_metrics(data.A, data.y, sol.x, sol.intercept, args.loss)
         out["accuracy"], out["auc"] = m["accuracy"], m["auc"]
+        out["log_loss"], out["majority_accuracy"] = m["log_loss"], m["majority_accuracy"]
         if test is not None:
-            mt = classification_metrics(test[0], test[1], sol.x)
+            mt = classification_metrics(test[0], test[1], sol.x, sol.intercept, args.loss)
             out["test_accuracy"], out["test_auc"] = mt["accuracy"], mt["auc"]
+            out["test_log_loss"], out["majority_accuracy"] = mt["log_loss"], \
+                mt["majority_accuracy"]
+            out["training_majority_accuracy"] = m["majority_accuracy"]
             out["test_rows"] = mt["rows"]
     if args.compare_calibration and cfg.private and args.algorithm == "dp-bcfw":
         # on the run's own sketch (an unseeded run's sketch comes from entropy, not from cfg)
         out["calibration_comparison"] = calibration_comparison(
-            data, sketch_seed=sol.extra["sketch_seed"], **cfg.options())
+            data, sketch_seed=sol.extra["sketch_seed"], **dict(cfg.options(), eta=sol.eta))
     if sol.extra.get("flower") is not None:
         out["flower"] = _flower_section(sol)
     return out
@@ -401,13 +412,7 @@ def _print_results(args, sol, out):
     """The summary on stdout: objective, bytes, privacy; accuracy; Flower bytes; calibrations."""
     _summary(sol, out)
     if "accuracy" in out:
-        auc = "n/a" if out["auc"] is None else f"{out['auc']:.4f}"
-        line = f"  training accuracy {out['accuracy']:.4f}, AUC {auc}"
-        if "test_accuracy" in out:
-            tauc = "n/a" if out["test_auc"] is None else f"{out['test_auc']:.4f}"
-            line += (f"; held-out ({out['test_rows']} rows) accuracy "
-                     f"{out['test_accuracy']:.4f}, AUC {tauc}")
-        sys.stdout.write(line + "\n")
+        sys.stdout.write(_metrics_line(out) + "\n")
     if "flower" in out:
         f = out["flower"]
         sys.stdout.write(f"  {f['backend']}: uplink {f['uplink_flower_bytes']} B in Flower "
@@ -415,6 +420,25 @@ def _print_results(args, sol, out):
                          f"{f['downlink_flower_bytes']} B for {f['downlink_frame_bytes']} B\n")
     if args.compare_calibration:
         _print_comparison(out.get("calibration_comparison"))
+
+
+def _metrics_line(out):
+    """AUC first, then log-loss, then accuracy beside the majority-class share of the same rows
+    (an accuracy at that share has learned nothing)."""
+    def part(prefix, rows, auc, ll, acc, maj):
+        a = "n/a" if auc is None else f"{auc:.4f}"
+        s = f"{prefix} AUC {a}"
+        if ll is not None:
+            s += f", log-loss {ll:.4f}"
+        return s + f", accuracy {acc:.4f} (majority class {maj:.4f}{rows})"
+
+    if "test_accuracy" in out:
+        return (part("  held-out", f", {out['test_rows']} rows", out["test_auc"],
+                     out["test_log_loss"], out["test_accuracy"], out["majority_accuracy"])
+                + ";" + part(" training", "", out["auc"], out["log_loss"], out["accuracy"],
+                             out["training_majority_accuracy"]))
+    return part("  training", "", out["auc"], out["log_loss"], out["accuracy"],
+                out["majority_accuracy"])
 
 
 def _config(args, epsilon, backend, flower):
@@ -427,6 +451,7 @@ def _config(args, epsilon, backend, flower):
     return VerticalConfig(
         loss=args.loss, eta=args.eta, iterations=args.iterations, algorithm=args.algorithm,
         sampling=args.sampling, epsilon=epsilon, delta=args.delta, rnm=args.rnm,
+        fit_intercept=getattr(args, "fit_intercept", None),
         sketch=args.sketch, sketch_dim=args.sketch_dim, calibration=args.calibration,
         split=args.split, feature_bound=args.feature_bound, label_bound=args.label_bound,
         accountant=args.accountant, seed=args.seed, derivative_clip=args.derivative_clip,
@@ -492,6 +517,10 @@ def _summary(sol, out):
       f"{sol.seconds:.2f} s\n")
     w(f"  objective {out['initial_objective']:.6g} -> {out['final_objective']:.6g}, "
       f"support {out['support_size']}\n")
+    if sol.eta is not None:
+        how = f"auto: {sol.eta_rule}" if sol.eta_rule else "as given"
+        icpt = "" if sol.intercept is None else f"; intercept {sol.intercept:.4g} (label party)"
+        w(f"  eta {sol.eta:.4g} per party ({how}){icpt}\n")
     if "reference_objective" in out:
         w(f"  reference {out['reference_objective']:.6g} (certified={out['reference_certified']}), "
           f"excess risk {out['excess_risk']:.4g}\n")

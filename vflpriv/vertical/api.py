@@ -82,9 +82,32 @@ def solve(data, config: VerticalConfig | None = None, **options) -> Solution:
     cfg = _config(config, options)
     label_party = cfg.check_data(data)
     _check_outputs(cfg)
+    cfg, rule = _resolve_eta(cfg, data)
+    sol = _dispatch(data, cfg, label_party)
+    if hasattr(sol, "eta"):                 # (flower.spec_dir returns the written description)
+        sol.eta, sol.eta_rule = float(cfg.eta), rule
+    return sol
+
+
+def _resolve_eta(cfg, data):
+    """``(cfg, rule)``: ``eta="auto"`` replaced by the public rule's radius
+    (``vflpriv.vertical.scale``), with the rule's statement; an explicit eta is kept (rule
+    None)."""
+    if cfg.eta != "auto":
+        return cfg, None
+    import dataclasses
+
+    from .scale import auto_eta
+
+    eta, why = auto_eta(cfg.loss_fn.name, data.K, cfg.feature_bound, cfg.label_bound, data)
+    return dataclasses.replace(cfg, eta=eta), why
+
+
+def _dispatch(data, cfg, label_party):
+    """The run of ``cfg.algorithm`` once its options are settled."""
     if cfg.sketch != "identity" and cfg.loss_fn.name != "squared":
         warnings.warn(f"{cfg.loss_fn.name} loss with a {cfg.sketch} sketch: the partial gradients "
-                      "are biased (see docs/vertical.md)", stacklevel=3)
+                      "are biased (see docs/vertical.md)", stacklevel=4)
     if cfg.algorithm == "dp-bcfw-secure":
         from .secure import solve_secure      # vflpriv.vertical.secure, imported when used
 
@@ -246,7 +269,7 @@ class _Run:
             warnings.warn("DP-BCFW-AS is expected to learn little with this noise: "
                           + "; ".join(outlook["reasons"]) + ". dp-bcfw-secure releases "
                           "aggregates instead (docs/vertical.md, 'Where DP-BCFW-AS learns')",
-                          P.HopelessNoiseWarning, stacklevel=6)   # the caller of solve
+                          P.HopelessNoiseWarning, stacklevel=7)   # the caller of solve
 
     def checkpointer(self):
         """The per-round checkpoint writer (None without ``cfg.checkpoint``)."""

@@ -134,7 +134,7 @@ class VerticalConfig:
     meaning), validated on construction; module docstring for what is normalized."""
 
     loss: Any = "squared"
-    eta: float = 1.0
+    eta: Any = "auto"
     iterations: int = 100
     algorithm: str = "dp-bcfw"
     sampling: Any = "elementary"
@@ -201,12 +201,11 @@ class VerticalConfig:
 
     def _check_problem(self):
         """Loss, feasible set, iteration count; a sketch only where the loss allows it."""
+        from .scale import check_eta
+
         loss = get_loss(self.loss)
-        eta, iterations = self.eta, self.iterations
-        if not (isinstance(eta, (int, float, np.integer, np.floating)) and not isinstance(eta, bool)
-                and eta > 0 and math.isfinite(eta)):
-            raise InputError(f"eta (per-party l1 radius) must be a positive finite number, got "
-                             f"{eta!r}")
+        iterations = self.iterations
+        self._set("eta", check_eta(self.eta))
         if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)) \
                 or iterations < 1:
             raise InputError(f"iterations must be a positive integer, got {iterations!r}")
@@ -276,7 +275,8 @@ class VerticalConfig:
 
     def checkpoint_config(self) -> dict:
         """What a checkpoint records of the run and ``resume`` compares (JSON-able)."""
-        return dict(loss=self.loss_fn.name, eta=float(self.eta), iterations=int(self.iterations),
+        return dict(loss=self.loss_fn.name, eta=self.eta if self.eta == "auto" else float(self.eta),
+                    iterations=int(self.iterations),
                     algorithm=self.algorithm, sampling=str(self.sampling), epsilon=self.epsilon,
                     delta=self.delta, rnm=self.rnm, sketch=self.sketch,
                     sketch_dim=self.sketch_dim, calibration=self.calibration, split=self.split,

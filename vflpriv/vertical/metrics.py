@@ -1,8 +1,13 @@
 """Classification metrics of a fitted linear model, and the held-out split of ``--test-fraction``.
 
-The model predicts P(y = +1 | a) = sigmoid(a^T x); accuracy counts sign(a^T x) == y (a margin of
-exactly 0 predicts +1, as scikit-learn's ``LogisticRegression.predict`` does), and AUC is
-scikit-learn's ``roc_auc_score`` of the margins (undefined, hence None, when one class is absent).
+The model predicts P(y = +1 | a) = sigmoid(a^T x + b) (b the intercept, 0 when none is fitted);
+accuracy counts sign(a^T x + b) == y (a margin of exactly 0 predicts +1, as scikit-learn's
+``LogisticRegression.predict`` does), and AUC is scikit-learn's ``roc_auc_score`` of the margins
+(undefined, hence None, when one class is absent).  Metrics that do not flatter (issue 30):
+``majority_accuracy`` is the accuracy of always predicting the more frequent class of the same
+rows (an accuracy at or below it has learned nothing), and ``log_loss`` is scikit-learn's
+``log_loss`` of the predicted probabilities (logistic loss only: the model's own probabilities;
+None for the smoothed hinge, which predicts no probability).
 """
 from __future__ import annotations
 
@@ -13,14 +18,18 @@ import numpy as np
 from ..errors import InputError
 
 
-def classification_metrics(A, y, x) -> dict:
-    from sklearn.metrics import roc_auc_score
+def classification_metrics(A, y, x, intercept=None, loss="logistic") -> dict:
+    from scipy.special import expit
+    from sklearn.metrics import log_loss, roc_auc_score
 
-    m = np.asarray(A @ np.asarray(x, dtype=np.float64)).ravel()
+    m = np.asarray(A @ np.asarray(x, dtype=np.float64)).ravel() + float(intercept or 0.0)
     y = np.asarray(y, dtype=np.float64).ravel()
     pred = np.where(m >= 0, 1.0, -1.0)
     auc = None if np.unique(y).size < 2 else float(roc_auc_score(y > 0, m))
-    return {"accuracy": float(np.mean(pred == y)), "auc": auc, "rows": int(y.size)}
+    share = float(np.mean(y > 0))
+    ll = float(log_loss(y > 0, expit(m), labels=[False, True])) if loss == "logistic" else None
+    return {"accuracy": float(np.mean(pred == y)), "auc": auc, "rows": int(y.size),
+            "majority_accuracy": max(share, 1.0 - share), "log_loss": ll}
 
 
 def check_test_fraction(f):

@@ -39,6 +39,9 @@ class Solution:
     extra: dict = field(default_factory=dict)
     #: the unpenalized intercept b (margins A x + b), held by the label party; None: not fitted
     intercept: float | None = None
+    #: the per-party l1 radius the run used, and how it was chosen (vflpriv.vertical.scale)
+    eta: float | None = None
+    eta_rule: str | None = None
 
     @property
     def final_objective(self):
@@ -89,6 +92,8 @@ class Solution:
             "uplink_bytes_full_gradient": _per_party(self.uplink_full_gradient),
             "features_released": _per_party(self.released),
             "intercept": None if self.intercept is None else float(self.intercept),
+            "eta": None if self.eta is None else float(self.eta),
+            "eta_rule": self.eta_rule,
         }
         if ref is not None:
             out.update(reference_objective=float(ref.objective), excess_risk=float(self.excess_risk),

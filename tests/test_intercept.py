@@ -103,3 +103,28 @@ def test_step_stays_in_the_public_range(b, g, t):
     sq = get_loss("squared")
     assert update(sq, b, g, t) == pytest.approx(b - 2.0 / (t + 2.0) * g)
     assert math.isfinite(update(sq, b, g, t, 1.0))
+
+
+def test_dpfw_intercept_plan_and_charges():
+    """DP-FW with an intercept: the plan is T K selections and T Laplace releases of the
+    intercept's derivative (sensitivity 2 L / n, scale b Delta_b / Delta), every one charged, and
+    the spend is the accountant's epsilon of exactly that plan (<= the target)."""
+    from accounting import Laplace, ReportNoisyMax, get_accountant
+
+    A, y = _imbalanced(n=500)
+    data = VerticalData.from_arrays(A, y, "0,1,2;3,4,5")
+    T = 20
+    sol = solve(data, loss="logistic", algorithm="dpfw", eta=1.0, iterations=T, seed=0,
+                epsilon=2.0, delta=1e-6, feature_bound=1.0, label_bound=1.0)
+    recs = sol.ledger.records
+    lap = [r.event for r in recs if isinstance(r.event, Laplace)]
+    rnm = [r.event for r in recs if isinstance(r.event, ReportNoisyMax)]
+    assert len(lap) == T and len(rnm) == 2 * T
+    # L = sigmoid(B_a sum eta + B_b) = sigmoid(2 + 8) for the logistic loss
+    assert lap[0].sensitivity == pytest.approx(2.0 / (1 + math.exp(-10.0)) / 500, rel=1e-12)
+    assert lap[0].scale == pytest.approx(rnm[0].scale * lap[0].sensitivity / rnm[0].sensitivity)
+    assert sol.intercept is not None and -8 <= sol.intercept <= 8
+    assert get_accountant("rdp").epsilon(sol.ledger.event(), 1e-6) <= 2.0 + 1e-9
+    # the reported objective is f(x_T, b_T) on the data as given
+    f = get_loss("logistic").objective(A, sol.x, y, Ax=A @ sol.x + sol.intercept)
+    assert sol.final_objective == pytest.approx(f)

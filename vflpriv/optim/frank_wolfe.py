@@ -71,6 +71,8 @@ class FWResult:
     iterations: int
     privacy: dict | None = field(default=None)
     intercept: float = 0.0
+    #: b_{t+1} after each round t (zeros without an intercept): replays need the whole path
+    intercepts: np.ndarray | None = None
 
     @property
     def support(self):
@@ -104,6 +106,7 @@ def _run(A, y, loss, blocks, radii, T, select, intercept=None):
     coords = np.empty((T, K), dtype=np.int64)
     signs = np.empty((T, K))
     steps = 2.0 / (np.arange(T) + 2.0)
+    intercepts = np.zeros(T)
     objective[0] = loss.objective(A, x, y, Ax=z)
     for t in range(T):
         dz = loss.derivative(z, y)
@@ -121,10 +124,11 @@ def _run(A, y, loss, blocks, radii, T, select, intercept=None):
         if intercept is not None:
             release, bound_b = intercept
             b = IC.update(loss, b, release(t, float(np.mean(dz))), t, bound_b)
+        intercepts[t] = b
         z += b
         objective[t + 1] = loss.objective(A, x, y, Ax=z)
     return FWResult(x=x, objective=objective, gap=gap, coords=coords, signs=signs,
-                    step_sizes=steps, iterations=T, intercept=b)
+                    step_sizes=steps, iterations=T, intercept=b, intercepts=intercepts)
 
 
 def frank_wolfe(A, y, loss="squared", eta=1.0, *, blocks=None, iterations=100,
@@ -143,15 +147,25 @@ def frank_wolfe(A, y, loss="squared", eta=1.0, *, blocks=None, iterations=100,
     return _run(A, y, loss, blocks, radii, T, lambda t, g: _lmo_blocks(g, blocks), icpt)
 
 
-def score_sensitivity(loss, n, feature_bound, label_bound, radii, derivative_clip=None):
-    """Delta = 2 B_a L / n, L = derivative bound at |z| <= B_a * sum(radii) (module docstring)."""
+def derivative_bound(loss, feature_bound, label_bound, radii, derivative_clip=None,
+                     intercept_bound=0.0):
+    """L: |loss'(z, y)| over |z| <= B_a * sum(radii) + B_b (B_b the intercept's public range,
+    0 without one), |y| <= B_y; ``derivative_clip`` c lowers it to min(c, that)."""
     loss = get_loss(loss)
     B_a = check_positive("feature_bound", feature_bound)
     B_y = check_positive("label_bound", label_bound)
-    L = loss.derivative_bound(B_a * float(np.sum(radii)), B_y)
+    L = loss.derivative_bound(B_a * float(np.sum(radii)) + float(intercept_bound), B_y)
     if derivative_clip is not None:
         L = min(L, check_positive("derivative_clip", derivative_clip))
-    return 2.0 * B_a * L / int(n)
+    return L
+
+
+def score_sensitivity(loss, n, feature_bound, label_bound, radii, derivative_clip=None,
+                      intercept_bound=0.0):
+    """Delta = 2 B_a L / n, L = :func:`derivative_bound` (module docstring)."""
+    L = derivative_bound(loss, feature_bound, label_bound, radii, derivative_clip,
+                         intercept_bound)
+    return 2.0 * float(feature_bound) * L / int(n)
 
 
 def noisy_lmo(g, scale, rng):
@@ -181,8 +195,15 @@ def _clip_data(A, y, B_a, B_y):
 def dp_frank_wolfe(A, y, loss="squared", eta=1.0, *, iterations=100, feature_bound,
                    label_bound, epsilon=None, delta=None, noise_scale=None, blocks=None,
                    derivative_clip=None, accountant="best", budget_filter=None,
-                   neighboring="add_remove", party="server", rng=None):
+                   neighboring="add_remove", party="server", rng=None, fit_intercept=False):
     """Differentially private Frank-Wolfe (Talwar, Thakurta & Zhang 2015), see module docstring.
+
+    ``fit_intercept``: an unpenalized intercept b in |b| <= B_b (``vflpriv.optim.intercept``),
+    moved every round from a Laplace release of its derivative g_b = (1/n) sum_i l'_i, whose
+    sensitivity is Delta_b = 2 L / n under either relation (|l'_i| <= L, as for the scores with
+    B_a = 1).  Its Laplace scale is b Delta_b / Delta, so each round's intercept release costs
+    Delta / b, half of one selection's 2 Delta / b; the margins' bound |z| <= B_a sum eta + B_b
+    enters L.  The plan is ``Composed(SelfComposed(RNM, T K), SelfComposed(Laplace, T))``.
 
     Give either ``epsilon`` and ``delta`` (the Laplace scale is calibrated by
     ``accounting.calibrate`` so that T*K selections cost at most (epsilon, delta) under
@@ -198,10 +219,16 @@ def dp_frank_wolfe(A, y, loss="squared", eta=1.0, *, iterations=100, feature_bou
     """
     import accounting
 
+    from .intercept import bound as intercept_range
+
     A, y, loss, blocks, radii, T = _prepare(A, y, loss, eta, blocks, iterations)
     n = A.shape[0]
     K = len(blocks)
-    delta_sens = score_sensitivity(loss, n, feature_bound, label_bound, radii, derivative_clip)
+    B_b = intercept_range(loss, label_bound) if fit_intercept else 0.0
+    delta_sens = score_sensitivity(loss, n, feature_bound, label_bound, radii, derivative_clip,
+                                   B_b)
+    delta_b = 2.0 * derivative_bound(loss, feature_bound, label_bound, radii, derivative_clip,
+                                     B_b) / n
     B_a, B_y = float(feature_bound), float(label_bound)
     c = None if derivative_clip is None else float(derivative_clip)
     if neighboring not in (accounting.ADD_REMOVE, accounting.REPLACE_ONE):
@@ -211,8 +238,14 @@ def dp_frank_wolfe(A, y, loss="squared", eta=1.0, *, iterations=100, feature_bou
     rng = np.random.default_rng(rng)
 
     def make_event(b):
-        return accounting.SelfComposed(
+        sel = accounting.SelfComposed(
             accounting.ReportNoisyMax("laplace", b, delta_sens, neighboring=neighboring), T * K)
+        if not fit_intercept:
+            return sel
+        return accounting.Composed((sel, accounting.SelfComposed(intercept_event(b), T)))
+
+    def intercept_event(b):
+        return accounting.Laplace(b * delta_b / delta_sens, delta_b, neighboring=neighboring)
 
     calibration = None
     if epsilon is not None:
@@ -271,9 +304,20 @@ def dp_frank_wolfe(A, y, loss="squared", eta=1.0, *, iterations=100, feature_bou
             coords[k] = idx[coords[k]]
         return coords, signs
 
-    result = _run(A_c, y_c, used_loss, blocks, radii, T, select)
+    def release(t, g_b):
+        if scale <= 0:
+            return g_b
+        ev = intercept_event(scale)
+        if budget_filter is not None:
+            budget_filter.charge(ev, party=party, round=t, note="dp-fw intercept derivative")
+        return g_b + rng.laplace(0.0, ev.scale)
+
+    result = _run(A_c, y_c, used_loss, blocks, radii, T, select,
+                  (release, B_b) if fit_intercept else None)
     privacy = {"noise": "laplace", "noise_scale": scale, "sensitivity": delta_sens,
                "selections": T * K, "neighboring": neighboring, "delta": delta,
+               "intercept": ({"sensitivity": delta_b, "scale": scale * delta_b / delta_sens,
+                              "bound": B_b} if fit_intercept else None),
                "feature_bound": B_a, "label_bound": B_y, "derivative_clip": c}
     if scale > 0:
         total = make_event(scale)

@@ -358,7 +358,8 @@ def _replay_objective(data, loss, r, eta):
         for j, s in zip(r.coords[t], r.signs[t]):
             lo, hi = A.indptr[j], A.indptr[j + 1]
             z[A.indices[lo:hi]] += g * s * eta * A.data[lo:hi]
-        out.append(float(loss.objective(None, None, data.y, Ax=z)))
+        b = 0.0 if r.intercepts is None else float(r.intercepts[t])
+        out.append(float(loss.objective(None, None, data.y, Ax=z + b)))
     return out
 
 
@@ -380,7 +381,7 @@ def _centralized(data, cfg):
                            label_bound=cfg.label_bound, epsilon=eps, delta=delta,
                            blocks=data.blocks, accountant=accountant, budget_filter=budget,
                            neighboring="replace_one", rng=cfg.seed,
-                           derivative_clip=cfg.derivative_clip)
+                           derivative_clip=cfg.derivative_clip, fit_intercept=cfg.fit_intercept)
         values, best = _privacy_report(led.event(), delta, cfg.report_accountants)
         privacy = {"epsilon_spent": values, "best_accountant": best, "delta": delta,
                    "target_epsilon": eps, "budget_accountant": accountant,

@@ -88,6 +88,7 @@ def check_label_party(label_party, algorithm, K):
 
 #: (algorithm, loss) pairs that fit an intercept (vflpriv.optim.intercept)
 INTERCEPT_ALGORITHMS = {("fw", "squared"), ("fw", "logistic"), ("fw", "smoothed-hinge"),
+                        ("dpfw", "squared"), ("dpfw", "logistic"), ("dpfw", "smoothed-hinge"),
                         ("dp-bcfw-secure", "logistic")}
 
 

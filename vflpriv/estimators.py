@@ -23,13 +23,19 @@ or, for a DataFrame, a dict ``{party: [column names]}``: every column of X must 
 party (duplicates and missing columns are refused), and ``coef_`` is in X's column order whatever
 the order of the dict.  Predict checks the column names against ``feature_names_in_``.
 
-``fit_intercept=True``: without privacy, X's columns and y are centred for the fit (least squares;
-sparse X is densified) and ``intercept_ = mean(y) - mean(X) coef_``; for logistic regression the
-intercept is then the 1-D minimizer of the loss given ``coef_``.  With a finite epsilon the
-intercept is a feature: a constant column c = min(1, feature_bound) added to the first party's
-block, selected, released and accounted like every other column (no separate release), so
-``intercept_ = c x_0`` is bounded by that party's l1 ball (|intercept_| <= c eta): centre y
-beforehand if its offset may exceed that.
+``fit_intercept=True`` (the default, as in scikit-learn): where the algorithm fits an intercept
+jointly (``fw``, ``dpfw``, and ``dp-bcfw-secure`` with the logistic loss: an unpenalized b held
+by the label party, moved every round with the coefficients and accounted in each round's
+release; docs/sensitivity.md 5.5), ``intercept_`` is that b.  Elsewhere: without privacy, X's
+columns and y are centred for the fit (least squares; sparse X is densified) and
+``intercept_ = mean(y) - mean(X) coef_``; for logistic regression the intercept is then the 1-D
+minimizer of the loss given ``coef_`` (after the fit: it does not repair the coefficients).  With
+a finite epsilon the intercept is a feature: a constant column c = min(1, feature_bound) added to
+the first party's block, selected, released and accounted like every other column, so
+``intercept_ = c x_0`` is bounded by that party's l1 ball (|intercept_| <= c eta).
+
+``eta="auto"`` (the default): the public rule of ``vflpriv.vertical.scale`` (eta_k = 8 / (K B_a)
+for classification, 4 B_y / (K B_a) for least squares).
 
 ``random_state=None`` draws noise, sketch and sampling from OS entropy; an integer makes the fit
 reproducible and marks it not for deployment (``solution_.deployment`` is False).
@@ -70,11 +76,11 @@ class NonPrivateFitWarning(UserWarning):
 class _VerticalBase(BaseEstimator):
     _loss = "squared"
 
-    def __init__(self, parties=2, partition="balanced", eta=1.0, max_iter=100, epsilon=math.inf,
-                 delta=None, algorithm="dp-bcfw", sampling="elementary", rnm=None,
-                 sketch="identity", sketch_dim=None, calibration="accountant", split=None,
-                 feature_bound=None, label_bound=None, accountant="rdp", ledger=None,
-                 derivative_clip=None, row_clip=None, max_features=None, fit_intercept=False,
+    def __init__(self, parties=2, partition="balanced", eta="auto", max_iter=100,
+                 epsilon=math.inf, delta=None, algorithm="dp-bcfw", sampling="elementary",
+                 rnm=None, sketch="identity", sketch_dim=None, calibration="accountant",
+                 split=None, feature_bound=None, label_bound=None, accountant="rdp", ledger=None,
+                 derivative_clip=None, row_clip=None, max_features=None, fit_intercept=True,
                  random_state=None, backend="inprocess", label_party=None):
         self.parties = parties
         self.partition = partition
@@ -177,7 +183,11 @@ class _VerticalBase(BaseEstimator):
                           "(said once per process)", NonPrivateFitWarning, stacklevel=3)
         Xf, yf, x_mean, y_mean = X, y_internal, None, 0.0
         const = None
-        if self.fit_intercept and private:
+        joint = bool(self.fit_intercept) and _joint_intercept(self.algorithm, self._loss,
+                                                               self.epsilon)
+        if joint:
+            pass                                # fitted with the coefficients by the algorithm
+        elif self.fit_intercept and private:
             # the intercept as a feature: a constant column c = min(1, B_a) in the first party's
             # block (party 0, the default label holder), so it is selected, released and
             # accounted like any other column, inside that party's l1 ball
@@ -202,10 +212,12 @@ class _VerticalBase(BaseEstimator):
                         ledger=self.ledger, seed=self.random_state,
                         derivative_clip=self.derivative_clip, row_clip=self.row_clip,
                         max_features=self.max_features, backend=self.backend,
-                        label_party=self.label_party)
+                        label_party=self.label_party, fit_intercept=joint)
         self.coef_ = np.asarray(sol.x, dtype=float)
         self.intercept_ = 0.0
-        if const is not None:
+        if joint:
+            self.intercept_ = float(sol.intercept)
+        elif const is not None:
             self.intercept_ = float(const * self.coef_[0])
             self.coef_ = self.coef_[1:]
         elif self.fit_intercept:
@@ -273,6 +285,18 @@ def _one_line(fn, *args, **kwargs):
                  if ln.strip() and not ln.strip().startswith("array=")]
         message = " ".join(lines).replace(": -", ":")
         raise InputError(message if len(message) <= 300 else message[:297] + "...") from None
+
+
+def _joint_intercept(algorithm, loss, epsilon):
+    """Does ``algorithm`` fit the intercept jointly for ``loss``?  (dpfw without noise is fw.)"""
+    from .vertical.config import INTERCEPT_ALGORITHMS
+
+    try:
+        private = math.isfinite(float(epsilon))
+    except (TypeError, ValueError):
+        private = False
+    algorithm = "fw" if algorithm == "dpfw" and not private else algorithm
+    return (algorithm, loss) in INTERCEPT_ALGORITHMS
 
 
 def _logistic_intercept(z, y):
@@ -347,12 +371,12 @@ class VerticalDPLogisticRegression(VerticalDPLogistic):
     party and round, D the derivative bound of the sigmoid series).
     """
 
-    def __init__(self, parties=2, partition="balanced", eta=1.0, max_iter=100,
+    def __init__(self, parties=2, partition="balanced", eta="auto", max_iter=100,
                  epsilon=math.inf, delta=None, algorithm="dp-bcfw-secure",
                  sampling="elementary", rnm=None, sketch="identity", sketch_dim=None,
                  calibration="accountant", split=None, feature_bound=None, label_bound=1.0,
                  accountant="rdp", ledger=None, derivative_clip=None, row_clip=None,
-                 max_features=None, fit_intercept=False, random_state=None, backend="inprocess",
+                 max_features=None, fit_intercept=True, random_state=None, backend="inprocess",
                  label_party=0):
         super().__init__(parties=parties, partition=partition, eta=eta, max_iter=max_iter,
                          epsilon=epsilon, delta=delta, algorithm=algorithm, sampling=sampling,

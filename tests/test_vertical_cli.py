@@ -98,7 +98,7 @@ def test_estimators_fit_predict_score():
     assert est.coef_.shape == (8,) and len(est.history_) == 300
     assert set(np.flatnonzero(np.abs(est.coef_) > 0.3)) == {1, 6}
     assert est.score(X, y) > 0.9
-    assert np.allclose(est.predict(X), X @ est.coef_)
+    assert np.allclose(est.predict(X), X @ est.coef_ + est.intercept_)
     assert est.privacy_ is None and sum(est.bytes_["uplink"]) > 0
     priv = VerticalDPLasso(parties=2, eta=2.0, max_iter=20, epsilon=1.0, delta=1e-5,
                            feature_bound=4.0, label_bound=8.0, random_state=0).fit(X, y)

@@ -32,10 +32,12 @@ def _sigmoid(m):
 
 
 def _logistic(n=600, d=24, K=3, seed=0):
+    """Features in [-1, 1] (standard normals / 4, clipped), so that K B_a eta + 8 stays within
+    the sigmoid series' range 16 at the eta the tests use (glm_solve.check_margin_range)."""
     rng = np.random.default_rng(seed)
-    A = rng.normal(size=(n, d))
+    A = np.clip(rng.normal(size=(n, d)) / 4, -1, 1)
     w = np.zeros(d)
-    w[:4] = [1.5, -1.0, 1.0, -0.7]
+    w[:4] = [6.0, -4.0, 4.0, -2.8]
     y = np.where(rng.random(n) < _sigmoid(A @ w), 1.0, -1.0)
     return VerticalData.from_arrays(A, y, "balanced", parties=K)
 
@@ -142,7 +144,8 @@ def test_non_private_logistic_secure_tracks_bcfw():
     D = _logistic()
     ref = solve(D, loss="logistic", algorithm="bcfw", eta=2.0, iterations=60, seed=0,
                 reference=True)
-    sec = solve(D, loss="logistic", algorithm="dp-bcfw-secure", eta=2.0, iterations=60, seed=0)
+    sec = solve(D, loss="logistic", algorithm="dp-bcfw-secure", eta=2.0, iterations=60, seed=0,
+                fit_intercept=False)                 # bcfw fits none: the same problem
     gap = ref.initial_objective - ref.reference.objective
     assert sec.privacy is None and sec.extra["label_party"] == 0
     assert abs(sec.final_objective - ref.final_objective) < 0.02 * gap
@@ -153,16 +156,17 @@ def test_private_logistic_secure_charges_t_gaussians_within_target():
     D = _logistic()
     T = 25
     sol = solve(D, loss="logistic", algorithm="dp-bcfw-secure", eta=2.0, iterations=T, seed=0,
-                epsilon=2.0, delta=1e-6, feature_bound=3.0, label_bound=1.0, row_clip=3.0,
+                epsilon=2.0, delta=1e-6, feature_bound=1.0, label_bound=1.0, row_clip=3.0,
                 label_party=1)
     led = sol.ledger
     assert len(led.records) == T
     assert all(isinstance(r.event, Gaussian) for r in led.records)
     ev = led.records[0].event
     D_bound = SERIES.derivative_bound
-    # three blocks with row clip 3 and the intercept's constant column 1 (sensitivity.md 5.5)
+    # three blocks of 8 columns, C_k = min(C, B_a sqrt(p_k)) = min(3, sqrt(8)) (sensitivity.md
+    # 4.1), and the intercept's constant column 1 (5.5)
     assert sol.extra["intercept_fitted"] is True
-    assert ev.sensitivity == pytest.approx(2 * D_bound * math.sqrt(3 * 3.0 ** 2 + 1.0))
+    assert ev.sensitivity == pytest.approx(2 * D_bound * math.sqrt(3 * 8.0 + 1.0))
     exact = get_accountant("optimal").epsilon(SelfComposed(ev, T), 1e-6)
     assert exact <= 2.0 + 1e-9
     assert get_accountant("rdp").epsilon(led.event(), 1e-6) <= 2.0 + 1e-9
@@ -174,7 +178,7 @@ def test_logistic_bytes_match_the_wire_format():
     D = _logistic(n=300, d=12, K=3)
     T, n, K, J = 4, 300, 3, SERIES.terms
     sol = solve(D, loss="logistic", algorithm="dp-bcfw-secure", eta=1.0, iterations=T, seed=0,
-                epsilon=2.0, delta=1e-6, feature_bound=3.0, label_bound=1.0)
+                epsilon=2.0, delta=1e-6, feature_bound=1.0, label_bound=1.0)
     by = sol.extra["bytes_by_type"]
     Hd = SM.HEADER_BYTES
     assert by["MaskedFactors"] == [2 * T, 2 * T * (Hd + 6 + 16 * J * n)]
@@ -327,3 +331,20 @@ def test_spilled_masked_blocks_give_the_same_run(monkeypatch, tmp_path):
     assert [r.event for r in a.ledger.records] == [r.event for r in b.ledger.records]
     assert a.extra["bytes_by_type"] == b.extra["bytes_by_type"]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_eta_beyond_the_sigmoid_range_is_refused_before_anything(tmp_path):
+    """K B_a eta + 8 (intercept) > 16: the series would wrap (issue 32); refused with the largest
+    eta that fits, before the ledger file is made; eta auto (8 / (K B_a)) sits at the edge."""
+    D = _logistic(n=200, d=6, K=2)
+    led = tmp_path / "l.ledger"
+    with pytest.raises(InputError, match=r"--eta 20: .* use --eta <= 2"):
+        solve(D, loss="logistic", algorithm="dp-bcfw-secure", eta=20.0, iterations=3, seed=0,
+              epsilon=1.0, delta=1e-6, feature_bound=2.0, label_bound=1.0, ledger=str(led))
+    assert not led.exists()
+    with pytest.raises(InputError, match=r"use --eta <= 4"):         # no intercept: 16 / (2 * 2)
+        solve(D, loss="logistic", algorithm="dp-bcfw-secure", eta=4.5, iterations=3, seed=0,
+              epsilon=1.0, delta=1e-6, feature_bound=2.0, label_bound=1.0, fit_intercept=False)
+    sol = solve(D, loss="logistic", algorithm="dp-bcfw-secure", iterations=3, seed=0,
+                epsilon=1.0, delta=1e-6, feature_bound=2.0, label_bound=1.0)
+    assert sol.eta == pytest.approx(2.0)

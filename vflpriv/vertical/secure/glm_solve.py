@@ -35,6 +35,32 @@ def calibrate_sigma(epsilon, delta, T, sens, accountant):
     return res.value, res.epsilon
 
 
+def check_margin_range(data, cfg, series):
+    """Refuse, before anything is read from a ledger or spent, an eta whose margins can leave
+    the range on which the sigmoid series keeps the sign of m (|m| <= P, its half-period;
+    issue 32): |a_r^T x + b| <= K B_a eta + B_b, B_a the declared bound (a non-private run
+    without one: max |a_ij| of its own data), B_b the intercept's range (0 without one).  Beyond
+    P the series wraps around and the model can end worse than x = 0."""
+    from ...optim.intercept import INTERCEPT_BOUND
+
+    if cfg.feature_bound is not None:
+        Ba = float(cfg.feature_bound)
+    else:
+        import scipy.sparse as sp
+
+        vals = data.A.data if sp.issparse(data.A) else np.asarray(data.A)
+        Ba = float(np.max(np.abs(vals))) if np.size(vals) else 0.0
+    Bb = INTERCEPT_BOUND if cfg.fit_intercept else 0.0
+    P = series.half_period
+    reach = data.K * Ba * float(cfg.eta) + Bb
+    if reach > P * (1 + 1e-12) and Ba > 0:
+        top = (P - Bb) / (data.K * Ba)
+        raise InputError(f"--eta {float(cfg.eta):g}: the logistic margins can reach K B_a eta"
+                         f"{' + 8 (intercept)' if Bb else ''} = {reach:.4g} > {P:g}, the range "
+                         f"on which the secure sigmoid keeps the sign of the margin; use --eta "
+                         f"<= {top:.4g} (K={data.K}, B_a={Ba:g}) or --eta auto")
+
+
 class _Noise(NamedTuple):
     """The noise of a private logistic run: its plan, sigma and the row clips C_k."""
     plan: object
@@ -52,6 +78,7 @@ def solve_glm(data, run: SecureRun, series=None):
     check_binary_labels(data.y)
     if data.K < 2:
         raise InputError(f"dp-bcfw-secure needs at least 2 parties, got {data.K}")
+    check_margin_range(data, run.cfg, series)
     noise = _plan_noise(data, run, series) if run.private else None
     led, budget = _open_budget(run, noise, series) if run.private else (None, None)
     res = _rounds(data, run, series, noise, led, budget)

@@ -74,6 +74,11 @@ def test_sparse_deployment_from_a_written_spec_survives_a_lost_client(tmp_path, 
                       else None)
     assert res["error"] is None, res["error"]
     assert [(x["client"], x["round"]) for x in res["lost_clients"]] == [(LOST, AFTER + 1)]
-    assert np.array_equal(res["final"], _reference())           # bit for bit
+    # the description of a private run carries no noise entropy (issue 32): each client's DP
+    # noise is its own OS entropy, so the model is the reference's shape, not its bits
+    assert not any("noise-entropy" in (out / f"node{i}.toml").read_text() for i in range(N))
+    ref = _reference()
+    assert res["final"].shape == ref.shape and np.all(np.isfinite(res["final"]))
+    assert not np.array_equal(res["final"], ref)
     counts = [len(read_ledger(c["ledger"]).records) for c in cfgs]
     assert counts == [ROUNDS if i != LOST else AFTER + 1 for i in range(N)]

@@ -303,7 +303,12 @@ def test_logistic_path_resumes_equal_to_an_uninterrupted_run(tmp_path, crash_aft
     n_before = len(read_ledger(led).records)
     assert (meta["ledger_length"] < n_before) == bool(crash_after)
     sol = solve(D, ledger=str(led), checkpoint=str(ck), resume=True, **kw)
-    assert np.array_equal(sol.x, ref.x) and sol.objective == ref.objective
+    # masks come from the OS in every run (issue 32): the sigmoid's unit factors are truncated
+    # per share, so the derivatives (hence the intercept and objective) move by the factors'
+    # rounding, 2^-f_c per term, from run to run; the selections are the same
+    assert np.array_equal(sol.x, ref.x)
+    assert sol.objective == pytest.approx(ref.objective, abs=1e-5)
+    assert sol.intercept == pytest.approx(ref.intercept, abs=1e-4)
     assert _keys(led) == _keys(tmp_path / "ref.jsonl")
     assert sol.privacy["epsilon_spent"] == ref.privacy["epsilon_spent"]
     assert (sol.uplink, sol.downlink) == (ref.uplink, ref.downlink)

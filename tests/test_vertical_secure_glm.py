@@ -87,7 +87,7 @@ def _parties(D, L, private=False, sigma=0.0, clip=None):
     keys = KeySource(seed=5)
     parties = [GlmParty(k, D.block(k), D.y if k == L else None, 1.0, ring=ring, series=SERIES,
                         private=private, feature_bound=3.0, row_clip=clip, sigma=sigma,
-                        noise_seed=k, key_seed=10 + k) for k in range(D.K)]
+                        noise_seed=k) for k in range(D.K)]
     dealer = Dealer(keys, [len(b) for b in D.blocks], D.n, CHUNK_ROWS)
     H = (L + 1) % D.K
     for p in parties:
@@ -327,7 +327,10 @@ def test_spilled_masked_blocks_give_the_same_run(monkeypatch, tmp_path):
                         lambda self, k: made.append(k) or real_store(self, k))
     b = solve(D, **kw)
     assert sorted(made) == [0, 1, 2]                      # every sender's block went to disk
-    assert np.array_equal(a.x, b.x) and a.objective == b.objective
+    # OS masks in both runs: the sigmoid factors' per-share rounding (2^-f_c) moves the
+    # derivatives slightly from run to run; the selections are the same
+    assert np.array_equal(a.x, b.x)
+    assert a.objective == pytest.approx(b.objective, abs=1e-5)
     assert [r.event for r in a.ledger.records] == [r.event for r in b.ledger.records]
     assert a.extra["bytes_by_type"] == b.extra["bytes_by_type"]
     assert list(tmp_path.iterdir()) == []

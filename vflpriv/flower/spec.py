@@ -179,10 +179,21 @@ def dump_run(spec, path) -> str:
     return path
 
 
+#: node-config keys that carry a seeded run's noise entropy: never written for deployment
+SECRET_NODE_KEYS = ("noise-entropy", "noise-spawn-key")
+
+
 def write_description(directory, spec, cfgs) -> dict:
     """Write ``run.json`` and one ``node<i>.toml`` per entry of ``cfgs`` into ``directory``
-    (the clients' data files are already there); returns what was written."""
+    (the clients' data files are already there); returns what was written.  A seeded private
+    run's noise entropy is never written (issue 32): anyone holding it could regenerate a
+    party's noise and remove it from the released values, so in the description of a private
+    run (a party with a ledger) each party draws its noise from its own OS entropy and
+    ``--seed`` fixes only the public choices (partition, sketch, sampling).  A non-private run
+    keeps it (it seeds nothing secret there: minibatch order, no noise)."""
     spec = dict(spec)
+    cfgs = [{k: v for k, v in cfg.items() if "ledger" not in cfg or k not in SECRET_NODE_KEYS}
+            for cfg in cfgs]
     spec["out"] = os.path.join(directory, "result.pkl")
     spec.pop("progress", None)
     path = dump_run(spec, os.path.join(directory, "run.json"))

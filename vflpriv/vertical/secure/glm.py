@@ -101,7 +101,7 @@ class GlmParty:
     the labels if it is the label party, and the public iterate's own part A_k x_k."""
 
     def __init__(self, k, A_k, y, eta, *, ring: RingPlan, series: SigmoidSeries, private,
-                 feature_bound=None, row_clip=None, sigma=0.0, noise_seed=None, key_seed=None,
+                 feature_bound=None, row_clip=None, sigma=0.0, noise_seed=None,
                  fit_intercept=False):
         self.k, self.eta, self.ring, self.series = k, float(eta), ring, series
         # the intercept b lives at the label party only (None elsewhere, or when not fitted)
@@ -120,7 +120,7 @@ class GlmParty:
         self.y01 = None if y is None else (np.asarray(y, dtype=np.float64) > 0).astype(np.int64)
         self.sigma = float(sigma)
         self.rng = np.random.default_rng(noise_seed) if private else None
-        self.keys = KeySource(key_seed)
+        self.keys = KeySource(None)              # margin masks: OS entropy, never a seed
         self.x = np.zeros(self.p)
         self.u = np.zeros(self.n)
         self.masked = {}
@@ -308,7 +308,9 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
     ring = ring_plan(n, Ba, D, sigma, series)
     t_setup = time.perf_counter()
     _, _, noise_ss = _seeds(seed, noise_key)
-    keys = KeySource(None if noise_key is not None else seed)
+    # masks, triples and share keys from the OS, seeded run or not: they cancel in the ring, so
+    # a seed would buy no reproducibility and a reused seed would be a two-time pad (issue 32)
+    keys = KeySource(None)
     party_seeds = noise_ss.spawn(2 * K)
     ev_round = round_event(sigma, D, clips, fit_intercept) if private else None
     parties = []
@@ -316,10 +318,7 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
         p = GlmParty(k, data.block(k), data.y if k == L else None, eta, ring=ring, series=series,
                      private=private, feature_bound=feature_bound,
                      row_clip=None if clips is None else clips[k], sigma=sigma,
-                     noise_seed=party_seeds[k],
-                     key_seed=None if noise_key is not None else
-                     int(party_seeds[K + k].generate_state(2, np.uint64)[0] >> np.uint64(1)),
-                     fit_intercept=fit_intercept)
+                     noise_seed=party_seeds[k], fit_intercept=fit_intercept)
         if private:
             from accounting import BudgetFilter
 

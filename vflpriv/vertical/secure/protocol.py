@@ -359,7 +359,10 @@ def run_secure(data, *, eta, iterations, frac, private, noise_plan=None, budget_
         raise InputError("a private secure run needs a noise plan and a budget filter")
     t_setup = time.perf_counter()
     _, _, noise_ss = _seeds(seed, noise_key)
-    keys = KeySource(None if noise_key is not None else seed)
+    # masks, triples and share keys from the OS, seeded run or not: they cancel exactly in the
+    # ring (results do not change), and a seed reused on neighbouring data would be a two-time
+    # pad that unmasks a person's row (issue 32); a seed fixes only the DP noise of a test run
+    keys = KeySource(None)
     sizes = [len(b) for b in data.blocks]
     parties = None
     if remote is not None:

@@ -13,8 +13,10 @@ independent of x.  Nothing else is needed by the protocol (the Beaver products a
 
 Randomness: masks and shares come from AES-128 in counter mode (the keystream of a stream cipher
 used as a PRG, NIST SP 800-38A CTR; via the ``cryptography`` package, OpenSSL underneath), keyed
-by 16 bytes that are either fresh OS entropy (``secrets``) or, in a seeded (not-for-deployment)
-run, derived from the seed by HKDF-SHA256 (RFC 5869).  A key is used for one stream only.
+by 16 bytes of fresh OS entropy (``secrets``); the protocol never seeds them (issue 32: a seed
+reused on neighbouring data would be a two-time pad).  :class:`KeySource` can still derive keys
+from a seed by HKDF-SHA256 (RFC 5869) for benchmarks of the PRG alone.  A key is used for one
+stream only.
 """
 from __future__ import annotations
 

@@ -345,3 +345,50 @@ def test_releases_stay_inside_the_reservation_when_the_worst_case_is_reached(tmp
                isinstance(e.event, Gaussian)][0]
     pool = planned.count * (planned.event.sensitivity / planned.event.sigma) ** 2
     assert mu2 <= pool and mu2 == pytest.approx(pool, rel=1e-8)
+
+
+def test_a_holder_releases_only_what_its_own_ledger_charged():
+    """Issue 32: a private party serves a holder request for its new pick of the round once,
+    after its own ledger charged it; a request the server makes up (no charge, a repeat, a
+    re-selected feature) is refused before any noise is drawn, and the label release likewise."""
+    n, K = 200, 2
+    rng = np.random.default_rng(0)
+    A0, A1 = rng.uniform(-1, 1, (n, 4)), rng.uniform(-1, 1, (n, 3))
+    y = rng.uniform(-1, 1, n)
+    f = ring.frac_bits(n + 40 * 2.0)
+    kw = dict(frac=f, private=True, feature_bound=1.0, label_bound=1.0, row_clip=2.0,
+              noise="gumbel", index_scale=1.0, sigma=2.0)
+    peer = SecureParty(0, A0, None, 1.0, noise_seed=1, **kw)
+    holder = SecureParty(1, A1, y, 1.0, noise_seed=2, **kw)
+    keys = ring.KeySource(None)
+    dealer = beaver.Dealer(keys, [4, 3], n, 64)
+    for p in (peer, holder):
+        p.setup(SM.SecureSetup(f, 10, K, n, dealer.mask_keys[p.k]))
+        p.budget = BudgetFilter(MemoryLedger(budget={"epsilon": 100.0, "delta": 1e-5}), 100.0,
+                                1e-5, accountant="rdp")
+        p.plan = ("gumbel", 1.0, 0.01, 2.0, 1.0, [2.0, 2.0], 1.0)
+    for row, block in peer.masked_blocks():
+        holder.receive_block(0, SM.MaskedBlock(row, block))
+
+    def ask(i):
+        to_holder, _ = dealer.triples(1, i, [0])
+        return holder.holder_messages(i, to_holder)
+
+    i = abs(holder.select().signed_index) - 1
+    with pytest.raises(InputError, match="its own ledger charged"):
+        ask(i)                                           # the server named it without a charge
+    charged = len(holder.budget.ledger.records)
+    holder.charge_features(SM.NewFeatures([1]), 0)
+    assert len(holder.budget.ledger.records) == charged + 1
+    ask(i)                                               # charged: served once
+    with pytest.raises(InputError, match="refused to release feature"):
+        ask(i)                                           # a repeat
+    holder.selected = [i]
+    holder._pick, holder._pick_new = i, False            # the same feature selected again
+    holder.charge_features(SM.NewFeatures([1]), 1)
+    with pytest.raises(InputError, match="refused to release feature"):
+        ask(i)
+    with pytest.raises(InputError, match="A_k\\^T y"):
+        ask(SM.LABEL_INDEX)                              # the label: no charge yet
+    holder.charge_features(SM.NewFeatures([SM.LABEL_RELEASE + 1]), 0)
+    ask(SM.LABEL_INDEX)

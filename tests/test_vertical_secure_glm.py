@@ -351,3 +351,30 @@ def test_an_eta_beyond_the_sigmoid_range_is_refused_before_anything(tmp_path):
     sol = solve(D, loss="logistic", algorithm="dp-bcfw-secure", iterations=3, seed=0,
                 epsilon=1.0, delta=1e-6, feature_bound=2.0, label_bound=1.0)
     assert sol.eta == pytest.approx(2.0)
+
+
+def test_glm_holders_add_noise_only_for_rounds_their_ledgers_charged():
+    """Issue 32: the holder of a derivative share adds noise (scores, intercept) only once per
+    round its own ledger charged; a round the server runs without that charge is refused."""
+    from accounting import BudgetFilter
+
+    from vflpriv.vertical.privacy import MemoryLedger
+    from vflpriv.vertical.secure.glm import round_event, round_scores
+    from vflpriv.vertical.secure.local import Network
+
+    D = _logistic(n=120, d=6, K=2)
+    parties, dealer, keys, H = _parties(D, 0, private=True, sigma=1.0, clip=1.0)
+    ev = round_event(1.0, SERIES.derivative_bound, [1.0, 1.0])
+    for p in parties:
+        p.budget = BudgetFilter(MemoryLedger(budget={"epsilon": 50.0, "delta": 1e-5}), 50.0,
+                                1e-5, accountant="rdp")
+        p.round_event = ev
+    net = Network()
+    with pytest.raises(InputError, match="refused to release noisy scores"):
+        round_scores(parties, dealer, keys, net, 0, H, 0)
+    for p in parties:
+        p.charge(0)
+    g = round_scores(parties, dealer, keys, net, 0, H, 0)
+    assert set(g) == {0, 1}
+    with pytest.raises(InputError, match="refused to release noisy scores"):
+        round_scores(parties, dealer, keys, net, 0, H, 1)     # no charge for round 1

@@ -152,6 +152,18 @@ class GlmParty:
         if self.budget is not None:
             self.budget.charge(self.round_event, party=self.k, round=t,
                                note="secure glm: noisy scores")
+            self._allowed = {"scores", "intercept"}   # what the round's charge covers, once
+
+    def _gate(self, what):
+        """A private party adds noise (as the holder of a derivative share) only for what its
+        own ledger charged this round, once each (issue 32)."""
+        if self.budget is None:
+            return
+        allowed = getattr(self, "_allowed", set())
+        if what not in allowed:
+            raise InputError(f"party {self.k}: refused to release noisy {what}: its own ledger "
+                             "has charged no (further) round for it")
+        allowed.discard(what)
 
     # -- step 1: margins ------------------------------------------------------------------------
     def own_margin(self):
@@ -209,6 +221,7 @@ class GlmParty:
     # -- the intercept (label party L, helper H) -------------------------------------------------
     def intercept_share(self, d_share):
         """H: the sum of its derivative shares plus its Gaussian noise N(0, sigma^2), one word."""
+        self._gate("intercept")
         s = np.array([d_share.sum(dtype=np.uint64)], dtype=np.uint64)   # arrays wrap silently
         if self.private and self.sigma > 0:
             s = s + _noise(self.rng, self.sigma, 1, self.ring.d_bits)
@@ -229,6 +242,7 @@ class GlmParty:
     # -- step 3: scores -------------------------------------------------------------------------
     def holder_messages(self, vec, triples):
         """The holder of a d share: masked vector for its peers, noised result shares."""
+        self._gate("scores")
         keys = {t.v_key for t in triples.values()}
         if len(keys) != 1:
             raise InputError("the dealer sent different vector masks for one product")

@@ -141,6 +141,11 @@ class SecureParty:
         self.budget = None                        # the party's own BudgetFilter (private runs)
         self.plan = None                          # (noise, b, Delta_sel, sigma, B_a, clips)
         self.chunk_rows = CHUNK_ROWS              # rows per MaskedBlock frame
+        # what this party's own ledger has charged and it may therefore release as a holder:
+        # its pick of this round if it is new (a feature is released once), the label once
+        self._pick = self._pick_new = None
+        self._owed = None
+        self._owed_label = False
 
     @property
     def A_csr(self):
@@ -210,11 +215,15 @@ class SecureParty:
             if feats:
                 self.charge(round_feature_event(sigma, Ba, clips, feats), t,
                             "secure: cross-products")
+                if self.k in feats and self._pick_new:
+                    self._owed = self._pick          # charged here: this party may serve it
             for h in msg.holders:
                 if h >= SM.LABEL_RELEASE:
                     self.charge(label_release_event(sigma, self.plan[6], clips,
                                                     h - SM.LABEL_RELEASE), t,
                                 "secure: A_k^T y")
+                    if h - SM.LABEL_RELEASE == self.k and self.y is not None:
+                        self._owed_label = True
 
     def select(self):
         g = self.scores()
@@ -223,14 +232,34 @@ class SecureParty:
         j, sign = signed_argmax(-sub, self.noise if self.private else None,
                                 self.b if self.private else 0.0, self.rng)
         i = int(j) if cands is None else int(cands[j])
+        self._pick, self._pick_new, self._owed = i, i not in self.selected, None
         if i not in self.selected:
             self.selected.append(i)
         return SM.SecureIndex(sign * (i + 1))
+
+    def _gate_release(self, i):
+        """A private party serves a holder request only for what its own ledger charged: its
+        new pick of this round, once, or (the label party) the label, once (issue 32); the
+        server's word is not enough."""
+        if self.budget is None:
+            return
+        if i == SM.LABEL_INDEX:
+            if not self._owed_label:
+                raise InputError(f"party {self.k}: refused to release A_k^T y: its own ledger "
+                                 "charged no (further) label release")
+            self._owed_label = False
+            return
+        if self._owed is None or i != self._owed:
+            raise InputError(f"party {self.k}: refused to release feature {i}: its own ledger "
+                             f"charged only its new pick of this round "
+                             f"({'none' if self._owed is None else self._owed}), each once")
+        self._owed = None
 
     # -- secure product, holder side (party l holds the selected column a_j) ------------------
     def holder_messages(self, i, triples):
         """``triples``: {k: TripleToHolder}.  Returns (MaskedVector for all k, {k: ResultShare}).
         Noise for k is added to l's share here (l never sees the reconstructed value)."""
+        self._gate_release(i)
         if i == SM.LABEL_INDEX:
             if self.y is None:
                 raise InputError(f"party {self.k} holds no label to release")

@@ -45,6 +45,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ...errors import InputError
+from ..clipshare import warn_if_clipped
 from ..sketch import signed_argmax
 from . import messages as SM
 from .beaver import Dealer, holder_shares, masked_block_chunks, peer_output
@@ -104,6 +105,8 @@ class GlmParty:
                  feature_bound=None, row_clip=None, sigma=0.0, noise_seed=None, key_seed=None):
         self.k, self.eta, self.ring, self.series = k, float(eta), ring, series
         self.private = private
+        if private:          # the labels are +-1 here: only the features can be clipped
+            warn_if_clipped(k, A_k, None, feature_bound, None)
         A = clip_block(A_k, feature_bound, row_clip) if private else \
             sp.csr_matrix(A_k, dtype=np.float64, copy=True)
         A_fx = A.copy()

@@ -137,7 +137,10 @@ def written_files(page):
 
 def _vflpriv(cwd, cmd, timeout=120):
     argv = shlex.split(cmd)
-    env = dict(os.environ, VFLPRIV_DATASETS=os.path.join(ROOT, "datasets"))
+    # this checkout's vflpriv, whatever is installed (the commands run in a temporary folder)
+    env = dict(os.environ, VFLPRIV_DATASETS=os.path.join(ROOT, "datasets"),
+               PYTHONPATH=os.pathsep.join([ROOT] + [p for p in os.environ.get(
+                   "PYTHONPATH", "").split(os.pathsep) if p]))
     return subprocess.run([sys.executable, "-m", "vflpriv", *argv[1:]], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
 

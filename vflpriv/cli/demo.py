@@ -40,7 +40,9 @@ def register(sub):
 
 
 def _mb(b):
-    return f"{b / 2 ** 20:.1f} MiB" if b >= 2 ** 20 else f"{b / 1024:.1f} KiB"
+    from ..units import format_bytes
+
+    return format_bytes(b)
 
 
 def _explain(doc, algorithm):

@@ -51,7 +51,7 @@ from .beaver import Dealer, holder_shares, masked_block_chunks, peer_output
 from .local import LocalParties, Network  # noqa: F401  (the in-process link; re-exported)
 from .ring import Prg, decode, encode
 
-#: rows per MaskedBlock frame (8192 x 500 columns = 32 MiB).  The products are sums over rows, so
+#: rows per MaskedBlock frame (8192 x 500 columns = 32.8 MB).  The products are sums over rows, so
 #: the chunking changes neither the words computed nor the mask stream (U_k is read row-major in
 #: order); only the number of frames (12 + 12 bytes of header each) depends on it.
 CHUNK_ROWS = 8192

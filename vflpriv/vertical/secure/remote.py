@@ -43,8 +43,8 @@ _ENTRY = struct.Struct("<HI")
 _RANGE = struct.Struct("<QQ")
 #: the offline phase sends a party's masked block in pieces of at most about this many bytes
 #: per message (each party's reply, and each relayed delivery), well below gRPC's message limit.
-#: Not larger: on Flower's simulation, 32 MiB messages cost the server process kernel time
-#: (n = 1e5, d = 2000, K = 4: setup 91 s with 32 MiB pieces, 60 s with 8 MiB; docs/flower.md)
+#: Not larger: on Flower's simulation, 33.6 MB (2^25-byte) messages cost the server process kernel time
+#: (n = 1e5, d = 2000, K = 4: setup 91 s with 33.6 MB pieces, 60 s with 8.4 MB; docs/flower.md)
 OFFLINE_FRAME_BYTES = 8 * 2 ** 20
 
 

@@ -43,10 +43,10 @@ def test_warns_above_the_threshold_and_not_at_it():
     above[int(THRESHOLD * n)] = 2.0            # one more value: warning, with the count
     msgs = _caught(lambda: warn_if_clipped(3, above, None, 1.0, None))
     assert len(msgs) == 1
-    assert msgs[0].startswith("party 3: --feature-bound 1 clips 11 of its 200 feature values (6%)")
+    assert msgs[0].startswith("party 3: --feature-bound 1 clips 6% of its feature values (11 of 200)")
     y = np.full(n, 4.0)
     msgs = _caught(lambda: warn_if_clipped(0, at, y, 1.0, 3.0))
-    assert len(msgs) == 1 and "--label-bound 3 clips 200 of its 200 labels (100%)" in msgs[0]
+    assert len(msgs) == 1 and "--label-bound 3 clips 100% of its labels (200 of 200)" in msgs[0]
 
 
 def _diabetes_raw():
@@ -72,9 +72,11 @@ def test_engine_party_warns_on_the_unscaled_diabetes_set_only():
               iterations=2, seed=0)
     msgs = _caught(lambda: solve(raw, **kw))
     assert len(msgs) == 3          # two parties' features, the labels once
-    assert f"party 0: --feature-bound 3 clips {expect[0]} of its" in msgs[0]
-    assert f"party 1: --feature-bound 3 clips {expect[1]} of its" in msgs[2]
-    assert "party 0: --label-bound 3 clips 442 of its 442 labels (100%)" in msgs[1]
+    assert msgs[0].startswith("party 0: --feature-bound 3 clips ")
+    assert f"of its feature values ({expect[0]} of " in msgs[0]
+    assert msgs[2].startswith("party 1: --feature-bound 3 clips ")
+    assert f"of its feature values ({expect[1]} of " in msgs[2]
+    assert "party 0: --label-bound 3 clips 100% of its labels (442 of 442)" in msgs[1]
     kw.update(feature_bound=1.0, label_bound=1.0)
     assert _caught(lambda: solve(_scaled_diabetes(), **kw)) == []
 
@@ -93,8 +95,8 @@ def test_secure_parties_warn(loss):
     msgs = _caught(lambda: solve(d, **kw))
     expect = [int(np.sum(np.abs(d.A[:, b]) > 0.5)) for b in d.blocks]
     for k in (0, 1):
-        assert any(m.startswith(f"party {k}: --feature-bound 0.5 clips {expect[k]} of its")
-                   for m in msgs), msgs
+        assert any(m.startswith(f"party {k}: --feature-bound 0.5 clips ") and
+                   f"({expect[k]} of " in m for m in msgs), msgs
     assert not any("labels" in m for m in msgs)
 
 
@@ -106,4 +108,4 @@ def test_flower_party_files_warn_in_the_writing_process(tmp_path):
                                          ledgers=[str(tmp_path / f"l{k}") for k in range(2)],
                                          label_party=1, bounds=(3.0, 3.0)))
     assert [m.split(":")[0] for m in msgs] == ["party 0", "party 1", "party 1"]
-    assert "--label-bound 3 clips 442 of its 442 labels" in msgs[2]
+    assert "--label-bound 3 clips 100% of its labels (442 of 442)" in msgs[2]

@@ -49,11 +49,10 @@ def warn_if_clipped(k, A_k, y, feature_bound, label_bound, threshold=THRESHOLD):
         if bound is None:
             continue
         clipped, total = clipped_share(values, float(bound))
-        stored = "nonzero " if sp.issparse(values) else ""
         if total and clipped > threshold * total:
             warnings.warn(
-                f"{'this party' if k is None else f'party {k}'}: {option} {float(bound):g} clips {clipped} of its {total} {stored}{what} "
-                f"({100.0 * clipped / total:.0f}%); the run stays private, but it fits the clipped "
-                f"values: scale the data to the bound or declare a bound that fits them "
-                f"(checked on this party's own data; nothing is sent)",
+                f"{'this party' if k is None else f'party {k}'}: {option} {float(bound):g} clips "
+                f"{100.0 * clipped / total:.0f}% of its {what} ({clipped} of {total}"
+                f"{' nonzero' if sp.issparse(values) else ''}); still private, but the model "
+                f"fits the clipped values (checked on this party's own data; nothing is sent)",
                 ClippingWarning, stacklevel=3)

@@ -72,3 +72,20 @@ def test_kernels_md_sketch_matrix_memory_is_the_json(contender, key):
     row = next(line for line in _page("kernels.md").splitlines()
                if line.startswith(f"| {contender} |"))
     assert row.rstrip(" |").rsplit("|", 1)[1].strip() == f"{b / 1e6:.1f}"
+
+
+def test_certify_md_quotes_the_recorded_calibration():
+    """docs/certify.md's DP-SGD calibration: the noise and the time are those of the committed
+    run (docs/certify_calibration.json); the RDP-alone noise is recomputed here."""
+    from accounting import PoissonSubsampledGaussian, SelfComposed, calibrate
+
+    cal = _json("certify_calibration.json")["calibrated"]
+    page = _page("certify.md")
+    assert cal["accountant"] == "pld"
+    assert f"gives {cal['noise_multiplier']:.5f} (PLD)" in page
+    assert f"calibration took {cal['seconds']:.2f} s in the run recorded in" in page
+    m = re.search(r"where RDP alone\s+needs (\d\.\d{5})", page)
+    rdp = calibrate(lambda s: SelfComposed(PoissonSubsampledGaussian(
+        noise_multiplier=s, sample_rate=256 / 60000), 14100), 3.0, 1e-5, guess=1.1,
+        accountant="rdp", decreasing=True)
+    assert m and float(m.group(1)) == round(rdp.value, 5)

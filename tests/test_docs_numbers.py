@@ -89,3 +89,68 @@ def test_certify_md_quotes_the_recorded_calibration():
         noise_multiplier=s, sample_rate=256 / 60000), 14100), 3.0, 1e-5, guess=1.1,
         accountant="rdp", decreasing=True)
     assert m and float(m.group(1)) == round(rdp.value, 5)
+
+
+def test_vertical_md_scale_table_is_scale_bench_json():
+    """The n = 1e5 / 1e6 table of docs/vertical.md is docs/scale_bench.json
+    (`vflpriv bench scale --json docs/scale_bench.json`), formatted as the bench prints it."""
+    page = _page("vertical.md")
+    for r in _json("scale_bench.json")["runs"]:
+        n = {100000: "1e5", 1000000: "1e6"}[r["n"]]
+        row = next(line for line in page.splitlines() if line.startswith(f"| {n} | "))
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert cells[1:5] == [f"{r[k]:.1f} s" for k in ("wall_seconds", "setup_seconds",
+                                                        "rounds_seconds", "other_seconds")]
+        assert cells[5].startswith(format_bytes(r["peak_rss_bytes"]) + " (")
+
+
+def test_vertical_md_flower_paragraph_is_scale_bench_flower_json():
+    r = _json("scale_bench_flower.json")["runs"][0]
+    page = " ".join(_page("vertical.md").split())          # the paragraph, unwrapped
+    assert (f"wall {r['wall_seconds']:.1f} s ({r['wall_seconds'] / 60:.1f} min): setup "
+            f"{r['setup_seconds']:.1f} s, 200 rounds {r['rounds_seconds']:.1f} s "
+            f"({r['seconds_per_round']:.1f} s per round; {r['products']} secure products), "
+            f"generation and start-up {r['other_seconds']:.1f} s; epsilon "
+            f"{r['epsilon_spent']:.1f}") in page
+    assert f"the largest process {format_bytes(r['peak_rss_bytes'])} (`wait4`)" in page
+    assert f"together {format_bytes(r['peak_tree_rss_bytes'])} at their peak" in page
+    assert f"relays {r['masked_block_bytes'] / 1e9:.0f} GB of masked blocks" in page
+
+
+def _frontier_rows(page_text, header_start):
+    """Rows ``(n, algorithm, [(removed %, excess)...])`` of the table whose header starts so."""
+    lines = page_text.splitlines()
+    i = next(k for k, line in enumerate(lines) if line.replace(" ", "").startswith(header_start))
+    out = []
+    for line in lines[i + 2:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        pts = [re.fullmatch(r"(-?[\d.]+)% \(([\d.e-]+)\)", c).groups() for c in cells[2:]]
+        out.append((float(cells[0]), cells[1], pts))
+    return out
+
+
+@pytest.mark.parametrize("json_name,header", [
+    ("utility_frontier_flights.json", "|n|algorithm|eps0.5|"),
+    ("utility_frontier.json", "|n|algorithm|eps0.5|")])
+def test_vertical_md_frontier_tables_are_the_json(json_name, header):
+    """Each frontier table of docs/vertical.md quotes its committed JSON (`vflpriv bench utility
+    --json ...`): the share removed to 0.1% and the excess to its printed digits."""
+    doc = _json(json_name)
+    by = {(r["n"], r["algorithm"], r["epsilon"]): r for r in doc["rows"] if "gap_removed" in r}
+    eps = [float(e) for e in doc["config"]["epsilons"].split(",")]
+    ns = {r["n"] for r in doc["rows"]}
+    page = _page("vertical.md")
+    # the flights table comes first on the page, the synthetic one after it
+    start = page.index("### Measured on real data: flights") if "flights" in json_name else \
+        page.index("## The frontier (`vflpriv bench utility`)")
+    rows = _frontier_rows(page[start:], header)
+    assert {int(n) for n, _, _ in rows} == ns
+    for n, algo, pts in rows:
+        for e, (removed, excess) in zip(eps, pts):
+            r = by[(int(n), algo, e)]
+            assert float(removed) == round(100 * r["gap_removed"], 1), (n, algo, e)
+            decimals = len(excess.split(".")[1]) if "." in excess and "e" not in excess else 0
+            assert abs(float(excess) - r["excess"]) <= 0.5 * 10 ** -decimals * \
+                max(1.0, abs(r["excess"]) if decimals == 0 else 1.0) + 1e-12, (n, algo, e)

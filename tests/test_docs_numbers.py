@@ -154,3 +154,34 @@ def test_vertical_md_frontier_tables_are_the_json(json_name, header):
             decimals = len(excess.split(".")[1]) if "." in excess and "e" not in excess else 0
             assert abs(float(excess) - r["excess"]) <= 0.5 * 10 ** -decimals * \
                 max(1.0, abs(r["excess"]) if decimals == 0 else 1.0) + 1e-12, (n, algo, e)
+
+
+def test_vertical_md_t50_table_is_the_json():
+    doc = _json("utility_frontier_T50.json")
+    by = {(r["algorithm"], r["epsilon"]): r for r in doc["rows"] if "gap_removed" in r}
+    eps = [float(e) for e in doc["config"]["epsilons"].split(",")]
+    lines = _page("vertical.md").splitlines()
+    i = next(k for k, line in enumerate(lines) if line.startswith("| n = 1e5, T = 50 |"))
+    for line in lines[i + 2:i + 4]:
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        for e, c in zip(eps, cells[1:]):
+            removed, excess = re.fullmatch(r"(-?[\d.]+)% \(([\d.]+)\)", c).groups()
+            r = by[(cells[0], e)]
+            assert removed == f"{100 * r['gap_removed']:.1f}", (cells[0], e)
+            assert excess == f"{r['excess']:.{len(excess.split('.')[1])}f}", (cells[0], e)
+
+
+def test_kernels_md_noisy_argmax_table_is_the_json():
+    """docs/kernels.md's d = 1e6 noisy-argmax table (ms) is docs/kernels_bench.json."""
+    rows = {r["noise"]: r for r in _json("kernels_bench.json")["noisy_argmax"]
+            if r["d"] == 1000000}
+    page = _page("kernels.md")
+    floor = rows["laplace"]["seconds"]["draw_d_uniforms"] * 1e3
+    assert f"floor = `rng.random(d)`, {floor:.1f} ms in this run" in page
+    for noise, r in rows.items():
+        s = r["seconds"]
+        line = next(x for x in page.splitlines() if x.startswith(f"| {noise} | "))
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        assert cells[1:] == [f"{s['compiled'] * 1e3:.1f}", f"{s['reference'] * 1e3:.1f}",
+                             f"{s['naive'] * 1e3:.1f}", f"{r['speedup']:.1f}x",
+                             f"{r['compiled_over_uniform_floor']:.1f}"], noise

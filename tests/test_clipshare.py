@@ -109,3 +109,33 @@ def test_flower_party_files_warn_in_the_writing_process(tmp_path):
                                          label_party=1, bounds=(3.0, 3.0)))
     assert [m.split(":")[0] for m in msgs] == ["party 0", "party 1", "party 1"]
     assert "--label-bound 3 clips 100% of its labels (442 of 442)" in msgs[2]
+
+
+def test_a_role_rebuilt_per_message_warns_at_setup_only():
+    """A deployed SuperNode rebuilds the party's role for every message: its warning on its own
+    data is given once, at setup, not once per round."""
+    import json
+
+    from vflpriv.runtime.roles import PartyRole, answer
+
+    class Role(PartyRole):
+        def __init__(self, cfg, setup):
+            warn_if_clipped(int(cfg["party"]), np.full(10, 5.0), None, 1.0, None)
+
+        def handle(self, kind, frame, round):
+            return "ok", b""
+
+        def get_state(self):
+            return {}
+
+        def set_state(self, state):
+            pass
+
+    store = {}
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        answer(Role, {"party": 2}, store, "setup", json.dumps({"n": 10}).encode(), 0)
+        for t in range(1, 4):
+            answer(Role, {"party": 2}, store, "round", b"", t)
+    said = [str(x.message) for x in w if issubclass(x.category, ClippingWarning)]
+    assert len(said) == 1 and said[0].startswith("party 2: --feature-bound 1 clips 100%")

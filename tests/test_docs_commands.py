@@ -40,6 +40,18 @@ SKIP = {
         "(tests/test_ledger_reservations.py)",
     "vflpriv ledger verify cv.ledger":
         "the ledger the Python block before it writes (tests/test_docs_estimators.py runs both)",
+    "vflpriv run --data synthetic:n=100000,d=2000,density=0.05,sparsity=0.01 --parties 4 "
+    "--algorithm dp-bcfw-secure --iterations 200 --epsilon 4 --delta 1e-6 --feature-bound 1 "
+    "--label-bound 1 --row-clip 4 --max-features 10 --rnm gumbel --seed 0":
+        "a long benchmark: n = 1e5, d = 2000 (95 s, 2.6 GB on the page)",
+    "vflpriv run --data synthetic:n=100000,d=2000,density=0.05,sparsity=0.01 --parties 4 "
+    "--algorithm dp-bcfw-secure --epsilon 4 --delta 1e-6 --feature-bound 1 --label-bound 1 "
+    "--iterations 200 --reference --seed 0":
+        "a long benchmark: n = 1e5, d = 2000 with a certified reference",
+    "vflpriv run --data synthetic:n=N,d=2000,density=0.05,seed=0 --algorithm dp-bcfw-secure "
+    "--parties 4 --iterations 200 --epsilon 1 --delta 1e-6 --feature-bound 5 --label-bound 20 "
+    "--seed 0 --quiet --json OUT.json":
+        "a template of vflpriv bench scale's runs (N = 1e5, 1e6: minutes and GB each)",
     "vflpriv reproduce 004-fig6 --out results/":
         "a long benchmark: full settings, 5 seeds",
     "vflpriv reproduce 002-table2 --seeds 10":
@@ -99,9 +111,14 @@ def _write(d, rel, text):
 
 
 def _blocks(page):
+    """Fenced code blocks, then indented ones (4 spaces after a blank line, outside fences)."""
     with open(os.path.join(ROOT, page)) as fh:
         text = fh.read()
-    return [m.group(1) for m in re.finditer(r"^```\w*\n(.*?)^```", text, re.S | re.M)]
+    fenced = [m.group(1) for m in re.finditer(r"^```\w*\n(.*?)^```", text, re.S | re.M)]
+    rest = re.sub(r"^```\w*\n.*?^```", "", text, flags=re.S | re.M)
+    indented = [re.sub(r"^    ", "", m.group(1), flags=re.M) for m in
+                re.finditer(r"(?:^\n)((?:^    \S.*\n(?:^    .*\n)*))", rest, re.M)]
+    return fenced + indented
 
 
 def _strip_comment(line):

@@ -20,6 +20,8 @@ import scipy.sparse as sp
 
 from ..errors import ClippingWarning
 
+__all__ = ["THRESHOLD", "ClippingWarning", "clipped_share", "warn_if_clipped"]
+
 #: warn when more than this share of a party's values lie outside the declared bound
 THRESHOLD = 0.05
 
@@ -34,9 +36,6 @@ def clipped_share(values, bound) -> tuple[int, int]:
     else:
         data = np.asarray(values, dtype=np.float64).ravel()
     return int(np.count_nonzero(np.abs(data) > bound)), int(data.size)
-
-
-__all__ = ["THRESHOLD", "ClippingWarning", "clipped_share", "warn_if_clipped"]
 
 
 def warn_if_clipped(k, A_k, y, feature_bound, label_bound, threshold=THRESHOLD):

@@ -208,3 +208,16 @@ def test_tables_name_only_commands_on_the_pages():
     # the README's data-set commands are not skipped
     readme = commands("README.md")
     assert any(c.startswith("vflpriv run --data diabetes") and c not in SKIP for c in readme)
+
+
+#: README's commands in running text (the others there are synopses: NAME, FILE, a|b)
+README_INLINE = ["vflpriv --help", "vflpriv certify dpsgd.toml",
+                 "vflpriv certify vertical_selection"]
+
+
+@pytest.mark.parametrize("cmd", README_INLINE)
+def test_readme_inline_commands_run_from_any_directory(cmd, tmp_path):
+    with open(os.path.join(ROOT, "README.md")) as fh:
+        assert f"`{cmd}`" in fh.read()
+    r = _vflpriv(str(tmp_path), cmd)
+    assert r.returncode == 0, r.stderr

@@ -34,3 +34,26 @@ def test_flights_frontier_rows(tmp_path):
 def test_flights_n_too_large_exits_2():
     r = _bench("--n", "10000000")
     assert r.returncode == 2 and "237774 rows" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.slow
+def test_replot_draws_the_committed_frontier_and_refuses_bad_input(tmp_path):
+    """--replot redraws a figure from a committed JSON, running nothing; bad input is one line,
+    exit 2, nothing written (three processes: slow only for their start-up)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+    def cli(*a):
+        return subprocess.run([sys.executable, "-m", "vflpriv", "bench", "utility", *a], cwd=root,
+                              capture_output=True, text=True, timeout=120)
+
+    out = tmp_path / "f.png"
+    r = cli("--replot", "docs/utility_frontier_flights.json", "--plot", str(out))
+    assert r.returncode == 0, r.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    r = cli("--replot", "docs/utility_frontier_flights.json")
+    assert r.returncode == 2 and r.stderr.strip().endswith("--replot needs --plot FILE.png (where to draw)")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    r = cli("--replot", str(bad), "--plot", str(tmp_path / "g.png"))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "g.png").exists()

@@ -165,6 +165,12 @@ def test_demo_runs_the_example_plans(capsys):
                if line.startswith("  -> removed")]
     assert len(removed) == 3 and removed[1] >= 50.0
     assert out.count("  -> bytes:") == 3
+    # it says what it will do before doing it, and closes with the three fits side by side,
+    # each row's share the one printed after its run
+    assert out.startswith("vflpriv demo: first certify the 2 example release plans")
+    tail = out[out.index("The three fits"):].splitlines()
+    assert [r.split()[0] for r in tail[2:5]] == ["bcfw", "dp-bcfw-secure", "dp-bcfw"]
+    assert [float(r.split("%")[0].split()[-1]) for r in tail[2:5]] == removed
 
 
 def test_tiny_delta_plan_over_target_is_not_certified(tmp_path, capsys):

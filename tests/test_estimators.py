@@ -12,8 +12,11 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import vflpriv.estimators as E
 from vflpriv.errors import InputError
-from vflpriv.estimators import (VerticalDPLasso, VerticalDPLogistic,
-                                VerticalDPLogisticRegression)
+from vflpriv.estimators import VerticalDPLasso, VerticalDPLogisticRegression
+
+#: the paper's DP-BCFW-AS as the classifier (labels at every party): what the deprecated
+#: VerticalDPLogistic defaulted to
+PAPER = dict(algorithm="dp-bcfw", label_party=None)
 
 COLS = ["a", "b", "c", "d", "e", "f"]
 
@@ -96,7 +99,8 @@ def test_fit_intercept_without_privacy_and_refused_with_it():
     assert priv.score(Xb, yb) > 0.8 > none.score(Xb, yb)
     assert priv.privacy_["epsilon_spent"]["rdp"] <= 4.0 + 1e-9
     yc = np.where(y > 0, "p", "n")
-    lg = VerticalDPLogistic(eta=3.0, max_iter=200, fit_intercept=True, random_state=0).fit(X, yc)
+    lg = VerticalDPLogisticRegression(eta=3.0, max_iter=200, fit_intercept=True, random_state=0,
+                                      **PAPER).fit(X, yc)
     assert lg.score(X, yc) > 0.9 and np.isfinite(lg.intercept_)
 
 
@@ -135,9 +139,9 @@ def _expected_failures(est):
 PRIVATE = dict(epsilon=8.0, delta=1e-5, feature_bound=5.0, label_bound=5.0, random_state=0)
 
 
-@parametrize_with_checks([VerticalDPLasso(), VerticalDPLogistic(),
+@parametrize_with_checks([VerticalDPLasso(), VerticalDPLogisticRegression(**PAPER),
                           VerticalDPLasso(**PRIVATE),
-                          VerticalDPLogistic(**dict(PRIVATE, label_bound=1.0)),
+                          VerticalDPLogisticRegression(**dict(PRIVATE, label_bound=1.0, **PAPER)),
                           VerticalDPLasso(algorithm="dp-bcfw-secure", row_clip=5.0, **PRIVATE),
                           VerticalDPLogisticRegression(),
                           VerticalDPLogisticRegression(**dict(PRIVATE, label_bound=1.0,
@@ -193,3 +197,29 @@ def test_logistic_regression_fits_the_intercept_jointly_by_default():
     auc_on = roc_auc_score(y, est.decision_function(X))
     auc_off = roc_auc_score(y, off.decision_function(X))
     assert auc_on > 0.65 and auc_on > auc_off + 0.1
+
+
+def test_one_public_name_for_the_classifier():
+    """VerticalDPLogistic is the same class under a deprecated name, with a DeprecationWarning
+    that names the public one."""
+    with pytest.warns(DeprecationWarning, match="use VerticalDPLogisticRegression"):
+        alias = E.VerticalDPLogistic
+    assert alias is VerticalDPLogisticRegression
+    assert "VerticalDPLogistic" not in dir(E)
+    with pytest.raises(AttributeError):
+        E.VerticalDPLogisticX
+
+
+def test_private_fit_without_a_ledger_says_folds_add_up_once(monkeypatch, tmp_path):
+    monkeypatch.setattr(E, "_NO_LEDGER_SAID", False)
+    X, y = _frame(60)
+    kw = dict(max_iter=3, epsilon=1.0, delta=1e-5, feature_bound=3.0, label_bound=5.0,
+              random_state=0)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        VerticalDPLasso(**kw, ledger=str(tmp_path / "a.ledger")).fit(X, y)
+        assert not [w for w in rec if w.category is E.UnaccountedFitsWarning]
+        VerticalDPLasso(**kw).fit(X, y)
+        VerticalDPLasso(**kw).fit(X, y)
+    said = [str(w.message) for w in rec if w.category is E.UnaccountedFitsWarning]
+    assert len(said) == 1 and "cross-validation" in said[0] and "ledger=FILE" in said[0]

@@ -160,3 +160,25 @@ def test_closed_output_pipe_exits_quietly(tmp_path):
     assert proc.wait(timeout=120) == 141
     assert first.startswith(b"seq") and err == ""
     assert path.read_bytes() == before
+
+
+def test_text_leads_with_the_verdict_and_what_the_budget_governs(tmp_path, capsys):
+    """A per-party budget of 1.2 over 5 Laplace(2) releases (each 0.5-DP; basic composition,
+    closed form): party-0 holds 3 (1.5 > 1.2), party-1 2 (1.0); the total 2.5 is not what the
+    budget governs.  The line after the file's is the verdict, naming the governed spend."""
+    p = tmp_path / "pp.ledger"
+    pure_ledger(p, budget={"epsilon": 1.2, "delta": 1e-5, "per_party": True,
+                           "accountant": "basic"}, n=5)
+    assert main(["ledger", "verify", str(p)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == ("budget: epsilon=1.2 at delta=1e-05 for each party's own releases (basic "
+                        "accountant): EXCEEDED; largest party spend 1.5 (party party-0)")
+    assert lines[2] == ("epsilon spent: 2.5 at delta=1e-05 (basic accountant) (all parties "
+                        "together; the budget is per party)")
+    q = tmp_path / "total.ledger"
+    pure_ledger(q, budget={"epsilon": 2.0, "delta": 1e-5, "accountant": "basic"}, n=3)
+    assert main(["ledger", "verify", str(q)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == ("budget: epsilon=2 at delta=1e-05 for all releases together (basic "
+                        "accountant): within budget; spent 1.5")
+    assert len(lines) == 2          # the spend is the governed one: not repeated

@@ -38,6 +38,16 @@ def test_reproduce_list(capsys):
     out = capsys.readouterr().out
     for name in ("004-fig1", "004-fig6", "000-fig3a", "003-fig9", "001-table2", "002-table2"):
         assert name in out
+    # each entry sits under its paper, named by authors and title, not by the internal number
+    lines = out.splitlines()
+    from vflpriv.reproduce import ENTRIES
+
+    for e in ENTRIES.values():
+        i = next(k for k, line in enumerate(lines) if line.split()[:1] == [e.name])
+        head = next(line for line in reversed(lines[:i]) if line and not line.startswith(" "))
+        title = e.paper.split(" (")[0]
+        assert title in head, (e.name, head)
+    assert "Lou and Cheung: An Uplink Communication-Efficient Approach" in out
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,5 @@
-"""`vflpriv run` (JSON fields, exit codes) and the estimators VerticalDPLasso / VerticalDPLogistic."""
+"""`vflpriv run` (JSON fields, exit codes) and the estimators VerticalDPLasso /
+VerticalDPLogisticRegression."""
 import json
 
 import numpy as np
@@ -9,7 +10,7 @@ from sklearn.exceptions import NotFittedError
 from accounting import Ledger, PureDP
 from vflpriv.cli.main import main
 from vflpriv.errors import InputError
-from vflpriv.estimators import VerticalDPLasso, VerticalDPLogistic
+from vflpriv.estimators import VerticalDPLasso, VerticalDPLogisticRegression
 
 SYN = "synthetic:n=150,d=300,density=0.05,sparsity=0.02,seed=1"
 
@@ -113,13 +114,14 @@ def test_logistic_estimator_with_dataframe_partition():
     rng = np.random.default_rng(1)
     X = pd.DataFrame(rng.standard_normal((300, 4)), columns=["age", "bmi", "income", "debt"])
     y = np.where(X["bmi"] - X["debt"] > 0, "sick", "well")
-    est = VerticalDPLogistic(eta=3.0, max_iter=200, random_state=0).fit(
+    est = VerticalDPLogisticRegression(eta=3.0, max_iter=200, random_state=0,
+                                       algorithm="dp-bcfw", label_party=None).fit(
         X, y, partition={"clinic": ["age", "bmi"], "bank": ["income", "debt"]})
     assert list(est.classes_) == ["sick", "well"]
     assert est.score(X, y) > 0.9
     assert np.allclose(est.predict_proba(X).sum(axis=1), 1.0)
     with pytest.raises(InputError, match="Only binary classification"):
-        VerticalDPLogistic().fit(X, np.arange(300) % 3)
+        VerticalDPLogisticRegression().fit(X, np.arange(300) % 3)
 
 
 def test_compare_calibration_uses_the_runs_own_sketch(tmp_path):

@@ -3,3 +3,8 @@
 
 class InputError(ValueError):
     """The user's input is invalid; the message names the offending value."""
+
+
+class ClippingWarning(UserWarning):
+    """A party's declared bound clips a large share of its own values
+    (:mod:`vflpriv.vertical.clipshare`)."""

@@ -67,10 +67,16 @@ from .errors import InputError
 from .vertical import solve
 
 _NON_PRIVATE_SAID = False
+_NO_LEDGER_SAID = False
 
 
 class NonPrivateFitWarning(UserWarning):
     """A fit with epsilon=inf shares exact scores and raw (or noiseless sketched) columns."""
+
+
+class UnaccountedFitsWarning(UserWarning):
+    """A private fit without a ledger: every fit (each fold of a cross-validation, each point of
+    a grid search) spends its own epsilon on the same people, and nothing adds them up."""
 
 
 class _VerticalBase(BaseEstimator):
@@ -167,7 +173,7 @@ class _VerticalBase(BaseEstimator):
                          dtype=np.float64, y_numeric=self._loss == "squared", reset=True)
 
     def _fit(self, X, y, partition, y_internal):
-        global _NON_PRIVATE_SAID
+        global _NON_PRIVATE_SAID, _NO_LEDGER_SAID
         from .vertical.api import check_seed
 
         check_seed(self.random_state, "random_state")
@@ -181,6 +187,14 @@ class _VerticalBase(BaseEstimator):
                           "parties share exact scores and raw columns; set epsilon, delta, "
                           "feature_bound and label_bound for a differentially private fit "
                           "(said once per process)", NonPrivateFitWarning, stacklevel=3)
+        if private and self.ledger is None and not _NO_LEDGER_SAID:
+            _NO_LEDGER_SAID = True
+            warnings.warn(f"{type(self).__name__}: a private fit without a ledger spends "
+                          f"epsilon={self.epsilon:g} each time it is fitted; cross-validation or a "
+                          "grid search fits it once per fold and setting, on the same people, and "
+                          "nothing adds those up: pass ledger=FILE (one ledger with the budget "
+                          "for all fits; docs/estimators.md) (said once per process)",
+                          UnaccountedFitsWarning, stacklevel=3)
         Xf, yf, x_mean, y_mean = X, y_internal, None, 0.0
         const = None
         joint = bool(self.fit_intercept) and _joint_intercept(self.algorithm, self._loss,
@@ -321,8 +335,9 @@ class VerticalDPLasso(RegressorMixin, _VerticalBase):
         return self._linear(X)
 
 
-class VerticalDPLogistic(ClassifierMixin, _VerticalBase):
-    """Binary logistic regression (labels mapped to -1/+1) on the product of l1 balls.
+class _VerticalLogistic(ClassifierMixin, _VerticalBase):
+    """Binary logistic regression (labels mapped to -1/+1) on the product of l1 balls: the
+    classifier's methods, shared by :class:`VerticalDPLogisticRegression` (the public name).
 
     With a finite epsilon, ``label_bound`` is 1 after the mapping (set it to 1).
     """
@@ -339,10 +354,10 @@ class VerticalDPLogistic(ClassifierMixin, _VerticalBase):
         check_classification_targets(y)
         classes = np.unique(y)
         if classes.shape[0] > 2:
-            raise InputError(f"Only binary classification is supported by VerticalDPLogistic; "
-                             f"y has {classes.shape[0]} classes")
+            raise InputError(f"Only binary classification is supported by "
+                             f"{type(self).__name__}; y has {classes.shape[0]} classes")
         if classes.shape[0] < 2:
-            raise InputError("VerticalDPLogistic needs 2 classes in y, got 1 class")
+            raise InputError(f"{type(self).__name__} needs 2 classes in y, got 1 class")
         self.classes_ = classes
         return self._fit(X, y, partition, np.where(y == classes[1], 1.0, -1.0))
 
@@ -360,10 +375,14 @@ class VerticalDPLogistic(ClassifierMixin, _VerticalBase):
         return self.classes_[(z > 0).astype(int)]
 
 
-class VerticalDPLogisticRegression(VerticalDPLogistic):
+class VerticalDPLogisticRegression(_VerticalLogistic):
     """Private vertical logistic regression with the label at one party: ``dp-bcfw-secure``'s
     logistic path (the loss derivatives under additive secret sharing every round, each party
-    learning only noisy scores of its own features; docs/vertical.md) by default.
+    learning only noisy scores of its own features; docs/vertical.md) by default
+    (``algorithm="dp-bcfw"``: the paper's DP-BCFW-AS, labels at every party).
+
+    The one public name of the vertical classifier; ``VerticalDPLogistic`` is a deprecated alias
+    of it (a ``DeprecationWarning`` when imported).
 
     ``label_party`` (default 0) holds y; the other parties never see it.  A private fit
     (finite ``epsilon``) needs ``delta`` and ``feature_bound``; labels are mapped to -1/+1, so
@@ -386,3 +405,14 @@ class VerticalDPLogisticRegression(VerticalDPLogistic):
                          derivative_clip=derivative_clip, row_clip=row_clip,
                          max_features=max_features, fit_intercept=fit_intercept,
                          random_state=random_state, backend=backend, label_party=label_party)
+
+
+def __getattr__(name):
+    # the deprecated second name of the classifier (PEP 562): the same class, with a warning
+    if name == "VerticalDPLogistic":
+        warnings.warn("vflpriv.estimators.VerticalDPLogistic is deprecated: use "
+                      "VerticalDPLogisticRegression (the same classifier; its defaults: "
+                      "algorithm='dp-bcfw-secure', label_party=0)", DeprecationWarning,
+                      stacklevel=2)
+        return VerticalDPLogisticRegression
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

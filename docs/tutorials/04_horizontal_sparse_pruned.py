@@ -41,6 +41,28 @@ res = {}
 for algo in ("fedgradmp", "fediterht"):
     res[algo] = run_json("sparse", "--algorithm", algo, "--data", data, "--clients", 30,
                          "--tau", 10, "--rounds", R, "--seed", 0)
+
+# Why FedIter-HT's default step barely moves here, measured on the clients' own data: the default
+# is 1 / max_i L_i with L_i = lambda_max(Z_i^T Z_i) / n_i, the curvature along any direction;
+# hard thresholding only moves along 2 tau-sparse directions, whose curvature is far smaller.
+import numpy as np  # noqa: E402
+
+from vflpriv.sparse.data import load_federated  # noqa: E402
+
+fed = load_federated(data, 30)
+rng = np.random.default_rng(0)
+full, restricted, rows = [], [], []
+for Z, _ in fed.parts:
+    Z = np.asarray(Z.todense()) if hasattr(Z, "todense") else np.asarray(Z)
+    rows.append(Z.shape[0])
+    full.append(np.linalg.eigvalsh(Z.T @ Z / Z.shape[0])[-1])
+    for _ in range(50):
+        S = rng.choice(Z.shape[1], 20, replace=False)
+        restricted.append(np.linalg.eigvalsh(Z[:, S].T @ Z[:, S] / Z.shape[0])[-1])
+LR = 0.1
+res["fediterht --lr 0.1"] = run_json("sparse", "--algorithm", "fediterht", "--data", data,
+                                     "--clients", 30, "--tau", 10, "--rounds", R, "--seed", 0,
+                                     "--lr", LR)
 plt = pyplot()
 fig, ax = plt.subplots(figsize=(5.5, 3.5))
 for a, r in res.items():
@@ -53,8 +75,19 @@ ax.legend(fontsize=7)
 page.figure(fig, "sparse", "Relative error per round and total uplink bytes")
 page.text(f"""
 FedGradMP (a least-squares solve on a small support per local step, no step size) reaches
-relative error {res['fedgradmp']['relative_error'][-1]:.2g} in {R} rounds; FedIter-HT with its
-default step is at {res['fediterht']['relative_error'][-1]:.2g}. Both send tau = 10 values and
+relative error {res['fedgradmp']['relative_error'][-1]:.2g} in {R} rounds. FedIter-HT with its
+default step stays near 1 ({res['fediterht']['relative_error'][-1]:.2g}): not broken, but
+over-cautious. The default step, {res['fediterht']['lr']:.3g}, is 1 / max_i L_i, safe for the
+curvature of any client along any direction; one client here has L_i = lambda_max(Z_i^T Z_i) / n_i
+= {max(full):.0f} ({rows[int(np.argmax(full))]} rows, d = 1000 columns; the median client
+{np.median(full):.0f}).
+Hard thresholding only moves along sparse directions (the union of two tau-sparse supports), where
+the curvature is far smaller: on random 20-column supports of these clients it is at most
+{max(restricted):.0f} (median {np.median(restricted):.1f}). So a step {LR / res['fediterht']['lr']:.0f} times larger is
+stable: with `--lr {LR}` FedIter-HT reaches relative error
+{res['fediterht --lr 0.1']['relative_error'][-1]:.2g} in the same {R} rounds. A larger step has
+no guarantee for every client (too large a step diverges; the paper tunes it), which is why the
+command's default stays the safe one. All three send tau = 10 values and
 indices instead of d = 1000 values: {sum(res['fedgradmp']['uplink_bytes']):,} bytes up in all
 ({sum(res['fedgradmp']['uplink_bytes']) / (30 * R):,.0f} per client and round).
 

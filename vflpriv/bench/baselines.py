@@ -17,10 +17,12 @@ diffprivlib is imported here only, when a baseline runs.
 """
 from __future__ import annotations
 
+from ..units import format_bytes
+
 BASELINES = ("dpl-linreg", "dpl-logreg")
 #: loss each baseline optimizes
 LOSS = {"dpl-linreg": "squared", "dpl-logreg": "logistic"}
-MAX_DENSE_BYTES = 1 << 30
+MAX_DENSE_BYTES = 10 ** 9
 
 
 def fit_baseline(name: str, A, y, epsilon: float, bound: float, row_clip: float, seed: int):
@@ -33,8 +35,8 @@ def fit_baseline(name: str, A, y, epsilon: float, bound: float, row_clip: float,
 
     n, d = A.shape
     if 8 * n * d > MAX_DENSE_BYTES:
-        return None, (f"needs a dense {n} x {d} copy ({8 * n * d / 2 ** 30:.1f} GiB > "
-                      f"{MAX_DENSE_BYTES / 2 ** 30:.0f} GiB)")
+        return None, (f"needs a dense {n} x {d} copy ({format_bytes(8 * n * d)} > "
+                      f"{format_bytes(MAX_DENSE_BYTES)})")
     try:
         from diffprivlib.models import LinearRegression, LogisticRegression
     except ImportError as exc:          # pragma: no cover - diffprivlib is a declared dependency

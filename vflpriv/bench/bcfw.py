@@ -18,6 +18,8 @@ import time
 
 import numpy as np
 
+from ..units import format_bytes
+
 SECTIONS = ("speed", "compression", "utility", "calibration")
 
 
@@ -90,8 +92,8 @@ def _speed(args, out):
         rows.append(row)
         print(f"  {kind:11s} setup {setup:5.2f} s  {row['ms_per_iteration']:6.2f} ms/iteration  "
               f"({loop:.2f} s for {args.iterations})  f={row['final_objective']:.6g}  "
-              f"block {max(block_bytes) / 2**20:.1f} MiB + sketch {sk_bytes / 2**20:.1f} MiB per "
-              f"party; traced peak (4 parties + server, 20 rounds) {traced_peak / 2**20:.1f} MiB")
+              f"block {format_bytes(max(block_bytes))} + sketch {format_bytes(sk_bytes)} per "
+              f"party; traced peak (4 parties + server, 20 rounds) {format_bytes(traced_peak)}")
     out["speed"] = rows
     # Party work against its block's nonzeros: unbalanced blocks 1:2:3:4 of the columns.
     cuts = np.cumsum([0, 1, 2, 3, 4]) * D.d // 10
@@ -126,8 +128,9 @@ def _compression(out):
         up, naive, full = sum(r["uplink"]), sum(r["uplink_naive"]), sum(r["uplink_full_gradient"])
         rows.append({"sketch": r["sketch"], "uplink": up, "raw_columns": naive, "full_gradient": full,
                      "vs_raw": up / naive, "vs_full_gradient": up / full})
-        print(f"  {r['sketch']:11s} {up / 2**20:8.3f} MiB; raw columns {naive / 2**20:8.2f} MiB "
-              f"({100 * up / naive:.2f}%); full gradients {full / 2**20:8.1f} MiB "
+        print(f"  {r['sketch']:11s} {format_bytes(up, 3):>11}; raw columns "
+              f"{format_bytes(naive, 2):>10} ({100 * up / naive:.2f}%); full gradients "
+              f"{format_bytes(full, 1):>10} "
               f"({100 * up / full:.3f}%)")
     out["compression"] = rows
 

@@ -23,6 +23,7 @@ import tracemalloc
 
 import numpy as np
 
+from ..units import format_bytes
 from . import median_time, write_json
 
 NOISE_NAIVE = {"laplace": lambda rng, s, d: rng.laplace(0.0, s, d),
@@ -237,11 +238,11 @@ def run(args) -> int:
 
     out["sketch_matrix"] = sm = bench_sketch_matrix(args.repeats, K, R)
     print(f"\nsketch_matrix: {sm['n']} x {sm['n']}, density {sm['density']}, m = {sm['m']} "
-          "(s; peak extra MB)")
+          "(s; peak extra memory)")
     for name, sec in sm["seconds"].items():
         b = sm["peak_extra_bytes"].get(name)
         print(f"  {name:<34} {_fmt(sec, 1)} s   "
-              f"{'' if b is None else f'{b / 2**20:8.1f} MB'}")
+              f"{'' if b is None else format_bytes(b).rjust(10)}")
     print(f"  gaussian: speedup vs reference {(sm['speedup']['gaussian'] or 0):.1f}x, "
           f"vs scikit-learn {(sm['vs_sklearn'] or 0):.2f}x;  countsketch: vs reference "
           f"{(sm['speedup']['countsketch'] or 0):.1f}x, vs scipy {(sm['vs_scipy'] or 0):.2f}x "

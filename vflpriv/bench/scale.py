@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 
+from ..units import format_bytes
 
 def add_arguments(p):
     p.add_argument("--n", default="100000,1000000",
@@ -44,7 +45,7 @@ def add_arguments(p):
     p.add_argument("--table-rows", type=int, default=0,
                    help="also read an N-row CSV under a memory limit (default 0: skip)")
     p.add_argument("--table-limit-gb", type=float, default=2.0,
-                   help="address-space limit of the table-reading child (default 2 GB)")
+                   help="address-space limit of the table-reading child, in GB (10^9 bytes; default 2)")
     p.add_argument("--table-chunk-rows", type=int, default=8192,
                    help="--chunk-rows of the table-reading run (default 8192)")
 
@@ -181,7 +182,7 @@ def _table_rows(args, tmp):
     t0 = time.perf_counter()
     _write_table(path, args.table_rows, args.d, args.density)
     write_s = time.perf_counter() - t0
-    limit = int(args.table_limit_gb * 2 ** 30)
+    limit = int(args.table_limit_gb * 10 ** 9)      # GB: SI units, as every byte count
     dense = 8 * args.table_rows * args.d
     chunked = [sys.executable, "-m", "vflpriv", "run", "--data", path, "--label", "y",
                "--algorithm", "fw", "--iterations", "1", "--parties", str(args.parties),
@@ -227,26 +228,27 @@ def run(args) -> int:
         for n in sizes:
             row = _secure_row(n, args, tmp)
             rows.append(row)
-            gb = row["peak_rss_bytes"] / 1e9
-            tree = row["peak_tree_rss_bytes"] / 1e9
+            gb = format_bytes(row["peak_rss_bytes"])
+            tree = format_bytes(row["peak_tree_rss_bytes"])
             if row["returncode"]:
                 print(f"n={n}: exit {row['returncode']} after {row['wall_seconds']:.0f} s, peak "
-                      f"{gb:.2f} GB: {row['error']}")
+                      f"{gb}: {row['error']}")
                 continue
             print(f"n={n} d={args.d} K={args.parties} T={args.iterations} "
                   f"{args.backend}: wall "
                   f"{row['wall_seconds']:.1f} s (setup {row['setup_seconds']:.1f} s, rounds "
                   f"{row['rounds_seconds']:.1f} s = {row['seconds_per_round']:.3f} s/round, "
-                  f"generation and start-up {row['other_seconds']:.1f} s), peak RSS {gb:.2f} GB "
-                  f"(largest process; all processes together {tree:.2f} GB), "
+                  f"generation and start-up {row['other_seconds']:.1f} s), peak RSS {gb} "
+                  f"(largest process; all processes together {tree}), "
                   f"{row['products']} secure products, epsilon {row['epsilon_spent']:.4g}")
         if args.table_rows:
             tables = _table_rows(args, tmp)
             for t in tables:
-                print(f"table {t['rows']} x {t['d']} CSV ({t['file_bytes'] / 1e9:.2f} GB, dense "
-                      f"{t['dense_bytes'] / 1e9:.2f} GB) under a {t['limit_bytes'] / 1e9:.2f} GB "
-                      f"limit: {t['reader']}: exit {t['returncode']}, {t['wall_seconds']:.1f} s, "
-                      f"peak RSS {t['peak_rss_bytes'] / 1e9:.2f} GB"
+                print(f"table {t['rows']} x {t['d']} CSV ({format_bytes(t['file_bytes'])}, dense "
+                      f"{format_bytes(t['dense_bytes'])}) under a "
+                      f"{format_bytes(t['limit_bytes'])} limit: {t['reader']}: exit "
+                      f"{t['returncode']}, {t['wall_seconds']:.1f} s, "
+                      f"peak RSS {format_bytes(t['peak_rss_bytes'])}"
                       + (f" ({t['error']})" if t["error"] else ""))
     write_json(args.json, {"runs": rows, "tables": tables})
     return 0 if all(r["returncode"] == 0 for r in rows) else 1

@@ -25,6 +25,7 @@ import os
 import tempfile
 import time
 
+from ..units import format_bytes
 
 def add_arguments(p):
     p.add_argument("--n", type=int, default=10000, help="samples (default 10000)")
@@ -191,14 +192,14 @@ def run(args) -> int:
     c = rows["checkpoint"]
     print(f"  + checkpoint per round: {c['seconds_per_round']:.4f} s/round, total "
           f"{c['seconds_total']:.2f} s, file "
-          f"{c['file_bytes'] / 1e3:.1f} kB, {c['seconds_per_write'] * 1e3:.1f} ms per write, "
+          f"{format_bytes(c['file_bytes'])}, {c['seconds_per_write'] * 1e3:.1f} ms per write, "
           f"same x: {c['same_x']}")
     r = rows["resume"]
     print(f"  resume at round {half}:     {r['seconds_to_first_round']:.3f} s to the first round "
           f"(setup with the offline phase recomputed {r['setup_seconds']:.3f} s), same x: "
           f"{r['same_x']}")
     s = rows["saved_blocks"]
-    print(f"  masked blocks saved once instead: {s['bytes'] / 1e6:.1f} MB, write+fsync "
+    print(f"  masked blocks saved once instead: {format_bytes(s['bytes'])}, write+fsync "
           f"{s['seconds_write']:.3f} s, read {s['seconds_read']:.3f} s")
     if "local" in rows:
         r = rows["local"]
@@ -207,7 +208,7 @@ def run(args) -> int:
               f"{r['same_x']}")
         print(f"    {r['messages']} messages to parties took {r['seconds_hosting']:.2f} s, of "
               f"which {r['seconds_pickling']:.2f} s pickling and unpickling the roles' state "
-              f"({r['state_bytes_per_message'] / 1e6:.2f} MB per message on average)")
+              f"({format_bytes(r['state_bytes_per_message'], 2)} per message on average)")
     if getattr(args, "json", None):
         from . import write_json
 

@@ -66,6 +66,9 @@ def add_arguments(p):
                    help="dp-bcfw's and dpfw's derivative clip (0 = none)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--plot", metavar="FILE.png", help="gap removed against epsilon, per n")
+    p.add_argument("--replot", metavar="FILE.json",
+                   help="draw --plot from a JSON this bench wrote (e.g. docs/utility_frontier"
+                        "*.json), running nothing")
 
 
 def _floats(s, name):
@@ -84,6 +87,8 @@ def run(args) -> int:
     from ..optim import get_loss, reference_optimum
     from ..vertical import solve
 
+    if getattr(args, "replot", None):
+        return _replot(args)
     ns = [int(v) for v in _floats(args.n, "n")]
     eps = _floats(args.epsilons, "epsilons")
     from .baselines import LOSS, fit_baseline
@@ -172,9 +177,52 @@ def run(args) -> int:
     out = {"config": {k: v for k, v in vars(args).items() if k not in ("func",)}, "rows": rows}
     write_json(args.json, out)
     if args.plot:
-        _plot(rows, ns, algos, args.plot)
+        _plot(rows, ns, algos, args.plot, out["config"])
     return 0
 
+
+def _replot(args):
+    import json
+
+    from ..errors import InputError
+    from ..outputs import check_outputs
+
+    if not args.plot:
+        raise InputError("--replot needs --plot FILE.png (where to draw)")
+    check_outputs({"--plot": args.plot}, {"--replot": args.replot}, images=("--plot",))
+    try:
+        with open(args.replot, encoding="utf-8") as fh:
+            doc = json.load(fh)
+        rows, config = doc["rows"], doc["config"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"--replot {args.replot!r}: not a JSON written by vflpriv bench "
+                         f"utility ({exc})") from None
+    ns = sorted({r["n"] for r in rows})
+    algos = list(dict.fromkeys(r["algorithm"] for r in rows))
+    _plot(rows, ns, algos, args.plot, config)
+    return 0
+
+
+#: one look per algorithm: marker, line style and size differ, so that curves that coincide
+#: (dp-bcfw-secure and dpfw on flights) both stay visible: the larger hollow marker around the
+#: smaller filled one
+_STYLE = {"dp-bcfw": ("v", "-", 6), "dp-bcfw-secure": ("o", "-", 10), "dpfw": ("s", "--", 5),
+          "dpl-linreg": ("D", ":", 6), "dpl-logreg": ("D", ":", 6)}
+
+
+def _describe(config):
+    """The figure's data and settings, from the run's own config."""
+    if not config:
+        return ""
+    c = config
+    if c.get("data") == "flights":
+        data = "flights (airline | weather | aircraft, 44 columns, 3 parties)"
+    else:
+        data = (f"synthetic d={c.get('d')} density={c.get('density')} "
+                f"sparsity={c.get('sparsity')}, K={c.get('parties')}")
+    return (f"{c.get('loss', 'squared')} loss on {data}; T = {c.get('iterations')}, "
+            f"delta = {c.get('delta'):g}, bounds {c.get('bound'):g}, eta = {c.get('eta', 1.0):g}, "
+            f"seed {c.get('seed')}")
 
 def _flights():
     from ..data import VerticalData
@@ -215,19 +263,23 @@ def _baseline_rows(algo, data, loss, eps, ref, ref_s, n, args, fit_baseline):
     return out
 
 
-def _plot(rows, ns, algos, path):
+def _plot(rows, ns, algos, path, config=None):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(ns), figsize=(5 * len(ns), 4), squeeze=False)
+    fig, axes = plt.subplots(1, len(ns), figsize=(5 * len(ns), 4.4), squeeze=False)
     for ax, n in zip(axes[0], ns):
         for a in algos:
             pts = sorted((r["epsilon"], r["gap_removed"]) for r in rows
                          if r["n"] == n and r["algorithm"] == a and "gap_removed" in r)
             if pts:
-                ax.plot([p[0] for p in pts], [100 * p[1] for p in pts], marker="o", label=a)
+                marker, ls, size = _STYLE.get(a, ("o", "-", 6))
+                hollow = size >= 10
+                ax.plot([p[0] for p in pts], [100 * p[1] for p in pts], marker=marker,
+                        ls=ls, ms=size, label=a, zorder=2 if hollow else 3,
+                        mfc="none" if hollow else None, mew=1.5 if hollow else 1.0)
         ax.axhline(0, color="k", lw=0.5)
         ax.axhline(50, color="k", lw=0.5, ls=":")
         ax.set_xscale("log", base=2)
@@ -235,6 +287,9 @@ def _plot(rows, ns, algos, path):
         ax.set_ylabel("% of f(0) - f(opt) removed")
         ax.set_title(f"n = {n:g}")
         ax.legend()
+    text = _describe(config)
+    if text:
+        fig.suptitle(text, fontsize=9)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

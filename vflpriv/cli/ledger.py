@@ -159,11 +159,24 @@ def verify(args) -> int:
         print(f"{args.file}: valid ledger, {out['records']} record(s)"
               + (", torn tail (an unfinished last write, cut off; never acknowledged)"
                  if contents.torn_tail else ""))
-        print(f"epsilon spent: {total:.6g} at delta={out['delta']:g} ({acc} accountant)")
+        at = f"at delta={out['delta']:g}"
         if within is not None:
-            scope = "per party" if per_party_budget else "total"
-            print(f"budget: epsilon={b_eps:g} ({scope}, {b_acc} accountant): "
-                  f"{'within budget' if within else 'EXCEEDED'}")
+            # the verdict first, with the spend the budget governs: a per-party budget holds
+            # each party's own records, so the total (which may exceed it) is not the verdict
+            verdict = "within budget" if within else "EXCEEDED"
+            if per_party_budget:
+                top = max(per_b, key=per_b.get) if per_b else None
+                governed = ("no release yet" if top is None else
+                            f"largest party spend {per_b[top]:.6g} (party {top})")
+                print(f"budget: epsilon={b_eps:g} {at} for each party's own releases "
+                      f"({b_acc} accountant): {verdict}; {governed}")
+            else:
+                print(f"budget: epsilon={b_eps:g} {at} for all releases together "
+                      f"({b_acc} accountant): {verdict}; spent {tot_b:.6g}")
+        if within is None or per_party_budget or acc != b_acc:
+            scope = " (all parties together; the budget is per party)" \
+                if per_party_budget and within is not None else ""
+            print(f"epsilon spent: {total:.6g} {at} ({acc} accountant){scope}")
         live = _reservations_text(contents)
         if live:
             print(f"{len(live)} live reservation(s):")

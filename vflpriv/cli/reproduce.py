@@ -37,8 +37,14 @@ def run(args) -> int:
     if sum(map(bool, (args.name, args.list, args.all))) > 1:
         raise InputError("give one of NAME, --list and --all")
     if args.list:
+        # grouped by paper, named by its authors and title (the ids' numbers are internal)
+        papers = {}
         for e in ENTRIES.values():
-            print(f"{e.name:<12} {e.target:<11} {e.summary}")
+            papers.setdefault(e.paper, []).append(e)
+        for i, (paper, entries) in enumerate(papers.items()):
+            print(("\n" if i else "") + _cite(paper))
+            for e in entries:
+                print(f"  {e.name:<12} {e.target:<11} {e.summary}")
         return 0
     if not args.name and not args.all:
         raise InputError(f"NAME is required (one of {', '.join(ENTRIES)}; or --list, --all)")
@@ -83,3 +89,12 @@ def run(args) -> int:
         write_atomic(index, lambda fh: fh.write(text.encode("utf-8")))
         print(f"wrote {index}")
     return 0
+
+
+def _cite(paper):
+    """``Authors, Title: what it implements`` from an entry's ``"Title (Authors): what"``."""
+    head, _, what = paper.partition("): ")
+    title, _, authors = head.rpartition(" (")
+    if not title:
+        return paper
+    return f"{authors.rstrip(')')}: {title}" + (f" ({what})" if what else "")

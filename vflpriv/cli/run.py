@@ -490,10 +490,9 @@ def _flower_section(sol) -> dict:
 
 
 def _fmt_bytes(b):
-    for unit in ("B", "KB", "MB", "GB"):
-        if b < 1024 or unit == "GB":
-            return f"{b:.0f} {unit}" if unit == "B" else f"{b:.1f} {unit}"
-        b /= 1024
+    from ..units import format_bytes       # SI units, as everywhere (vflpriv/units.py)
+
+    return format_bytes(b)
 
 
 def _print_comparison(cmp):

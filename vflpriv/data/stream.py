@@ -33,7 +33,7 @@ from ..errors import InputError
 
 #: rows per generation block of the streamed synthetic path (part of its seed stream)
 GEN_ROWS = 4096
-#: above this many cells (n d) make_synthetic streams: 2^28 cells is a 2 GiB permutation in
+#: above this many cells (n d) make_synthetic streams: 2^28 cells is a 2.1 GB permutation in
 #: scipy; n = 1e5, d = 2000 (2e8 cells, every published figure at that size) stays in memory
 STREAM_CELLS = 2 ** 28
 #: rows per chunk when reading a CSV/parquet file (``vflpriv run --chunk-rows``)

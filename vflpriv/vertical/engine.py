@@ -40,6 +40,7 @@ import scipy.sparse as sp
 
 from ..errors import InputError
 from . import messages as M
+from .clipshare import warn_if_clipped
 from .sampling import ALL, Sampling
 from .sketch import Sketch, signed_argmax
 from .transport import DOWN, UP, InProcessTransport, Meter
@@ -58,6 +59,8 @@ class Party:
         self.private = clip is not None
         if self.private:
             Ba, By, self.R, self.L = clip
+            # every party holds the labels here: party 0 alone reports on them
+            warn_if_clipped(k, A_k, y if k == 0 else None, Ba, By)
             A_k = A_k.copy()
             np.clip(A_k.data, -Ba, Ba, out=A_k.data)
             y = np.clip(y, -By, By)

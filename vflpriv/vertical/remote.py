@@ -211,14 +211,24 @@ def make_spec(data, *, loss, eta, iterations, server_kwargs, private, ledger=Non
 
 
 def party_configs(data, run_dir, *, private, budget=None, accountant="rdp", ledgers=None,
-                  noise_entropy=None, label_party=None) -> list:
+                  noise_entropy=None, label_party=None, bounds=None) -> list:
     """Write each party's data file into ``run_dir`` and return the node configs (what each
-    party's SuperNode is started with).  ``ledgers``: per-party ledger paths."""
+    party's SuperNode is started with).  ``ledgers``: per-party ledger paths; ``bounds``:
+    the declared ``(feature_bound, label_bound)`` of a private run."""
     import os
+
+    from .clipshare import warn_if_clipped
 
     cfgs = []
     for k in range(data.K):
         path = os.path.join(run_dir, f"party{k}.npz")
+        if private and bounds is not None:
+            # this process holds every party's block (it writes their files), and the parties'
+            # own processes print nowhere a user sees on the simulation runtime or the local
+            # deployment (quiet); on separate machines each party's process warns at setup
+            # (labels at every party: party 0 alone reports on them, as in the engine)
+            warn_if_clipped(k, data.block(k), data.y if k == (label_party or 0) else None,
+                            *bounds)
         # a party that does not hold the labels gets none in its file (it may be on its own
         # machine: vflpriv flower spec), only the DP releases the protocol derives from them
         save_party_data(path, data.block(k),
@@ -264,7 +274,8 @@ def run(backend, data, loss, eta, iterations, *, server_kwargs, private, run_dir
                      reply_timeout=reply_timeout)
     cfgs = party_configs(data, run_dir, private=private, budget=party_budget or budget,
                          accountant=accountant, ledgers=party_ledgers,
-                         noise_entropy=None if noise_root is None else noise_entropy_of(noise_root))
+                         noise_entropy=None if noise_root is None else noise_entropy_of(noise_root),
+                         bounds=tuple(server_kwargs["clip"][:2]) if private else None)
     from ..runtime.backends import describe, launch
 
     if spec_dir:

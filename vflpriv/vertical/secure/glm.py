@@ -45,6 +45,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ...errors import InputError
+from ..clipshare import warn_if_clipped
 from ..sketch import signed_argmax
 from . import messages as SM
 from .beaver import Dealer, holder_shares, masked_block_chunks, peer_output
@@ -108,6 +109,8 @@ class GlmParty:
         self.b = 0.0 if (fit_intercept and y is not None) else None
         self._g_b = None
         self.private = private
+        if private:          # the labels are +-1 here: only the features can be clipped
+            warn_if_clipped(k, A_k, None, feature_bound, None)
         A = clip_block(A_k, feature_bound, row_clip) if private else \
             sp.csr_matrix(A_k, dtype=np.float64, copy=True)
         A_fx = A.copy()

@@ -43,6 +43,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ...errors import InputError
+from ..clipshare import warn_if_clipped
 from ..sketch import signed_argmax
 from ..transport import Meter
 from . import messages as SM
@@ -50,7 +51,7 @@ from .beaver import Dealer, holder_shares, masked_block_chunks, peer_output
 from .local import LocalParties, Network  # noqa: F401  (the in-process link; re-exported)
 from .ring import Prg, decode, encode
 
-#: rows per MaskedBlock frame (8192 x 500 columns = 32 MiB).  The products are sums over rows, so
+#: rows per MaskedBlock frame (8192 x 500 columns = 32.8 MB).  The products are sums over rows, so
 #: the chunking changes neither the words computed nor the mask stream (U_k is read row-major in
 #: order); only the number of frames (12 + 12 bytes of header each) depends on it.
 CHUNK_ROWS = 8192
@@ -95,10 +96,12 @@ class PreparedBlock:
 
 
 def prepare_block(A_k, y, *, frac, private, feature_bound=None, label_bound=None,
-                  row_clip=None) -> PreparedBlock:
-    """:class:`PreparedBlock` of party data ``(A_k, y)``."""
+                  row_clip=None, k=None) -> PreparedBlock:
+    """:class:`PreparedBlock` of party ``k``'s data ``(A_k, y)``."""
     # a party that does not hold the label gets y=None: it only ever sees A_k^T y + noise
     y = None if y is None else np.asarray(y, dtype=np.float64)
+    if private:
+        warn_if_clipped(k, A_k, y, feature_bound, label_bound)
     A = clip_block(A_k, feature_bound, row_clip) if private else \
         sp.csr_matrix(A_k, dtype=np.float64, copy=True)
     if private and y is not None:
@@ -124,7 +127,7 @@ class SecureParty:
         self.private = private
         b = prepared if prepared is not None else prepare_block(
             A_k, y, frac=frac, private=private, feature_bound=feature_bound,
-            label_bound=label_bound, row_clip=row_clip)
+            label_bound=label_bound, row_clip=row_clip, k=k)
         self.n, self.p = b.n, b.p
         self.A_fx, self.A_csc, self.AT, self.A_fx_T = b.A_fx, b.A_csc, b.AT, b.A_fx_T
         self.y = b.y

@@ -43,8 +43,8 @@ _ENTRY = struct.Struct("<HI")
 _RANGE = struct.Struct("<QQ")
 #: the offline phase sends a party's masked block in pieces of at most about this many bytes
 #: per message (each party's reply, and each relayed delivery), well below gRPC's message limit.
-#: Not larger: on Flower's simulation, 32 MiB messages cost the server process kernel time
-#: (n = 1e5, d = 2000, K = 4: setup 91 s with 32 MiB pieces, 60 s with 8 MiB; docs/flower.md)
+#: Not larger: on Flower's simulation, 33.6 MB (2^25-byte) messages cost the server process kernel time
+#: (n = 1e5, d = 2000, K = 4: setup 91 s with 33.6 MB pieces, 60 s with 8.4 MB; docs/flower.md)
 OFFLINE_FRAME_BYTES = 8 * 2 ** 20
 
 
@@ -153,7 +153,7 @@ def _prepared(cfg, setup, k):
         block = prepare_block(A_k, y, frac=setup["frac"], private=bool(setup["private"]),
                               feature_bound=setup["feature_bound"],
                               label_bound=setup["label_bound"],
-                              row_clip=None if clips is None else clips[k])
+                              row_clip=None if clips is None else clips[k], k=k)
         if len(_PREPARED) >= _PREPARED_MAX:
             _PREPARED.clear()
         _PREPARED[key] = block
@@ -546,7 +546,9 @@ def run(backend, data, *, secure_kwargs, private, run_dir, ledger=None, budget=N
     cfgs = party_configs(data, run_dir, private=private, budget=party_budget or budget,
                          accountant=accountant, ledgers=party_ledgers,
                          noise_entropy=None if noise_root is None else noise_entropy_of(noise_root),
-                         label_party=secure_kwargs.get("label_party"))
+                         label_party=secure_kwargs.get("label_party"),
+                         bounds=(secure_kwargs.get("feature_bound"),
+                                 secure_kwargs.get("label_bound")))
     from ...runtime.backends import describe, launch
 
     if spec_dir:

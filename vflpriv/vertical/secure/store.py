@@ -19,7 +19,7 @@ import tempfile
 import numpy as np
 
 #: spill the received masked blocks to disk when all of them together exceed this many bytes
-SPILL_BYTES = 2 * 2 ** 30
+SPILL_BYTES = 2 * 2 ** 30        # 2.1 GB
 
 
 class SpilledBlocks:

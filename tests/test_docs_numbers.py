@@ -1,0 +1,187 @@
+"""Figures in the docs are traceable to committed output: each check below reads a committed JSON
+(written by the command named in it) and asserts the page quotes what that JSON holds, so a page
+cannot drift from its source, and the JSON cannot silently go stale when the command changes."""
+import json
+import os
+import re
+
+import pytest
+
+from vflpriv.units import format_bytes
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _page(name):
+    with open(os.path.join(ROOT, "docs", name)) as fh:
+        return fh.read()
+
+
+def _json(name):
+    with open(os.path.join(ROOT, "docs", name)) as fh:
+        return json.load(fh)
+
+
+def _removed(doc):
+    return 100.0 * (doc["initial_objective"] - doc["final_objective"]) / \
+        (doc["initial_objective"] - doc["reference_objective"])
+
+
+def test_demo_json_is_the_current_demo():
+    """docs/demo.json (`vflpriv demo --json docs/demo.json`) holds the runs the demo makes now."""
+    from vflpriv.cli import demo
+
+    runs = _json("demo.json")["runs"]
+    assert [r["command"] for r in runs] == [
+        "vflpriv " + " ".join(["run", "--data", demo.DATA, "--parties", "4", "--eta", "1",
+                               "--seed", "0", "--reference", *extra]) for extra in demo.RUNS]
+
+
+def test_vertical_md_quotes_the_demo():
+    runs = {r["algorithm"]: r for r in _json("demo.json")["runs"]}
+    m = re.search(r"In `vflpriv demo` \(n = 5e4, d = 400, T = 100, eps = 4\) it removes (\d+)%, "
+                  r"against (\d+)% for\s+dp-bcfw-secure", _page("vertical.md"))
+    assert m, "the sentence quoting the demo is not on docs/vertical.md any more"
+    assert int(m.group(1)) == round(_removed(runs["dp-bcfw"]))
+    assert int(m.group(2)) == round(_removed(runs["dp-bcfw-secure"]))
+    # and the demo's predictor-noise ratio quoted by the warning's paragraph
+    ratio = runs["dp-bcfw"]["privacy"]["calibration"]["outlook"]["ratio"]
+    assert f"the demo's {ratio:.1f}" in _page("vertical.md")
+
+
+@pytest.mark.parametrize("contender,key", [
+    ("compiled", "compiled"), ("reference", "reference"),
+    ("materialize J once (`standard_normal`) and use J[:, rows]", "materialized_J")])
+def test_kernels_md_sketch_columns_memory_is_the_json(contender, key):
+    b = _json("kernels_bench.json")["sketch_columns"]["peak_extra_bytes"][key]
+    row = next(line for line in _page("kernels.md").splitlines()
+               if line.startswith(f"| {contender} |"))
+    shown = row.rstrip(" |").rsplit("|", 1)[1].strip()
+    digits = 0 if b >= 1e5 and b < 1e6 else 1
+    assert shown == format_bytes(b, digits)
+
+
+@pytest.mark.parametrize("contender,key", [
+    ("gaussian compiled", "gaussian_compiled"), ("gaussian reference", "gaussian_reference"),
+    ("scikit-learn GaussianRandomProjection", "sklearn_GaussianRandomProjection"),
+    ("countsketch compiled, sparse output", "countsketch_compiled_sparse_output"),
+    ("countsketch compiled, dense output", "countsketch_compiled"),
+    ("scipy clarkson_woodruff_transform (sparse output)", "scipy_clarkson_woodruff_transform")])
+def test_kernels_md_sketch_matrix_memory_is_the_json(contender, key):
+    b = _json("kernels_bench.json")["sketch_matrix"]["peak_extra_bytes"][key]
+    row = next(line for line in _page("kernels.md").splitlines()
+               if line.startswith(f"| {contender} |"))
+    assert row.rstrip(" |").rsplit("|", 1)[1].strip() == f"{b / 1e6:.1f}"
+
+
+def test_certify_md_quotes_the_recorded_calibration():
+    """docs/certify.md's DP-SGD calibration: the noise and the time are those of the committed
+    run (docs/certify_calibration.json); the RDP-alone noise is recomputed here."""
+    from accounting import PoissonSubsampledGaussian, SelfComposed, calibrate
+
+    cal = _json("certify_calibration.json")["calibrated"]
+    page = _page("certify.md")
+    assert cal["accountant"] == "pld"
+    assert f"gives {cal['noise_multiplier']:.5f} (PLD)" in page
+    assert f"calibration took {cal['seconds']:.2f} s in the run recorded in" in page
+    m = re.search(r"where RDP alone\s+needs (\d\.\d{5})", page)
+    rdp = calibrate(lambda s: SelfComposed(PoissonSubsampledGaussian(
+        noise_multiplier=s, sample_rate=256 / 60000), 14100), 3.0, 1e-5, guess=1.1,
+        accountant="rdp", decreasing=True)
+    assert m and float(m.group(1)) == round(rdp.value, 5)
+
+
+def test_vertical_md_scale_table_is_scale_bench_json():
+    """The n = 1e5 / 1e6 table of docs/vertical.md is docs/scale_bench.json
+    (`vflpriv bench scale --json docs/scale_bench.json`), formatted as the bench prints it."""
+    page = _page("vertical.md")
+    for r in _json("scale_bench.json")["runs"]:
+        n = {100000: "1e5", 1000000: "1e6"}[r["n"]]
+        row = next(line for line in page.splitlines() if line.startswith(f"| {n} | "))
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert cells[1:5] == [f"{r[k]:.1f} s" for k in ("wall_seconds", "setup_seconds",
+                                                        "rounds_seconds", "other_seconds")]
+        assert cells[5].startswith(format_bytes(r["peak_rss_bytes"]) + " (")
+
+
+def test_vertical_md_flower_paragraph_is_scale_bench_flower_json():
+    r = _json("scale_bench_flower.json")["runs"][0]
+    page = " ".join(_page("vertical.md").split())          # the paragraph, unwrapped
+    assert (f"wall {r['wall_seconds']:.1f} s ({r['wall_seconds'] / 60:.1f} min): setup "
+            f"{r['setup_seconds']:.1f} s, 200 rounds {r['rounds_seconds']:.1f} s "
+            f"({r['seconds_per_round']:.1f} s per round; {r['products']} secure products), "
+            f"generation and start-up {r['other_seconds']:.1f} s; epsilon "
+            f"{r['epsilon_spent']:.1f}") in page
+    assert f"the largest process {format_bytes(r['peak_rss_bytes'])} (`wait4`)" in page
+    assert f"together {format_bytes(r['peak_tree_rss_bytes'])} at their peak" in page
+    assert f"relays {r['masked_block_bytes'] / 1e9:.0f} GB of masked blocks" in page
+
+
+def _frontier_rows(page_text, header_start):
+    """Rows ``(n, algorithm, [(removed %, excess)...])`` of the table whose header starts so."""
+    lines = page_text.splitlines()
+    i = next(k for k, line in enumerate(lines) if line.replace(" ", "").startswith(header_start))
+    out = []
+    for line in lines[i + 2:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        pts = [re.fullmatch(r"(-?[\d.]+)% \(([\d.e-]+)\)", c).groups() for c in cells[2:]]
+        out.append((float(cells[0]), cells[1], pts))
+    return out
+
+
+@pytest.mark.parametrize("json_name,header", [
+    ("utility_frontier_flights.json", "|n|algorithm|eps0.5|"),
+    ("utility_frontier.json", "|n|algorithm|eps0.5|")])
+def test_vertical_md_frontier_tables_are_the_json(json_name, header):
+    """Each frontier table of docs/vertical.md quotes its committed JSON (`vflpriv bench utility
+    --json ...`): the share removed to 0.1% and the excess to its printed digits."""
+    doc = _json(json_name)
+    by = {(r["n"], r["algorithm"], r["epsilon"]): r for r in doc["rows"] if "gap_removed" in r}
+    eps = [float(e) for e in doc["config"]["epsilons"].split(",")]
+    ns = {r["n"] for r in doc["rows"]}
+    page = _page("vertical.md")
+    # the flights table comes first on the page, the synthetic one after it
+    start = page.index("### Measured on real data: flights") if "flights" in json_name else \
+        page.index("## The frontier (`vflpriv bench utility`)")
+    rows = _frontier_rows(page[start:], header)
+    assert {int(n) for n, _, _ in rows} == ns
+    for n, algo, pts in rows:
+        for e, (removed, excess) in zip(eps, pts):
+            r = by[(int(n), algo, e)]
+            assert float(removed) == round(100 * r["gap_removed"], 1), (n, algo, e)
+            decimals = len(excess.split(".")[1]) if "." in excess and "e" not in excess else 0
+            assert abs(float(excess) - r["excess"]) <= 0.5 * 10 ** -decimals * \
+                max(1.0, abs(r["excess"]) if decimals == 0 else 1.0) + 1e-12, (n, algo, e)
+
+
+def test_vertical_md_t50_table_is_the_json():
+    doc = _json("utility_frontier_T50.json")
+    by = {(r["algorithm"], r["epsilon"]): r for r in doc["rows"] if "gap_removed" in r}
+    eps = [float(e) for e in doc["config"]["epsilons"].split(",")]
+    lines = _page("vertical.md").splitlines()
+    i = next(k for k, line in enumerate(lines) if line.startswith("| n = 1e5, T = 50 |"))
+    for line in lines[i + 2:i + 4]:
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        for e, c in zip(eps, cells[1:]):
+            removed, excess = re.fullmatch(r"(-?[\d.]+)% \(([\d.]+)\)", c).groups()
+            r = by[(cells[0], e)]
+            assert removed == f"{100 * r['gap_removed']:.1f}", (cells[0], e)
+            assert excess == f"{r['excess']:.{len(excess.split('.')[1])}f}", (cells[0], e)
+
+
+def test_kernels_md_noisy_argmax_table_is_the_json():
+    """docs/kernels.md's d = 1e6 noisy-argmax table (ms) is docs/kernels_bench.json."""
+    rows = {r["noise"]: r for r in _json("kernels_bench.json")["noisy_argmax"]
+            if r["d"] == 1000000}
+    page = _page("kernels.md")
+    floor = rows["laplace"]["seconds"]["draw_d_uniforms"] * 1e3
+    assert f"floor = `rng.random(d)`, {floor:.1f} ms in this run" in page
+    for noise, r in rows.items():
+        s = r["seconds"]
+        line = next(x for x in page.splitlines() if x.startswith(f"| {noise} | "))
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        assert cells[1:] == [f"{s['compiled'] * 1e3:.1f}", f"{s['reference'] * 1e3:.1f}",
+                             f"{s['naive'] * 1e3:.1f}", f"{r['speedup']:.1f}x",
+                             f"{r['compiled_over_uniform_floor']:.1f}"], noise

@@ -163,7 +163,7 @@ def test_logistic_regression_label_party_classes_and_proba():
     rng = np.random.default_rng(3)
     X = rng.standard_normal((800, 6))
     y = np.where(X[:, 0] - X[:, 3] + 0.3 * rng.standard_normal(800) > 0, "yes", "no")
-    est = VerticalDPLogisticRegression(parties=3, eta=4.0, max_iter=150, label_party=1,
+    est = VerticalDPLogisticRegression(parties=3, max_iter=150, label_party=1,
                                        random_state=0).fit(X, y)
     assert list(est.classes_) == ["no", "yes"]
     assert est.solution_.extra["label_party"] == 1 and est.solution_.extra["path"] == "glm"

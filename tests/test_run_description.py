@@ -259,3 +259,37 @@ def test_flower_spec_run_writes_the_files_and_refuses_before_writing(tmp_path, c
             code = exc.code
         err = capsys.readouterr().err.strip()
         assert code == 2 and not d.exists() and needle in err, err
+
+
+def test_a_secure_description_pins_every_peer_key_by_default(tmp_path):
+    """Issue 32: the dp-bcfw-secure description carries an identity key per party and every
+    peer's fingerprint; the pinned run over the local link completes, and one substituted key
+    file makes its peers refuse at the key exchange."""
+    pytest.importorskip("flwr")
+    import os
+
+    from vflpriv.data import VerticalData, make_synthetic
+    from vflpriv.flower.spec import read_node_config
+    from vflpriv.runtime.backends import FlowerOptions, run_local
+    from vflpriv.runtime.keys import fingerprint, identity_public, load_identity, new_identity
+    from vflpriv.vertical.api import solve
+
+    A, y, _ = make_synthetic(n=60, d=24, density=0.3, seed=0)
+    data = VerticalData.from_arrays(A, y, "balanced", parties=3)
+    out = tmp_path / "desc"
+    solve(data, backend="flower", flower=FlowerOptions(spec_dir=str(out)),
+          algorithm="dp-bcfw-secure", iterations=2, seed=4)
+    cfgs = [read_node_config(str(out / f"node{k}.toml")) for k in range(3)]
+    fps = {}
+    for k, c in enumerate(cfgs):
+        assert os.stat(c["identity-key"]).st_mode & 0o777 == 0o600
+        fps[k] = fingerprint(identity_public(load_identity(c["identity-key"])))
+    for k, c in enumerate(cfgs):
+        assert c["peer-fingerprints"] == ",".join(f"{q}={fps[q]}" for q in range(3) if q != k)
+    spec = load_description(str(out / "run.json"))
+    res = run_local(spec, cfgs)
+    assert res["error"] is None, res["error"]
+    os.remove(cfgs[2]["identity-key"])
+    new_identity(cfgs[2]["identity-key"])            # party 2's key swapped for another
+    res = run_local(spec, cfgs)
+    assert res["error"] is not None and "fingerprint" in str(res["error"])

@@ -327,6 +327,14 @@ class SecurePartyRole(PartyRole):
             ident = load_identity(path) if path else None
         except KeyRefused as exc:
             raise Refused(f"party {self.k}: {exc}") from None
+        if not path or not self.cfg.get("peer-fingerprints"):
+            import sys
+
+            # loud, in the party's own log: this deployment trusts the server with the keys
+            sys.stderr.write(f"vflpriv party {self.k}: WARNING: running unpinned (no "
+                             "identity-key / peer-fingerprints in its node config): a server "
+                             "that swaps key offers can read the party-to-party messages; "
+                             "vflpriv flower spec writes pinned configs (docs/flower.md)\n")
         return make_offer(self.public_key, ident, self.setup.get("run_id") or "", self.k)
 
     def get_state(self):
@@ -527,6 +535,30 @@ def make_spec(data, *, secure_kwargs, private, ledger=None, budget=None, account
             "connect_timeout": float(connect_timeout), "reply_timeout": float(reply_timeout)}
 
 
+def pin_identities(run_dir, cfgs):
+    """Key pinning on by default in a description for separate machines (issue 32): each
+    party gets an Ed25519 identity key ``party<k>.key`` (mode 0600, ``keys.new_identity``) and
+    its node config names it and pins every peer's fingerprint, so a server that substitutes a
+    key offer is refused before the first release.  Each party should keep only its own key
+    file; parties that would rather make their own run ``vflpriv flower identity`` and
+    exchange fingerprints out of band (docs/flower.md)."""
+    import os
+
+    from ...runtime.keys import new_identity
+
+    fps = {}
+    for cfg in cfgs:
+        k = int(cfg["party"])
+        path = os.path.join(run_dir, f"party{k}.key")
+        fps[k] = new_identity(path)
+        cfg["identity-key"] = path
+    for cfg in cfgs:
+        k = int(cfg["party"])
+        cfg["peer-fingerprints"] = ",".join(f"{q}={fp}" for q, fp in sorted(fps.items())
+                                            if q != k)
+    return fps
+
+
 def run(backend, data, *, secure_kwargs, private, run_dir, ledger=None, budget=None,
         accountant="rdp", run_id=None, party_ledgers=None, party_budget=None, noise_root=None,
         connect_timeout=60.0, reply_timeout=600.0, progress=None, quiet=True, spec_dir=None):
@@ -552,6 +584,7 @@ def run(backend, data, *, secure_kwargs, private, run_dir, ledger=None, budget=N
     from ...runtime.backends import describe, launch
 
     if spec_dir:
+        pin_identities(run_dir, cfgs)
         return None, describe(run_dir, spec, cfgs)
     out = launch(backend, spec, cfgs, run_dir, progress=progress, quiet=quiet)
     info = run_info(backend, out, cfgs, private)

@@ -20,7 +20,7 @@ from vflpriv.vertical.secure import messages as SM
 from vflpriv.vertical.secure import privacy as SP
 from vflpriv.vertical.secure.beaver import Dealer
 from vflpriv.vertical.secure.fourier import SigmoidSeries, unit_factors
-from vflpriv.vertical.secure.glm import GlmParty, ring_plan, round_scores
+from vflpriv.vertical.secure.glm import GlmParty, offline_receivers, ring_plan, round_scores
 from vflpriv.vertical.secure.protocol import CHUNK_ROWS, Network
 from vflpriv.vertical.secure.ring import KeySource, encode
 
@@ -94,7 +94,8 @@ def _parties(D, L, private=False, sigma=0.0, clip=None):
         p.setup(SM.SecureSetup(ring.fa, 0, D.K, D.n, dealer.mask_keys[p.k]))
     for p in parties:
         for row, block in p.masked_blocks():
-            parties[H if p.k != H else L].receive_block(p.k, SM.MaskedBlock(row, block))
+            for q in offline_receivers(p.k, L, H, D.K):
+                parties[q].receive_block(p.k, SM.MaskedBlock(row, block))
     return parties, dealer, keys, H
 
 
@@ -120,22 +121,38 @@ def test_round_scores_equal_the_plain_approximate_gradient(L):
     assert np.max(np.abs(est - true)) < 0.02
 
 
-def test_derivative_share_sent_to_a_third_party_looks_uniform():
+def test_no_third_party_holds_a_share_of_the_derivatives():
+    """Issue 32: a party outside {L, H} receives only masked vectors from the two holders of d's
+    shares (d_H + v_H from H, d_L + v_L from L, each with the dealer's mask that only the holder
+    and the dealer know), never d_L itself; so that party and H together still miss v_L and
+    cannot rebuild d (hence the labels).  Checked: the vector k receives from L is not d_L and
+    looks uniform (its top bits: mean 1/2 within 5 sigma)."""
     D = _logistic(n=20000, d=12, K=3)
     parties, dealer, keys, H = _parties(D, 0)
+    k = 3 - H                                     # the party outside {L = 0, H}
     net = Network()
-    seen = []
+    seen, kinds = {}, set()
     orig = net.peer
 
     def spy(src, dsts, msg, t):
-        if isinstance(msg, SM.DerivativeShare):
-            seen.append(msg.vector.copy())
+        if k in dsts:
+            kinds.add(type(msg).__name__)
+            if isinstance(msg, SM.MaskedVector):
+                seen[src] = msg.z.copy()
         return orig(src, dsts, msg, t)
 
     net.peer = spy
+    held = {}
+    for q in (0, H):                              # what each holder passes in as its share
+        real = parties[q].holder_messages
+        parties[q].holder_messages = (lambda real, q: lambda vec, *a: (
+            held.__setitem__(q, vec.copy()), real(vec, *a))[1])(real, q)
     round_scores(parties, dealer, keys, net, 0, H, 0)
-    (share,) = seen
-    top = (share >> np.uint64(63)).astype(float)
+    assert kinds <= {"MaskedVector", "ResultShare", "MarginShare", "MarginKey"}
+    assert "DerivativeShare" not in kinds and set(seen) == {0, H}
+    z_from_L = seen[0]
+    assert np.mean(z_from_L == held[0]) < 1e-3               # not d_L in the clear
+    top = (z_from_L >> np.uint64(63)).astype(float)
     assert abs(top.mean() - 0.5) < 5 * 0.5 / math.sqrt(top.size)
 
 
@@ -183,8 +200,9 @@ def test_logistic_bytes_match_the_wire_format():
     Hd = SM.HEADER_BYTES
     assert by["MaskedFactors"] == [2 * T, 2 * T * (Hd + 6 + 16 * J * n)]
     assert by["MarginShare"] == [(K - 2) * T, (K - 2) * T * (Hd + 8 * n)]
-    assert by["DerivativeShare"] == [(K - 2) * T, (K - 2) * T * (Hd + 8 * n)]
-    assert by["MaskedVector"][0] == K * T             # K peers of H's share, and H of L's
+    assert "DerivativeShare" not in by                # no party outside {L, H} gets a d share
+    assert by["MaskedVector"] == [2 * (K - 1) * T, 2 * (K - 1) * T * (Hd + 6 + 8 * n)]
+    assert by["InterceptShare"] == [T, T * (Hd + 8)]  # H -> L, one word a round
     assert by["SecureIndex"] == [K * T, K * T * (Hd + 4)]
 
 
@@ -378,3 +396,24 @@ def test_glm_holders_add_noise_only_for_rounds_their_ledgers_charged():
     assert set(g) == {0, 1}
     with pytest.raises(InputError, match="refused to release noisy scores"):
         round_scores(parties, dealer, keys, net, 0, H, 1)     # no charge for round 1
+
+
+def test_the_helper_party_is_the_users_choice(tmp_path):
+    """--helper-party H: the run uses H (reported), ends where the default helper's run ends up
+    to the sigmoid factors' rounding (the same computation on different shares); H = L, an
+    index outside 0..K-1, or a least-squares run is refused before anything is written."""
+    D = _logistic(n=300, d=12, K=3)
+    kw = dict(loss="logistic", algorithm="dp-bcfw-secure", eta=1.0, iterations=15, seed=0)
+    a = solve(D, **kw)
+    b = solve(D, helper_party=2, **kw)
+    assert a.extra["helper_party"] == 1 and b.extra["helper_party"] == 2
+    assert np.array_equal(a.x, b.x)
+    assert a.final_objective == pytest.approx(b.final_objective, abs=1e-5)
+    led = tmp_path / "l.ledger"
+    for bad, match in ((0, "other than the label party 0"), (3, "0..2")):
+        with pytest.raises(InputError, match=match):
+            solve(D, helper_party=bad, ledger=str(led), epsilon=1.0, delta=1e-6,
+                  feature_bound=1.0, label_bound=1.0, **kw)
+        assert not led.exists()
+    with pytest.raises(InputError, match="--helper-party is for dp-bcfw-secure"):
+        solve(D, algorithm="dp-bcfw-secure", helper_party=1, iterations=2)

@@ -384,7 +384,10 @@ class VerticalDPLogisticRegression(_VerticalLogistic):
     The one public name of the vertical classifier; ``VerticalDPLogistic`` is a deprecated alias
     of it (a ``DeprecationWarning`` when imported).
 
-    ``label_party`` (default 0) holds y; the other parties never see it.  A private fit
+    ``label_party`` (default 0) holds y; the other parties never see it.  Trust: no party
+    colludes with the server, and the helper party (the party after ``label_party``, which holds
+    the other share of the margins and loss derivatives) does not collude with the label party
+    (docs/sensitivity.md, section 5).  A private fit
     (finite ``epsilon``) needs ``delta`` and ``feature_bound``; labels are mapped to -1/+1, so
     ``label_bound`` is 1.  ``row_clip`` C bounds each party's row norm (sensitivity 2 C D per
     party and round, D the derivative bound of the sigmoid series).

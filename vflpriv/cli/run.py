@@ -113,6 +113,12 @@ def add_problem_arguments(p):
                    help="who holds the labels: all (paper 004's setting; the default of dp-bcfw, "
                         "bcfw, dfw) or one party's index (dp-bcfw-secure's default: 0); the "
                         "others see only DP releases derived from y")
+    p.add_argument("--helper-party", type=int, default=None, metavar="H",
+                   help="dp-bcfw-secure, logistic loss: the party that holds the other share of "
+                        "the margins and loss derivatives (default (label party + 1) mod K). "
+                        "Trust assumption: H does not collude with the label party (together "
+                        "they see the margins in the clear) and no party colludes with the "
+                        "server; no other party ever holds a share of the derivatives")
     p.add_argument("--seed", type=int, default=None,
                    help="seed every random choice (sketch, sampling, noise) for a reproducible "
                         "run; its outputs are marked not for deployment.  Default: the noise "
@@ -457,6 +463,7 @@ def _config(args, epsilon, backend, flower):
         accountant=args.accountant, seed=args.seed, derivative_clip=args.derivative_clip,
         row_clip=args.row_clip if secure else None,           # dp-bcfw-secure's options only
         max_features=args.max_features if secure else None, label_party=args.label_party,
+        helper_party=getattr(args, "helper_party", None),
         ledger=args.ledger, reference=args.reference, checkpoint=args.resume or args.checkpoint,
         checkpoint_every=args.checkpoint_every, resume=bool(args.resume), backend=backend,
         flower=flower)
@@ -552,11 +559,13 @@ def _secure_bytes(sol):
     by = sol.extra.get("bytes_by_type", {})
     get = lambda *names: sum(by.get(n, [0, 0])[1] for n in names)  # noqa: E731
     if sol.extra.get("path") == "glm":
-        return (f"  secure (logistic, label at party {sol.extra['label_party']}, helper party "
+        return (f"  trust: the helper party {sol.extra['helper_party']} does not collude with the "
+                f"label party {sol.extra['label_party']}, and no party colludes with the server\n"
+                f"  secure (logistic, label at party {sol.extra['label_party']}, helper party "
                 f"{sol.extra['helper_party']}): masked blocks {_fmt_bytes(get('MaskedBlock'))} "
                 f"(once), margin shares {_fmt_bytes(get('MarginShare', 'MarginKey'))}, sigmoid "
-                f"factors {_fmt_bytes(get('MaskedFactors', 'FactorTriple'))}, derivative shares "
-                f"{_fmt_bytes(get('DerivativeShare'))}, score products "
+                f"factors {_fmt_bytes(get('MaskedFactors', 'FactorTriple'))}, intercept "
+                f"{_fmt_bytes(get('InterceptShare'))}, score products "
                 f"{_fmt_bytes(get('MaskedVector', 'ResultShare', 'TripleToHolder', 'TripleToPeer'))}"
                 f", indices and selections {_fmt_bytes(get('SecureIndex', 'Selections'))}")
     return (f"  secure: {sol.extra['secure_products']} products; masked blocks "

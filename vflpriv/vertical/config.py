@@ -167,6 +167,7 @@ class VerticalConfig:
     flower: Any = None
     label_party: Any = None
     fit_intercept: Any = None
+    helper_party: Any = None
 
     def __post_init__(self):
         self._check_algorithm()
@@ -199,6 +200,11 @@ class VerticalConfig:
             self._set("flower", self.flower or FlowerOptions())
         if algorithm in ("fw", "dpfw"):
             check_label_party(self.label_party, algorithm, 1)   # K is not needed to refuse it
+        if self.helper_party is not None and (algorithm != "dp-bcfw-secure"
+                                              or get_loss(self.loss).name == "squared"):
+            raise InputError(f"--helper-party is for dp-bcfw-secure with a classification loss "
+                             f"(its helper holds the other share of the margins), got "
+                             f"{self.helper_party!r} with {algorithm} / {get_loss(self.loss).name}")
 
     def _check_problem(self):
         """Loss, feasible set, iteration count; a sketch only where the loss allows it."""

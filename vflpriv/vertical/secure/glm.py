@@ -243,8 +243,10 @@ class GlmParty:
         self.b = update(loss, self.b, self._g_b, t, INTERCEPT_BOUND)
 
     # -- step 3: scores -------------------------------------------------------------------------
-    def holder_messages(self, vec, triples):
-        """The holder of a d share: masked vector for its peers, noised result shares."""
+    def holder_messages(self, vec, triples, noisy=None):
+        """The holder of a d share: masked vector for its peers, result shares, with its
+        Gaussian noise on the shares for the peers in ``noisy`` (None: every peer).  Each peer
+        gets the noise of exactly one holder (``round_scores``)."""
         self._gate("scores")
         keys = {t.v_key for t in triples.values()}
         if len(keys) != 1:
@@ -254,15 +256,22 @@ class GlmParty:
         shares = {}
         for k, tr in triples.items():
             s = holder_shares(self.masked[k], v, tr.share)
-            if self.private and self.sigma > 0:
+            if self.private and self.sigma > 0 and (noisy is None or k in noisy):
                 s = s + _noise(self.rng, self.sigma, s.shape[0], self.ring.score_bits)
             shares[k] = SM.ResultShare(self.k, tr.index, s)
         return z, shares
 
-    def scores(self, own_share, z: SM.MaskedVector, tr: SM.TripleToPeer, res: SM.ResultShare):
-        """g = (A_k^T d + N) / n from the product's output and the local part A_k^T d_own."""
-        out = peer_output(self.A_fx_T, z.z, tr.w_key, res.share)
-        out = out + np.asarray(self.A_fx_T @ own_share, dtype=np.uint64).ravel()
+    def scores(self, own_share, products):
+        """g = (A_k^T d + N) / n from the Beaver products' outputs (``products``: one
+        ``(MaskedVector, TripleToPeer, ResultShare)`` per holder of a share of d this party
+        does not hold) and, for L and H, the local part A_k^T d_own (``own_share``; None for
+        the other parties, which hold no share of d)."""
+        out = None
+        for z, tr, res in products:
+            o = peer_output(self.A_fx_T, z.z, tr.w_key, res.share)
+            out = o if out is None else out + o
+        if own_share is not None:
+            out = out + np.asarray(self.A_fx_T @ own_share, dtype=np.uint64).ravel()
         return decode(out, self.ring.score_bits) / self.n
 
     def select(self, g):
@@ -302,7 +311,7 @@ class GlmResult:
 def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=None,
                    sigma=0.0, budget_filter=None, feature_bound=None, clips=None, seed=None,
                    noise_key=None, callback=None, state=None, on_round=None,
-                   fit_intercept=False) -> GlmResult:
+                   fit_intercept=False, helper_party=None) -> GlmResult:
     """Run the GLM protocol in process (module docstring).  ``sigma``: std of the Gaussian on each
     A_k^T d (sum units); ``clips``: per-party row clips C_k (private runs).  ``on_round`` and
     ``state``: checkpoints and resume, as :func:`~.protocol.run_secure`'s (``state.py``)."""
@@ -314,7 +323,7 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
     if K < 2:
         raise InputError(f"dp-bcfw-secure needs at least 2 parties, got {K}")
     L = int(label_party)
-    H = (L + 1) % K
+    H = helper_of(L, K, helper_party)
     D = series.derivative_bound
     if private:
         Ba = float(feature_bound)
@@ -364,16 +373,19 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
     # above store.SPILL_BYTES the received masked blocks live on disk, read chunk by chunk
     spill = SpillDirectory() if should_spill(n, sizes) else None
     try:
-        # offline: H multiplies its d share with every other block, L with H's block
+        # offline: H multiplies its d share with every other block, L with every other block
+        # (so that no party but L and H ever holds a share of d)
         for p in parties:
-            dsts = [H] if p.k != H else [L]
+            dsts = offline_receivers(p.k, L, H, K)
             store = None if spill is None else spill.store(p.k)
             for row, block in p.masked_blocks():
-                for q, m in zip(dsts, net.peer(p.k, dsts, SM.MaskedBlock(row, block), 0)):
+                msgs = net.peer(p.k, dsts, SM.MaskedBlock(row, block), 0)
+                if store is not None:             # the frame's words, on disk, once per chunk
+                    store.append(msgs[0].row, msgs[0].block)
+                for q, m in zip(dsts, msgs):
                     if store is None:
                         parties[q].receive_block(p.k, m)
-                    else:                         # one receiver: the frame's words, on disk
-                        store.append(m.row, m.block)
+                    else:
                         parties[q].masked[p.k] = store
         if resumed:
             # the masked blocks were recomputed above (state.py); everything else comes back
@@ -451,20 +463,41 @@ def round_scores(parties, dealer, keys, net, L, H, t):
         word = net.peer(H, [L], parties[H].intercept_share(dH), t)[0]
         parties[L].intercept_derivative(dL, word)
     own = {L: dL, H: dH}
-    for k in others:
-        own[k] = net.peer(L, [k], SM.DerivativeShare(dL), t)[0].vector
-    # 3. scores: H's share times every other block, L's share times H's block
-    g = {}
-    for holder, vec, peers in ((H, dH, [k for k in range(K) if k != H]), (L, dL, [H])):
+    # 3. scores: each share times every block but its holder's own, by Beaver products; the
+    # other parties hold no share of d (handing one d_L, as before, let that party and H
+    # together rebuild d, hence every label: issue 32).  Each party gets the noise of one
+    # holder: H's for every party but H, L's for H.
+    products = {k: [] for k in range(K)}
+    for holder, vec in ((H, dH), (L, dL)):
+        peers = [k for k in range(K) if k != holder]
+        noisy = [k for k in peers if k != L] if holder == H else [H]
         to_holder, to_peer = dealer.triples(holder, t, peers)
         trip = {k: net.down(holder, to_holder[k], t) for k in peers}
-        z, shares = parties[holder].holder_messages(vec, trip)
+        z, shares = parties[holder].holder_messages(vec, trip, noisy)
         zs = net.peer(holder, peers, z, t)
         for k, zk in zip(peers, zs):
             tp = net.down(k, to_peer[k], t)
             res = net.peer(holder, [k], shares[k], t)[0]
-            g[k] = parties[k].scores(own[k], zk, tp, res)
-    return g
+            products[k].append((zk, tp, res))
+    return {k: parties[k].scores(own.get(k), products[k]) for k in range(K)}
+
+
+def helper_of(L, K, helper_party=None):
+    """The helper H that holds the other share of the margins and derivatives: ``helper_party``
+    (any party but L), or (L + 1) mod K.  The logistic path's threat model: H does not collude
+    with L (together they see the margins in the clear) nor with the server."""
+    if helper_party is None:
+        return (L + 1) % K
+    if isinstance(helper_party, bool) or not isinstance(helper_party, (int, np.integer)) or \
+            not 0 <= helper_party < K or helper_party == L:
+        raise InputError(f"--helper-party must be a party index 0..{K - 1} other than the label "
+                         f"party {L}, got {helper_party!r}")
+    return int(helper_party)
+
+
+def offline_receivers(k, L, H, K):
+    """Who receives party k's masked block: H and L (the holders of d's shares), never k."""
+    return [q for q in (H, L) if q != k]
 
 
 def _factor_correction(kL, kH, series, n):

@@ -79,6 +79,9 @@ def solve_glm(data, run: SecureRun, series=None):
     if data.K < 2:
         raise InputError(f"dp-bcfw-secure needs at least 2 parties, got {data.K}")
     check_margin_range(data, run.cfg, series)
+    from .glm import helper_of
+
+    helper_of(run.label_party, data.K, run.cfg.helper_party)     # refused before any file
     noise = _plan_noise(data, run, series) if run.private else None
     led, budget = _open_budget(run, noise, series) if run.private else (None, None)
     res = _rounds(data, run, series, noise, led, budget)
@@ -137,7 +140,8 @@ def _rounds(data, run: SecureRun, series, noise, led, budget):
                          clips=None if noise is None else noise.clips, seed=noise_seed,
                          noise_key=noise_key, callback=cfg.callback, on_round=on_round,
                          state=(ck["state"], ck["arrays"]) if ck else None,
-                         fit_intercept=bool(cfg.fit_intercept))
+                         fit_intercept=bool(cfg.fit_intercept),
+                         helper_party=cfg.helper_party)
     SC.check_all_replayed(budget, ck, run.T)
     return res
 

@@ -269,19 +269,8 @@ class FactorTriple:
         return cls(bytes(b[:16]), _u64(memoryview(b)[16:]).copy())
 
 
-@dataclass
-class DerivativeShare:
-    """L -> party k (k not L, H): L's share of the loss derivatives d (n words), so that d is
-    shared between k and H for k's score product."""
-    vector: np.ndarray
-    TYPE = 45
-
-    def payload(self):
-        return _u64_bytes(self.vector)
-
-    @classmethod
-    def parse(cls, b):
-        return cls(_u64(b).copy())
+# TYPE 45 was DerivativeShare (L handed its share of d to every party outside {L, H}); retired
+# (issue 32: that party and H together rebuilt d, hence the labels); the number is not reused.
 
 
 @dataclass
@@ -304,7 +293,7 @@ class InterceptShare:
 MESSAGE_TYPES = {c.TYPE: c for c in (SecureSetup, Selections, SecureIndex, MaskedBlock,
                                      TripleToHolder, TripleToPeer, MaskedVector, ResultShare,
                                      NewFeatures, MarginShare, MarginKey, MaskedFactors,
-                                     FactorTriple, DerivativeShare, InterceptShare)}
+                                     FactorTriple, InterceptShare)}
 
 
 def decode(frame: bytes):

@@ -8,14 +8,28 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
+
+from .options import number
 
 #: module (under vflpriv.cli) -> its subcommand registers itself
 SUBCOMMANDS = ["certify", "bench", "demo", "fedp3", "horizontal", "audit", "ledger", "run",
                "sparse", "reproduce", "flower"]
 
 
+#: what argparse must read as a (negative) number, not as an option: ``-1e-3``, ``-inf``, ``-nan``
+#: (argparse's own pattern knows only ``-1`` and ``-1.5``, so ``--epsilon -inf`` ended in
+#: "expected one argument" instead of the option's own message naming the value)
+NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^-(inf|infinity|nan)$",
+                             re.IGNORECASE)
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = NEGATIVE_NUMBER
+
     def error(self, message):  # argparse's own usage errors: one line, exit 2
         sys.stderr.write(f"{self.prog}: error: {message}\n")
         raise SystemExit(2)
@@ -70,6 +84,8 @@ def _polish(parser):
     parser.formatter_class = _Formatter
     for a in parser._actions:
         _case_insensitive(a)
+        if a.type is float:
+            a.type = number
         if a.help is None and a.option_strings and a.default not in (None, False,
                                                                       argparse.SUPPRESS):
             a.help = "default: %(default)s"      # argparse prints nothing for help=None
@@ -96,6 +112,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        # Ctrl-C at any moment (start-up imports, option parsing, the run): no traceback.
+        # Anything already recorded (ledger, checkpoint) was written durably before.
+        sys.stderr.write("vflpriv: interrupted\n")
+        return 130
+
+
+def _main(argv) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -130,9 +156,6 @@ def main(argv=None) -> int:
         sys.stderr.write(f"vflpriv {args.command}: error: an input value {what} "
                          f"({type(exc).__name__}: {exc})\n")
         return 2
-    except KeyboardInterrupt:
-        sys.stderr.write("vflpriv: interrupted\n")
-        return 130
 
 
 if __name__ == "__main__":

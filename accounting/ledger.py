@@ -663,6 +663,15 @@ class Ledger:
                              f"this run charges {kinds[bool(per_party)]}: use another ledger")
         return float(b["epsilon"]), float(b["delta"])
 
+    def relations(self) -> set:
+        """The neighbouring relations of every release and live reservation in the ledger (a
+        ledger whose records mix relations cannot be composed, so cannot be verified)."""
+        out = {leaf.neighboring for per in self._counts.values() for e in per
+               for leaf, _ in flatten(e)}
+        for run in self.live_reservations().values():
+            out.update(leaf.neighboring for leaves, _, _ in run.values() for leaf in leaves)
+        return out
+
     def _count(self, party: str, event: DpEvent) -> None:
         per = self._counts.setdefault(party, {})
         per[event] = per.get(event, 0) + 1

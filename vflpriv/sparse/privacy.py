@@ -132,7 +132,12 @@ class PrivacyPlan:
                   "level": level, "per_party": level == "record"}
         self.ledger = Ledger(ledger, budget=budget) if ledger else _memory_ledger()
         self.ledger_path = ledger
-        self.filter = BudgetFilter(self.ledger, self.epsilon, self.delta, accountant=accountant,
+        # The ledger's header budget governs (a run cannot raise it by asking for more), and a
+        # ledger of the other kind (one shared budget vs one per client: a vertical run's) is
+        # refused here, before any calibration or release (exit 2).
+        b_eps, b_delta = self.ledger.governing_budget(self.epsilon, self.delta,
+                                                      per_party=(level == "record"))
+        self.filter = BudgetFilter(self.ledger, b_eps, b_delta, accountant=accountant,
                                    per_party=(level == "record"))
         if level == "record":
             b = batch_size

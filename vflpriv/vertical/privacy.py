@@ -200,7 +200,11 @@ def largest_epsilon(budget, planned, rounds, exclude, c, recalibrate):
         e = round_down(e)                  # 4 significant digits, rounded down
         if e <= 0:
             return None
-        if budget.fits(planned(rounds, 1.0, recalibrate(e)), exclude=exclude):
+        try:
+            fitted = recalibrate(e)
+        except ValueError:         # e below what the accountant can calibrate (a spent ledger)
+            return None
+        if budget.fits(planned(rounds, 1.0, fitted), exclude=exclude):
             return e
         e *= 0.97
     return None

@@ -193,6 +193,12 @@ def load_plan(path) -> Plan:
         import tomllib
     else:  # pragma: no cover
         import tomli as tomllib
+    import os
+    import stat
+
+    # a FIFO would block the reader until a writer appears; /dev/zero never ends
+    if os.path.exists(path) and not stat.S_ISREG(os.stat(path).st_mode):
+        raise ValueError(f"plan {str(path)!r} is not a regular file")
     try:
         with open(path, "rb") as fh:
             data = tomllib.load(fh)

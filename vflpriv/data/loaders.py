@@ -121,6 +121,9 @@ def load(spec: str, label: str | None = None, chunk_rows: int = READ_CHUNK_ROWS)
         return A, y, None
     if not os.path.exists(spec):
         raise InputError(f"data file {spec!r} does not exist")
+    from .files import regular_file
+
+    regular_file(spec, "data file")              # a FIFO or /dev/zero would hang or never end
     low = spec.lower()
     if low.endswith((".csv", ".csv.gz", ".tsv")) or low.endswith(".parquet"):
         if not low.endswith(".parquet"):

@@ -309,6 +309,9 @@ def check_spec(spec, clients, label=None):
 
         if not os.path.exists(spec):
             raise InputError(f"--data file {spec!r} does not exist")
+        from ..data.files import regular_file
+
+        regular_file(spec, "--data file")
     return kind, kw
 
 

@@ -3,3 +3,23 @@
 
 class InputError(ValueError):
     """The user's input is invalid; the message names the offending value."""
+
+
+#: Largest iteration / round count a run accepts.  The smallest runs take about a millisecond a
+#: round here, so this is already ~20 minutes of rounds; the papers run at most a few thousand.
+#: A typo such as 1000000000 is refused up front instead of running for weeks.
+MAX_ROUNDS = 1_000_000
+#: Largest number of clients of a horizontal run: each is a Python object with its own data
+#: shard and generators, so 1e9 of them never finishes building.
+MAX_CLIENTS = 100_000
+
+
+def check_count(option: str, value, maximum: int):
+    """``value`` if it is an integer from 1 to ``maximum``; else InputError naming ``option``."""
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise InputError(f"{option} must be a positive integer, got {value!r}")
+    if value > maximum:
+        raise InputError(f"{option} must be at most {maximum:,}, got {value:,}")
+    return value

@@ -30,7 +30,7 @@ import dataclasses
 import math
 import secrets
 
-from ..errors import InputError
+from ..errors import MAX_CLIENTS, InputError, check_count
 
 ALGORITHMS = ("fedavg", "fedprox", "scaffold", "feddyn", "fedp3")
 #: paper 001, Table 5, MNIST row: (lambda1, lambda2, threshold) for the base method and with
@@ -149,6 +149,7 @@ def _settings(args) -> dict:
     s["hidden"] = list(hidden)
     if s["clients"] < 1:
         raise InputError(f"--clients must be a positive integer, got {s['clients']}")
+    check_count("--clients", s["clients"], MAX_CLIENTS)
     if not s["alpha"] > 0:
         raise InputError(f"--alpha must be > 0 (inf = IID), got {s['alpha']!r}")
     s["config"] = _config(args, s)

@@ -23,3 +23,17 @@ def check_count(option: str, value, maximum: int):
     if value > maximum:
         raise InputError(f"{option} must be at most {maximum:,}, got {value:,}")
     return value
+
+
+def uncalibrated(exc, epsilon, delta, accountant) -> InputError:
+    """The one-line error of a noise calibration that failed for the user's (epsilon, delta):
+    the accountant's own message ("could not bracket the target 0.5 starting from 2.4") names
+    internal quantities; this one names the options.  At a tiny delta (1e-300) the accountant's
+    epsilon has a floor above the target whatever the noise (RDP's conversion adds
+    log(1/delta) / (alpha - 1) at its largest order; PLD's discretization has its own)."""
+    if isinstance(exc, InputError):
+        return exc
+    return InputError(f"no noise meets --epsilon {epsilon:g} at --delta {delta:g} under the "
+                      f"{accountant} accountant: its epsilon at this delta stays above the "
+                      f"target whatever the noise ({exc}); a larger --delta or another "
+                      "--accountant may")

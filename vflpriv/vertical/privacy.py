@@ -112,7 +112,19 @@ class NoisePlan:
 
 def calibrate_accountant(noise, sens, epsilon, delta, rounds, parties, split=0.5, accountant="rdp",
                          features=True, feature_rounds=None) -> NoisePlan:
-    """Calibration by the accountant (module docstring)."""
+    """Calibration by the accountant (module docstring); a target no noise meets (a delta far
+    below what the accountant resolves) is one InputError naming --epsilon and --delta."""
+    from ..errors import uncalibrated
+
+    try:
+        return _calibrate_accountant(noise, sens, epsilon, delta, rounds, parties, split,
+                                     accountant, features, feature_rounds)
+    except ValueError as exc:
+        raise uncalibrated(exc, epsilon, delta, accountant) from None
+
+
+def _calibrate_accountant(noise, sens, epsilon, delta, rounds, parties, split, accountant,
+                          features, feature_rounds) -> NoisePlan:
     if not (0 < split < 1) and features:
         raise InputError(f"split must be in (0, 1) (share of epsilon for the index releases), got {split!r}")
     n_idx = rounds * parties

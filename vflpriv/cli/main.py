@@ -111,6 +111,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _one_line_warnings:
+    """Warnings raised while a command runs (numpy's "overflow encountered in multiply" from a
+    step size of 1e308, a library's deprecation) print as one ``vflpriv CMD: warning: ...`` line,
+    each distinct message once, instead of Python's two lines with the source line of the
+    library that raised it."""
+
+    def __init__(self, command):
+        self.command, self.seen = command, set()
+
+    def show(self, message, category, *args, **kwargs):
+        text = (str(message).strip().splitlines() or [category.__name__])[0]
+        if text not in self.seen:
+            self.seen.add(text)
+            sys.stderr.write(f"vflpriv {self.command}: warning: {text}\n")
+
+    def __enter__(self):
+        import warnings
+
+        self._cm = warnings.catch_warnings()
+        self._cm.__enter__()
+        warnings.simplefilter("default")
+        warnings.showwarning = self.show
+        return self
+
+    def __exit__(self, *exc):
+        return self._cm.__exit__(*exc)
+
+
 def main(argv=None) -> int:
     try:
         return _main(argv)
@@ -129,7 +157,8 @@ def _main(argv) -> int:
         return 2
     try:
         try:
-            return int(args.func(args) or 0)
+            with _one_line_warnings(args.command):
+                return int(args.func(args) or 0)
         finally:
             from .progress import close_all
             close_all()                 # a bar's line is finished before any message below

@@ -140,13 +140,37 @@ class _one_line_warnings:
 
 
 def main(argv=None) -> int:
+    """Run one command; Ctrl-C at any moment (start-up imports, option parsing, the run) ends it
+    with ``vflpriv: interrupted`` and exit code 130, no traceback.  Anything already recorded
+    (ledger, checkpoint) was written durably before.  A Ctrl-C that lands inside a C extension's
+    import can surface as another exception (numpy: an ImportError "PyCapsule_Import could not
+    import module datetime"); a SIGINT handler notes that one came, so that is reported as the
+    interruption it is."""
+    import signal
+    import threading
+
+    interrupted = []
+
+    def on_sigint(signum, frame):
+        interrupted.append(signum)
+        raise KeyboardInterrupt
+
+    ours = (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+    previous = signal.signal(signal.SIGINT, on_sigint) if ours else None
     try:
         return _main(argv)
     except KeyboardInterrupt:
-        # Ctrl-C at any moment (start-up imports, option parsing, the run): no traceback.
-        # Anything already recorded (ledger, checkpoint) was written durably before.
         sys.stderr.write("vflpriv: interrupted\n")
         return 130
+    except Exception:
+        if not interrupted:
+            raise
+        sys.stderr.write("vflpriv: interrupted\n")
+        return 130
+    finally:
+        if ours:
+            signal.signal(signal.SIGINT, previous)
 
 
 def _main(argv) -> int:

@@ -33,7 +33,7 @@ def uncalibrated(exc, epsilon, delta, accountant) -> InputError:
     log(1/delta) / (alpha - 1) at its largest order; PLD's discretization has its own)."""
     if isinstance(exc, InputError):
         return exc
-    return InputError(f"no noise meets --epsilon {epsilon:g} at --delta {delta:g} under the "
+    return InputError(f"no noise meets --epsilon {epsilon!r} at --delta {delta!r} under the "
                       f"{accountant} accountant: its epsilon at this delta stays above the "
                       f"target whatever the noise ({exc}); a larger --delta or another "
                       "--accountant may")

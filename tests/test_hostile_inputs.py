@@ -14,7 +14,8 @@ bracket"; ``--iterations`` / ``--clients`` of 1e9 ran for ever; a FIFO as data o
 epsilon 1e-320; ``vflpriv sparse`` on a ``vflpriv run`` ledger appended past the budget and left
 it unverifiable (exit 0); a ledger spent to its last 1e-9 ended in "could not bracket" (exit 2)
 instead of the refusal (exit 1); ``bench utility --row-clip -1`` computed before refusing;
-``flower node`` started on port 99999 and on a CA file that is no certificate.
+``flower node`` started on port 99999 and on a CA file that is no certificate; ``vflpriv
+horizontal`` on a spent ledger refused every client every round and exited 0.
 """
 import json
 import math
@@ -212,6 +213,11 @@ ROWS = [
     ("sparse-on-spent-ledger", lambda tp, rl: SPARSE_PRIVATE + [
         "--privacy", "client", "--ledger", _spent(tp, relation="add_remove")], 1,
      ["run refused before its first release", "remaining"]),
+    ("horizontal-on-spent-ledger", lambda tp, rl: [
+        "horizontal", "--data", "synthetic", "--clients", "3", "--rounds", "2",
+        "--participation", "1", "--epsilon", "1", "--delta", "1e-5", "--seed", "0", "--quiet",
+        "--ledger", _spent(tp, relation="add_remove", per_party=True)], 1,
+     ["no client's budget can pay one round", "remaining"]),
     ("sparse-record-on-spent-ledger", lambda tp, rl: SPARSE_PRIVATE + [
         "--privacy", "record", "--ledger", _spent(tp, relation="add_remove", per_party=True)], 1,
      ["client-0", "remaining"]),

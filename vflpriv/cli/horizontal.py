@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import secrets
+import sys
 
 from ..errors import MAX_CLIENTS, InputError, check_count
 
@@ -256,9 +257,15 @@ def run(args) -> int:
 
     backend, flower = B.options(args, "fedp3" if s["algorithm"] == "fedp3" else "horizontal")
     progress = Progress(s["rounds"], args.algorithm, quiet=args.quiet, unit="round")
+    from accounting import BudgetExceeded
+
     try:
         acc, hist, eps, meter, finfo = (_run_fedp3 if s["algorithm"] == "fedp3" else
                                         _run_elastic)(s, args, progress, backend, flower)
+    except BudgetExceeded as exc:
+        progress.close()
+        sys.stderr.write(f"\nvflpriv horizontal: {exc}\n")
+        return 1
     except RuntimeError as exc:
         code = B.client_failure("horizontal", exc) if backend != "inprocess" else None
         if code is None:

@@ -153,6 +153,11 @@ ROWS = [
      ["--clients", "at most 100,000"]),
     ("synthetic-d-huge-sparse", ["sparse", "--data", f"synthetic-003:d={HUGE}", "--rounds", "1"],
      2, ["clients x samples x d", "GiB"]),
+    ("run-synthetic-n-1e11", RUN + ["--algorithm", "bcfw", "--data",
+                                    "synthetic:n=100000000000,d=2000"], 2,
+     ["100,000,000,000", "nonzeros"]),
+    ("run-synthetic-n-1e29", RUN + ["--algorithm", "bcfw", "--data", f"synthetic:n={HUGE},d=20"],
+     2, ["nonzeros"]),
     ("certify-exponential-1e-320", lambda tp, rl: ["certify", _plan(
         tp, 'mechanism = "exponential"\nepsilon = 1e-320')], 2, ["epsilon = 1e-320", "1e-15"]),
     ("certify-gumbel-tiny", lambda tp, rl: ["certify", _plan(

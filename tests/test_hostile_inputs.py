@@ -139,6 +139,8 @@ ROWS = [
     ("eps-minus-zero", RUN + ["--epsilon", "-0", "--delta", "1e-5"] + PRIV, 2, ["-0.0"]),
     ("eps-subnormal", RUN + ["--epsilon", "1e-320", "--delta", "1e-5"] + PRIV, 2,
      ["--epsilon 1e-320"]),
+    ("eps-subnormal-sparse", SPARSE + ["--epsilon", "1e-320", "--delta", "1e-5"], 2,
+     ["--epsilon 1e-320", "--delta 1e-05"]),
     ("eps-minus-1e-3-sparse", SPARSE + ["--epsilon", "-1e-3", "--delta", "1e-5"], 2, ["-1e-3"]),
     ("eps-1e309-sparse", SPARSE + ["--epsilon", "1e309", "--delta", "1e-5"], 2, ["'1e309'"]),
     ("eps-1e309-horizontal", ["horizontal", "--epsilon", "1e309", "--rounds", "1"], 2,

@@ -35,5 +35,5 @@ def uncalibrated(exc, epsilon, delta, accountant) -> InputError:
         return exc
     return InputError(f"no noise meets --epsilon {epsilon!r} at --delta {delta!r} under the "
                       f"{accountant} accountant: its epsilon at this delta stays above the "
-                      f"target whatever the noise ({exc}); a larger --delta or another "
-                      "--accountant may")
+                      f"target whatever the noise ({exc}); a larger --epsilon or --delta, or "
+                      "another --accountant, may")

@@ -21,8 +21,13 @@ from accounting import BudgetExceeded, BudgetFilter, Ledger, PoissonSubsampledGa
 def noise_multiplier(epsilon, delta, q, total_steps, accountant="rdp") -> float:
     """z such that ``total_steps`` Poisson(q) DP-SGD steps are (epsilon, delta)-DP (the same
     function for the server in process and for a remote client computing its own noise)."""
-    return calibrate(lambda z: SelfComposed(PoissonSubsampledGaussian(z, q), total_steps),
-                     epsilon, delta, guess=1.0, accountant=accountant, decreasing=True).value
+    try:
+        return calibrate(lambda z: SelfComposed(PoissonSubsampledGaussian(z, q), total_steps),
+                         epsilon, delta, guess=1.0, accountant=accountant, decreasing=True).value
+    except ValueError as exc:
+        from ..errors import uncalibrated
+
+        raise uncalibrated(exc, epsilon, delta, accountant) from None
 
 
 class LocalDP:

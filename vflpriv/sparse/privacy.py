@@ -145,16 +145,24 @@ class PrivacyPlan:
             steps = self.rounds * self.local_steps
             self.z = {}
             for q in sorted(set(self.q.tolist())):
-                self.z[q] = calibrate(lambda s, q=q: SelfComposed(_step_event(s, q), steps),
-                                      self.epsilon, self.delta, guess=1.0,
-                                      accountant=accountant, decreasing=True).value
+                self.z[q] = self._calibrate(
+                    lambda s, q=q: SelfComposed(_step_event(s, q), steps))
         else:
             kind = participation.kind
             self.q_clients = participation.value if kind == "poisson" else 1.0
-            self.z = calibrate(lambda s: SelfComposed(self.round_event(s), self.rounds),
-                               self.epsilon, self.delta, guess=1.0, accountant=accountant,
-                               decreasing=True).value
+            self.z = self._calibrate(lambda s: SelfComposed(self.round_event(s), self.rounds))
         self.charged_steps = None
+
+    def _calibrate(self, make_event):
+        """The noise multiplier for the run's (epsilon, delta); a target no noise meets is one
+        InputError naming --epsilon and --delta (not "could not bracket the target")."""
+        from ..errors import uncalibrated
+
+        try:
+            return calibrate(make_event, self.epsilon, self.delta, guess=1.0,
+                             accountant=self.accountant, decreasing=True).value
+        except ValueError as exc:
+            raise uncalibrated(exc, self.epsilon, self.delta, self.accountant) from None
 
     # -- events --------------------------------------------------------------------------
     def round_event(self, z=None):

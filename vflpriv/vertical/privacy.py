@@ -47,7 +47,17 @@ def check_bound(name, v):
     if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or \
             not (v > 0 and math.isfinite(v)):
         raise InputError(f"{name} must be a positive finite number, got {v!r}")
+    lo, hi = BOUND_RANGE
+    if not lo <= v <= hi:
+        # sensitivities square the bounds: outside this range a square underflows to 0 (a
+        # division by zero at row_clip = 1e-320) or overflows
+        raise InputError(f"{name} must be between {lo:g} and {hi:g} (sensitivities square it), "
+                         f"got {v!r}")
     return float(v)
+
+
+#: declared bounds a private run accepts (their squares stay normal floats)
+BOUND_RANGE = (1e-100, 1e100)
 
 
 @dataclass
@@ -119,8 +129,15 @@ def calibrate_accountant(noise, sens, epsilon, delta, rounds, parties, split=0.5
     try:
         return _calibrate_accountant(noise, sens, epsilon, delta, rounds, parties, split,
                                      accountant, features, feature_rounds)
+    except InputError:
+        raise
     except ValueError as exc:
-        raise uncalibrated(exc, epsilon, delta, accountant) from None
+        err = uncalibrated(exc, epsilon, delta, accountant)
+        if features:           # the index releases get split * epsilon, the features the rest
+            err = InputError(f"{err} (--split {split!r} gives the index releases epsilon "
+                             f"{epsilon * split:.4g}, the feature releases "
+                             f"{epsilon * (1 - split):.4g})")
+        raise err from None
 
 
 def _calibrate_accountant(noise, sens, epsilon, delta, rounds, parties, split, accountant,

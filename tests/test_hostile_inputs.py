@@ -347,3 +347,61 @@ def test_ctrl_c_during_start_up_is_one_line_exit_130():
             assert err.strip().splitlines()[-1] == "vflpriv: interrupted", (delay, err)
             interrupted += 1
     assert interrupted >= 3, "the signals must land before the run ends"
+
+
+def _children(pid):
+    """Pids whose parent is ``pid`` (from /proc)."""
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid and fields[0] != "Z":
+                out.append(int(name))
+    return out
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_flower_node_leaves_no_superexec_behind(tmp_path, sig):
+    """`vflpriv flower node` stopped (SIGTERM, Ctrl-C) while its SuperNode waits for a SuperLink
+    that is not there: the SuperNode and the flower-superexec it started are gone afterwards
+    (they run in their own process group, which vflpriv ends however it stops)."""
+    pytest.importorskip("flwr")
+    import socket
+
+    with socket.socket() as s:           # a free port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    node = _node(tmp_path, _party_file(tmp_path))
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.Popen([sys.executable, "-m", "vflpriv", "flower", "node", node, "--superlink",
+                          f"127.0.0.1:{port}", "--insecure"], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    family = []
+    for _ in range(600):                 # up to 60 s for the SuperNode to start its SuperExec
+        supernodes = _children(p.pid)
+        family = supernodes + [c for s in supernodes for c in _children(s)]
+        if len(family) >= 2 or p.poll() is not None:
+            break
+        time.sleep(0.1)
+    assert len(family) >= 2, ("no SuperNode with a SuperExec child", p.poll())
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=60)
+    assert "Traceback" not in err, err
+    for _ in range(100):
+        if not any(_alive(q) for q in family):
+            break
+        time.sleep(0.1)
+    assert not any(_alive(q) for q in family), [q for q in family if _alive(q)]

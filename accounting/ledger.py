@@ -684,14 +684,17 @@ class Ledger:
     def relations(self) -> set:
         """The neighbouring relations of every release and live reservation in the ledger (a
         ledger whose records mix relations cannot be composed, so cannot be verified)."""
-        out = {leaf.neighboring for per in self._counts.values() for e in per
-               for leaf, _ in flatten(e)}
+        out = set(getattr(self, "_relations", ()))     # the releases' (kept by _count)
         for run in self.live_reservations().values():
             out.update(leaf.neighboring for leaves, _, _ in run.values() for leaf in leaves)
         return out
 
     def _count(self, party: str, event: DpEvent) -> None:
         per = self._counts.setdefault(party, {})
+        if event not in per:         # a new distinct event: note its relations once
+            if not hasattr(self, "_relations"):
+                self._relations = set()
+            self._relations.update(leaf.neighboring for leaf, _ in flatten(event))
         per[event] = per.get(event, 0) + 1
 
     def counts(self, party=None, exclude=()) -> dict:

@@ -405,3 +405,21 @@ def test_flower_node_leaves_no_superexec_behind(tmp_path, sig):
             break
         time.sleep(0.1)
     assert not any(_alive(q) for q in family), [q for q in family if _alive(q)]
+
+
+def test_budget_filter_refuses_another_relation_before_writing(tmp_path):
+    """The accountant's own guard, through the API: a charge or a plan under another relation
+    than the ledger's releases raises ValueError naming both, and the file keeps its bytes; the
+    same relation is charged as usual."""
+    p = tmp_path / "l.jsonl"
+    led = acc.Ledger(p, budget={"epsilon": 10.0, "delta": 1e-5})
+    bf = acc.BudgetFilter(led, 10.0, 1e-5, accountant="rdp")
+    bf.charge(acc.Laplace(4.0, neighboring="replace_one"))
+    before = p.read_bytes()
+    other = acc.Laplace(4.0, neighboring="add_remove")
+    for attempt in (lambda: bf.charge(other), lambda: bf.check_plan(acc.SelfComposed(other, 3))):
+        with pytest.raises(ValueError, match="replace_one.*add_remove"):
+            attempt()
+        assert p.read_bytes() == before
+    bf.charge(acc.Laplace(8.0, neighboring="replace_one"))
+    assert len(acc.read_ledger(p).records) == 2

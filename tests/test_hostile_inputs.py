@@ -244,6 +244,10 @@ ROWS = [
         "--participation", "1", "--epsilon", "1", "--delta", "1e-5", "--seed", "0", "--quiet",
         "--ledger", _spent(tp, relation="add_remove", per_party=True)], 1,
      ["no client's budget can pay one round", "remaining"]),
+    ("sparse-asks-more-than-the-header", lambda tp, rl: SPARSE + [
+        "--epsilon", "5", "--delta", "1e-5", "--privacy", "client",
+        "--ledger", _spent(tp, left=0.1, relation="add_remove")], 1,
+     ["the budget is epsilon=1 ", "remaining"]),
     ("sparse-record-on-spent-ledger", lambda tp, rl: SPARSE_PRIVATE + [
         "--privacy", "record", "--ledger", _spent(tp, relation="add_remove", per_party=True)], 1,
      ["client-0", "remaining"]),

@@ -216,6 +216,20 @@ def parse_plan(data: dict, source: str = "<plan>") -> Plan:
     return plan
 
 
+def _toml_float(text: str) -> float:
+    """A TOML float read literally: ``1e309`` (overflows to inf) and ``1e-400`` (underflows to
+    0) are refused naming the literal; only ``inf`` spelled out is infinite."""
+    v = float(text)
+    spelled = text.strip().lstrip("+-").lower()
+    if math.isinf(v) and spelled != "inf":
+        raise ValueError(f"the number {text} is too large for a float (it overflows to {v}); "
+                         "write inf if infinity is meant")
+    mantissa = spelled.replace("_", "").split("e")[0]
+    if v == 0 and any(c in "123456789" for c in mantissa):
+        raise ValueError(f"the number {text} is too small for a float (it underflows to 0)")
+    return v
+
+
 def load_plan(path) -> Plan:
     if sys.version_info >= (3, 11):
         import tomllib
@@ -229,9 +243,11 @@ def load_plan(path) -> Plan:
         raise ValueError(f"plan {str(path)!r} is not a regular file")
     try:
         with open(path, "rb") as fh:
-            data = tomllib.load(fh)
+            data = tomllib.load(fh, parse_float=_toml_float)
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{path}: not valid TOML ({exc})") from None
+    except ValueError as exc:                # a float literal _toml_float refused
+        raise ValueError(f"{path}: {exc}") from None
     except RecursionError:
         raise ValueError(f"{path}: not a plan (nested too deeply)") from None
     return parse_plan(data, source=str(path))

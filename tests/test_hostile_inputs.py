@@ -182,6 +182,12 @@ ROWS = [
     ("certify-gumbel-tiny", lambda tp, rl: ["certify", _plan(
         tp, 'mechanism = "report_noisy_max"\nnoise = "gumbel"\nscale = 1e20')], 2,
      ["scale = 1e+20"]),
+    ("certify-plan-1e309", lambda tp, rl: ["certify", _file(
+        tp, "p.toml", 'delta = 1e-5\ntarget_epsilon = 1e309\n[[release]]\nmechanism = "laplace"'
+        '\nscale = 1.0\n')], 2, ["p.toml", "1e309", "too large"]),
+    ("certify-plan-1e-400", lambda tp, rl: ["certify", _file(
+        tp, "p.toml", 'delta = 1e-400\n[[release]]\nmechanism = "laplace"\nscale = 1.0\n')], 2,
+     ["1e-400", "underflows"]),
     ("certify-pure-dp-subnormal", lambda tp, rl: ["certify", _plan(
         tp, 'mechanism = "pure_dp"\nepsilon = 1e-320')], 0, []),
     ("bench-utility-row-clip-negative", ["bench", "utility", "--row-clip", "-1"], 2,

@@ -18,11 +18,11 @@ SUBCOMMANDS = ["certify", "bench", "demo", "fedp3", "horizontal", "audit", "ledg
                "sparse", "reproduce", "flower"]
 
 
-#: what argparse must read as a (negative) number, not as an option: ``-1e-3``, ``-inf``, ``-nan``
-#: (argparse's own pattern knows only ``-1`` and ``-1.5``, so ``--epsilon -inf`` ended in
-#: "expected one argument" instead of the option's own message naming the value)
-NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^-(inf|infinity|nan)$",
-                             re.IGNORECASE)
+#: what argparse must read as a (negative) value, not as an option: ``-1e-3``, ``-inf``, ``-nan``,
+#: ``-1s`` (argparse's own pattern knows only ``-1`` and ``-1.5``, so ``--epsilon -inf`` ended in
+#: "expected one argument" instead of the option's own message naming the value).  No option of
+#: vflpriv starts with a digit.
+NEGATIVE_NUMBER = re.compile(r"^-(\d|\.\d)|^-(inf|infinity|nan)$", re.IGNORECASE)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -160,6 +160,8 @@ ROWS = [
      2, ["--split 1e-320"]),
     ("ledger-expire-negative-duration", lambda tp, rl: [
         "ledger", "expire", _copy(rl, tp), "--older-than", "-1s"], 2, ["'-1s'"]),
+    ("connect-timeout-nan", RUN + ["--algorithm", "bcfw", "--connect-timeout", "nan"], 2,
+     ["--connect-timeout", "nan"]),
     ("lr-1e999-sparse", SPARSE + ["--lr", "1e999"], 2, ["--lr", "'1e999'"]),
     ("eta-1e999", RUN + ["--algorithm", "bcfw", "--eta", "1e999"], 2, ["--eta", "'1e999'"]),
     ("iterations-1e9", RUN + ["--algorithm", "bcfw", "--iterations", "1000000000"], 2,

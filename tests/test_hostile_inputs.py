@@ -153,9 +153,6 @@ ROWS = [
     ("row-clip-subnormal-secure", RUN + ["--algorithm", "dp-bcfw-secure", "--epsilon", "1",
                                          "--delta", "1e-5", "--row-clip", "1e-320"] + PRIV, 2,
      ["row_clip", "1e-320"]),
-    ("max-features-huge-secure", RUN + ["--algorithm", "dp-bcfw-secure", "--epsilon", "1",
-                                        "--delta", "1e-5", "--max-features", HUGE] + PRIV, 2,
-     ["max_features", HUGE]),
     ("split-subnormal", RUN + ["--epsilon", "1", "--delta", "1e-5", "--split", "1e-320"] + PRIV,
      2, ["--split 1e-320"]),
     ("ledger-expire-negative-duration", lambda tp, rl: [

@@ -102,13 +102,8 @@ def _choose(data, cfg, loss) -> dict:
                             block_sizes=[len(b) for b in data.blocks], rnm=cfg.rnm,
                             split=cfg.split, max_features=cfg.max_features,
                             row_clip=cfg.row_clip)
-    cap = SP.check_feature_cap(values["max_features"])
-    most = max(len(b) for b in data.blocks)
-    if cap > most:
-        raise InputError(f"max_features must be at most {most}, the most features a party holds "
-                         f"(a party cannot select more distinct features), got {cap}")
     return dict(rnm=values["rnm"], split=values["split"],
-                feature_cap=cap,
+                feature_cap=SP.check_feature_cap(values["max_features"]),
                 row_clips=values["row_clips"], defaults=[c.to_dict() for c in chosen])
 
 

@@ -131,8 +131,7 @@ class _one_line_warnings:
 
         self._cm = warnings.catch_warnings()
         self._cm.__enter__()
-        warnings.simplefilter("default")
-        warnings.showwarning = self.show
+        warnings.showwarning = self.show     # Python's filters unchanged: only the format
         return self
 
     def __exit__(self, *exc):

@@ -25,7 +25,7 @@ import math
 
 from .accountants import get_accountant
 from .accountants.base import check_delta, check_epsilon
-from .events import DpEvent, flatten
+from .events import DpEvent, flatten, neighboring_of
 from .ledger import Ledger, LedgerRecord, _compose_counts
 
 
@@ -105,10 +105,30 @@ class BudgetFilter:
         ev = _compose_counts(counts)
         return 0.0 if ev is None else self.accountant.epsilon(ev, self.delta)
 
+    def check_relation(self, event: DpEvent) -> None:
+        """Refuse (ValueError, nothing written) an event whose neighbouring relation differs from
+        the releases already in the ledger: spends under add/remove and replace-one neighbours do
+        not compose, so appending it would leave a ledger no accountant can verify (a sparse run
+        on a vertical run's ledger)."""
+        relations = getattr(self.ledger, "relations", None)
+        if relations is None:
+            return
+        have = relations()
+        new = neighboring_of(event)
+        if have and new not in have:
+            where = getattr(self.ledger, "path", None)
+            raise ValueError(
+                f"ledger {where!r} holds releases under the {' and '.join(sorted(have))} "
+                f"neighbouring relation; this run's releases are under {new}: their spends do not "
+                "compose, use another ledger" if where else
+                f"the ledger holds releases under {' and '.join(sorted(have))} neighbours, this "
+                f"release is under {new}: their spends do not compose")
+
     def charge(self, event: DpEvent, *, party="server", round: int = 0, note: str = "") -> LedgerRecord:
         """Record ``event`` durably if it fits; a release inside this run's own reservation
         always does (the reservation was checked with everything else when it was made)."""
         with self.ledger.transaction():
+            self.check_relation(event)
             if self.within_reservation(event, party):
                 return self.ledger.append(event, party=party, round=round, note=note)
             if self.ledger.run_id in getattr(self.ledger, "live_reservations", dict)():
@@ -145,6 +165,7 @@ class BudgetFilter:
         if math.isinf(self.epsilon):
             return 0.0
         with self.ledger.transaction():
+            self.check_relation(planned)
             if self.fits(planned, party, exclude):
                 after = self.would_spend(planned, party, exclude)
                 if reserve and getattr(self.ledger, "path", None) is not None:
@@ -154,7 +175,13 @@ class BudgetFilter:
             before = self.spent(party, exclude)
             after = self.would_spend(planned, party, exclude)
             held = self._held(party, False)
-        hint = advice() if advice is not None else ""
+        try:
+            hint = advice() if advice is not None else ""
+        except (ValueError, ArithmeticError):
+            # The advice (what would fit) searches noise and epsilon with the accountant; on a
+            # ledger spent to its last 1e-9 that search can fail ("could not bracket").  The
+            # refusal with its numbers is the answer, so it is never replaced by that failure.
+            hint = "the budget is used up: nothing fits"
         scope = f"party {party}'s" if self.per_party else "the"
         others = ""
         if held:

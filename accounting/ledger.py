@@ -599,6 +599,12 @@ class Ledger:
         """Write this run's reservation of ``event`` (its whole remaining plan) durably.  Call it
         under :meth:`transaction` after the budget check (``BudgetFilter.check_plan`` does)."""
         record = self._write_line(event, RESERVE, party=party, round=0, note=note)
+        self._own_reservation()
+        return record
+
+    def _own_reservation(self):
+        """This object's run now holds a live reservation it must end: the innermost
+        :func:`ends_reservations` scope ends it, else this object's finalizer."""
         scope = _SCOPE.get()
         if scope is not None and self not in scope:
             scope.append(self)
@@ -607,7 +613,19 @@ class Ledger:
             # gone (or the interpreter exits); a killed process leaves it for the CLI
             self._finalizer = weakref.finalize(self, _end_quietly, self.path, self.run_id,
                                                self.lock_timeout)
-        return record
+
+    def take_over_reservation(self) -> bool:
+        """A resumed run (this ledger opened under the interrupted run's id) takes over that
+        run's live reservation, so it ends when this run ends, like one it made.  A resume
+        whose remaining plan is checked writes a new reservation that replaces it anyway; one
+        with nothing left to check (killed after its last checkpoint) would otherwise leave the
+        killed run's reservation live, blocking the unused part of its plan until someone
+        expired it by hand.  Returns whether there was one."""
+        with self.transaction():
+            if self.run_id not in self.live_reservations():
+                return False
+        self._own_reservation()
+        return True
 
     def end_reservation(self, run_id: str | None = None, *, note: str = "run ended") -> bool:
         """End a run's live reservation (default: this ledger's run), releasing what it did not
@@ -663,8 +681,20 @@ class Ledger:
                              f"this run charges {kinds[bool(per_party)]}: use another ledger")
         return float(b["epsilon"]), float(b["delta"])
 
+    def relations(self) -> set:
+        """The neighbouring relations of every release and live reservation in the ledger (a
+        ledger whose records mix relations cannot be composed, so cannot be verified)."""
+        out = set(getattr(self, "_relations", ()))     # the releases' (kept by _count)
+        for run in self.live_reservations().values():
+            out.update(leaf.neighboring for leaves, _, _ in run.values() for leaf in leaves)
+        return out
+
     def _count(self, party: str, event: DpEvent) -> None:
         per = self._counts.setdefault(party, {})
+        if event not in per:         # a new distinct event: note its relations once
+            if not hasattr(self, "_relations"):
+                self._relations = set()
+            self._relations.update(leaf.neighboring for leaf, _ in flatten(event))
         per[event] = per.get(event, 0) + 1
 
     def counts(self, party=None, exclude=()) -> dict:

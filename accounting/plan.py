@@ -68,6 +68,33 @@ def _check_ratio(where, mech, params):
                             "the release protects nothing"))
 
 
+#: smallest epsilon of a bounded-range selection (exponential mechanism, Gumbel report-noisy-max)
+#: a plan may declare: below ~1.1e-16, e^epsilon rounds to 1 in float64 and the bounded-range
+#: optimum divides by e^epsilon - 1 = 0 (certify looped forever at epsilon = 1e-20 or 1e-320).
+#: Declaring this epsilon instead is a valid upper bound (a smaller epsilon is more private).
+MIN_BR_EPSILON = 1e-15
+
+
+def _check_bounded_range(where, mech, params):
+    """Refuse a bounded-range selection whose epsilon is below MIN_BR_EPSILON, naming it."""
+    if mech == "exponential":
+        eps, what = params.get("epsilon"), f"epsilon = {params.get('epsilon')!r}"
+    elif mech == "report_noisy_max" and params.get("noise") == "gumbel":
+        scale, sens = params.get("scale"), params.get("sensitivity", 1.0)
+        if not (isinstance(scale, float) and scale > 0 and math.isfinite(scale)
+                and isinstance(sens, float) and sens > 0 and math.isfinite(sens)):
+            return                               # the event's own check names the field
+        eps = 2.0 * sens / scale
+        what = f"2 sensitivity / scale = {eps:.3g} (scale = {scale!r}, sensitivity = {sens!r})"
+    else:
+        return
+    if isinstance(eps, float) and 0 < eps < MIN_BR_EPSILON:
+        raise ValueError(f"{where}: the bounded-range selection's {what} is below "
+                         f"{MIN_BR_EPSILON:g}, where e^epsilon is 1 in floating point and no "
+                         f"accountant resolves it; declare epsilon = {MIN_BR_EPSILON:g} (a valid "
+                         "upper bound) or drop the release")
+
+
 def _number(where: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{where} must be a number, got {value!r}")
@@ -183,9 +210,24 @@ def parse_plan(data: dict, source: str = "<plan>") -> Plan:
             raise ValueError(f"{where}.count must be at most 2**53 = {MAX_COUNT} (beyond, counts "
                              f"are not exact in floating point), got {count!r}")
         _check_ratio(where, mech, params)
+        _check_bounded_range(where, mech, params)
         plan.releases.append({"mechanism": mech, "params": params, "count": count})
     plan.event()      # validate every event now, with field names
     return plan
+
+
+def _toml_float(text: str) -> float:
+    """A TOML float read literally: ``1e309`` (overflows to inf) and ``1e-400`` (underflows to
+    0) are refused naming the literal; only ``inf`` spelled out is infinite."""
+    v = float(text)
+    spelled = text.strip().lstrip("+-").lower()
+    if math.isinf(v) and spelled != "inf":
+        raise ValueError(f"the number {text} is too large for a float (it overflows to {v}); "
+                         "write inf if infinity is meant")
+    mantissa = spelled.replace("_", "").split("e")[0]
+    if v == 0 and any(c in "123456789" for c in mantissa):
+        raise ValueError(f"the number {text} is too small for a float (it underflows to 0)")
+    return v
 
 
 def load_plan(path) -> Plan:
@@ -193,11 +235,19 @@ def load_plan(path) -> Plan:
         import tomllib
     else:  # pragma: no cover
         import tomli as tomllib
+    import os
+    import stat
+
+    # a FIFO would block the reader until a writer appears; /dev/zero never ends
+    if os.path.exists(path) and not stat.S_ISREG(os.stat(path).st_mode):
+        raise ValueError(f"plan {str(path)!r} is not a regular file")
     try:
         with open(path, "rb") as fh:
-            data = tomllib.load(fh)
+            data = tomllib.load(fh, parse_float=_toml_float)
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{path}: not valid TOML ({exc})") from None
+    except ValueError as exc:                # a float literal _toml_float refused
+        raise ValueError(f"{path}: {exc}") from None
     except RecursionError:
         raise ValueError(f"{path}: not a plan (nested too deeply)") from None
     return parse_plan(data, source=str(path))

@@ -80,6 +80,46 @@ def _floats(s, name):
         raise InputError(f"--{name} must be comma-separated numbers, got {s!r}") from None
 
 
+def _check(args, ns, eps):
+    """Every numeric option, before any data is built or any reference solved (a bad value
+    used to surface only when its algorithm's turn came, after minutes of work)."""
+    import math
+
+    from ..errors import MAX_ROUNDS, InputError, check_count
+
+    def positive(name, v, *, none_ok=False, zero_ok=False):
+        if v is None and none_ok:
+            return
+        if not (isinstance(v, (int, float)) and math.isfinite(v) and (v >= 0 if zero_ok
+                                                                       else v > 0)):
+            raise InputError(f"--{name} must be a {'' if zero_ok else 'positive '}finite number"
+                             f"{' >= 0' if zero_ok else ''}, got {v!r}")
+
+    if not ns or any(not (math.isfinite(v) and v >= 2 and v == int(v))
+                     for v in _floats(args.n, "n")):
+        raise InputError(f"--n must be comma-separated integers >= 2, got {args.n!r}")
+    if not eps or any(not (e > 0 and math.isfinite(e)) for e in eps):
+        raise InputError(f"--epsilons must be comma-separated positive finite numbers, got "
+                         f"{args.epsilons!r}")
+    for name in ("eta", "bound"):
+        positive(name, getattr(args, name))
+    positive("row-clip", args.row_clip, none_ok=True)
+    positive("derivative-clip", args.derivative_clip, zero_ok=True)
+    for name in ("density", "sparsity"):
+        v = getattr(args, name)
+        if not (0 < v <= 1):
+            raise InputError(f"--{name} must be in (0, 1], got {v!r}")
+    if not (0 < args.delta < 1):
+        raise InputError(f"--delta must be in (0, 1), got {args.delta!r}")
+    check_count("--iterations", args.iterations, MAX_ROUNDS)
+    check_count("--d", args.d, 10 ** 9)
+    check_count("--parties", args.parties, args.d)
+    if args.max_features is not None:
+        check_count("--max-features", args.max_features, args.d)
+    if args.seed < 0:
+        raise InputError(f"--seed must be a non-negative integer, got {args.seed}")
+
+
 def run(args) -> int:
     from ..bench import write_json
     from ..data import VerticalData, make_synthetic
@@ -89,8 +129,9 @@ def run(args) -> int:
 
     if getattr(args, "replot", None):
         return _replot(args)
-    ns = [int(v) for v in _floats(args.n, "n")]
     eps = _floats(args.epsilons, "epsilons")
+    _check(args, _floats(args.n, "n"), eps)
+    ns = [int(v) for v in _floats(args.n, "n")]
     from .baselines import LOSS, fit_baseline
 
     full = _flights() if args.data == "flights" else None

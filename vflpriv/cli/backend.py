@@ -19,12 +19,13 @@ def options(args, family="horizontal"):
     backend = args.backend
     loss = getattr(args, "on_client_loss", None)
     on_client_loss(FlowerOptions(on_client_loss=loss), family)    # names a bad value
-    if backend == "inprocess":
-        return backend, None
-    require_flwr(backend)
+    # checked on every backend: a bad value is bad input even where it is not used
     if not (args.connect_timeout > 0 and math.isfinite(args.connect_timeout)):
         raise InputError(f"--connect-timeout must be a positive number of seconds, got "
                          f"{args.connect_timeout!r}")
+    if backend == "inprocess":
+        return backend, None
+    require_flwr(backend)
     return backend, FlowerOptions(connect_timeout=args.connect_timeout, quiet=True,
                                   on_client_loss=loss)
 

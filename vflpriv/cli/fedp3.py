@@ -19,7 +19,7 @@ import math
 import secrets
 import sys
 
-from ..errors import InputError
+from ..errors import MAX_CLIENTS, MAX_ROUNDS, InputError, check_count
 
 
 def register(sub):
@@ -86,6 +86,8 @@ def run(args) -> int:
         raise InputError(f"--seed must be a non-negative integer, got {args.seed}")
     if args.clients < 1:
         raise InputError(f"--clients must be a positive integer, got {args.clients}")
+    check_count("--clients", args.clients, MAX_CLIENTS)
+    check_count("--rounds", args.rounds, MAX_ROUNDS)
     # Unseeded: FedP3 draws its own OS entropy (seed=None, never reported); the data split gets
     # its own 32 bits (scikit-learn's limit).
     data_seed = args.seed if args.seed is not None else secrets.randbits(32)

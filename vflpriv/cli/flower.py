@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 
 def register(sub):
@@ -196,7 +197,6 @@ def spec_run(args) -> int:
 
 def node(args) -> int:
     import shlex
-    import subprocess
 
     from ..flower.deploy import node_command
     from ..flower.spec import read_node_config
@@ -207,7 +207,45 @@ def node(args) -> int:
     if args.print_only:
         sys.stdout.write(" ".join(shlex.quote(a) for a in argv) + "\n")
         return 0
-    return subprocess.call(argv)
+    return _serve(argv)
+
+
+def _serve(argv) -> int:
+    """Run flower-supernode in its own process group and, however it ends (its own exit, an
+    error, Ctrl-C), end the whole group: the SuperNode starts a flower-superexec child that it
+    leaves running when it fails (an unreachable SuperLink, a TLS error)."""
+    import signal
+    import subprocess
+
+    def stop(signum, frame):             # SIGTERM / SIGHUP to vflpriv: end the group too
+        raise SystemExit(128 + signum)
+
+    old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}
+    proc = subprocess.Popen(argv, start_new_session=True)
+    try:
+        return proc.wait()
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+        for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, None)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break                      # the group is gone: nothing left running
+            if wait is not None:
+                deadline = time.monotonic() + wait
+                while time.monotonic() < deadline and _group_alive(proc.pid):
+                    time.sleep(0.05)
+                    proc.poll()
+        proc.poll()
+
+
+def _group_alive(pgid) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
 
 
 def identity(args) -> int:

@@ -29,8 +29,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import secrets
+import sys
 
-from ..errors import InputError
+from ..errors import MAX_CLIENTS, InputError, check_count
 
 ALGORITHMS = ("fedavg", "fedprox", "scaffold", "feddyn", "fedp3")
 #: paper 001, Table 5, MNIST row: (lambda1, lambda2, threshold) for the base method and with
@@ -149,6 +150,7 @@ def _settings(args) -> dict:
     s["hidden"] = list(hidden)
     if s["clients"] < 1:
         raise InputError(f"--clients must be a positive integer, got {s['clients']}")
+    check_count("--clients", s["clients"], MAX_CLIENTS)
     if not s["alpha"] > 0:
         raise InputError(f"--alpha must be > 0 (inf = IID), got {s['alpha']!r}")
     s["config"] = _config(args, s)
@@ -255,9 +257,15 @@ def run(args) -> int:
 
     backend, flower = B.options(args, "fedp3" if s["algorithm"] == "fedp3" else "horizontal")
     progress = Progress(s["rounds"], args.algorithm, quiet=args.quiet, unit="round")
+    from accounting import BudgetExceeded
+
     try:
         acc, hist, eps, meter, finfo = (_run_fedp3 if s["algorithm"] == "fedp3" else
                                         _run_elastic)(s, args, progress, backend, flower)
+    except BudgetExceeded as exc:
+        progress.close()
+        sys.stderr.write(f"\nvflpriv horizontal: {exc}\n")
+        return 1
     except RuntimeError as exc:
         code = B.client_failure("horizontal", exc) if backend != "inprocess" else None
         if code is None:

@@ -104,8 +104,22 @@ def _spend(contents, delta, acc, party=None) -> float:
 
 def _read(path):
     from accounting import read_ledger
+    from accounting.events import flatten
 
-    return read_ledger(path)  # LedgerCorrupt (a ValueError) -> one line, exit 2
+    contents = read_ledger(path)  # LedgerCorrupt (a ValueError) -> one line, exit 2
+    # A ledger whose releases mix neighbouring relations (written by a vflpriv that let a
+    # sparse run append to a vertical run's ledger) cannot be composed: say which file and how
+    # many records of each relation, instead of the accountant's bare "the events mix ...".
+    by_relation = {}
+    for r in contents.records:
+        for rel in {leaf.neighboring for leaf, _ in flatten(r.event)}:
+            by_relation[rel] = by_relation.get(rel, 0) + 1
+    if len(by_relation) > 1:
+        counts = ", ".join(f"{n} under {rel}" for rel, n in sorted(by_relation.items()))
+        raise ValueError(f"ledger {str(path)!r} mixes neighbouring relations ({counts}): their "
+                         "spends do not compose, so no accountant can verify it; the records "
+                         "of one relation belong in another ledger")
+    return contents
 
 
 def _parties(contents):

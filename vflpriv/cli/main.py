@@ -8,14 +8,28 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
+
+from .options import number
 
 #: module (under vflpriv.cli) -> its subcommand registers itself
 SUBCOMMANDS = ["certify", "bench", "demo", "fedp3", "horizontal", "audit", "ledger", "run",
                "sparse", "reproduce", "flower"]
 
 
+#: what argparse must read as a (negative) value, not as an option: ``-1e-3``, ``-inf``, ``-nan``,
+#: ``-1s`` (argparse's own pattern knows only ``-1`` and ``-1.5``, so ``--epsilon -inf`` ended in
+#: "expected one argument" instead of the option's own message naming the value).  No option of
+#: vflpriv starts with a digit.
+NEGATIVE_NUMBER = re.compile(r"^-(\d|\.\d)|^-(inf|infinity|nan)$", re.IGNORECASE)
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = NEGATIVE_NUMBER
+
     def error(self, message):  # argparse's own usage errors: one line, exit 2
         sys.stderr.write(f"{self.prog}: error: {message}\n")
         raise SystemExit(2)
@@ -70,6 +84,8 @@ def _polish(parser):
     parser.formatter_class = _Formatter
     for a in parser._actions:
         _case_insensitive(a)
+        if a.type is float:
+            a.type = number
         if a.help is None and a.option_strings and a.default not in (None, False,
                                                                       argparse.SUPPRESS):
             a.help = "default: %(default)s"      # argparse prints nothing for help=None
@@ -95,7 +111,68 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _one_line_warnings:
+    """Warnings raised while a command runs (numpy's "overflow encountered in multiply" from a
+    step size of 1e308, a library's deprecation) print as one ``vflpriv CMD: warning: ...`` line,
+    each distinct message once, instead of Python's two lines with the source line of the
+    library that raised it."""
+
+    def __init__(self, command):
+        self.command, self.seen = command, set()
+
+    def show(self, message, category, *args, **kwargs):
+        text = (str(message).strip().splitlines() or [category.__name__])[0]
+        if text not in self.seen:
+            self.seen.add(text)
+            sys.stderr.write(f"vflpriv {self.command}: warning: {text}\n")
+
+    def __enter__(self):
+        import warnings
+
+        self._cm = warnings.catch_warnings()
+        self._cm.__enter__()
+        warnings.showwarning = self.show     # Python's filters unchanged: only the format
+        return self
+
+    def __exit__(self, *exc):
+        return self._cm.__exit__(*exc)
+
+
 def main(argv=None) -> int:
+    """Run one command; Ctrl-C at any moment (start-up imports, option parsing, the run) ends it
+    with ``vflpriv: interrupted`` and exit code 130, no traceback.  Anything already recorded
+    (ledger, checkpoint) was written durably before.  A Ctrl-C that lands inside a C extension's
+    import can surface as another exception (numpy: an ImportError "PyCapsule_Import could not
+    import module datetime"); a SIGINT handler notes that one came, so that is reported as the
+    interruption it is."""
+    import signal
+    import threading
+
+    interrupted = []
+
+    def on_sigint(signum, frame):
+        interrupted.append(signum)
+        raise KeyboardInterrupt
+
+    ours = (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+    previous = signal.signal(signal.SIGINT, on_sigint) if ours else None
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        sys.stderr.write("vflpriv: interrupted\n")
+        return 130
+    except Exception:
+        if not interrupted:
+            raise
+        sys.stderr.write("vflpriv: interrupted\n")
+        return 130
+    finally:
+        if ours:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _main(argv) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -103,7 +180,8 @@ def main(argv=None) -> int:
         return 2
     try:
         try:
-            return int(args.func(args) or 0)
+            with _one_line_warnings(args.command):
+                return int(args.func(args) or 0)
         finally:
             from .progress import close_all
             close_all()                 # a bar's line is finished before any message below
@@ -130,9 +208,6 @@ def main(argv=None) -> int:
         sys.stderr.write(f"vflpriv {args.command}: error: an input value {what} "
                          f"({type(exc).__name__}: {exc})\n")
         return 2
-    except KeyboardInterrupt:
-        sys.stderr.write("vflpriv: interrupted\n")
-        return 130
 
 
 if __name__ == "__main__":

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
+import sys
 
 #: every accountant a vertical run can be guarded by, and the ones that compose a horizontal
 #: run's subsampled Gaussians (basic, advanced and optimal cannot: docs/certify.md)
@@ -31,12 +33,31 @@ ALL_ACCOUNTANTS = ("rdp", "pld", "best", "optimal", "basic", "advanced")
 GAUSSIAN_ACCOUNTANTS = ("rdp", "pld", "best")
 
 
-def positive_epsilon(text) -> float:
-    """``--epsilon`` as a number > 0 (``inf``: non-private), or argparse's one-line error."""
+def number(text) -> float:
+    """A float option's value, refusing what float() would silently turn into another number:
+    a literal that overflows to +-inf (``1e309``; only ``inf`` spelled out means infinity) or
+    underflows to 0 (``1e-400``).  NaN and subnormals pass: each option's own check names them."""
     try:
-        v = float(text)        # accepts "inf" (non-private)
+        v = float(text)
     except ValueError:
-        v = math.nan
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    spelled = str(text).strip().lower().lstrip("+-")
+    if math.isinf(v) and spelled not in ("inf", "infinity"):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is too large for a float (it overflows to {v}; the largest is "
+            f"{sys.float_info.max:.4g}); write inf if infinity is meant")
+    mantissa = re.split("[eE]", spelled)[0]
+    if v == 0 and any(c in "123456789" for c in mantissa):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is too small for a float (it underflows to 0; the smallest is "
+            f"{5e-324:.4g})")
+    return v
+
+
+def positive_epsilon(text) -> float:
+    """``--epsilon`` as a number > 0 (``inf``: non-private, only when spelled so: ``1e309``
+    overflows and is refused, never a silent non-private run), or argparse's one-line error."""
+    v = number(text)
     if math.isnan(v) or v <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive number or inf, got {text!r}")
     return v

@@ -327,10 +327,14 @@ def _checked_args(args):
                              "for a non-private run)")
         epsilon = math.inf
     else:
+        import argparse
+
+        from .options import number
+
         try:
-            epsilon = float(args.epsilon)
-        except ValueError:
-            raise InputError(f"--epsilon must be a number or inf, got {args.epsilon!r}") from None
+            epsilon = number(args.epsilon)     # 1e309 is refused: only "inf" means non-private
+        except argparse.ArgumentTypeError as exc:
+            raise InputError(f"--epsilon {exc}") from None
     _check_accountant(args, epsilon)
     from ..vertical.metrics import check_test_fraction
 

@@ -32,6 +32,12 @@ def make_synthetic(n=2000, d=20000, density=0.01, sparsity=0.01, seed=0, noise=0
     density, sparsity, noise = _frac("density", density), _frac("sparsity", sparsity), float(noise)
     if not (noise >= 0 and np.isfinite(noise)):
         raise InputError(f"synthetic noise variance must be >= 0, got {noise!r}")
+    # refuse what cannot be built before building it (n = 1e11 ran for ever in blocks)
+    nnz = n * d * density
+    if nnz > MAX_SYNTHETIC_NONZEROS:
+        raise InputError(f"synthetic n x d x density = {n:,} x {d:,} x {density:g} = {nnz:,.4g} "
+                         f"nonzeros is more than the {MAX_SYNTHETIC_NONZEROS:,} (~12 GB in "
+                         "memory) a synthetic matrix may have")
     rng = np.random.default_rng(seed)
     if n * d <= STREAM_CELLS:
         A = sp.random(n, d, density=density, format="csc", random_state=rng,
@@ -47,12 +53,19 @@ def make_synthetic(n=2000, d=20000, density=0.01, sparsity=0.01, seed=0, noise=0
     return A, y, x
 
 
+#: largest synthetic matrix (expected nonzeros): 2**30, about 12 GB as CSC (value + index)
+MAX_SYNTHETIC_NONZEROS = 2 ** 30
+
+
 def _int(name, v, lo):
     try:
         iv = int(v)
     except (TypeError, ValueError):
         raise InputError(f"synthetic {name} must be an integer, got {v!r}") from None
-    if iv != float(v) or iv < lo:
+    # compared exactly (int(v) == v for ints; float for "2e3"): float(10**29) != 10**29
+    exact = iv == v if isinstance(v, int) else (str(v).strip().lstrip("+").isdigit()
+                                                or iv == float(v))
+    if not exact or iv < lo:
         raise InputError(f"synthetic {name} must be an integer >= {lo}, got {v!r}")
     return iv
 
@@ -121,6 +134,9 @@ def load(spec: str, label: str | None = None, chunk_rows: int = READ_CHUNK_ROWS)
         return A, y, None
     if not os.path.exists(spec):
         raise InputError(f"data file {spec!r} does not exist")
+    from .files import regular_file
+
+    regular_file(spec, "data file")              # a FIFO or /dev/zero would hang or never end
     low = spec.lower()
     if low.endswith((".csv", ".csv.gz", ".tsv")) or low.endswith(".parquet"):
         if not low.endswith(".parquet"):

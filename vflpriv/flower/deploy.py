@@ -321,18 +321,50 @@ def check_loopback_only(address: str):
                          "use TLS across machines (docs/flower.md)")
 
 
+def check_superlink(superlink: str) -> str:
+    """``HOST:PORT`` with a host and a port from 1 to 65535 (``[::1]:9092`` for IPv6), checked
+    before anything starts: flower-supernode itself fails only after it has started its
+    SuperExec, which it then leaves running."""
+    if not isinstance(superlink, str) or ":" not in superlink:
+        raise InputError(f"--superlink must be HOST:PORT, got {superlink!r}")
+    host, port = superlink.rsplit(":", 1)
+    if not host.strip("[]"):
+        raise InputError(f"--superlink must be HOST:PORT with a host, got {superlink!r}")
+    if not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+        raise InputError(f"--superlink {superlink!r}: the port must be an integer from 1 to "
+                         f"65535, got {port!r}")
+    return superlink
+
+
+def check_root_certificates(path: str) -> str:
+    """``path`` if it is a regular file holding at least one PEM X.509 certificate."""
+    from cryptography import x509
+
+    from ..data.files import regular_file
+
+    regular_file(path, "--root-certificates")
+    with open(path, "rb") as fh:
+        data = fh.read(1 << 20)
+    try:
+        x509.load_pem_x509_certificates(data)
+    except ValueError:
+        raise InputError(f"--root-certificates {path!r} is not a PEM certificate (no "
+                         "-----BEGIN CERTIFICATE----- block that parses)") from None
+    return path
+
+
 def node_command(cfg, superlink, *, root_certificates=None, insecure=False) -> list:
     """The ``flower-supernode`` command line that serves ``cfg`` (TLS unless ``insecure``,
     which is for 127.0.0.1 only)."""
-    if not superlink or ":" not in superlink:
-        raise InputError(f"--superlink must be HOST:PORT, got {superlink!r}")
+    check_superlink(superlink)
     argv = [_bin("flower-supernode"), "--superlink", superlink]
     if insecure:
         check_loopback_only(superlink)
         argv.append("--insecure")
     elif root_certificates:
-        if not os.path.isfile(root_certificates):
+        if not os.path.exists(root_certificates):
             raise InputError(f"--root-certificates {root_certificates!r} does not exist")
+        check_root_certificates(root_certificates)
         argv += ["--root-certificates", os.path.abspath(root_certificates)]
     else:
         raise InputError("a SuperNode across machines needs --root-certificates CA.crt (TLS); "

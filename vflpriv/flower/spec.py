@@ -216,6 +216,10 @@ def write_description(directory, spec, cfgs) -> dict:
 
 def load_description(path) -> dict:
     """A ``run.json`` written by :func:`write_description`, paths made absolute."""
+    from ..data.files import regular_file
+
+    if os.path.exists(path):
+        regular_file(path, "run description")
     try:
         with open(path) as fh:
             spec = json.load(fh)
@@ -242,6 +246,10 @@ def read_node_config(path) -> dict:
     """A ``node<i>.toml``, paths made absolute (relative to the file's folder)."""
     import tomllib
 
+    from ..data.files import regular_file
+
+    if os.path.exists(path):
+        regular_file(path, "node config")
     try:
         with open(path, "rb") as fh:
             cfg = tomllib.load(fh)
@@ -252,5 +260,7 @@ def read_node_config(path) -> dict:
     cfg = _resolve(cfg, os.path.dirname(os.path.abspath(path)), NODE_PATHS)
     if not os.path.isfile(cfg["data"]):
         raise InputError(f"node config {str(path)!r}: its data file {cfg['data']!r} does not "
-                         "exist on this machine")
+                         "exist on this machine" if not os.path.exists(cfg["data"]) else
+                         f"node config {str(path)!r}: its data file {cfg['data']!r} is not a "
+                         "regular file")
     return cfg

@@ -16,7 +16,7 @@ import math
 import numbers
 from typing import Any, Callable
 
-from ..errors import InputError
+from ..errors import MAX_ROUNDS, InputError, check_count
 
 STEPS = ("subgradient", "prox")
 SAMPLERS = ("feddyn", "fixed")
@@ -91,6 +91,7 @@ class HorizontalConfig:
     def __post_init__(self):
         if not _integer(self.rounds) or self.rounds < 1:
             raise InputError(f"--rounds must be a positive integer, got {self.rounds}")
+        check_count("--rounds", self.rounds, MAX_ROUNDS)
         if not (_number(self.participation) and 0 < self.participation <= 1):
             raise InputError(f"--participation must be in (0, 1], got {self.participation!r}")
         if self.sampler not in SAMPLERS:

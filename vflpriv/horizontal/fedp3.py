@@ -208,9 +208,14 @@ class FedP3:
         total = self.rounds * steps
         log_term = math.log(1 / self.delta)
         if self.noise == "calibrate":
-            res = calibrate(lambda z: SelfComposed(PoissonSubsampledGaussian(z, q), total),
-                            self.epsilon, self.delta, guess=1.0, accountant=self.accountant,
-                            decreasing=True)
+            try:
+                res = calibrate(lambda z: SelfComposed(PoissonSubsampledGaussian(z, q), total),
+                                self.epsilon, self.delta, guess=1.0, accountant=self.accountant,
+                                decreasing=True)
+            except ValueError as exc:
+                from ..errors import uncalibrated
+
+                raise uncalibrated(exc, self.epsilon, self.delta, self.accountant) from None
             z = res.value
         else:
             # eq. (18): sigma^2 = c K C^2 log(1/delta) / (m^2 eps^2), sigma on the averaged gradient

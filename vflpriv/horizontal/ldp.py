@@ -21,8 +21,13 @@ from accounting import BudgetExceeded, BudgetFilter, Ledger, PoissonSubsampledGa
 def noise_multiplier(epsilon, delta, q, total_steps, accountant="rdp") -> float:
     """z such that ``total_steps`` Poisson(q) DP-SGD steps are (epsilon, delta)-DP (the same
     function for the server in process and for a remote client computing its own noise)."""
-    return calibrate(lambda z: SelfComposed(PoissonSubsampledGaussian(z, q), total_steps),
-                     epsilon, delta, guess=1.0, accountant=accountant, decreasing=True).value
+    try:
+        return calibrate(lambda z: SelfComposed(PoissonSubsampledGaussian(z, q), total_steps),
+                         epsilon, delta, guess=1.0, accountant=accountant, decreasing=True).value
+    except ValueError as exc:
+        from ..errors import uncalibrated
+
+        raise uncalibrated(exc, epsilon, delta, accountant) from None
 
 
 class LocalDP:
@@ -64,6 +69,27 @@ class LocalDP:
         except BudgetExceeded:
             return False
         return True
+
+    def refuse_if_spent(self, first_rounds: dict) -> None:
+        """Refuse the run before any round (:class:`BudgetExceeded`, nothing charged) when no
+        client can pay even its first round (``first_rounds``: client -> that round's event):
+        a run on a spent ledger would otherwise go through every round with every client
+        refused, release nothing and exit 0.  A client that can pay takes part as usual, and
+        one whose budget runs out later stops then (module docstring)."""
+        f = self.filter
+        if math.isinf(f.epsilon) or any(f.fits(ev, party=f"client-{k}")
+                                        for k, ev in first_rounds.items()):
+            return
+        k = min(first_rounds, key=lambda c: f.spent(f"client-{c}"))
+        spent = f.spent(f"client-{k}")
+        after = f.would_spend(first_rounds[k], party=f"client-{k}")
+        raise BudgetExceeded(
+            f"run refused before its first release: no client's budget can pay one round; "
+            f"each client's budget is epsilon={f.epsilon:g} at delta={f.delta:g}, the least "
+            f"spent (client-{k}) has {spent:.6g} spent, {max(f.epsilon - spent, 0):.6g} "
+            f"remaining, and its first round would take it to {after:.6g} "
+            f"({f.accountant.name} accountant); nothing was released",
+            spent=spent, would_spend=after, budget=(f.epsilon, f.delta))
 
     def spent(self, client: int) -> float:
         return self.filter.spent(f"client-{client}")

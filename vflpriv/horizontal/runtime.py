@@ -196,6 +196,8 @@ def _run(strategy, data, model_fn, rounds, participation, local, sampler, epsilo
         dp = LocalDP(epsilon, delta, clip, rounds, accountant=accountant, ledger=ledger)
     algo = _StrategyRun(strategy, data, model, participation=participation, local=local,
                         sampler=sampler, public=public, client_key=client_key, dp=dp, clip=clip)
+    if dp is not None:       # a spent ledger: refused before round 0, not 0 rounds of nothing
+        dp.refuse_if_spent({k: algo.privacy_event(k, 0)[0] for k in range(algo.n_clients)})
     meter = Meter()
     stopped = round_loop(algo, rounds, meter=meter, budget=dp, progress=progress)
     m = algo.n_clients

@@ -259,8 +259,13 @@ def dp_frank_wolfe(A, y, loss="squared", eta=1.0, *, iterations=100, feature_bou
                 raise InputError("delta is required with a finite epsilon")
             # Pure-DP composition gives scale = 2 * Delta * T * K / epsilon; start there.
             guess = 2.0 * delta_sens * T * K / eps
-            calibration = accounting.calibrate(make_event, eps, delta, guess=guess,
-                                               accountant=accountant, decreasing=True)
+            try:
+                calibration = accounting.calibrate(make_event, eps, delta, guess=guess,
+                                                   accountant=accountant, decreasing=True)
+            except ValueError as exc:
+                from ..errors import uncalibrated
+
+                raise uncalibrated(exc, eps, delta, accountant) from None
             scale = float(calibration.value)
     else:
         scale = check_positive("noise_scale", noise_scale)

@@ -49,7 +49,10 @@ def load_identity(path):
     from cryptography.hazmat.primitives import serialization as ser
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+    from ..data.files import regular_file
+
     try:
+        regular_file(path, "identity key")
         with open(path, "rb") as fh:
             key = ser.load_pem_private_key(fh.read(), password=None)
     except (OSError, ValueError, TypeError) as exc:

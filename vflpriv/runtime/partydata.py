@@ -25,6 +25,9 @@ def save_party_data(path, A_k, y):
 
 def load_party_data(path):
     """``(A_k, y)`` from :func:`save_party_data`'s file; one clear error if it cannot be read."""
+    from ..data.files import regular_file
+
+    regular_file(path, "party data file")
     try:
         with np.load(path, allow_pickle=False) as z:
             if str(z["kind"]) == "csc":

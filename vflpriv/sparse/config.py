@@ -23,7 +23,7 @@ import dataclasses
 import math
 from typing import Any, Callable
 
-from ..errors import InputError
+from ..errors import MAX_CLIENTS, MAX_ROUNDS, InputError, check_count
 from .algorithms import ALGORITHMS
 
 WEIGHTS = ("uniform", "examples")
@@ -98,6 +98,7 @@ class SparseConfig:
                 _positive_finite(f"--{name}", getattr(self, name))
         _positive_finite("--server-lr", self.server_lr)
         _positive_int("--rounds", self.rounds)
+        check_count("--rounds", self.rounds, MAX_ROUNDS)
         _positive_int("--local-steps", self.local_steps)
         if algorithm == "diht" and self.local_steps != 1:
             raise InputError(f"--algorithm diht takes one local step per round; --local-steps "
@@ -128,6 +129,7 @@ class SparseConfig:
             if isinstance(self.clients, bool) or not isinstance(self.clients, int) \
                     or self.clients < 1:
                 raise InputError(f"--clients must be >= 1, got {self.clients}")
+            check_count("--clients", self.clients, MAX_CLIENTS)
             from .runtime import Participation
 
             try:

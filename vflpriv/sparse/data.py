@@ -283,6 +283,19 @@ def _check_synthetic(kind, kw, clients):
         raise InputError(f"--data {kind} e must be finite, got {kw['e']!r}")
     if clients < 1:
         raise InputError(f"--clients must be >= 1, got {clients}")
+    # the generators build every client's dense float64 block at once: refuse a size that
+    # cannot fit before numpy tries ("Maximum allowed dimension exceeded", a MemoryError)
+    d, samples = kw.get("d", 1000), kw.get("samples", 100)
+    values = clients * samples * d
+    if values > MAX_SYNTHETIC_VALUES:
+        raise InputError(f"--data {kind}: clients x samples x d = {clients:,} x {samples:,} x "
+                         f"{d:,} = {values:,} values ({values * 8 / 2 ** 30:,.3g} GiB) is more "
+                         f"than the {MAX_SYNTHETIC_VALUES:,} ({MAX_SYNTHETIC_VALUES * 8 / 2 ** 30:g}"
+                         " GiB) a synthetic federation may hold")
+
+
+#: largest synthetic federation (float64 values): 4 GiB
+MAX_SYNTHETIC_VALUES = 2 ** 29
 
 
 def check_spec(spec, clients, label=None):
@@ -309,6 +322,9 @@ def check_spec(spec, clients, label=None):
 
         if not os.path.exists(spec):
             raise InputError(f"--data file {spec!r} does not exist")
+        from ..data.files import regular_file
+
+        regular_file(spec, "--data file")
     return kind, kw
 
 

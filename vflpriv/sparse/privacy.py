@@ -132,7 +132,12 @@ class PrivacyPlan:
                   "level": level, "per_party": level == "record"}
         self.ledger = Ledger(ledger, budget=budget) if ledger else _memory_ledger()
         self.ledger_path = ledger
-        self.filter = BudgetFilter(self.ledger, self.epsilon, self.delta, accountant=accountant,
+        # The ledger's header budget governs (a run cannot raise it by asking for more), and a
+        # ledger of the other kind (one shared budget vs one per client: a vertical run's) is
+        # refused here, before any calibration or release (exit 2).
+        b_eps, b_delta = self.ledger.governing_budget(self.epsilon, self.delta,
+                                                      per_party=(level == "record"))
+        self.filter = BudgetFilter(self.ledger, b_eps, b_delta, accountant=accountant,
                                    per_party=(level == "record"))
         if level == "record":
             b = batch_size
@@ -140,16 +145,24 @@ class PrivacyPlan:
             steps = self.rounds * self.local_steps
             self.z = {}
             for q in sorted(set(self.q.tolist())):
-                self.z[q] = calibrate(lambda s, q=q: SelfComposed(_step_event(s, q), steps),
-                                      self.epsilon, self.delta, guess=1.0,
-                                      accountant=accountant, decreasing=True).value
+                self.z[q] = self._calibrate(
+                    lambda s, q=q: SelfComposed(_step_event(s, q), steps))
         else:
             kind = participation.kind
             self.q_clients = participation.value if kind == "poisson" else 1.0
-            self.z = calibrate(lambda s: SelfComposed(self.round_event(s), self.rounds),
-                               self.epsilon, self.delta, guess=1.0, accountant=accountant,
-                               decreasing=True).value
+            self.z = self._calibrate(lambda s: SelfComposed(self.round_event(s), self.rounds))
         self.charged_steps = None
+
+    def _calibrate(self, make_event):
+        """The noise multiplier for the run's (epsilon, delta); a target no noise meets is one
+        InputError naming --epsilon and --delta (not "could not bracket the target")."""
+        from ..errors import uncalibrated
+
+        try:
+            return calibrate(make_event, self.epsilon, self.delta, guess=1.0,
+                             accountant=self.accountant, decreasing=True).value
+        except ValueError as exc:
+            raise uncalibrated(exc, self.epsilon, self.delta, self.accountant) from None
 
     # -- events --------------------------------------------------------------------------
     def round_event(self, z=None):

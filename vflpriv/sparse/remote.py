@@ -21,7 +21,10 @@ charges each round before drawing its noise.  Client-level noise stays with the 
 :mod:`vflpriv.sparse.privacy`).
 
 Flower message rounds are the runtime's round + 1 (round 0 carries the hello and the public
-setup), so the Flower bytes of the rounds can be set beside the in-process count.
+setup), so the Flower bytes of the rounds can be set beside the in-process count.  Everything a
+user reads names the run's 0-based round: ``lost_clients[i]["round"]``, and ``PartyLost.round`` /
+``PartyRefused.round`` of a run stopped by a lost or refusing client (``--on-client-loss stop``),
+so a client lost in round t is "round t" in both.
 """
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ import time
 import numpy as np
 
 from ..errors import InputError
-from ..runtime.link import DOWN, UP, PartyLost, error_record, raise_recorded
+from ..runtime.link import DOWN, UP, PartyLost, PartyRefused, error_record, raise_recorded
 from ..runtime.partydata import load_cached, save_party_data
 from ..runtime.roles import PartyRole, Refused, own_budget
 from . import wire
@@ -155,8 +158,14 @@ class LinkClients:
         (``--on-client-loss continue``): a participant that fails has no row (zeros, marked
         not answered) and is named in ``reasons``; otherwise its failure raises."""
         seen = len(self.link.lost)
-        replies = self.link.exchange([(int(i), frame, "round") for i in S], t + 1,
-                                     tolerate=self.tolerate)
+        try:
+            replies = self.link.exchange([(int(i), frame, "round") for i in S], t + 1,
+                                         tolerate=self.tolerate)
+        except (PartyLost, PartyRefused) as exc:
+            # The link counts Flower's message rounds (the run's round + 1: round 0 carries the
+            # setup); what the user reads names the run's 0-based round, as lost_clients does.
+            raise type(exc)(exc.party, t if exc.round is not None else None,
+                            exc.reason) from None
         for party, _, reason in self.link.lost[seen:]:
             self.reasons[int(party)] = reason
         V = np.zeros((S.shape[0], start.shape[0]))
@@ -221,7 +230,7 @@ def serve(connect, spec, progress=None) -> dict:
 
         if isinstance(exc, ClientsLost):   # nothing left to continue with: the run stops
             last = exc.lost[-1]
-            exc = PartyLost(last["client"], last["round"] + 1,
+            exc = PartyLost(last["client"], last["round"],
                             f"{last['reason']}; it was the last client left ({exc})")
         out["error"] = error_record(exc, out["t"])
         try:

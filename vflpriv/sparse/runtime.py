@@ -135,7 +135,14 @@ class BatchSchedule:
     def at(self, t):
         if self.size is None:
             return None
-        return int(math.ceil(self.size * self.growth ** t - 1e-9))
+        # A batch takes min(b, n_i) records, so any b above every client's data is the same
+        # batch: cap it where floats still count exactly (growth**t overflowed at --batch-growth
+        # 1e308, an OverflowError instead of the full-data batch it means).
+        try:
+            b = self.size * self.growth ** t
+        except OverflowError:
+            b = math.inf
+        return int(math.ceil(min(b, 2.0 ** 53) - 1e-9))
 
 
 CLIENT_STREAM = 7        # tag of the clients' generators (the server's use [seed] and [seed, 1])

@@ -223,9 +223,11 @@ class _Run:
                 raise InputError(f"resume: the ledger {str(ledger)!r} of the checkpoint's run "
                                  "does not exist")
             self.ledger = ledger
-            return Ledger(ledger, budget={"epsilon": cfg.epsilon, "delta": cfg.delta,
-                                          "accountant": cfg.accountant},
-                          run_id=ck["run_id"]) if not isinstance(ledger, Ledger) else ledger
+            led = Ledger(ledger, budget={"epsilon": cfg.epsilon, "delta": cfg.delta,
+                                         "accountant": cfg.accountant},
+                         run_id=ck["run_id"]) if not isinstance(ledger, Ledger) else ledger
+            led.take_over_reservation()      # the killed run's reservation ends with this run
+            return led
         if cfg.backend != "inprocess" and self.ledger is None:
             # the ServerApp may be another process: its ledger must be a file
             self.run_dir = _flower_run_dir(cfg.flower)

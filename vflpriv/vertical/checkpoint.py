@@ -66,6 +66,10 @@ def write_checkpoint(path, meta: dict, arrays: dict):
 def read_checkpoint(path):
     """``(meta, arrays)`` of a checkpoint file; InputError naming the file if it is not one."""
     path = os.fspath(path)
+    from ..data.files import regular_file
+
+    if os.path.exists(path):
+        regular_file(path, "checkpoint")       # a FIFO would block the reader forever
     try:
         with np.load(path, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}

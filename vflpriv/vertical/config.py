@@ -218,6 +218,10 @@ class VerticalConfig:
             raise InputError(f"iterations must be a positive integer, got {iterations!r}")
         self._set("fit_intercept", check_fit_intercept(self.fit_intercept, self.algorithm,
                                                        loss.name))
+        from ..errors import MAX_ROUNDS
+
+        if iterations > MAX_ROUNDS:
+            raise InputError(f"iterations must be at most {MAX_ROUNDS:,}, got {iterations:,}")
         if self.sketch != "identity" and loss.name != "squared" and not self.allow_biased_sketch:
             raise InputError(f"the {loss.name} loss needs per-sample predictors, which a sketch "
                              "with m < n does not preserve; use sketch='identity' (or "

@@ -47,7 +47,17 @@ def check_bound(name, v):
     if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or \
             not (v > 0 and math.isfinite(v)):
         raise InputError(f"{name} must be a positive finite number, got {v!r}")
+    lo, hi = BOUND_RANGE
+    if not lo <= v <= hi:
+        # sensitivities square the bounds: outside this range a square underflows to 0 (a
+        # division by zero at row_clip = 1e-320) or overflows
+        raise InputError(f"{name} must be between {lo:g} and {hi:g} (sensitivities square it), "
+                         f"got {v!r}")
     return float(v)
+
+
+#: declared bounds a private run accepts (their squares stay normal floats)
+BOUND_RANGE = (1e-100, 1e100)
 
 
 @dataclass
@@ -112,7 +122,26 @@ class NoisePlan:
 
 def calibrate_accountant(noise, sens, epsilon, delta, rounds, parties, split=0.5, accountant="rdp",
                          features=True, feature_rounds=None) -> NoisePlan:
-    """Calibration by the accountant (module docstring)."""
+    """Calibration by the accountant (module docstring); a target no noise meets (a delta far
+    below what the accountant resolves) is one InputError naming --epsilon and --delta."""
+    from ..errors import uncalibrated
+
+    try:
+        return _calibrate_accountant(noise, sens, epsilon, delta, rounds, parties, split,
+                                     accountant, features, feature_rounds)
+    except InputError:
+        raise
+    except ValueError as exc:
+        err = uncalibrated(exc, epsilon, delta, accountant)
+        if features:           # the index releases get split * epsilon, the features the rest
+            err = InputError(f"{err} (--split {split!r} gives the index releases epsilon "
+                             f"{epsilon * split:.4g}, the feature releases "
+                             f"{epsilon * (1 - split):.4g})")
+        raise err from None
+
+
+def _calibrate_accountant(noise, sens, epsilon, delta, rounds, parties, split, accountant,
+                          features, feature_rounds) -> NoisePlan:
     if not (0 < split < 1) and features:
         raise InputError(f"split must be in (0, 1) (share of epsilon for the index releases), got {split!r}")
     n_idx = rounds * parties
@@ -200,7 +229,11 @@ def largest_epsilon(budget, planned, rounds, exclude, c, recalibrate):
         e = round_down(e)                  # 4 significant digits, rounded down
         if e <= 0:
             return None
-        if budget.fits(planned(rounds, 1.0, recalibrate(e)), exclude=exclude):
+        try:
+            fitted = recalibrate(e)
+        except ValueError:         # e below what the accountant can calibrate (a spent ledger)
+            return None
+        if budget.fits(planned(rounds, 1.0, fitted), exclude=exclude):
             return e
         e *= 0.97
     return None

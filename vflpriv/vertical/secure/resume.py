@@ -37,12 +37,15 @@ def resume_ledger(ledger, ck, epsilon, delta, accountant):
 
     ledger = ledger if ledger is not None else ck["ledger_path"]
     if isinstance(ledger, Ledger):
+        ledger.take_over_reservation()
         return ledger
     if ledger is None or not os.path.isfile(ledger):
         raise InputError(f"resume: the ledger {str(ledger)!r} of the checkpoint's run does not "
                          "exist")
-    return Ledger(ledger, budget={"epsilon": epsilon, "delta": delta, "accountant": accountant},
-                  run_id=ck["run_id"])
+    led = Ledger(ledger, budget={"epsilon": epsilon, "delta": delta, "accountant": accountant},
+                 run_id=ck["run_id"])
+    led.take_over_reservation()       # the killed run's reservation ends with this run
+    return led
 
 
 def pending_records(led, ck, path):

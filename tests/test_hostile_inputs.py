@@ -172,7 +172,7 @@ ROWS = [
     ("clients-1e9-horizontal", ["horizontal", "--clients", "1000000000", "--rounds", "1"], 2,
      ["--clients", "at most 100,000"]),
     ("synthetic-d-huge-sparse", ["sparse", "--data", f"synthetic-003:d={HUGE}", "--rounds", "1"],
-     2, ["clients x samples x d", "GiB"]),
+     2, ["clients x samples x d", " GB)"]),
     ("run-synthetic-n-1e11", RUN + ["--algorithm", "bcfw", "--data",
                                     "synthetic:n=100000000000,d=2000"], 2,
      ["100,000,000,000", "nonzeros"]),

@@ -54,6 +54,13 @@ def number(text) -> float:
     return v
 
 
+def auto_or_number(text):
+    """``auto`` (any case), or a float option's value as :func:`number` reads it (``--eta``)."""
+    if str(text).strip().lower() == "auto":
+        return "auto"
+    return number(text)
+
+
 def positive_epsilon(text) -> float:
     """``--epsilon`` as a number > 0 (``inf``: non-private, only when spelled so: ``1e309``
     overflows and is refused, never a silent non-private run), or argparse's one-line error."""

@@ -79,7 +79,9 @@ def add_problem_arguments(p):
                    help="dp-bcfw-secure: cross-party products under secret sharing, released "
                         "once per selected feature (least squares; docs/vertical.md)")
     p.add_argument("--loss", default="squared", choices=["squared", "logistic", "smoothed-hinge"])
-    p.add_argument("--eta", default="auto",
+    from .options import auto_or_number
+
+    p.add_argument("--eta", default="auto", type=auto_or_number,
                    help="l1 radius of each party's block: a number, or auto (the default): "
                         "the public rule eta_k = 8 / (K B_a) for classification, 4 B_y / (K B_a) "
                         "for least squares (docs/vertical.md, 'Scale and intercept')")

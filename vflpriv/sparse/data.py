@@ -288,10 +288,12 @@ def _check_synthetic(kind, kw, clients):
     d, samples = kw.get("d", 1000), kw.get("samples", 100)
     values = clients * samples * d
     if values > MAX_SYNTHETIC_VALUES:
+        from ..units import format_bytes
+
         raise InputError(f"--data {kind}: clients x samples x d = {clients:,} x {samples:,} x "
-                         f"{d:,} = {values:,} values ({values * 8 / 2 ** 30:,.3g} GiB) is more "
-                         f"than the {MAX_SYNTHETIC_VALUES:,} ({MAX_SYNTHETIC_VALUES * 8 / 2 ** 30:g}"
-                         " GiB) a synthetic federation may hold")
+                         f"{d:,} = {values:,} values ({format_bytes(values * 8)}) is more "
+                         f"than the {MAX_SYNTHETIC_VALUES:,} ({format_bytes(MAX_SYNTHETIC_VALUES * 8)}"
+                         ") a synthetic federation may hold")
 
 
 #: largest synthetic federation (float64 values): 4 GiB

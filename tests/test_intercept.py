@@ -128,3 +128,22 @@ def test_dpfw_intercept_plan_and_charges():
     # the reported objective is f(x_T, b_T) on the data as given
     f = get_loss("logistic").objective(A, sol.x, y, Ax=A @ sol.x + sol.intercept)
     assert sol.final_objective == pytest.approx(f)
+
+
+def test_reference_with_an_intercept_matches_slsqp_and_bounds_the_runs():
+    """reference_optimum(..., intercept_bound=8): certified, and equal to SLSQP's joint optimum
+    (an independent solver); every run with an intercept then has a non-negative excess risk
+    against it (the reference solves the same problem)."""
+    from vflpriv.optim import reference_optimum
+
+    A, y = _imbalanced()
+    f_star, _ = _reference(A, y, 1.0)
+    ref = reference_optimum(A, y, "logistic", blocks=BLOCKS, eta=1.0, intercept_bound=8.0)
+    assert ref.certified and ref.intercept is not None and ref.x.shape == (6,)
+    assert ref.objective == pytest.approx(f_star, abs=1e-6)
+    data = VerticalData.from_arrays(A, y, "0,1,2;3,4,5")
+    for algorithm in ("fw", "dp-bcfw-secure"):
+        sol = solve(data, loss="logistic", algorithm=algorithm, eta=1.0, iterations=100,
+                    reference=True, seed=0)
+        assert sol.reference.intercept is not None
+        assert 0 <= sol.excess_risk < 0.01

@@ -187,9 +187,11 @@ def run(args) -> int:
                                            fit_baseline))
                 continue
             for e in eps:
+                # the frontier's problem is the paper's, without an intercept: the same set
+                # as its reference optimum and its diffprivlib baselines (fit_intercept=False)
                 kw = dict(loss=args.loss, algorithm=algo, iterations=args.iterations, epsilon=e,
                           delta=args.delta, feature_bound=args.bound, label_bound=args.bound,
-                          seed=args.seed, eta=args.eta)
+                          seed=args.seed, eta=args.eta, fit_intercept=False)
                 if algo == "dp-bcfw-secure":
                     kw.update(rnm=args.rnm, row_clip=args.row_clip,
                               max_features=args.max_features)

@@ -57,3 +57,19 @@ def update(loss, b, g_b, t, bound_b=math.inf) -> float:
     """The intercept after round t's step from its (possibly noisy) derivative ``g_b``."""
     b = float(b) - 2.0 / (t + 2.0) * float(g_b) / curvature(loss, b)
     return float(np.clip(b, -bound_b, bound_b))
+
+
+def reference_bound(loss, label_bound, A, y, radii) -> float:
+    """The intercept's range for the certified reference optimum (``reference_optimum``'s
+    ``intercept_bound``): the fit's own B_b where it is finite; for least squares without a
+    label bound, max |y| + max |a_ij| sum_k eta_k, which contains mean(y - A x) for every
+    feasible x, so the box does not bind at the optimum (an evaluation of the data, not a
+    release)."""
+    B_b = bound(loss, label_bound)
+    if math.isfinite(B_b):
+        return B_b
+    import scipy.sparse as sp
+
+    vals = A.data if sp.issparse(A) else np.asarray(A)
+    top_a = float(np.max(np.abs(vals))) if np.size(vals) else 0.0
+    return float(np.max(np.abs(y))) + top_a * float(np.sum(radii)) + 1.0

@@ -65,6 +65,8 @@ class ReferenceResult:
     #: ||grad_{P_k} f(x)||_inf per block: at the optimum, the KKT multiplier of ball k (the
     #: Lasso penalty that gives the same solution for one ball; ~0 for a ball that does not bind)
     multipliers: np.ndarray | None = None
+    #: the intercept b of the optimum (``intercept_bound`` given), else None
+    intercept: float | None = None
 
 
 class _Problem:
@@ -237,9 +239,31 @@ def _lasso_route(prob, max_iter):
     return np.asarray(model.coef_, dtype=float).copy(), math.exp(log_alpha)
 
 
+def _with_intercept(A, y, loss, blocks, radii, bound_b, tol, max_iter, on_failure):
+    """min f(x, b) over the balls and |b| <= B_b: b is one more column (all ones) in a block of
+    its own whose "l1 ball" of radius B_b is the interval [-B_b, B_b], so FISTA's projection
+    clips it and the FW gap certifies it (its term b g_b + B_b |g_b|)."""
+    if not (bound_b > 0 and math.isfinite(bound_b)):
+        raise InputError(f"intercept_bound must be a positive finite number, got {bound_b!r}")
+    n, d = A.shape
+    ones = np.ones((n, 1))
+    Ab = sp.hstack([sp.csr_matrix(A), sp.csr_matrix(ones)], format="csr") if sp.issparse(A) \
+        else np.hstack([np.asarray(A, dtype=float), ones])
+    res = reference_optimum(Ab, y, loss, blocks=list(blocks) + [np.array([d])],
+                            eta=list(radii) + [bound_b], tol=tol, max_iter=max_iter,
+                            solver="fista", on_failure=on_failure)
+    res.intercept = float(res.x[d])
+    res.x = res.x[:d]
+    res.multipliers = None if res.multipliers is None else res.multipliers[:-1]
+    return res
+
+
 def reference_optimum(A, y, loss="squared", blocks=None, eta=1.0, tol=1e-8, *,
-                      max_iter=100_000, solver="auto", on_failure="raise"):
+                      max_iter=100_000, solver="auto", on_failure="raise", intercept_bound=None):
     """Certified minimizer of f over the product of per-block l1 balls (module docstring).
+
+    ``intercept_bound`` B_b: also an unpenalized intercept b in [-B_b, B_b] (margins A x + b),
+    the model ``fit_intercept`` fits (``vflpriv.optim.intercept``); ``ReferenceResult.intercept``.
 
     ``solver``: "auto" (scikit-learn Lasso route for one block with the squared loss, else FISTA),
     "lasso" or "fista".  Returns :class:`ReferenceResult` (``x``, ``objective``, ``gap``,
@@ -250,6 +274,9 @@ def reference_optimum(A, y, loss="squared", blocks=None, eta=1.0, tol=1e-8, *,
     loss = get_loss(loss)
     blocks = check_blocks(blocks, A.shape[1])
     radii = check_radii(eta, len(blocks))
+    if intercept_bound is not None:
+        return _with_intercept(A, y, loss, blocks, radii, float(intercept_bound), tol, max_iter,
+                               on_failure)
     tol = check_positive("tol", tol)
     max_iter = check_positive_int("max_iter", max_iter)
     if solver not in ("auto", "lasso", "fista"):

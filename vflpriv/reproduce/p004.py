@@ -30,7 +30,9 @@ def _solve(data, algorithm, T, epsilon=math.inf, seed=0, **kw):
     from ..vertical import solve
     from ..vertical.privacy import HopelessNoiseWarning
 
-    args = dict(algorithm=algorithm, iterations=T, seed=seed)
+    # the paper's problem: eta = 1 per party and no intercept (paper 004 fits none), whatever
+    # the library's defaults (eta auto, an intercept for classification losses)
+    args = dict(algorithm=algorithm, iterations=T, seed=seed, eta=1.0, fit_intercept=False)
     if math.isfinite(epsilon):
         args.update(PRIVATE, epsilon=epsilon, delta=1.0 / data.n)
         if algorithm == "dp-bcfw-secure":

@@ -400,9 +400,20 @@ def _centralized(data, cfg):
                    privacy=privacy, ledger=led,
                    intercept=float(r.intercept) if cfg.fit_intercept else None)
     if cfg.reference:
-        sol.reference = reference_optimum(data.A, data.y, loss, blocks=data.blocks, eta=float(eta),
-                                          on_failure="flag")
+        sol.reference = reference(data, cfg)
     return sol
+
+
+def reference(data, cfg):
+    """The certified optimum on the run's own set: the product of l1 balls, and the intercept's
+    range when the run fits one (the excess risk then compares like with like)."""
+    from ..optim.intercept import reference_bound
+
+    eta = float(cfg.eta)
+    bound_b = reference_bound(cfg.loss_fn, cfg.label_bound, data.A, data.y,
+                              [eta] * data.K) if cfg.fit_intercept else None
+    return reference_optimum(data.A, data.y, cfg.loss_fn, blocks=data.blocks, eta=eta,
+                             on_failure="flag", intercept_bound=bound_b)
 
 
 def calibration_comparison(data, *, loss="squared", eta=1.0, iterations=100, epsilon=1.0,

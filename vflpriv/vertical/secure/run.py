@@ -101,7 +101,6 @@ def finish(sol, data, run: SecureRun, led, budget, noise_plan):
     """``sol`` with its privacy report (private runs: the ledger's spend by every accountant of
     ``cfg.report_accountants``, and by the budget's) and, with ``cfg.reference``, the reference
     optimum of the same problem."""
-    from ...optim import reference_optimum
     from ..solution import privacy_report
 
     cfg = run.cfg
@@ -113,6 +112,7 @@ def finish(sol, data, run: SecureRun, led, budget, noise_plan):
                        "calibration": noise_plan.to_dict(), "releases": len(led.records),
                        "neighboring": "replace_one"}
     if cfg.reference:
-        sol.reference = reference_optimum(data.A, data.y, run.loss, blocks=data.blocks,
-                                          eta=float(cfg.eta), on_failure="flag")
+        from ..api import reference
+
+        sol.reference = reference(data, cfg)
     return sol

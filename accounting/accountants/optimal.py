@@ -27,7 +27,7 @@ from ..events import Gaussian, Laplace
 from ..gaussian import gaussian_delta, gaussian_epsilon
 from .._solve import smallest_x_with
 from .base import Accountant
-from .pld import MAX_PURE_EPSILON, safe_delta, safe_epsilon
+from .pld import MAX_PURE_EPSILON, safe_delta, safe_epsilon, snap_slack
 from .bounded_range import adaptive_cells, adaptive_delta, adaptive_epsilon
 from ._dp_params import dp_params
 
@@ -164,15 +164,20 @@ class OptimalComposition(Accountant):
         return None
 
     def is_exact(self, leaves) -> bool:
-        """Whether the value for these leaves is the exact optimum (not only an upper bound).
+        """Whether the value for these leaves is the exact optimum, which no valid accountant can
+        go below (so ``best`` may skip the others).
 
-        True for Gaussian-only plans, for homogeneous plans of generic (eps, delta)-DP releases
-        (PureDP, ApproxDP, Laplace- or exponential-noise report-noisy-max, whose only stated
-        guarantee is eps-DP) and for homogeneous bounded-range plans (exact up to the grid)."""
+        True only for Gaussian-only plans (exact mu-GDP) and for homogeneous plans of generic
+        (eps, delta)-DP releases whose only stated guarantee is that (PureDP, ApproxDP, Laplace-
+        or exponential-noise report-noisy-max): KOV is then exact.  False when any leaf is a
+        Laplace release (its own PLD is below KOV) or eps-bounded-range (a Gumbel selection or
+        exponential mechanism: KOV of pure DP over-counts it, and the adaptive bounded-range
+        optimum is computed from above on a grid, so PLD or RDP can be lower)."""
         mode = self.mode(leaves)
-        if mode in ("gaussian", "bounded_range"):
+        if mode == "gaussian":
             return True
-        return mode == "homogeneous" and not any(isinstance(l, Laplace) for l, _ in leaves)
+        return (mode == "homogeneous"
+                and not any(isinstance(l, Laplace) or _bounded_range(l) for l, _ in leaves))
 
     @staticmethod
     def _mu(leaves):
@@ -187,7 +192,7 @@ class OptimalComposition(Accountant):
             return adaptive_epsilon(eps, k, adaptive_cells(k), delta)
         if mode == "homogeneous":
             return kov_epsilon(k, eps, d0, delta)
-        return safe_epsilon(lambda: _rr_pld(leaves), delta)
+        return safe_epsilon(lambda: _rr_pld(leaves), delta, snap_slack(leaves))
 
     def _delta(self, leaves, relation, epsilon):
         mode = self.mode(leaves)
@@ -198,4 +203,4 @@ class OptimalComposition(Accountant):
             return adaptive_delta(eps, k, adaptive_cells(k), epsilon)
         if mode == "homogeneous":
             return kov_delta(k, eps, d0, epsilon)
-        return safe_delta(_rr_pld(leaves), epsilon)
+        return safe_delta(_rr_pld(leaves), epsilon, snap_slack(leaves))

@@ -1,20 +1,23 @@
-"""Privacy-loss-distribution accountant, through dp-accounting (pessimistic discretisation).
+"""Privacy-loss-distribution accountant: pessimistic PLDs composed on bounded grids, read with a
+proven bound on their floating-point error.
 
-Each event becomes a PLD (Koskela et al. 2020; Meiser & Mohammadi 2018; the "connect the dots"
-construction of Doroshenko et al. 2022 as implemented in dp-accounting), PLDs compose by
-convolution, and the result is an upper bound on the exact privacy profile.
+Each event becomes a PLD (Koskela et al. 2020; Meiser & Mohammadi 2018), PLDs compose by
+convolution (``_pld_grid``), and the result is an upper bound on the exact privacy profile.
 
 * Gaussian events are first merged exactly (sqrt(sum mu_i^2)-GDP), so their PLD is that of a single
-  Gaussian: no discretisation error accumulates over repeats.
-* Laplace and Poisson-subsampled Gaussian: dp-accounting's own mechanism PLDs (for the subsampled
-  Gaussian under add/remove, built with a vectorized hockey-stick curve, ``_fast_pld``).
-* eps-bounded-range selections (Gumbel report-noisy-max, exponential mechanism): the pair that
-  dominates every eps-BR selection (``bounded_range.bounded_range_pld``, the upper envelope of the
-  two-point pairs over t), valid for adaptive composition and well below the pure-DP pair.
-* other pure-DP releases (Laplace/exponential-noise report-noisy-max, PureDP) and (eps, delta)-DP
-  releases: the randomized-response dominating pair (``from_privacy_parameters``), which is valid
-  for adaptive composition.
+  Gaussian, built here (``_pld_leaves.gaussian``): no discretisation error accumulates over repeats.
+* Laplace, (eps, delta)-DP releases (Laplace/exponential-noise report-noisy-max, PureDP, ApproxDP:
+  the randomized-response pair, valid for adaptive composition) and eps-bounded-range selections
+  (Gumbel report-noisy-max, exponential mechanism: the pair that dominates every eps-BR
+  selection): built here too, each mass to a few ulps (``_pld_leaves``).
+* Poisson-subsampled Gaussian: dp-accounting's connect-the-dots PLD (under add/remove with a
+  vectorized hockey-stick curve, ``_fast_pld``).  Its construction's float error is the one not
+  bounded here: a relative margin (CONSTRUCTION_SAFETY) covers it as measured.
 * zCDP has no PLD: unsupported.
+
+Every delta is read with the proven bound on the composition's float error added (FFT round-off,
+``_pld_error``), and epsilon is the smallest value whose bound meets delta; where that error bound
+is not small against delta (tiny deltas, peaked PMFs) the accountant answers inf with the reason.
 """
 from __future__ import annotations
 
@@ -23,18 +26,19 @@ from functools import lru_cache
 
 from ..events import (REPLACE_ONE, ApproxDP, Exponential, Gaussian, Laplace,
                       PoissonSubsampledGaussian, PureDP, ReportNoisyMax)
+from . import _pld_error as err_mod
 from . import _pld_grid as grid
+from . import _pld_leaves as leaves_mod
 from ._fast_pld import subsampled_gaussian_pld
 from .base import Accountant
-from .bounded_range import bounded_range_pld
 from ._dp_params import dp_params
 
 
 #: largest per-release epsilon of a pure/approx-DP leaf the PLD grid is built for
 MAX_PURE_EPSILON = 50.0
-#: below this delta the PLD answers inf: the convolution truncates ~1e-15 of mass per composition
-#: into its infinite tail, and float64 sums over the grid cannot resolve smaller deltas reliably
-MIN_DELTA = 1e-12
+#: the PLD answers only where its proven numerical error (``_pld_error``) is at most this share
+#: of the delta asked for; elsewhere it declines (inf, with the reason), and other rows answer
+MAX_ERROR_SHARE = 0.5
 #: most distinct non-Gaussian releases one PLD composes: each costs its own construction and a
 #: convolution (about 0.1 s for a subsampled Gaussian), so 2000 distinct releases would take
 #: minutes; past this the accountant declines (with this reason) and RDP answers in milliseconds.
@@ -47,28 +51,52 @@ MAX_INTERVAL = 64.0
 #: its total mass is then at most e^MAX_EXCESS, so every delta is overstated at most that many
 #: times (still an upper bound, but looser); past it the accountant declines, saying why
 MAX_EXCESS = 1.0
-#: relative safety on the PLD's own arithmetic: epsilon is computed for delta (1 - 1e-6) and a
-#: delta answer is inflated by the same factor (seen: 1e-8 relative error at delta = 1e-8)
-PLD_SAFETY = 1e-6
+#: relative margin for the one construction whose float error is not proven here (dp-accounting's
+#: connect-the-dots subsampled Gaussian): epsilon is read at delta (1 - 1e-6) and a delta answer
+#: is inflated by the same factor (measured: 1e-8 relative near delta = 1e-8)
+CONSTRUCTION_SAFETY = 1e-6
 
 
-def safe_epsilon(build, delta: float) -> float:
-    """epsilon of the PLD ``build()`` at delta, with the safety margins above (inf below
-    MIN_DELTA, without building anything)."""
-    if delta < MIN_DELTA:
+def safe_epsilon(build, delta: float, slack: float = 0.0) -> float:
+    """epsilon of the composed sides ``build()`` at delta: the smallest epsilon whose proven
+    upper bound on delta (the grid's value + its float error bound) is at most delta, plus the
+    grid's snapping ``slack`` (``_pld_error.SNAP``); inf where the error bound exceeds
+    MAX_ERROR_SHARE of delta."""
+    remove, add = build()
+    if err_mod.error(remove, add) > MAX_ERROR_SHARE * delta:
         return math.inf
-    pld = build()
-    # The margin is relative to the part of delta the grid computes; the infinite-loss mass
-    # (1 - prod(1 - delta_i) of approximate-DP releases) is exact and needs none.
-    infinite = max((getattr(getattr(pld, side, None), "_infinity_mass", 0.0) or 0.0)
-                   for side in ("_pmf_remove", "_pmf_add"))
-    target = delta - PLD_SAFETY * max(0.0, delta - infinite)
-    return max(0.0, pld.get_epsilon_for_delta(target))
+    eps = err_mod.epsilon_upper(remove, add, delta * (1 - CONSTRUCTION_SAFETY))
+    return eps + slack * (1 + 4 * err_mod.U)
 
 
-def safe_delta(pld, epsilon: float) -> float:
-    value = pld.get_delta_for_epsilon(epsilon)
-    return min(1.0, value * (1 + PLD_SAFETY) + (MIN_DELTA if value > 0 else 0.0))
+def safe_delta(sides, epsilon: float, slack: float = 0.0) -> float:
+    """An upper bound on delta at epsilon of the composed sides (read at epsilon - slack)."""
+    return min(1.0, err_mod.delta_upper(*sides, epsilon - slack * (1 + 4 * err_mod.U))
+               * (1 + CONSTRUCTION_SAFETY))
+
+
+def snap_slack(leaves) -> float:
+    """Total downward move of losses onto the grid over the composition (``_pld_error.SNAP``)."""
+    total = 0.0
+    mu2 = sum(n * l.mu ** 2 for l, n in leaves if isinstance(l, Gaussian))
+    if mu2 > 0:
+        mu0, m = gaussian_split(math.sqrt(mu2))
+        total += m * err_mod.snap_slack(mu0 * mu0 / 2 + grid.Z_WIDTH * mu0)
+    for leaf, n in leaves:
+        params = dp_params(leaf)
+        if params is not None:
+            total += n * err_mod.snap_slack(params[0])
+    return total
+
+
+def error_reason(sides, delta: float) -> str | None:
+    """Why ``safe_epsilon`` declines at this delta, or None."""
+    err = err_mod.error(*sides)
+    if err > MAX_ERROR_SHARE * delta:
+        return (f"the PLD's proven bound on its own floating-point error ({err:.2g} in delta, "
+                f"mostly FFT round-off) is not small against delta = {delta:g}; the optimal "
+                "or rdp accountant answers")
+    return None
 
 
 class PLDAccountant(Accountant):
@@ -161,20 +189,17 @@ class PLDAccountant(Accountant):
         for leaf, n in leaves:
             if not isinstance(leaf, Gaussian):
                 parts.append(_leaf_sides(leaf, n, rel, self.interval))
-        return grid.to_pld(*_compose_sides(parts))
+        return _compose_sides(parts)
 
     def _why_infinite(self, leaves, relation, delta):
-        if delta < MIN_DELTA:
-            return (f"delta = {delta:g} is below {MIN_DELTA:g}, which the PLD grid cannot resolve "
-                    "(its convolution truncates ~1e-15 of mass per step into the infinite tail); "
-                    "the optimal or rdp accountant can")
-        return super()._why_infinite(leaves, relation, delta)
+        reason = error_reason(self.build(leaves, relation), delta)
+        return reason or super()._why_infinite(leaves, relation, delta)
 
     def _epsilon(self, leaves, relation, delta):
-        return safe_epsilon(lambda: self.build(leaves, relation), delta)
+        return safe_epsilon(lambda: self.build(leaves, relation), delta, snap_slack(leaves))
 
     def _delta(self, leaves, relation, epsilon):
-        return safe_delta(self.build(leaves, relation), epsilon)
+        return safe_delta(self.build(leaves, relation), epsilon, snap_slack(leaves))
 
 
 def _compose_sides(parts):
@@ -200,7 +225,7 @@ def rr_pld(leaves, base):
         eps, d0 = dp_params(leaf)
         generic = ApproxDP(eps, d0) if d0 > 0 else PureDP(eps)
         parts.append(_leaf_sides(generic, n, NeighboringRelation.ADD_OR_REMOVE_ONE, base))
-    return grid.to_pld(*_compose_sides(parts))
+    return _compose_sides(parts)
 
 
 def loss_width(leaf) -> float:
@@ -236,21 +261,13 @@ def gaussian_width(mu: float) -> float:
 
 @lru_cache(maxsize=16)
 def _gaussian_base(mu0, base):
-    """One mu0-Gaussian's PLD sides, on at most MAX_BASE_POINTS points."""
-    from dp_accounting.pld import privacy_loss_distribution as pld_lib
-
-    k = grid.interval_exponent(gaussian_width(mu0), base)
-    pld = pld_lib.from_gaussian_mechanism(1.0 / mu0, sensitivity=1.0,
-                                          value_discretization_interval=math.ldexp(base, k))
-    r, a = grid.sides(pld, base, k)
-    return grid.settle(r), None if a is None else grid.settle(a)
+    """One mu0-Gaussian's PLD (symmetric: one side), on at most MAX_BASE_POINTS points."""
+    return grid.settle(leaves_mod.gaussian(mu0, base)), None
 
 
 @lru_cache(maxsize=16)
 def _gaussian_sides(mu, base):
     """The mu-Gaussian's PLD (exact merge of all Gaussian releases), on a bounded grid."""
-    from dp_accounting.pld import privacy_loss_distribution as pld_lib
-
     mu0, m = gaussian_split(mu)
     remove, add = _gaussian_base(mu0, base)
     if m == 1:
@@ -261,69 +278,49 @@ def _gaussian_sides(mu, base):
 @lru_cache(maxsize=16)
 def _leaf_sides(leaf, n, rel, base):
     """PLD sides of ``n`` adaptive repeats of one leaf (cached: ledgers and certificates repeat
-    leaves).  When dp-accounting's own self-composition fits in DIRECT_POINTS (decided from its
-    Chernoff bounds before any FFT) it is used as is, so small plans keep dp-accounting's exact
-    numbers; otherwise repeated squaring on a bounded grid (``_pld_grid``)."""
-    from dp_accounting.pld import common
-
-    pld, k = _single_pld(leaf, rel, base)
-    if n == 1:
-        return grid.sides(pld, base, k)
-    small = True
-    for side in (pld._pmf_remove, pld._pmf_add):
-        dense = side.to_dense_pmf()
-        lo, hi = common.compute_self_convolve_bounds(dense._probs, n, grid.TAIL)
-        small = small and hi - lo + 1 <= grid.DIRECT_POINTS
-    if small:
-        return grid.sides(pld.self_compose(n), base, k)
+    leaves), by repeated squaring on a bounded grid (``_pld_grid``)."""
     r, a = _single_sides(leaf, rel, base)
+    if n == 1:
+        return r, a
     return grid.self_compose(r, n), None if a is None else grid.self_compose(a, n)
 
 
 @lru_cache(maxsize=32)
-def _single_pld(leaf, rel, base):
-    """dp-accounting's PLD of one release on the grid base 2^k chosen from its parameters:
-    (pld, k)."""
-    from dp_accounting.pld import common
+def _subsampled_pld(leaf, rel, base):
+    """dp-accounting's connect-the-dots PLD of one Poisson-subsampled Gaussian: (pld, k)."""
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
     k = grid.interval_exponent(loss_width(leaf), base)
     interval = math.ldexp(base, k)
-    if isinstance(leaf, Laplace):
-        pld = pld_lib.from_laplace_mechanism(leaf.scale, sensitivity=leaf.sensitivity,
-                                             value_discretization_interval=interval)
-    elif isinstance(leaf, PoissonSubsampledGaussian) and rel.name == "ADD_OR_REMOVE_ONE":
+    if rel.name == "ADD_OR_REMOVE_ONE":
         pld = subsampled_gaussian_pld(leaf.noise_multiplier, leaf.sample_rate, interval)
-    elif isinstance(leaf, PoissonSubsampledGaussian):
+    else:
         pld = pld_lib.from_gaussian_mechanism(
             leaf.noise_multiplier, sensitivity=1.0, sampling_prob=leaf.sample_rate,
             neighboring_relation=rel, value_discretization_interval=interval)
-    elif getattr(leaf, "bounded_range", False):
-        pld = bounded_range_pld(leaf.epsilon, interval)
-    else:
-        eps, d0 = dp_params(leaf)
-        pld = pld_lib.from_privacy_parameters(common.DifferentialPrivacyParameters(eps, d0),
-                                              value_discretization_interval=interval)
     return pld, k
 
 
 @lru_cache(maxsize=32)
 def _single_sides(leaf, rel, base):
-    """One release's PLD sides, ready for repeated squaring (total mass >= 1; a pure-DP release
-    without mass at infinity)."""
-    pld, k = _single_pld(leaf, rel, base)
-    remove, add = grid.sides(pld, base, k)
-    remove, add = grid.settle(remove), None if add is None else grid.settle(add)
-    params = dp_params(leaf)
-    if params is not None and params[1] == 0:
-        # A pure-DP release's loss is at most its epsilon: it has no mass at +infinity.
-        # dp-accounting leaves ~6e-17 of rounding there, which 1e12 repeats would turn into
-        # 6e-5; it goes to the largest finite loss instead (still pessimistic).
-        remove, add = (grid.pure(remove), None if add is None else grid.pure(add))
-    return remove, add
+    """One release's PLD sides (total mass >= 1), with their float error bounds."""
+    if isinstance(leaf, PoissonSubsampledGaussian):
+        pld, k = _subsampled_pld(leaf, rel, base)
+        # dp-accounting's connect-the-dots masses are second differences of hockey-stick values
+        # (Doroshenko et al. 2022, Alg. 1); their float error is not bounded here (err = 0 at
+        # the construction; the composition's is).  The relative margin CONSTRUCTION_SAFETY
+        # covers it as measured, not as proved: docs/certify.md says so.
+        remove, add = grid.sides(pld, base, k)
+        return grid.settle(remove), None if add is None else grid.settle(add)
+    if isinstance(leaf, Laplace):
+        return grid.settle(leaves_mod.laplace(leaf.sensitivity / leaf.scale, base)), None
+    if getattr(leaf, "bounded_range", False):
+        return grid.settle(leaves_mod.bounded_range(leaf.epsilon, base)), None
+    eps, d0 = dp_params(leaf)
+    return grid.settle(leaves_mod.rr(eps, d0, base)), None
 
 
 def clear_caches() -> None:
     """Forget every cached PLD (benchmarks time the construction from cold)."""
-    for fn in (_gaussian_base, _gaussian_sides, _leaf_sides, _single_sides, _single_pld):
+    for fn in (_gaussian_base, _gaussian_sides, _leaf_sides, _single_sides, _subsampled_pld):
         fn.cache_clear()

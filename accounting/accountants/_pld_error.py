@@ -1,11 +1,13 @@
 """Proven bounds on the floating-point error of the PLD accountant, and delta / epsilon read from a
 grid PMF with those bounds added.
 
-Each ``GridPmf`` carries ``err``: a bound on the L1 distance between its computed masses and the
-masses the same construction and composition steps give in exact arithmetic (the *reference*,
-which is a pessimistic PLD of the true composition).  delta(eps) = inf + sum_i p_i w_i with weights
-w_i = (1 - e^{eps - l_i})_+ in [0, 1], so the reference's delta exceeds the computed one by at most
-``err`` plus the rounding of the sum itself (``delta_upper``).
+Each ``GridPmf`` carries ``rel`` and ``err``: its computed masses are p_i (1 + t_i) + e_i with
+|t_i| <= rel and sum_i |e_i| <= err, p the masses the same construction and composition steps give
+in exact arithmetic (the *reference*, a pessimistic PLD of the true composition).  Direct sums of
+non-negative terms and the constructions make relative errors (they compound to about n u over an
+n-fold composition, harmless at any count); FFTs make absolute ones.  delta(eps) = inf +
+sum_i p_i w_i with weights w_i = (1 - e^{eps - l_i})_+ in [0, 1], so the reference's delta is at
+most (computed + err) / (1 - rel), plus the rounding of the sum itself (``delta_upper``).
 
 **Convolution.**  Sparse inputs (few non-zero masses, as randomized response composed a few
 times) are convolved directly over their non-zero entries, and short dense ones by
@@ -52,20 +54,22 @@ def fft_c(n_log2: int) -> float:
     return t_eta / (1 - t_eta)
 
 
-def convolve(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, float]:
-    """(computed a * b, a bound on the L1 norm of its error) for non-negative a, b."""
+def convolve(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, float, float]:
+    """(computed a * b, relative error bound, L1 absolute error bound) for non-negative a, b:
+    direct sums are within a relative gamma_m of each exact entry, the FFT within an absolute
+    L1 bound."""
     size = a.size + b.size - 1
-    ma, mb = _l1(a), _l1(b)
     ia, ib = np.flatnonzero(a), np.flatnonzero(b)
     if ia.size * ib.size <= DIRECT_WORK and ia.size * ib.size < a.size * b.size // 4:
         out = np.bincount((ia[:, None] + ib[None, :]).ravel(),
                           weights=(a[ia][:, None] * b[ib][None, :]).ravel(), minlength=size)
         m = min(ia.size, ib.size) + 1
-        return out, m * U / (1 - m * U) * ma * mb * (1 + 4 * U)
+        return out, m * U / (1 - m * U), 0.0
     if a.size * b.size <= DIRECT_WORK or min(a.size, b.size) <= DIRECT_MAX:
         out = np.convolve(a, b)
         m = min(a.size, b.size) + 1
-        return out, m * U / (1 - m * U) * ma * mb * (1 + 4 * U)
+        return out, m * U / (1 - m * U), 0.0
+    ma, mb = _l1(a), _l1(b)
     n = max(1, (size - 1).bit_length())
     big = 1 << n
     out = np.fft.ifft(np.fft.fft(a, big) * np.fft.fft(b, big))[:size].real
@@ -73,7 +77,7 @@ def convolve(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, float]:
     la, lb = _l2(a), _l2(b)
     l2 = (c * (la * mb + ma * lb) * (1 + c)
           + (c + math.sqrt(5.0) * U * (1 + c) ** 2) * (1 + c) ** 2 * ma * lb)
-    return out, 2.0 * math.sqrt(size) * l2 * (1 + 16 * U)
+    return out, 0.0, 2.0 * math.sqrt(size) * l2 * (1 + 16 * U)
 
 
 def _l1(x: np.ndarray) -> float:
@@ -85,16 +89,9 @@ def _l2(x: np.ndarray) -> float:
     return math.sqrt(math.fsum(x * x) * (1 + 4 * U)) * (1 + 2 * U)
 
 
-#: a loss within SNAP |loss| above a grid point is placed on it (rounded *down* by at most that):
-#: base 1e-4 is not a dyadic number, so eps = 0.01 lies 5e-22 above 200 (1e-4 / 2), and rounding
-#: it up a whole interval would add n h to an n-fold composition.  The accountant adds the total
-#: of these downward moves (``snap_slack``) to every epsilon it reports.
-SNAP = 8 * U
-
-
 def ceil_index(loss: float, h: float) -> int:
-    """The grid point of a loss: the smallest integer j with j h >= loss exactly (rational
-    arithmetic on the two doubles), or j - 1 when (j - 1) h is within SNAP |loss| below it."""
+    """The smallest integer j with j h >= loss exactly (rational arithmetic on the two doubles):
+    the pessimistic grid point of a loss (ceil(loss / h) in floats can land one off)."""
     from fractions import Fraction
 
     j = math.ceil(loss / h)
@@ -103,14 +100,7 @@ def ceil_index(loss: float, h: float) -> int:
         j += 1
     while (j - 1) * fh >= fl:
         j -= 1
-    if fl - (j - 1) * fh <= Fraction(SNAP) * abs(fl):
-        j -= 1
     return j
-
-
-def snap_slack(max_loss: float) -> float:
-    """Largest downward move ``ceil_index`` makes for losses of magnitude <= max_loss."""
-    return SNAP * abs(max_loss) * (1 + 4 * U)
 
 
 def _side_delta(p, eps: float) -> float:
@@ -119,7 +109,7 @@ def _side_delta(p, eps: float) -> float:
     first = max(0, math.floor(eps / h) - p.lower)        # indices at or above eps (one extra)
     probs = p.probs[first:]
     if probs.size == 0:
-        return p.inf * (1 + 4 * U) + p.err
+        return (p.inf * (1 + 4 * U) + p.err) / (1 - p.rel)
     losses = (p.lower + first + np.arange(probs.size)) * h
     w = -np.expm1(np.minimum(0.0, eps - losses))
     terms = np.maximum(probs, 0.0) * w
@@ -129,7 +119,8 @@ def _side_delta(p, eps: float) -> float:
     # weight: expm1 within 2 ulps, and eps - l off by u (|eps| + |l|), which moves w by as much
     rho = (136 + probs.size.bit_length() + 8) * U
     top = abs(eps) + abs(float(losses[-1])) + abs(float(losses[0]))
-    return (total * (1 + rho) + 4 * U * top * above * (1 + rho) + p.inf * (1 + 4 * U) + p.err)
+    value = total * (1 + rho) + 4 * U * top * above * (1 + rho) + p.inf * (1 + 4 * U) + p.err
+    return value / (1 - p.rel) * (1 + 4 * U)
 
 
 def delta_upper(remove, add, eps: float) -> float:
@@ -161,3 +152,8 @@ def epsilon_upper(remove, add, delta: float) -> float:
 def error(remove, add) -> float:
     """The largest ``err`` of the two sides."""
     return max(remove.err, add.err if add is not None else 0.0)
+
+
+def relative(remove, add) -> float:
+    """The largest ``rel`` of the two sides."""
+    return max(remove.rel, add.rel if add is not None else 0.0)

@@ -39,6 +39,9 @@ from . import _pld_error as err_mod
 
 #: longest grid (points per side) a composed PMF keeps; an FFT of this size takes a few ms
 MAX_POINTS = 1 << 16
+#: grid length of the fallback where every convolution is a direct sum (RELATIVE_POINTS^2 <=
+#: ``_pld_error.DIRECT_WORK``): relative round-off only, so huge counts stay resolvable
+RELATIVE_POINTS = 1 << 12
 #: longest grid a single release's PMF is built on (decided from its parameters before building)
 MAX_BASE_POINTS = 1 << 18
 #: mass cut from the tails of the whole composition (moved up or to infinity: pessimistic); each
@@ -62,8 +65,10 @@ class GridPmf:
     lower: int
     probs: np.ndarray
     inf: float
-    #: proven bound on sum_i |probs_i - exact_i| + |inf - exact_inf| (see the module docstring)
+    #: proven bounds: probs_i = exact_i (1 + t_i) + e_i, |t_i| <= rel, sum |e_i| + |e_inf| <= err
+    #: (``_pld_error``)
     err: float = 0.0
+    rel: float = 0.0
 
     @property
     def interval(self) -> float:
@@ -95,7 +100,7 @@ def from_dp_pmf(pmf, base: float, k: int, err: float = 0.0) -> GridPmf:
     if not math.isclose(dense._discretization, h, rel_tol=1e-12):
         raise ValueError(f"PMF interval {dense._discretization} is not {h}")
     return GridPmf(base, k, int(dense._lower_loss), np.asarray(dense._probs, dtype=np.float64),
-                   float(dense._infinity_mass), float(err))
+                   float(dense._infinity_mass), float(err), 0.0)
 
 
 def coarsen(p: GridPmf, k: int) -> GridPmf:
@@ -114,18 +119,19 @@ def coarsen(p: GridPmf, k: int) -> GridPmf:
     out = np.zeros(int(lo[-1]) - start + 2)
     np.add.at(out, lo - start, lo_mass)
     np.add.at(out, lo - start + 1, hi_mass)
-    # a map with weights in [0, 1] does not grow an L1 error; its own rounding: w and the split
-    # (a few ulps of each mass) and the sums of at most f + 1 terms per point
-    err = p.err + err_mod.U * (f + 8) * mass(p)
-    return _trim(GridPmf(p.base, k, start, out, p.inf, err))
+    # a map with weights in [0, 1] keeps relative errors relative and does not grow an L1 one;
+    # its own rounding: w and the split (a few ulps of each mass), sums of at most f + 1 terms
+    r = err_mod.U * (f + 8)
+    return _trim(GridPmf(p.base, k, start, out, p.inf, p.err * (1 + r),
+                         (1 + p.rel) * (1 + r) - 1))
 
 
 def _trim(p: GridPmf) -> GridPmf:
     nz = np.flatnonzero(p.probs > 0)
     if nz.size == 0:
-        return GridPmf(p.base, p.k, p.lower, np.zeros(1), p.inf, p.err)
+        return GridPmf(p.base, p.k, p.lower, np.zeros(1), p.inf, p.err, p.rel)
     a, b = int(nz[0]), int(nz[-1]) + 1
-    return GridPmf(p.base, p.k, p.lower + a, p.probs[a:b].copy(), p.inf, p.err)
+    return GridPmf(p.base, p.k, p.lower + a, p.probs[a:b].copy(), p.inf, p.err, p.rel)
 
 
 def shrink(p: GridPmf, points: int = MAX_POINTS) -> GridPmf:
@@ -137,7 +143,7 @@ def shrink(p: GridPmf, points: int = MAX_POINTS) -> GridPmf:
 
 
 def _truncate(lower: int, probs: np.ndarray, inf: float, base, k, tail=TAIL,
-              err: float = 0.0) -> GridPmf:
+              err: float = 0.0, rel: float = 0.0) -> GridPmf:
     """dp-accounting's pessimistic tail truncation (at most tail / 2 from each end), vectorized."""
     probs = np.maximum(probs, 0.0)
     c = np.cumsum(probs)
@@ -150,24 +156,28 @@ def _truncate(lower: int, probs: np.ndarray, inf: float, base, k, tail=TAIL,
     right_mass = float(probs[right:].sum())
     kept = probs[left:right].copy()
     kept[0] += left_mass
-    # the moved masses are computed sums (cumsum: at most size ulps of the total each)
-    err += err_mod.U * (probs.size + 4) * (left_mass + right_mass + inf)
-    return GridPmf(base, k, lower + left, kept, inf + right_mass, err)
+    # the moved masses are computed sums of non-negative terms (at most size ulps each)
+    r = err_mod.U * (probs.size + 4)
+    return GridPmf(base, k, lower + left, kept, inf + right_mass, err * (1 + r),
+                   (1 + rel) * (1 + r) - 1)
 
 
 def convolve(a: GridPmf, b: GridPmf, points: int = MAX_POINTS, tail: float = TAIL) -> GridPmf:
     """The PMF of the sum of independent losses (composition), on a bounded grid."""
     k = max(a.k, b.k)
     a, b = coarsen(a, k), coarsen(b, k)
-    probs, round_off = err_mod.convolve(a.probs, b.probs)
-    inf = a.inf + b.inf - a.inf * b.inf
+    probs, rel_off, abs_off = err_mod.convolve(a.probs, b.probs)
+    inf = a.inf + b.inf * (1 - a.inf)
     ma, mb = mass(a), mass(b)
-    # (a + ea) * (b + eb) - a * b = ea * b + a * eb + ea * eb, in L1 at most the products of norms
-    err = (a.err * mb + b.err * ma + a.err * b.err + round_off
-           + err_mod.U * 4 * inf)
+    # computed = x (1 + t) + e per side: the product's relative parts multiply, and the absolute
+    # ones enter as ea * b~ + a~ * eb + ea * eb, in L1 at most the products of the norms
+    rel = (1 + a.rel) * (1 + b.rel) * (1 + rel_off) - 1
+    err = ((a.err * (mb + b.err) + b.err * (ma + a.err) + a.err * b.err) * (1 + rel_off)
+           + abs_off + err_mod.U * 4 * inf)
     if tail == 0.0:
-        return _trim(GridPmf(a.base, k, a.lower + b.lower, np.maximum(probs, 0.0), inf, err))
-    return shrink(_truncate(a.lower + b.lower, probs, inf, a.base, k, tail, err), points)
+        return _trim(GridPmf(a.base, k, a.lower + b.lower, np.maximum(probs, 0.0), inf, err,
+                             rel))
+    return shrink(_truncate(a.lower + b.lower, probs, inf, a.base, k, tail, err, rel), points)
 
 
 class _Chernoff:
@@ -192,7 +202,8 @@ class _Chernoff:
         self.psi = np.array([np.logaddexp(logsumexp(l * losses, b=p.probs[keep]),
                                           math.log(p.err) + float(np.max(l * ends))
                                           if p.err > 0 else -math.inf) for l in lam])
-        self.psi = self.psi + 8 * err_mod.U * (np.abs(self.psi) + 1.0)   # logsumexp's rounding
+        # relative errors of the masses, and logsumexp's own rounding
+        self.psi = self.psi - math.log1p(-p.rel) + 8 * err_mod.U * (np.abs(self.psi) + 1.0)
 
     def range(self, r: int, tail: float) -> tuple[float, float]:
         """(lo, hi) with P(sum < lo) <= tail and P(sum > hi) <= tail for r summands."""
@@ -215,7 +226,8 @@ def _cut(p: GridPmf, lo: float, hi: float, tail: float, shift: float) -> GridPmf
     if b <= a:                                 # cannot happen for a valid bound; stay whole
         return p
     return GridPmf(p.base, p.k, p.lower + a, p.probs[a:b].copy(),
-                   p.inf + (tail if a > 0 else 0.0) + (tail if b < p.probs.size else 0.0), p.err)
+                   p.inf + (tail if a > 0 else 0.0) + (tail if b < p.probs.size else 0.0), p.err,
+                   p.rel)
 
 
 def self_compose(p: GridPmf, n: int, points: int | None = None) -> GridPmf:
@@ -272,7 +284,7 @@ def settle(p: GridPmf) -> GridPmf:
     the infinite loss, which only raises delta."""
     total = math.fsum(p.probs) + p.inf
     return p if total >= 1.0 else GridPmf(p.base, p.k, p.lower, p.probs, p.inf + (1.0 - total),
-                                          p.err)
+                                          p.err, p.rel)
 
 
 def mass(p: GridPmf) -> float:
@@ -293,7 +305,7 @@ def pure(p: GridPmf) -> GridPmf:
     losses), so the total mass is kept."""
     probs = p.probs.copy()
     probs[-1] += p.inf
-    return GridPmf(p.base, p.k, p.lower, probs, 0.0, p.err + err_mod.U * p.inf)
+    return GridPmf(p.base, p.k, p.lower, probs, 0.0, p.err + err_mod.U * p.inf, p.rel)
 
 
 def to_pld(remove: GridPmf, add: GridPmf | None = None):

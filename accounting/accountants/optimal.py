@@ -27,7 +27,7 @@ from ..events import Gaussian, Laplace
 from ..gaussian import gaussian_delta, gaussian_epsilon
 from .._solve import smallest_x_with
 from .base import Accountant
-from .pld import MAX_PURE_EPSILON, safe_delta, safe_epsilon, snap_slack
+from .pld import MAX_PURE_EPSILON, safe_delta, safe_epsilon
 from .bounded_range import adaptive_cells, adaptive_delta, adaptive_epsilon
 from ._dp_params import dp_params
 
@@ -101,12 +101,12 @@ def kov_epsilon(k: int, eps: float, delta0: float, delta: float) -> float:
     return smallest_x_with(g, log_target, 0.0, top, xtol=1e-10)
 
 
-def _rr_pld(leaves):
+def _rr_pld(leaves, points=None):
     """The composed randomized-response PLDs of (eps_i, delta_i) releases, on a grid bounded at
     any count (``pld.rr_pld``)."""
     from .pld import rr_pld
 
-    return rr_pld(leaves, PLD_DISCRETIZATION)
+    return rr_pld(leaves, PLD_DISCRETIZATION, points)
 
 
 def _bounded_range(leaf) -> bool:
@@ -192,7 +192,7 @@ class OptimalComposition(Accountant):
             return adaptive_epsilon(eps, k, adaptive_cells(k), delta)
         if mode == "homogeneous":
             return kov_epsilon(k, eps, d0, delta)
-        return safe_epsilon(lambda: _rr_pld(leaves), delta, snap_slack(leaves))
+        return safe_epsilon(lambda points: _rr_pld(leaves, points), delta)
 
     def _delta(self, leaves, relation, epsilon):
         mode = self.mode(leaves)
@@ -203,4 +203,4 @@ class OptimalComposition(Accountant):
             return adaptive_delta(eps, k, adaptive_cells(k), epsilon)
         if mode == "homogeneous":
             return kov_delta(k, eps, d0, epsilon)
-        return safe_delta(_rr_pld(leaves), epsilon, snap_slack(leaves))
+        return safe_delta(lambda points: _rr_pld(leaves, points), epsilon)

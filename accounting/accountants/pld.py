@@ -57,42 +57,40 @@ MAX_EXCESS = 1.0
 CONSTRUCTION_SAFETY = 1e-6
 
 
-def safe_epsilon(build, delta: float, slack: float = 0.0) -> float:
-    """epsilon of the composed sides ``build()`` at delta: the smallest epsilon whose proven
-    upper bound on delta (the grid's value + its float error bound) is at most delta, plus the
-    grid's snapping ``slack`` (``_pld_error.SNAP``); inf where the error bound exceeds
-    MAX_ERROR_SHARE of delta."""
-    remove, add = build()
-    if err_mod.error(remove, add) > MAX_ERROR_SHARE * delta:
+def _sides_for(build, delta: float):
+    """The composed sides, on the default grid (FFT convolutions, finest) or, where the proven
+    bound on the FFT's absolute round-off is not small against ``delta``, on the coarser grid
+    of RELATIVE_POINTS where every convolution is a direct sum (relative errors only, which stay
+    small at any count)."""
+    sides = build(None)
+    if err_mod.error(*sides) > MAX_ERROR_SHARE * delta:
+        other = build(grid.RELATIVE_POINTS)
+        if err_mod.error(*other) < err_mod.error(*sides):
+            sides = other
+    return sides
+
+
+def safe_epsilon(build, delta: float) -> float:
+    """epsilon of the composed sides ``build(points)`` at delta: the smallest epsilon whose
+    proven upper bound on delta (the grid's value + its float error bounds) is at most delta;
+    inf where the error bound exceeds MAX_ERROR_SHARE of delta or the relative one exceeds 1/2."""
+    remove, add = _sides_for(build, delta)
+    if err_mod.error(remove, add) > MAX_ERROR_SHARE * delta or err_mod.relative(remove, add) > 0.5:
         return math.inf
-    eps = err_mod.epsilon_upper(remove, add, delta * (1 - CONSTRUCTION_SAFETY))
-    return eps + slack * (1 + 4 * err_mod.U)
+    return err_mod.epsilon_upper(remove, add, delta * (1 - CONSTRUCTION_SAFETY))
 
 
-def safe_delta(sides, epsilon: float, slack: float = 0.0) -> float:
-    """An upper bound on delta at epsilon of the composed sides (read at epsilon - slack)."""
-    return min(1.0, err_mod.delta_upper(*sides, epsilon - slack * (1 + 4 * err_mod.U))
-               * (1 + CONSTRUCTION_SAFETY))
-
-
-def snap_slack(leaves) -> float:
-    """Total downward move of losses onto the grid over the composition (``_pld_error.SNAP``)."""
-    total = 0.0
-    mu2 = sum(n * l.mu ** 2 for l, n in leaves if isinstance(l, Gaussian))
-    if mu2 > 0:
-        mu0, m = gaussian_split(math.sqrt(mu2))
-        total += m * err_mod.snap_slack(mu0 * mu0 / 2 + grid.Z_WIDTH * mu0)
-    for leaf, n in leaves:
-        params = dp_params(leaf)
-        if params is not None:
-            total += n * err_mod.snap_slack(params[0])
-    return total
+def safe_delta(build, epsilon: float) -> float:
+    """An upper bound on delta at epsilon of the composed sides (the smaller of the two grids')."""
+    values = [err_mod.delta_upper(*build(points), epsilon)
+              for points in (None, grid.RELATIVE_POINTS)]
+    return min(1.0, min(values) * (1 + CONSTRUCTION_SAFETY))
 
 
 def error_reason(sides, delta: float) -> str | None:
-    """Why ``safe_epsilon`` declines at this delta, or None."""
+    """Why ``safe_epsilon`` declines at this delta (given the sides it falls back to), or None."""
     err = err_mod.error(*sides)
-    if err > MAX_ERROR_SHARE * delta:
+    if err > MAX_ERROR_SHARE * delta or err_mod.relative(*sides) > 0.5:
         return (f"the PLD's proven bound on its own floating-point error ({err:.2g} in delta, "
                 f"mostly FFT round-off) is not small against delta = {delta:g}; the optimal "
                 "or rdp accountant answers")
@@ -175,7 +173,7 @@ class PLDAccountant(Accountant):
                     f"{grid.MAX_BASE_POINTS:,} points; the optimal or rdp accountant answers")
         return None
 
-    def build(self, leaves, relation):
+    def build(self, leaves, relation, points=None):
         """The composed PrivacyLossDistribution of the leaves, on a bounded grid (``_pld_grid``):
         every interval is chosen from the plan's size before anything is allocated."""
         from dp_accounting import NeighboringRelation
@@ -185,37 +183,37 @@ class PLDAccountant(Accountant):
         parts = []
         mu2 = sum(n * l.mu ** 2 for l, n in leaves if isinstance(l, Gaussian))
         if mu2 > 0:
-            parts.append(_gaussian_sides(math.sqrt(mu2), self.interval))
+            parts.append(_gaussian_sides(math.sqrt(mu2), self.interval, points))
         for leaf, n in leaves:
             if not isinstance(leaf, Gaussian):
-                parts.append(_leaf_sides(leaf, n, rel, self.interval))
-        return _compose_sides(parts)
+                parts.append(_leaf_sides(leaf, n, rel, self.interval, points))
+        return _compose_sides(parts, points)
 
     def _why_infinite(self, leaves, relation, delta):
-        reason = error_reason(self.build(leaves, relation), delta)
+        reason = error_reason(self.build(leaves, relation, grid.RELATIVE_POINTS), delta)
         return reason or super()._why_infinite(leaves, relation, delta)
 
     def _epsilon(self, leaves, relation, delta):
-        return safe_epsilon(lambda: self.build(leaves, relation), delta, snap_slack(leaves))
+        return safe_epsilon(lambda points: self.build(leaves, relation, points), delta)
 
     def _delta(self, leaves, relation, epsilon):
-        return safe_delta(self.build(leaves, relation), epsilon, snap_slack(leaves))
+        return safe_delta(lambda points: self.build(leaves, relation, points), epsilon)
 
 
-def _compose_sides(parts):
+def _compose_sides(parts, points=None):
     """Compose (remove, add-or-None) pairs; add None means symmetric (equal to remove)."""
+    limit = grid.DIRECT_POINTS if points is None else points
     remove, add = parts[0]
     for r, a in parts[1:]:
         if add is None and a is None:
-            remove = grid.convolve(remove, r, grid.DIRECT_POINTS)
+            remove = grid.convolve(remove, r, limit)
         else:
-            add = grid.convolve(remove if add is None else add, r if a is None else a,
-                                grid.DIRECT_POINTS)
-            remove = grid.convolve(remove, r, grid.DIRECT_POINTS)
+            add = grid.convolve(remove if add is None else add, r if a is None else a, limit)
+            remove = grid.convolve(remove, r, limit)
     return remove, add
 
 
-def rr_pld(leaves, base):
+def rr_pld(leaves, base, points=None):
     """The composed PLD of the randomized-response pairs of (eps_i, delta_i)-DP leaves (each leaf
     replaced by the generic mechanism with its guarantee), on a bounded grid."""
     from dp_accounting import NeighboringRelation
@@ -224,8 +222,8 @@ def rr_pld(leaves, base):
     for leaf, n in leaves:
         eps, d0 = dp_params(leaf)
         generic = ApproxDP(eps, d0) if d0 > 0 else PureDP(eps)
-        parts.append(_leaf_sides(generic, n, NeighboringRelation.ADD_OR_REMOVE_ONE, base))
-    return _compose_sides(parts)
+        parts.append(_leaf_sides(generic, n, NeighboringRelation.ADD_OR_REMOVE_ONE, base, points))
+    return _compose_sides(parts, points)
 
 
 def loss_width(leaf) -> float:
@@ -262,27 +260,28 @@ def gaussian_width(mu: float) -> float:
 @lru_cache(maxsize=16)
 def _gaussian_base(mu0, base):
     """One mu0-Gaussian's PLD (symmetric: one side), on at most MAX_BASE_POINTS points."""
-    return grid.settle(leaves_mod.gaussian(mu0, base)), None
+    return leaves_mod.gaussian(mu0, base), None
 
 
 @lru_cache(maxsize=16)
-def _gaussian_sides(mu, base):
+def _gaussian_sides(mu, base, points=None):
     """The mu-Gaussian's PLD (exact merge of all Gaussian releases), on a bounded grid."""
     mu0, m = gaussian_split(mu)
     remove, add = _gaussian_base(mu0, base)
     if m == 1:
         return remove, add
-    return grid.self_compose(remove, m), None if add is None else grid.self_compose(add, m)
+    return (grid.self_compose(remove, m, points),
+            None if add is None else grid.self_compose(add, m, points))
 
 
 @lru_cache(maxsize=16)
-def _leaf_sides(leaf, n, rel, base):
+def _leaf_sides(leaf, n, rel, base, points=None):
     """PLD sides of ``n`` adaptive repeats of one leaf (cached: ledgers and certificates repeat
     leaves), by repeated squaring on a bounded grid (``_pld_grid``)."""
     r, a = _single_sides(leaf, rel, base)
     if n == 1:
         return r, a
-    return grid.self_compose(r, n), None if a is None else grid.self_compose(a, n)
+    return grid.self_compose(r, n, points), None if a is None else grid.self_compose(a, n, points)
 
 
 @lru_cache(maxsize=32)
@@ -313,11 +312,13 @@ def _single_sides(leaf, rel, base):
         remove, add = grid.sides(pld, base, k)
         return grid.settle(remove), None if add is None else grid.settle(add)
     if isinstance(leaf, Laplace):
-        return grid.settle(leaves_mod.laplace(leaf.sensitivity / leaf.scale, base)), None
+        return leaves_mod.laplace(leaf.sensitivity / leaf.scale, base), None
     if getattr(leaf, "bounded_range", False):
-        return grid.settle(leaves_mod.bounded_range(leaf.epsilon, base)), None
+        return leaves_mod.bounded_range(leaf.epsilon, base), None
+    # built here with masses accurate to a few ulps (their ``rel``): no settling needed, and
+    # none wanted (1e-16 of rounding sent to +inf is 1e-4 after 1e12 repeats)
     eps, d0 = dp_params(leaf)
-    return grid.settle(leaves_mod.rr(eps, d0, base)), None
+    return leaves_mod.rr(eps, d0, base), None
 
 
 def clear_caches() -> None:

@@ -57,34 +57,52 @@ MAX_EXCESS = 1.0
 CONSTRUCTION_SAFETY = 1e-6
 
 
-def _sides_for(build, delta: float):
-    """The composed sides, on the default grid (FFT convolutions, finest) or, where the proven
-    bound on the FFT's absolute round-off is not small against ``delta``, on the coarser grid
-    of RELATIVE_POINTS where every convolution is a direct sum (relative errors only, which stay
-    small at any count)."""
-    sides = build(None)
-    if err_mod.error(*sides) > MAX_ERROR_SHARE * delta:
-        other = build(grid.RELATIVE_POINTS)
-        if err_mod.error(*other) < err_mod.error(*sides):
-            sides = other
-    return sides
+def _usable(sides, delta: float) -> bool:
+    return (err_mod.error(*sides) <= MAX_ERROR_SHARE * delta
+            and err_mod.relative(*sides) <= 0.5)
 
 
-def safe_epsilon(build, delta: float) -> float:
+def _inf_mass(sides) -> float:
+    return max(p.inf for p in sides if p is not None)
+
+
+def safe_epsilon(build, delta: float, safety: float = 0.0) -> float:
     """epsilon of the composed sides ``build(points)`` at delta: the smallest epsilon whose
-    proven upper bound on delta (the grid's value + its float error bounds) is at most delta;
-    inf where the error bound exceeds MAX_ERROR_SHARE of delta or the relative one exceeds 1/2."""
-    remove, add = _sides_for(build, delta)
-    if err_mod.error(remove, add) > MAX_ERROR_SHARE * delta or err_mod.relative(remove, add) > 0.5:
-        return math.inf
-    return err_mod.epsilon_upper(remove, add, delta * (1 - CONSTRUCTION_SAFETY))
+    proven upper bound on delta (the grid's value + its float error bounds) is at most delta.
+
+    First on the default grid (FFT convolutions, finest).  Where its proven absolute error is
+    not negligible against the part of delta the grid must resolve (delta minus the mass at
+    +inf), also on the grid of RELATIVE_POINTS where every convolution is a direct sum
+    (relative errors only, small at any count), keeping the smaller answer: both are proven.
+    inf where neither grid's error is small against delta.  ``safety`` (CONSTRUCTION_SAFETY for
+    plans with a dp-accounting construction) shrinks the part of delta above the mass at +inf."""
+    answers = []
+
+    def solve(sides):
+        target = delta - safety * max(0.0, delta - _inf_mass(sides))
+        return err_mod.epsilon_upper(*sides, target)
+
+    sides = build(None)
+    if _usable(sides, delta):
+        answers.append(solve(sides))
+    if err_mod.error(*sides) > 1e-3 * max(0.0, delta - _inf_mass(sides)):
+        other = build(grid.RELATIVE_POINTS)
+        if _usable(other, delta):
+            answers.append(solve(other))
+    return min(answers) if answers else math.inf
 
 
-def safe_delta(build, epsilon: float) -> float:
+def safe_delta(build, epsilon: float, safety: float = 0.0) -> float:
     """An upper bound on delta at epsilon of the composed sides (the smaller of the two grids')."""
     values = [err_mod.delta_upper(*build(points), epsilon)
               for points in (None, grid.RELATIVE_POINTS)]
-    return min(1.0, min(values) * (1 + CONSTRUCTION_SAFETY))
+    return min(1.0, min(values) * (1 + safety))
+
+
+def _safety(leaves) -> float:
+    """CONSTRUCTION_SAFETY where a leaf's PMF is dp-accounting's (its error is not bounded here)."""
+    return (CONSTRUCTION_SAFETY if any(isinstance(l, PoissonSubsampledGaussian) for l, _ in leaves)
+            else 0.0)
 
 
 def error_reason(sides, delta: float) -> str | None:
@@ -191,13 +209,17 @@ class PLDAccountant(Accountant):
 
     def _why_infinite(self, leaves, relation, delta):
         reason = error_reason(self.build(leaves, relation, grid.RELATIVE_POINTS), delta)
+        if reason and not error_reason(self.build(leaves, relation, None), delta):
+            reason = None
         return reason or super()._why_infinite(leaves, relation, delta)
 
     def _epsilon(self, leaves, relation, delta):
-        return safe_epsilon(lambda points: self.build(leaves, relation, points), delta)
+        return safe_epsilon(lambda points: self.build(leaves, relation, points), delta,
+                            _safety(leaves))
 
     def _delta(self, leaves, relation, epsilon):
-        return safe_delta(lambda points: self.build(leaves, relation, points), epsilon)
+        return safe_delta(lambda points: self.build(leaves, relation, points), epsilon,
+                          _safety(leaves))
 
 
 def _compose_sides(parts, points=None):

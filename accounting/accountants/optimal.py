@@ -14,7 +14,8 @@
 
 * k adaptive eps-bounded-range selections (Gumbel report-noisy-max, exponential mechanism): the
   exact adaptive optimum of Dong, Durfee, Rogers (2020) as a one-dimensional dynamic programme,
-  evaluated from above on a grid (``bounded_range``), up to a cost cap on k.
+  evaluated from above on a grid (``bounded_range``), up to a cost cap on k; past it, blocks of
+  that optimum, each replaced by a pair that dominates it, composed as PLDs (``_br_blocks``).
 
 Anything else (subsampling, zCDP, a mix of Gaussian and pure DP) is unsupported here.
 """
@@ -28,6 +29,7 @@ from ..gaussian import gaussian_delta, gaussian_epsilon
 from .._solve import smallest_x_with
 from .base import Accountant
 from .pld import MAX_PURE_EPSILON, safe_delta, safe_epsilon
+from ._br_blocks import blocks_pmf
 from .bounded_range import adaptive_cells, adaptive_delta, adaptive_epsilon
 from ._dp_params import dp_params
 
@@ -119,7 +121,9 @@ class OptimalComposition(Accountant):
     * ``gaussian``: only Gaussian releases (exact mu-GDP);
     * ``bounded_range``: k selections that are all eps-bounded-range with one eps (Gumbel
       report-noisy-max, exponential mechanism): the exact adaptive optimum, computed on a grid
-      from above (``bounded_range.adaptive_curve``), when k is small enough to compute it;
+      from above (``bounded_range.adaptive_curve``), when k is small enough to compute it, and
+      past that blocks of it composed through dominating pairs (``_br_blocks``), an upper bound
+      that continues it smoothly;
     * ``homogeneous``: k releases of one (eps, delta0) (KOV, exact);
     * ``heterogeneous``: (eps_i, delta_i) releases (randomized-response PLDs: an upper bound).
     """
@@ -149,10 +153,9 @@ class OptimalComposition(Accountant):
         if isinstance(leaves[0][0], Gaussian):
             return "gaussian"
         params = {dp_params(l) for l, _ in leaves}
-        if len(params) == 1 and all(_bounded_range(l) for l, _ in leaves):
-            k = sum(n for _, n in leaves)
-            if adaptive_cells(k) is not None and next(iter(params))[0] <= MAX_PURE_EPSILON:
-                return "bounded_range"
+        if (len(params) == 1 and all(_bounded_range(l) for l, _ in leaves)
+                and next(iter(params))[0] <= MAX_PURE_EPSILON):
+            return "bounded_range"
         return "homogeneous" if len(params) == 1 else "heterogeneous"
 
     def _limit_reason(self, leaves):
@@ -188,8 +191,10 @@ class OptimalComposition(Accountant):
         if mode == "gaussian":
             return gaussian_epsilon(self._mu(leaves), delta)
         (eps, d0), k = dp_params(leaves[0][0]), sum(n for _, n in leaves)
-        if mode == "bounded_range":
+        if mode == "bounded_range" and adaptive_cells(k) is not None:
             return adaptive_epsilon(eps, k, adaptive_cells(k), delta)
+        if mode == "bounded_range":       # past the cap: blocks of the adaptive optimum
+            return safe_epsilon(lambda points: (blocks_pmf(eps, k, points), None), delta)
         if mode == "homogeneous":
             return kov_epsilon(k, eps, d0, delta)
         return safe_epsilon(lambda points: _rr_pld(leaves, points), delta)
@@ -199,8 +204,10 @@ class OptimalComposition(Accountant):
         if mode == "gaussian":
             return gaussian_delta(self._mu(leaves), epsilon)
         (eps, d0), k = dp_params(leaves[0][0]), sum(n for _, n in leaves)
-        if mode == "bounded_range":
+        if mode == "bounded_range" and adaptive_cells(k) is not None:
             return adaptive_delta(eps, k, adaptive_cells(k), epsilon)
+        if mode == "bounded_range":
+            return safe_delta(lambda points: (blocks_pmf(eps, k, points), None), epsilon)
         if mode == "homogeneous":
             return kov_delta(k, eps, d0, epsilon)
         return safe_delta(lambda points: _rr_pld(leaves, points), epsilon)

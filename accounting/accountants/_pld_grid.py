@@ -288,8 +288,8 @@ def settle(p: GridPmf) -> GridPmf:
 
 
 def mass(p: GridPmf) -> float:
-    """Total computed finite mass (an upper bound on it: fsum is correctly rounded, 1 ulp)."""
-    return math.fsum(np.abs(p.probs)) * (1 + err_mod.U)
+    """Total computed finite mass (an upper bound on the exact sum of the computed values)."""
+    return err_mod.sum_upper(np.abs(p.probs))
 
 
 def excess(p: GridPmf) -> float:

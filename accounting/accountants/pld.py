@@ -51,6 +51,10 @@ MAX_INTERVAL = 64.0
 #: its total mass is then at most e^MAX_EXCESS, so every delta is overstated at most that many
 #: times (still an upper bound, but looser); past it the accountant declines, saying why
 MAX_EXCESS = 1.0
+#: share of delta (above the mass at +inf) the FFT grid's proven error may take before the
+#: direct-sum grid is tried as well (it is coarser and slower: DP-SGD's 4e-8 at delta 1e-5 does
+#: not warrant it; a 1e-12 delta does)
+FALLBACK_SHARE = 0.05
 #: relative margin for the one construction whose float error is not proven here (dp-accounting's
 #: connect-the-dots subsampled Gaussian): epsilon is read at delta (1 - 1e-6) and a delta answer
 #: is inflated by the same factor (measured: 1e-8 relative near delta = 1e-8)
@@ -71,7 +75,7 @@ def safe_epsilon(build, delta: float, safety: float = 0.0) -> float:
     proven upper bound on delta (the grid's value + its float error bounds) is at most delta.
 
     First on the default grid (FFT convolutions, finest).  Where its proven absolute error is
-    not negligible against the part of delta the grid must resolve (delta minus the mass at
+    more than FALLBACK_SHARE of the part of delta the grid must resolve (delta minus the mass at
     +inf), also on the grid of RELATIVE_POINTS where every convolution is a direct sum
     (relative errors only, small at any count), keeping the smaller answer: both are proven.
     inf where neither grid's error is small against delta.  ``safety`` (CONSTRUCTION_SAFETY for
@@ -85,7 +89,7 @@ def safe_epsilon(build, delta: float, safety: float = 0.0) -> float:
     sides = build(None)
     if _usable(sides, delta):
         answers.append(solve(sides))
-    if err_mod.error(*sides) > 1e-3 * max(0.0, delta - _inf_mass(sides)):
+    if err_mod.error(*sides) > FALLBACK_SHARE * max(0.0, delta - _inf_mass(sides)):
         other = build(grid.RELATIVE_POINTS)
         if _usable(other, delta):
             answers.append(solve(other))

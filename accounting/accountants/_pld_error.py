@@ -114,6 +114,8 @@ def ceil_index(loss: float, h: float) -> int:
 
 def _side_delta(p, eps: float) -> float:
     """An upper bound on the reference delta of one side at eps (module docstring)."""
+    if p.rel >= 0.5:                  # the relative bound says too little to divide by
+        return 1.0
     h = p.interval
     first = max(0, math.floor(eps / h) - p.lower)        # indices at or above eps (one extra)
     probs = p.probs[first:]

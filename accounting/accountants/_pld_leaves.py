@@ -28,8 +28,8 @@ and the offsets t of the atoms +-eps from the grid are computed exactly (rationa
 the doubles), so each mass is within a few ulps of itself.  The Gaussian keeps "privacy buckets"
 (each loss rounded up, Meiser & Mohammadi 2018): it is one release after the exact merge of all
 Gaussians, so its drift of one interval does not add up; cell masses are differences of normal
-tails taken on the side of the mean where they are small, and their error is accumulated into an
-absolute ``err``.
+tails taken on the side of the mean where they are small, and their error, a few ulps of the
+larger tail, is stated relative to each cell's mass (about 1e-9).
 """
 from __future__ import annotations
 
@@ -159,5 +159,14 @@ def gaussian(mu: float, base: float) -> grid.GridPmf:
     # each tail value within 8 ulps of itself (scipy's ndtr), the z's within a few ulps of
     # (l - mean) / mu, whose effect on a tail is at most |z| + 1 times as many ulps (Mills)
     slack = 16 * U * (z + 2.0) * (z + 2.0)
-    err = slack * (2.0 * float(np.sum(tails)) + 1.0)
-    return grid.GridPmf(base, k, j0, probs, inf, err)
+    # a cell's error is at most 2 slack(z) times the larger tail at its ends, slack(z) the bound
+    # above at the cell's own |z|: relative to the cell's mass, 2 slack(z) tail / mass (a few
+    # 1e-10 at an interval of 1e-4 mu)
+    zmax = np.maximum(np.abs(za), np.abs(zc))
+    cell_slack = 16 * U * (zmax + 2.0) * (zmax + 2.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(probs > 0, tails / probs, np.inf)
+    rel = float(np.max(2.0 * cell_slack * ratio)) if probs.size else 0.0
+    if not rel < 0.5:                       # a cell too thin to bound relatively: absolute
+        return grid.GridPmf(base, k, j0, probs, inf, slack * (2.0 * float(np.sum(tails)) + 1.0))
+    return grid.GridPmf(base, k, j0, probs, inf, 0.0, rel * (1 + 8 * U))

@@ -111,8 +111,11 @@ def _safety(leaves) -> float:
 
 def error_reason(sides, delta: float) -> str | None:
     """Why ``safe_epsilon`` declines at this delta (given the sides it falls back to), or None."""
-    err = err_mod.error(*sides)
-    if err > MAX_ERROR_SHARE * delta or err_mod.relative(*sides) > 0.5:
+    err, rel = err_mod.error(*sides), err_mod.relative(*sides)
+    if rel > 0.5:
+        return (f"the PLD's proven bound on its own floating-point error (a relative {rel:.2g}, "
+                "compounded over the releases) is too large; the optimal or rdp accountant answers")
+    if err > MAX_ERROR_SHARE * delta:
         return (f"the PLD's proven bound on its own floating-point error ({err:.2g} in delta, "
                 f"mostly FFT round-off) is not small against delta = {delta:g}; the optimal "
                 "or rdp accountant answers")

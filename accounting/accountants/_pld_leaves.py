@@ -41,9 +41,10 @@ import numpy as np
 from . import _pld_grid as grid
 from ._pld_error import U, ceil_index
 
-#: relative error of one connect-the-dots mass: a handful of correctly rounded or 1-ulp library
-#: operations (exp, expm1, sinh, products, one sum), with room to spare
-REL = 32 * U
+#: relative error of one connect-the-dots mass: a handful of 1-ulp library operations (exp,
+#: expm1, sinh, products), at most four terms summed into one grid point, and e^{g/2} at a grid
+#: point g = j h computed within |g| / 2 ulps (|g| <= 2 MAX_PURE_EPSILON = 100): 128 ulps covers it
+REL = 128 * U
 
 
 def _grid(eps: float, base: float):

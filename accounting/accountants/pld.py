@@ -11,8 +11,10 @@ convolution (``_pld_grid``), and the result is an upper bound on the exact priva
   (Gumbel report-noisy-max, exponential mechanism: the pair that dominates every eps-BR
   selection): built here too, each mass to a few ulps (``_pld_leaves``).
 * Poisson-subsampled Gaussian: dp-accounting's connect-the-dots PLD (under add/remove with a
-  vectorized hockey-stick curve, ``_fast_pld``).  Its construction's float error is the one not
-  bounded here: a relative margin (CONSTRUCTION_SAFETY) covers it as measured.
+  vectorized hockey-stick curve, ``_fast_pld``).  Under add/remove each side is checked against an
+  upper bound on the mechanism's delta at every grid point and padded by any shortfall
+  (``_subsampled_check``); under replace-one a relative margin (CONSTRUCTION_SAFETY) covers its
+  float error as measured, not proved.
 * zCDP has no PLD: unsupported.
 
 Every delta is read with the proven bound on the composition's float error added (FFT round-off,
@@ -29,6 +31,7 @@ from ..events import (REPLACE_ONE, ApproxDP, Exponential, Gaussian, Laplace,
 from . import _pld_error as err_mod
 from . import _pld_grid as grid
 from . import _pld_leaves as leaves_mod
+from . import _subsampled_check as check
 from ._fast_pld import subsampled_gaussian_pld
 from .base import Accountant
 from ._dp_params import dp_params
@@ -56,8 +59,9 @@ MAX_EXCESS = 1.0
 #: not warrant it; a 1e-12 delta does)
 FALLBACK_SHARE = 0.05
 #: relative margin for the one construction whose float error is not proven here (dp-accounting's
-#: connect-the-dots subsampled Gaussian): epsilon is read at delta (1 - 1e-6) and a delta answer
-#: is inflated by the same factor (measured: 1e-8 relative near delta = 1e-8)
+#: connect-the-dots subsampled Gaussian under replace-one; under add/remove it is checked and
+#: padded, ``_subsampled_check``): epsilon is read at delta (1 - 1e-6 of its part above the mass
+#: at +inf) and a delta answer is inflated by the same factor
 CONSTRUCTION_SAFETY = 1e-6
 
 
@@ -104,8 +108,10 @@ def safe_delta(build, epsilon: float, safety: float = 0.0) -> float:
 
 
 def _safety(leaves) -> float:
-    """CONSTRUCTION_SAFETY where a leaf's PMF is dp-accounting's (its error is not bounded here)."""
-    return (CONSTRUCTION_SAFETY if any(isinstance(l, PoissonSubsampledGaussian) for l, _ in leaves)
+    """CONSTRUCTION_SAFETY where a leaf's PMF is dp-accounting's and not checked here (the
+    subsampled Gaussian under replace-one)."""
+    return (CONSTRUCTION_SAFETY if any(isinstance(l, PoissonSubsampledGaussian)
+                                       and l.neighboring == REPLACE_ONE for l, _ in leaves)
             else 0.0)
 
 
@@ -329,16 +335,25 @@ def _subsampled_pld(leaf, rel, base):
     return pld, k
 
 
+def _padded(p: grid.GridPmf, eta: float) -> grid.GridPmf:
+    return grid.GridPmf(p.base, p.k, p.lower, p.probs, p.inf + eta, p.err, p.rel)
+
+
 @lru_cache(maxsize=32)
 def _single_sides(leaf, rel, base):
     """One release's PLD sides (total mass >= 1), with their float error bounds."""
     if isinstance(leaf, PoissonSubsampledGaussian):
         pld, k = _subsampled_pld(leaf, rel, base)
         # dp-accounting's connect-the-dots masses are second differences of hockey-stick values
-        # (Doroshenko et al. 2022, Alg. 1); their float error is not bounded here (err = 0 at
-        # the construction; the composition's is).  The relative margin CONSTRUCTION_SAFETY
-        # covers it as measured, not as proved: docs/certify.md says so.
+        # (Doroshenko et al. 2022, Alg. 1), whose float error is not bounded a priori.  Under
+        # add/remove each side is checked against an upper bound on the mechanism's own delta
+        # at every grid point and padded at +inf by any shortfall (``_subsampled_check``).  Under replace-one the relative margin
+        # CONSTRUCTION_SAFETY covers it, as measured, not as proved (docs/certify.md says so).
         remove, add = grid.sides(pld, base, k)
+        if rel.name == "ADD_OR_REMOVE_ONE" and add is not None:
+            sigma, q = leaf.noise_multiplier, leaf.sample_rate
+            remove = _padded(remove, check.padding(remove, sigma, q, remove=True))
+            add = _padded(add, check.padding(add, sigma, q, remove=False))
         return grid.settle(remove), None if add is None else grid.settle(add)
     if isinstance(leaf, Laplace):
         return leaves_mod.laplace(leaf.sensitivity / leaf.scale, base), None

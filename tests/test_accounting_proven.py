@@ -260,3 +260,16 @@ def test_huge_count_laplace_within_1_percent_of_kov_when_eps_is_tiny():
     ev = SelfComposed(Laplace(scale=1e6), 10 ** 10)
     value = BestAccountant().epsilon(ev, 1e-6)
     assert kov_delta_any_count(10 ** 10, 1e-6, value / 1.01) > 1e-6
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("delta", [1e-6, 1e-12, 1e-15])
+def test_laplace_24_fold_at_small_deltas(delta):
+    """24 Laplace releases at eps = 0.2 (scale 5) against the exact profile, deltas to 1e-15:
+    no row below it, best within 1.01x of it."""
+    ev = SelfComposed(Laplace(scale=5.0), 24)
+    rep = report(ev, delta=delta)
+    for name, v in rep.values.items():
+        if v is not None and math.isfinite(v):
+            assert laplace_delta_exact(24, 0.2, v * (1 + FLOAT_SLACK)) <= delta, (name, v)
+    assert laplace_delta_exact(24, 0.2, rep.best_value / 1.01) > delta

@@ -15,20 +15,37 @@ from ._solve import brentq, smallest_x_with
 
 
 def gaussian_delta(mu: float, epsilon: float) -> float:
-    """delta(epsilon) of mu-GDP, computed as a difference of log-CDFs to avoid cancellation."""
+    """An upper bound on delta(epsilon) of mu-GDP, within a few ulps of the log-CDFs' error.
+
+    delta = e^a (1 - e^{b - a}) with a = log Phi(x_a), b = eps + log Phi(x_b),
+    x_a = mu/2 - eps/mu, x_b = -mu/2 - eps/mu: no cancellation in the exponentials, but at small
+    mu the two logs nearly agree, so their rounding is large against b - a (a 1.4e-12 relative
+    shortfall at mu = 0.0031, delta = 1e-280 before this bound).  Rounding bound: each x within
+    2 ulps of (|mu/2| + |eps/mu|), which moves log Phi by at most (|x| + 1.6) times that (the
+    Mills ratio phi(x) / Phi(x) <= |x| + 1.6), and scipy's log_ndtr within 8 ulps of itself
+    (assumed from its construction: log of a correctly computed ndtr, or an asymptotic series
+    carried to double precision below -20).  a is raised and b - a lowered by those bounds."""
     from scipy.special import log_ndtr
 
     if mu <= 0:
         raise ValueError(f"mu must be positive, got {mu!r}")
     if epsilon < 0:
         raise ValueError(f"epsilon must be >= 0, got {epsilon!r}")
-    a = log_ndtr(mu / 2 - epsilon / mu)
-    b = epsilon + log_ndtr(-mu / 2 - epsilon / mu)
-    # The true delta is positive at every epsilon: where it underflows a double, report the
-    # smallest positive double rather than 0.
-    if b >= a:
+    u = 2.0 ** -53
+    ratio = epsilon / mu
+    xa, xb = mu / 2 - ratio, -mu / 2 - ratio
+    la, lb = float(log_ndtr(xa)), float(log_ndtr(xb))
+    dx = 2 * u * (mu / 2 + ratio)
+    err_a = 8 * u * abs(la) + (abs(xa) + 1.6) * dx
+    err_b = 8 * u * abs(lb) + (abs(xb) + 1.6) * dx + 2 * u * (epsilon + abs(epsilon + lb))
+    a = la + err_a
+    gap = (epsilon + lb) - la - err_a - err_b - 4 * u * (abs(la) + abs(epsilon + lb))
+    if gap >= 0:
+        # the bound cannot tell delta from 0; report the smallest positive double (the true
+        # delta is positive and, here, far below any delta a user can ask for)
         return math.ulp(0.0)
-    return max(math.ulp(0.0), float(math.exp(a) * -math.expm1(b - a)))
+    value = math.exp(a) * -math.expm1(gap) * (1 + 8 * u)
+    return min(1.0, max(math.ulp(0.0), value))
 
 
 def gaussian_epsilon(mu: float, delta: float) -> float:

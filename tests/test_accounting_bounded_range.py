@@ -97,3 +97,22 @@ def test_one_selection_uses_the_closed_form(eps):
             assert envelope_delta(eps, e - 1e-9) > delta
     # the issue's example scale: one 0.5-BR selection at 1e-5 is 0.49603, the grid gave 0.49899
     assert get_accountant("optimal").epsilon(Exponential(0.5), 1e-5) == pytest.approx(0.496030, abs=1e-5)
+
+
+@pytest.mark.slow
+def test_no_cliff_past_the_adaptive_cap():
+    """Issue 35 item 3: at eps = 0.1 the adaptive optimum is computed up to 1369 selections; at
+    1370 the optimal row used to fall back to KOV of pure DP (21.91).  Past the cap it composes
+    blocks of the optimum through dominating pairs: it grows by about one selection's increment,
+    stays below RDP, and is never below the non-adaptive optimum (a lower bound on the truth)."""
+    from accounting.accountants.bounded_range import adaptive_cells, nonadaptive_delta
+
+    assert adaptive_cells(1369) is not None and adaptive_cells(1370) is None
+    opt = get_accountant("optimal")
+    gumbel = ReportNoisyMax("gumbel", 20.0, 1.0)
+    v = {k: opt.epsilon(SelfComposed(gumbel, k), 1e-5) for k in (1368, 1369, 1370, 1371)}
+    step = v[1369] - v[1368]
+    assert 0 < v[1370] - v[1369] <= 2 * step
+    assert 0 < v[1371] - v[1370] <= 2 * step
+    assert v[1370] < get_accountant("rdp").epsilon(SelfComposed(gumbel, 1370), 1e-5)
+    assert nonadaptive_delta(0.1, 1370, v[1370], t_grid=16) <= 1e-5

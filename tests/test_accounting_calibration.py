@@ -29,8 +29,11 @@ def test_sigma(accountant, rel_tight):
     r = calibrate(make, 0.5, DELTA, guess=16.0, accountant=accountant, **kw)
     _check(r, make, 0.5, "optimal" if accountant == "best" else accountant, True, rel_tight)
     exact = 2 * gaussian_sigma(0.5, DELTA)          # 2 * 8.057618 (notes 6.1)
-    if accountant in ("optimal", "pld", "best"):
+    if accountant in ("optimal", "best"):
         assert r.value == pytest.approx(exact, rel=1e-4)
+    elif accountant == "pld":
+        # the PLD's Gaussian is rounded up by one grid interval (1e-4 in loss): a little more noise
+        assert exact <= r.value <= exact * (1 + 3e-4)
     else:                                           # RDP is looser: needs more noise
         assert r.value > exact
     if accountant == "best":
@@ -131,4 +134,5 @@ def test_pld_calibration_coarse_to_fine_is_conservative_and_tight():
     assert acc.get_epsilon(1e-5) <= 3.0
     assert get_accountant("pld").epsilon(make(r.value), 1e-5) <= 3.0
     assert get_accountant("pld").epsilon(make(r.value * (1 - 1e-5)), 1e-5) > 3.0 - 1e-4
-    assert r.value == pytest.approx(0.96916, abs=2e-5)      # notes: 0.96916 (dp-accounting)
+    # notes: 0.96916 (dp-accounting); ours adds its proven FFT round-off bound (4e-8) to delta
+    assert 0.96916 - 2e-5 <= r.value <= 0.96916 + 2e-4

@@ -25,8 +25,10 @@ def test_mu_gdp_composition_optimal_and_rdp(T, sigma, delta, exact, rdp, eps_of)
 
 @pytest.mark.parametrize("T, sigma, delta, exact, rdp", MU_GDP)
 def test_mu_gdp_composition_pld(T, sigma, delta, exact, rdp, eps_of):
-    # dp-accounting's PLD of one Gaussian at sigma / sqrt(T) (we merge Gaussians exactly first)
-    assert eps_of("pld", SelfComposed(Gaussian(sigma), T), delta) == pytest.approx(exact, abs=1e-6)
+    # the PLD of one Gaussian at sigma / sqrt(T) (Gaussians are merged exactly first), each loss
+    # rounded up by at most one grid interval (1e-4): never below the exact value, and close
+    value = eps_of("pld", SelfComposed(Gaussian(sigma), T), delta)
+    assert exact * (1 - 1e-12) <= value <= exact * (1 + 2e-4)
 
 
 def test_gaussian_composition_identities():
@@ -58,7 +60,12 @@ def test_optimal_composition_through_pld(k, eps, d0, delta, expected, eps_of):
     from accounting import ApproxDP
 
     ev = SelfComposed(ApproxDP(eps, d0) if d0 else PureDP(eps), k)
-    assert eps_of("pld", ev, delta) == pytest.approx(expected, abs=1.5e-6)
+    # the PLD of randomized response (dp-accounting's value in the notes) with its proven float
+    # error added: at least the exact KOV value, and close to it
+    exact = eps_of("optimal", ev, delta)
+    value = eps_of("pld", ev, delta)
+    assert exact * (1 - 1e-9) <= value <= exact * (1 + 2e-4)
+    assert value == pytest.approx(expected, rel=2e-4)
 
 
 # Laplace mechanisms with eps = 1/scale: the mechanism-specific PLD and RDP (notes 6.3, last
@@ -71,7 +78,8 @@ LAPLACE = [(10, 0.1, 1e-5, 0.989962, 0.990334, 0.99369118),
 @pytest.mark.parametrize("k, eps, delta, pld, rdp, generic", LAPLACE)
 def test_laplace_composition(k, eps, delta, pld, rdp, generic, eps_of):
     ev = SelfComposed(Laplace(1.0 / eps), k)
-    assert eps_of("pld", ev, delta) == pytest.approx(pld, abs=1e-6)
+    # our own connect-the-dots Laplace PLD against dp-accounting's (the notes' value)
+    assert eps_of("pld", ev, delta) == pytest.approx(pld, abs=2e-5)
     assert eps_of("rdp", ev, delta) == pytest.approx(rdp, abs=1e-6)
     # Laplace is eps-DP, so the exact generic optimum is a valid (looser) bound; PLD beats it
     assert eps_of("optimal", ev, delta) == pytest.approx(generic, abs=1e-6)

@@ -19,7 +19,12 @@ Every step only moves the answer up (never optimistic):
 * **Truncation** after each convolution (dp-accounting's pessimistic rule): at most ``TAIL`` / 2
   of mass is cut from each end; the lower tail goes to the first kept point (losses move up),
   the upper tail to the infinite loss.
-* **Floating point**: the FFT convolution's negative round-off is clipped to 0 (adds mass).
+* **Floating point**: every PMF carries ``err``, a proven bound on the L1 distance between its
+  computed masses and the masses the same steps give in exact arithmetic (``_pld_error``): the
+  FFT's round-off is bounded by the theorem of Brent & Zimmermann (Modern Computer Arithmetic,
+  Thm 3.3.2, after Percival 2003), and every other step by its own rounding.  A delta read from
+  the PMF is then off by at most ``err`` (its weights lie in [0, 1]), and the accountant adds it.
+  Negative round-off is clipped to 0 (this only moves a value towards the truth, which is >= 0).
 
 The grid interval is always ``base * 2**k`` so PMFs of different releases align exactly.
 """
@@ -30,8 +35,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import _pld_error as err_mod
+
 #: longest grid (points per side) a composed PMF keeps; an FFT of this size takes a few ms
 MAX_POINTS = 1 << 16
+#: grid length of the fallback where every convolution is a direct sum (RELATIVE_POINTS^2 <=
+#: ``_pld_error.DIRECT_WORK``): relative round-off only, so huge counts stay resolvable
+RELATIVE_POINTS = 1 << 12
 #: longest grid a single release's PMF is built on (decided from its parameters before building)
 MAX_BASE_POINTS = 1 << 18
 #: mass cut from the tails of the whole composition (moved up or to infinity: pessimistic); each
@@ -55,6 +65,10 @@ class GridPmf:
     lower: int
     probs: np.ndarray
     inf: float
+    #: proven bounds: probs_i = exact_i (1 + t_i) + e_i, |t_i| <= rel, sum |e_i| + |e_inf| <= err
+    #: (``_pld_error``)
+    err: float = 0.0
+    rel: float = 0.0
 
     @property
     def interval(self) -> float:
@@ -78,14 +92,15 @@ def interval_exponent(width: float, base: float, points: int = MAX_BASE_POINTS) 
     return max(coarse, min(0, fine))
 
 
-def from_dp_pmf(pmf, base: float, k: int) -> GridPmf:
-    """A dp-accounting dense PMF (interval base * 2**k) as a GridPmf."""
+def from_dp_pmf(pmf, base: float, k: int, err: float = 0.0) -> GridPmf:
+    """A dp-accounting dense PMF (interval base * 2**k) as a GridPmf, with the caller's bound
+    ``err`` on its construction's float error."""
     dense = pmf.to_dense_pmf()
     h = math.ldexp(base, k)
     if not math.isclose(dense._discretization, h, rel_tol=1e-12):
         raise ValueError(f"PMF interval {dense._discretization} is not {h}")
     return GridPmf(base, k, int(dense._lower_loss), np.asarray(dense._probs, dtype=np.float64),
-                   float(dense._infinity_mass))
+                   float(dense._infinity_mass), float(err), 0.0)
 
 
 def coarsen(p: GridPmf, k: int) -> GridPmf:
@@ -104,15 +119,19 @@ def coarsen(p: GridPmf, k: int) -> GridPmf:
     out = np.zeros(int(lo[-1]) - start + 2)
     np.add.at(out, lo - start, lo_mass)
     np.add.at(out, lo - start + 1, hi_mass)
-    return _trim(GridPmf(p.base, k, start, out, p.inf))
+    # a map with weights in [0, 1] keeps relative errors relative and does not grow an L1 one;
+    # its own rounding: w and the split (a few ulps of each mass), sums of at most f + 1 terms
+    r = err_mod.U * (f + 8)
+    return _trim(GridPmf(p.base, k, start, out, p.inf, p.err * (1 + r),
+                         (1 + p.rel) * (1 + r) - 1))
 
 
 def _trim(p: GridPmf) -> GridPmf:
     nz = np.flatnonzero(p.probs > 0)
     if nz.size == 0:
-        return GridPmf(p.base, p.k, p.lower, np.zeros(1), p.inf)
+        return GridPmf(p.base, p.k, p.lower, np.zeros(1), p.inf, p.err, p.rel)
     a, b = int(nz[0]), int(nz[-1]) + 1
-    return GridPmf(p.base, p.k, p.lower + a, p.probs[a:b].copy(), p.inf)
+    return GridPmf(p.base, p.k, p.lower + a, p.probs[a:b].copy(), p.inf, p.err, p.rel)
 
 
 def shrink(p: GridPmf, points: int = MAX_POINTS) -> GridPmf:
@@ -123,7 +142,8 @@ def shrink(p: GridPmf, points: int = MAX_POINTS) -> GridPmf:
     return p
 
 
-def _truncate(lower: int, probs: np.ndarray, inf: float, base, k, tail=TAIL) -> GridPmf:
+def _truncate(lower: int, probs: np.ndarray, inf: float, base, k, tail=TAIL,
+              err: float = 0.0, rel: float = 0.0) -> GridPmf:
     """dp-accounting's pessimistic tail truncation (at most tail / 2 from each end), vectorized."""
     probs = np.maximum(probs, 0.0)
     c = np.cumsum(probs)
@@ -136,21 +156,28 @@ def _truncate(lower: int, probs: np.ndarray, inf: float, base, k, tail=TAIL) -> 
     right_mass = float(probs[right:].sum())
     kept = probs[left:right].copy()
     kept[0] += left_mass
-    return GridPmf(base, k, lower + left, kept, inf + right_mass)
+    # the moved masses are computed sums of non-negative terms (at most size ulps each)
+    r = err_mod.U * (probs.size + 4)
+    return GridPmf(base, k, lower + left, kept, inf + right_mass, err * (1 + r),
+                   (1 + rel) * (1 + r) - 1)
 
 
 def convolve(a: GridPmf, b: GridPmf, points: int = MAX_POINTS, tail: float = TAIL) -> GridPmf:
     """The PMF of the sum of independent losses (composition), on a bounded grid."""
-    from scipy import signal
-
     k = max(a.k, b.k)
     a, b = coarsen(a, k), coarsen(b, k)
-    probs = signal.fftconvolve(a.probs, b.probs) if min(a.probs.size, b.probs.size) > 64 \
-        else np.convolve(a.probs, b.probs)
-    inf = a.inf + b.inf - a.inf * b.inf
+    probs, rel_off, abs_off = err_mod.convolve(a.probs, b.probs)
+    inf = a.inf + b.inf * (1 - a.inf)
+    ma, mb = mass(a), mass(b)
+    # computed = x (1 + t) + e per side: the product's relative parts multiply, and the absolute
+    # ones enter as ea * b~ + a~ * eb + ea * eb, in L1 at most the products of the norms
+    rel = (1 + a.rel) * (1 + b.rel) * (1 + rel_off) - 1
+    err = ((a.err * (mb + b.err) + b.err * (ma + a.err) + a.err * b.err) * (1 + rel_off)
+           + abs_off + err_mod.U * 4 * inf)
     if tail == 0.0:
-        return _trim(GridPmf(a.base, k, a.lower + b.lower, np.maximum(probs, 0.0), inf))
-    return shrink(_truncate(a.lower + b.lower, probs, inf, a.base, k, tail), points)
+        return _trim(GridPmf(a.base, k, a.lower + b.lower, np.maximum(probs, 0.0), inf, err,
+                             rel))
+    return shrink(_truncate(a.lower + b.lower, probs, inf, a.base, k, tail, err, rel), points)
 
 
 class _Chernoff:
@@ -169,7 +196,14 @@ class _Chernoff:
         losses = (p.lower + np.flatnonzero(keep)) * p.interval
         lam = self.ORDERS / max(1e-300, float(np.abs(losses).max()) or 1.0)
         self.lam = lam
-        self.psi = np.array([logsumexp(l * losses, b=p.probs[keep]) for l in lam])
+        # the exact PMF differs from the computed one by at most p.err in L1 (on its grid range):
+        # its moment generating function is at most the computed one + err max e^{lambda l}
+        ends = np.array([p.lower, p.lower + p.probs.size - 1]) * p.interval
+        self.psi = np.array([np.logaddexp(logsumexp(l * losses, b=p.probs[keep]),
+                                          math.log(p.err) + float(np.max(l * ends))
+                                          if p.err > 0 else -math.inf) for l in lam])
+        # relative errors of the masses, and logsumexp's own rounding
+        self.psi = self.psi - math.log1p(-p.rel) + 8 * err_mod.U * (np.abs(self.psi) + 1.0)
 
     def range(self, r: int, tail: float) -> tuple[float, float]:
         """(lo, hi) with P(sum < lo) <= tail and P(sum > hi) <= tail for r summands."""
@@ -192,33 +226,25 @@ def _cut(p: GridPmf, lo: float, hi: float, tail: float, shift: float) -> GridPmf
     if b <= a:                                 # cannot happen for a valid bound; stay whole
         return p
     return GridPmf(p.base, p.k, p.lower + a, p.probs[a:b].copy(),
-                   p.inf + (tail if a > 0 else 0.0) + (tail if b < p.probs.size else 0.0))
+                   p.inf + (tail if a > 0 else 0.0) + (tail if b < p.probs.size else 0.0), p.err,
+                   p.rel)
 
 
 def self_compose(p: GridPmf, n: int, points: int | None = None) -> GridPmf:
-    """n-fold composition.  When dp-accounting's own grid for it is short (``DIRECT_POINTS``,
-    decided from its Chernoff bounds before any FFT), its ``self_convolve``; else repeated
-    squaring, about 2 log2(n) convolutions on grids of at most ``points`` points.
+    """n-fold composition by repeated squaring, about 2 log2(n) convolutions on grids of at most
+    ``points`` points.  (dp-accounting's ``self_convolve`` raises one FFT to the n-th power; its
+    round-off has no bound we can state, so it is not used.)
 
     After each convolution the grid is cut to a Chernoff range of the exact composition
     (``_Chernoff``), widened by how far coarsening can have moved any loss so far (``shift``,
     at most one coarse interval per coarsening on every copy); each cut sends ``t`` per end to
     infinity with t = TAIL / (4 copies log2(n)) for a PMF the result contains ``copies`` times,
     so the truncations add less than TAIL of infinite mass at any count."""
-    from dp_accounting.pld import common
-
     points = MAX_POINTS if points is None else points
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"count must be an integer >= 1, got {n!r}")
     if n == 1:
         return p
-    lo, hi = common.compute_self_convolve_bounds(p.probs, n, TAIL)
-    if hi - lo + 1 <= DIRECT_POINTS:
-        lo, probs = common.self_convolve(p.probs, n, TAIL)
-        inf = TAIL - math.expm1(n * math.log1p(-min(p.inf, 1.0)))
-        return shrink(GridPmf(p.base, p.k, p.lower * n + lo,
-                              np.maximum(np.asarray(probs, dtype=np.float64), 0.0), inf),
-                      DIRECT_POINTS)
     total = n
     levels = max(1, n.bit_length())
     before = p.interval
@@ -257,7 +283,13 @@ def settle(p: GridPmf) -> GridPmf:
     """A PMF whose total mass (finite + infinite) is at least 1: a deficit (rounding) goes to
     the infinite loss, which only raises delta."""
     total = math.fsum(p.probs) + p.inf
-    return p if total >= 1.0 else GridPmf(p.base, p.k, p.lower, p.probs, p.inf + (1.0 - total))
+    return p if total >= 1.0 else GridPmf(p.base, p.k, p.lower, p.probs, p.inf + (1.0 - total),
+                                          p.err, p.rel)
+
+
+def mass(p: GridPmf) -> float:
+    """Total computed finite mass (an upper bound on the exact sum of the computed values)."""
+    return err_mod.sum_upper(np.abs(p.probs))
 
 
 def excess(p: GridPmf) -> float:
@@ -273,7 +305,7 @@ def pure(p: GridPmf) -> GridPmf:
     losses), so the total mass is kept."""
     probs = p.probs.copy()
     probs[-1] += p.inf
-    return GridPmf(p.base, p.k, p.lower, probs, 0.0)
+    return GridPmf(p.base, p.k, p.lower, probs, 0.0, p.err + err_mod.U * p.inf, p.rel)
 
 
 def to_pld(remove: GridPmf, add: GridPmf | None = None):

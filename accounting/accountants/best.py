@@ -82,8 +82,8 @@ class BestAccountant(Accountant):
     """Minimum over the given accountants (all by default) that support the event.
 
     When ``optimal`` is exact for the plan (a Gaussian-only plan, k releases of one generic
-    (eps, delta)-DP mechanism, k bounded-range selections of one eps) no valid accountant can go
-    below it, so the numerical PLD accountant is skipped: the answer costs microseconds instead of
+    (eps, delta)-DP mechanism; ``OptimalComposition.is_exact``) no valid accountant can go below
+    it, so the numerical PLD accountant is skipped: the answer costs microseconds instead of
     a PLD convolution.  ``epsilon_and_source`` / ``delta_and_source`` say which accountant gave
     the value.
     """

@@ -47,7 +47,10 @@ maximized over t at e^t = l (e^{(l+1) eps} - 1) e^{-l eps} / ((l + 1)(1 - e^{-l 
 one eps-BR selection, never above the eps^2 a / 8 of Cesar & Rogers (Hoeffding's lemma bounds the
 same moment generating function).
 
-``bounded_range_pld`` discretizes the envelope pair pessimistically (each loss rounded up to the grid), which
+(The PLD accountant builds this pair itself, by connect the dots in closed form with proven
+float error: ``_pld_leaves.bounded_range``; ``bounded_range_pld`` is the dp-accounting version, kept
+for cross-checks.)  ``bounded_range_pld`` discretizes the envelope pair pessimistically (each loss
+rounded up to the grid), which
 can only increase every delta of every composition (the hockey stick is increasing in the loss).
 At e' = 0 one selection gives tanh(eps/4), against tanh(eps/2) for eps-randomized response.
 

@@ -14,7 +14,8 @@
 
 * k adaptive eps-bounded-range selections (Gumbel report-noisy-max, exponential mechanism): the
   exact adaptive optimum of Dong, Durfee, Rogers (2020) as a one-dimensional dynamic programme,
-  evaluated from above on a grid (``bounded_range``), up to a cost cap on k.
+  evaluated from above on a grid (``bounded_range``), up to a cost cap on k; past it, blocks of
+  that optimum, each replaced by a pair that dominates it, composed as PLDs (``_br_blocks``).
 
 Anything else (subsampling, zCDP, a mix of Gaussian and pure DP) is unsupported here.
 """
@@ -28,6 +29,7 @@ from ..gaussian import gaussian_delta, gaussian_epsilon
 from .._solve import smallest_x_with
 from .base import Accountant
 from .pld import MAX_PURE_EPSILON, safe_delta, safe_epsilon
+from ._br_blocks import blocks_pmf
 from .bounded_range import adaptive_cells, adaptive_delta, adaptive_epsilon
 from ._dp_params import dp_params
 
@@ -101,12 +103,12 @@ def kov_epsilon(k: int, eps: float, delta0: float, delta: float) -> float:
     return smallest_x_with(g, log_target, 0.0, top, xtol=1e-10)
 
 
-def _rr_pld(leaves):
+def _rr_pld(leaves, points=None):
     """The composed randomized-response PLDs of (eps_i, delta_i) releases, on a grid bounded at
     any count (``pld.rr_pld``)."""
     from .pld import rr_pld
 
-    return rr_pld(leaves, PLD_DISCRETIZATION)
+    return rr_pld(leaves, PLD_DISCRETIZATION, points)
 
 
 def _bounded_range(leaf) -> bool:
@@ -119,7 +121,9 @@ class OptimalComposition(Accountant):
     * ``gaussian``: only Gaussian releases (exact mu-GDP);
     * ``bounded_range``: k selections that are all eps-bounded-range with one eps (Gumbel
       report-noisy-max, exponential mechanism): the exact adaptive optimum, computed on a grid
-      from above (``bounded_range.adaptive_curve``), when k is small enough to compute it;
+      from above (``bounded_range.adaptive_curve``), when k is small enough to compute it, and
+      past that blocks of it composed through dominating pairs (``_br_blocks``), an upper bound
+      that continues it smoothly;
     * ``homogeneous``: k releases of one (eps, delta0) (KOV, exact);
     * ``heterogeneous``: (eps_i, delta_i) releases (randomized-response PLDs: an upper bound).
     """
@@ -149,10 +153,9 @@ class OptimalComposition(Accountant):
         if isinstance(leaves[0][0], Gaussian):
             return "gaussian"
         params = {dp_params(l) for l, _ in leaves}
-        if len(params) == 1 and all(_bounded_range(l) for l, _ in leaves):
-            k = sum(n for _, n in leaves)
-            if adaptive_cells(k) is not None and next(iter(params))[0] <= MAX_PURE_EPSILON:
-                return "bounded_range"
+        if (len(params) == 1 and all(_bounded_range(l) for l, _ in leaves)
+                and next(iter(params))[0] <= MAX_PURE_EPSILON):
+            return "bounded_range"
         return "homogeneous" if len(params) == 1 else "heterogeneous"
 
     def _limit_reason(self, leaves):
@@ -164,15 +167,20 @@ class OptimalComposition(Accountant):
         return None
 
     def is_exact(self, leaves) -> bool:
-        """Whether the value for these leaves is the exact optimum (not only an upper bound).
+        """Whether the value for these leaves is the exact optimum, which no valid accountant can
+        go below (so ``best`` may skip the others).
 
-        True for Gaussian-only plans, for homogeneous plans of generic (eps, delta)-DP releases
-        (PureDP, ApproxDP, Laplace- or exponential-noise report-noisy-max, whose only stated
-        guarantee is eps-DP) and for homogeneous bounded-range plans (exact up to the grid)."""
+        True only for Gaussian-only plans (exact mu-GDP) and for homogeneous plans of generic
+        (eps, delta)-DP releases whose only stated guarantee is that (PureDP, ApproxDP, Laplace-
+        or exponential-noise report-noisy-max): KOV is then exact.  False when any leaf is a
+        Laplace release (its own PLD is below KOV) or eps-bounded-range (a Gumbel selection or
+        exponential mechanism: KOV of pure DP over-counts it, and the adaptive bounded-range
+        optimum is computed from above on a grid, so PLD or RDP can be lower)."""
         mode = self.mode(leaves)
-        if mode in ("gaussian", "bounded_range"):
+        if mode == "gaussian":
             return True
-        return mode == "homogeneous" and not any(isinstance(l, Laplace) for l, _ in leaves)
+        return (mode == "homogeneous"
+                and not any(isinstance(l, Laplace) or _bounded_range(l) for l, _ in leaves))
 
     @staticmethod
     def _mu(leaves):
@@ -183,19 +191,23 @@ class OptimalComposition(Accountant):
         if mode == "gaussian":
             return gaussian_epsilon(self._mu(leaves), delta)
         (eps, d0), k = dp_params(leaves[0][0]), sum(n for _, n in leaves)
-        if mode == "bounded_range":
+        if mode == "bounded_range" and adaptive_cells(k) is not None:
             return adaptive_epsilon(eps, k, adaptive_cells(k), delta)
+        if mode == "bounded_range":       # past the cap: blocks of the adaptive optimum
+            return safe_epsilon(lambda points: (blocks_pmf(eps, k, points), None), delta)
         if mode == "homogeneous":
             return kov_epsilon(k, eps, d0, delta)
-        return safe_epsilon(lambda: _rr_pld(leaves), delta)
+        return safe_epsilon(lambda points: _rr_pld(leaves, points), delta)
 
     def _delta(self, leaves, relation, epsilon):
         mode = self.mode(leaves)
         if mode == "gaussian":
             return gaussian_delta(self._mu(leaves), epsilon)
         (eps, d0), k = dp_params(leaves[0][0]), sum(n for _, n in leaves)
-        if mode == "bounded_range":
+        if mode == "bounded_range" and adaptive_cells(k) is not None:
             return adaptive_delta(eps, k, adaptive_cells(k), epsilon)
+        if mode == "bounded_range":
+            return safe_delta(lambda points: (blocks_pmf(eps, k, points), None), epsilon)
         if mode == "homogeneous":
             return kov_delta(k, eps, d0, epsilon)
-        return safe_delta(_rr_pld(leaves), epsilon)
+        return safe_delta(lambda points: _rr_pld(leaves, points), epsilon)

@@ -1,20 +1,25 @@
-"""Privacy-loss-distribution accountant, through dp-accounting (pessimistic discretisation).
+"""Privacy-loss-distribution accountant: pessimistic PLDs composed on bounded grids, read with a
+proven bound on their floating-point error.
 
-Each event becomes a PLD (Koskela et al. 2020; Meiser & Mohammadi 2018; the "connect the dots"
-construction of Doroshenko et al. 2022 as implemented in dp-accounting), PLDs compose by
-convolution, and the result is an upper bound on the exact privacy profile.
+Each event becomes a PLD (Koskela et al. 2020; Meiser & Mohammadi 2018), PLDs compose by
+convolution (``_pld_grid``), and the result is an upper bound on the exact privacy profile.
 
 * Gaussian events are first merged exactly (sqrt(sum mu_i^2)-GDP), so their PLD is that of a single
-  Gaussian: no discretisation error accumulates over repeats.
-* Laplace and Poisson-subsampled Gaussian: dp-accounting's own mechanism PLDs (for the subsampled
-  Gaussian under add/remove, built with a vectorized hockey-stick curve, ``_fast_pld``).
-* eps-bounded-range selections (Gumbel report-noisy-max, exponential mechanism): the pair that
-  dominates every eps-BR selection (``bounded_range.bounded_range_pld``, the upper envelope of the
-  two-point pairs over t), valid for adaptive composition and well below the pure-DP pair.
-* other pure-DP releases (Laplace/exponential-noise report-noisy-max, PureDP) and (eps, delta)-DP
-  releases: the randomized-response dominating pair (``from_privacy_parameters``), which is valid
-  for adaptive composition.
+  Gaussian, built here (``_pld_leaves.gaussian``): no discretisation error accumulates over repeats.
+* Laplace, (eps, delta)-DP releases (Laplace/exponential-noise report-noisy-max, PureDP, ApproxDP:
+  the randomized-response pair, valid for adaptive composition) and eps-bounded-range selections
+  (Gumbel report-noisy-max, exponential mechanism: the pair that dominates every eps-BR
+  selection): built here too, each mass to a few ulps (``_pld_leaves``).
+* Poisson-subsampled Gaussian: dp-accounting's connect-the-dots PLD (under add/remove with a
+  vectorized hockey-stick curve, ``_fast_pld``).  Under add/remove each side is checked against an
+  upper bound on the mechanism's delta at every grid point and padded by any shortfall
+  (``_subsampled_check``); under replace-one a relative margin (CONSTRUCTION_SAFETY) covers its
+  float error as measured, not proved.
 * zCDP has no PLD: unsupported.
+
+Every delta is read with the proven bound on the composition's float error added (FFT round-off,
+``_pld_error``), and epsilon is the smallest value whose bound meets delta; where that error bound
+is not small against delta (tiny deltas, peaked PMFs) the accountant answers inf with the reason.
 """
 from __future__ import annotations
 
@@ -23,18 +28,20 @@ from functools import lru_cache
 
 from ..events import (REPLACE_ONE, ApproxDP, Exponential, Gaussian, Laplace,
                       PoissonSubsampledGaussian, PureDP, ReportNoisyMax)
+from . import _pld_error as err_mod
 from . import _pld_grid as grid
+from . import _pld_leaves as leaves_mod
+from . import _subsampled_check as check
 from ._fast_pld import subsampled_gaussian_pld
 from .base import Accountant
-from .bounded_range import bounded_range_pld
 from ._dp_params import dp_params
 
 
 #: largest per-release epsilon of a pure/approx-DP leaf the PLD grid is built for
 MAX_PURE_EPSILON = 50.0
-#: below this delta the PLD answers inf: the convolution truncates ~1e-15 of mass per composition
-#: into its infinite tail, and float64 sums over the grid cannot resolve smaller deltas reliably
-MIN_DELTA = 1e-12
+#: the PLD answers only where its proven numerical error (``_pld_error``) is at most this share
+#: of the delta asked for; elsewhere it declines (inf, with the reason), and other rows answer
+MAX_ERROR_SHARE = 0.5
 #: most distinct non-Gaussian releases one PLD composes: each costs its own construction and a
 #: convolution (about 0.1 s for a subsampled Gaussian), so 2000 distinct releases would take
 #: minutes; past this the accountant declines (with this reason) and RDP answers in milliseconds.
@@ -47,28 +54,78 @@ MAX_INTERVAL = 64.0
 #: its total mass is then at most e^MAX_EXCESS, so every delta is overstated at most that many
 #: times (still an upper bound, but looser); past it the accountant declines, saying why
 MAX_EXCESS = 1.0
-#: relative safety on the PLD's own arithmetic: epsilon is computed for delta (1 - 1e-6) and a
-#: delta answer is inflated by the same factor (seen: 1e-8 relative error at delta = 1e-8)
-PLD_SAFETY = 1e-6
+#: share of delta (above the mass at +inf) the FFT grid's proven error may take before the
+#: direct-sum grid is tried as well (it is coarser and slower: DP-SGD's 4e-8 at delta 1e-5 does
+#: not warrant it; a 1e-12 delta does)
+FALLBACK_SHARE = 0.05
+#: relative margin for the one construction whose float error is not proven here (dp-accounting's
+#: connect-the-dots subsampled Gaussian under replace-one; under add/remove it is checked and
+#: padded, ``_subsampled_check``): epsilon is read at delta (1 - 1e-6 of its part above the mass
+#: at +inf) and a delta answer is inflated by the same factor
+CONSTRUCTION_SAFETY = 1e-6
 
 
-def safe_epsilon(build, delta: float) -> float:
-    """epsilon of the PLD ``build()`` at delta, with the safety margins above (inf below
-    MIN_DELTA, without building anything)."""
-    if delta < MIN_DELTA:
-        return math.inf
-    pld = build()
-    # The margin is relative to the part of delta the grid computes; the infinite-loss mass
-    # (1 - prod(1 - delta_i) of approximate-DP releases) is exact and needs none.
-    infinite = max((getattr(getattr(pld, side, None), "_infinity_mass", 0.0) or 0.0)
-                   for side in ("_pmf_remove", "_pmf_add"))
-    target = delta - PLD_SAFETY * max(0.0, delta - infinite)
-    return max(0.0, pld.get_epsilon_for_delta(target))
+def _usable(sides, delta: float) -> bool:
+    return (err_mod.error(*sides) <= MAX_ERROR_SHARE * delta
+            and err_mod.relative(*sides) <= 0.5)
 
 
-def safe_delta(pld, epsilon: float) -> float:
-    value = pld.get_delta_for_epsilon(epsilon)
-    return min(1.0, value * (1 + PLD_SAFETY) + (MIN_DELTA if value > 0 else 0.0))
+def _inf_mass(sides) -> float:
+    return max(p.inf for p in sides if p is not None)
+
+
+def safe_epsilon(build, delta: float, safety: float = 0.0) -> float:
+    """epsilon of the composed sides ``build(points)`` at delta: the smallest epsilon whose
+    proven upper bound on delta (the grid's value + its float error bounds) is at most delta.
+
+    First on the default grid (FFT convolutions, finest).  Where its proven absolute error is
+    more than FALLBACK_SHARE of the part of delta the grid must resolve (delta minus the mass at
+    +inf), also on the grid of RELATIVE_POINTS where every convolution is a direct sum
+    (relative errors only, small at any count), keeping the smaller answer: both are proven.
+    inf where neither grid's error is small against delta.  ``safety`` (CONSTRUCTION_SAFETY for
+    plans with a dp-accounting construction) shrinks the part of delta above the mass at +inf."""
+    answers = []
+
+    def solve(sides):
+        target = delta - safety * max(0.0, delta - _inf_mass(sides))
+        return err_mod.epsilon_upper(*sides, target)
+
+    sides = build(None)
+    if _usable(sides, delta):
+        answers.append(solve(sides))
+    if err_mod.error(*sides) > FALLBACK_SHARE * max(0.0, delta - _inf_mass(sides)):
+        other = build(grid.RELATIVE_POINTS)
+        if _usable(other, delta):
+            answers.append(solve(other))
+    return min(answers) if answers else math.inf
+
+
+def safe_delta(build, epsilon: float, safety: float = 0.0) -> float:
+    """An upper bound on delta at epsilon of the composed sides (the smaller of the two grids')."""
+    values = [err_mod.delta_upper(*build(points), epsilon)
+              for points in (None, grid.RELATIVE_POINTS)]
+    return min(1.0, min(values) * (1 + safety))
+
+
+def _safety(leaves) -> float:
+    """CONSTRUCTION_SAFETY where a leaf's PMF is dp-accounting's and not checked here (the
+    subsampled Gaussian under replace-one)."""
+    return (CONSTRUCTION_SAFETY if any(isinstance(l, PoissonSubsampledGaussian)
+                                       and l.neighboring == REPLACE_ONE for l, _ in leaves)
+            else 0.0)
+
+
+def error_reason(sides, delta: float) -> str | None:
+    """Why ``safe_epsilon`` declines at this delta (given the sides it falls back to), or None."""
+    err, rel = err_mod.error(*sides), err_mod.relative(*sides)
+    if rel > 0.5:
+        return (f"the PLD's proven bound on its own floating-point error (a relative {rel:.2g}, "
+                "compounded over the releases) is too large; the optimal or rdp accountant answers")
+    if err > MAX_ERROR_SHARE * delta:
+        return (f"the PLD's proven bound on its own floating-point error ({err:.2g} in delta, "
+                f"mostly FFT round-off) is not small against delta = {delta:g}; the optimal "
+                "or rdp accountant answers")
+    return None
 
 
 class PLDAccountant(Accountant):
@@ -147,7 +204,7 @@ class PLDAccountant(Accountant):
                     f"{grid.MAX_BASE_POINTS:,} points; the optimal or rdp accountant answers")
         return None
 
-    def build(self, leaves, relation):
+    def build(self, leaves, relation, points=None):
         """The composed PrivacyLossDistribution of the leaves, on a bounded grid (``_pld_grid``):
         every interval is chosen from the plan's size before anything is allocated."""
         from dp_accounting import NeighboringRelation
@@ -157,40 +214,41 @@ class PLDAccountant(Accountant):
         parts = []
         mu2 = sum(n * l.mu ** 2 for l, n in leaves if isinstance(l, Gaussian))
         if mu2 > 0:
-            parts.append(_gaussian_sides(math.sqrt(mu2), self.interval))
+            parts.append(_gaussian_sides(math.sqrt(mu2), self.interval, points))
         for leaf, n in leaves:
             if not isinstance(leaf, Gaussian):
-                parts.append(_leaf_sides(leaf, n, rel, self.interval))
-        return grid.to_pld(*_compose_sides(parts))
+                parts.append(_leaf_sides(leaf, n, rel, self.interval, points))
+        return _compose_sides(parts, points)
 
     def _why_infinite(self, leaves, relation, delta):
-        if delta < MIN_DELTA:
-            return (f"delta = {delta:g} is below {MIN_DELTA:g}, which the PLD grid cannot resolve "
-                    "(its convolution truncates ~1e-15 of mass per step into the infinite tail); "
-                    "the optimal or rdp accountant can")
-        return super()._why_infinite(leaves, relation, delta)
+        reason = error_reason(self.build(leaves, relation, grid.RELATIVE_POINTS), delta)
+        if reason and not error_reason(self.build(leaves, relation, None), delta):
+            reason = None
+        return reason or super()._why_infinite(leaves, relation, delta)
 
     def _epsilon(self, leaves, relation, delta):
-        return safe_epsilon(lambda: self.build(leaves, relation), delta)
+        return safe_epsilon(lambda points: self.build(leaves, relation, points), delta,
+                            _safety(leaves))
 
     def _delta(self, leaves, relation, epsilon):
-        return safe_delta(self.build(leaves, relation), epsilon)
+        return safe_delta(lambda points: self.build(leaves, relation, points), epsilon,
+                          _safety(leaves))
 
 
-def _compose_sides(parts):
+def _compose_sides(parts, points=None):
     """Compose (remove, add-or-None) pairs; add None means symmetric (equal to remove)."""
+    limit = grid.DIRECT_POINTS if points is None else points
     remove, add = parts[0]
     for r, a in parts[1:]:
         if add is None and a is None:
-            remove = grid.convolve(remove, r, grid.DIRECT_POINTS)
+            remove = grid.convolve(remove, r, limit)
         else:
-            add = grid.convolve(remove if add is None else add, r if a is None else a,
-                                grid.DIRECT_POINTS)
-            remove = grid.convolve(remove, r, grid.DIRECT_POINTS)
+            add = grid.convolve(remove if add is None else add, r if a is None else a, limit)
+            remove = grid.convolve(remove, r, limit)
     return remove, add
 
 
-def rr_pld(leaves, base):
+def rr_pld(leaves, base, points=None):
     """The composed PLD of the randomized-response pairs of (eps_i, delta_i)-DP leaves (each leaf
     replaced by the generic mechanism with its guarantee), on a bounded grid."""
     from dp_accounting import NeighboringRelation
@@ -199,8 +257,8 @@ def rr_pld(leaves, base):
     for leaf, n in leaves:
         eps, d0 = dp_params(leaf)
         generic = ApproxDP(eps, d0) if d0 > 0 else PureDP(eps)
-        parts.append(_leaf_sides(generic, n, NeighboringRelation.ADD_OR_REMOVE_ONE, base))
-    return grid.to_pld(*_compose_sides(parts))
+        parts.append(_leaf_sides(generic, n, NeighboringRelation.ADD_OR_REMOVE_ONE, base, points))
+    return _compose_sides(parts, points)
 
 
 def loss_width(leaf) -> float:
@@ -236,94 +294,78 @@ def gaussian_width(mu: float) -> float:
 
 @lru_cache(maxsize=16)
 def _gaussian_base(mu0, base):
-    """One mu0-Gaussian's PLD sides, on at most MAX_BASE_POINTS points."""
-    from dp_accounting.pld import privacy_loss_distribution as pld_lib
-
-    k = grid.interval_exponent(gaussian_width(mu0), base)
-    pld = pld_lib.from_gaussian_mechanism(1.0 / mu0, sensitivity=1.0,
-                                          value_discretization_interval=math.ldexp(base, k))
-    r, a = grid.sides(pld, base, k)
-    return grid.settle(r), None if a is None else grid.settle(a)
+    """One mu0-Gaussian's PLD (symmetric: one side), on at most MAX_BASE_POINTS points."""
+    return leaves_mod.gaussian(mu0, base), None
 
 
 @lru_cache(maxsize=16)
-def _gaussian_sides(mu, base):
+def _gaussian_sides(mu, base, points=None):
     """The mu-Gaussian's PLD (exact merge of all Gaussian releases), on a bounded grid."""
-    from dp_accounting.pld import privacy_loss_distribution as pld_lib
-
     mu0, m = gaussian_split(mu)
     remove, add = _gaussian_base(mu0, base)
     if m == 1:
         return remove, add
-    return grid.self_compose(remove, m), None if add is None else grid.self_compose(add, m)
+    return (grid.self_compose(remove, m, points),
+            None if add is None else grid.self_compose(add, m, points))
 
 
 @lru_cache(maxsize=16)
-def _leaf_sides(leaf, n, rel, base):
+def _leaf_sides(leaf, n, rel, base, points=None):
     """PLD sides of ``n`` adaptive repeats of one leaf (cached: ledgers and certificates repeat
-    leaves).  When dp-accounting's own self-composition fits in DIRECT_POINTS (decided from its
-    Chernoff bounds before any FFT) it is used as is, so small plans keep dp-accounting's exact
-    numbers; otherwise repeated squaring on a bounded grid (``_pld_grid``)."""
-    from dp_accounting.pld import common
-
-    pld, k = _single_pld(leaf, rel, base)
-    if n == 1:
-        return grid.sides(pld, base, k)
-    small = True
-    for side in (pld._pmf_remove, pld._pmf_add):
-        dense = side.to_dense_pmf()
-        lo, hi = common.compute_self_convolve_bounds(dense._probs, n, grid.TAIL)
-        small = small and hi - lo + 1 <= grid.DIRECT_POINTS
-    if small:
-        return grid.sides(pld.self_compose(n), base, k)
+    leaves), by repeated squaring on a bounded grid (``_pld_grid``)."""
     r, a = _single_sides(leaf, rel, base)
-    return grid.self_compose(r, n), None if a is None else grid.self_compose(a, n)
+    if n == 1:
+        return r, a
+    return grid.self_compose(r, n, points), None if a is None else grid.self_compose(a, n, points)
 
 
 @lru_cache(maxsize=32)
-def _single_pld(leaf, rel, base):
-    """dp-accounting's PLD of one release on the grid base 2^k chosen from its parameters:
-    (pld, k)."""
-    from dp_accounting.pld import common
+def _subsampled_pld(leaf, rel, base):
+    """dp-accounting's connect-the-dots PLD of one Poisson-subsampled Gaussian: (pld, k)."""
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
     k = grid.interval_exponent(loss_width(leaf), base)
     interval = math.ldexp(base, k)
-    if isinstance(leaf, Laplace):
-        pld = pld_lib.from_laplace_mechanism(leaf.scale, sensitivity=leaf.sensitivity,
-                                             value_discretization_interval=interval)
-    elif isinstance(leaf, PoissonSubsampledGaussian) and rel.name == "ADD_OR_REMOVE_ONE":
+    if rel.name == "ADD_OR_REMOVE_ONE":
         pld = subsampled_gaussian_pld(leaf.noise_multiplier, leaf.sample_rate, interval)
-    elif isinstance(leaf, PoissonSubsampledGaussian):
+    else:
         pld = pld_lib.from_gaussian_mechanism(
             leaf.noise_multiplier, sensitivity=1.0, sampling_prob=leaf.sample_rate,
             neighboring_relation=rel, value_discretization_interval=interval)
-    elif getattr(leaf, "bounded_range", False):
-        pld = bounded_range_pld(leaf.epsilon, interval)
-    else:
-        eps, d0 = dp_params(leaf)
-        pld = pld_lib.from_privacy_parameters(common.DifferentialPrivacyParameters(eps, d0),
-                                              value_discretization_interval=interval)
     return pld, k
+
+
+def _padded(p: grid.GridPmf, eta: float) -> grid.GridPmf:
+    return grid.GridPmf(p.base, p.k, p.lower, p.probs, p.inf + eta, p.err, p.rel)
 
 
 @lru_cache(maxsize=32)
 def _single_sides(leaf, rel, base):
-    """One release's PLD sides, ready for repeated squaring (total mass >= 1; a pure-DP release
-    without mass at infinity)."""
-    pld, k = _single_pld(leaf, rel, base)
-    remove, add = grid.sides(pld, base, k)
-    remove, add = grid.settle(remove), None if add is None else grid.settle(add)
-    params = dp_params(leaf)
-    if params is not None and params[1] == 0:
-        # A pure-DP release's loss is at most its epsilon: it has no mass at +infinity.
-        # dp-accounting leaves ~6e-17 of rounding there, which 1e12 repeats would turn into
-        # 6e-5; it goes to the largest finite loss instead (still pessimistic).
-        remove, add = (grid.pure(remove), None if add is None else grid.pure(add))
-    return remove, add
+    """One release's PLD sides (total mass >= 1), with their float error bounds."""
+    if isinstance(leaf, PoissonSubsampledGaussian):
+        pld, k = _subsampled_pld(leaf, rel, base)
+        # dp-accounting's connect-the-dots masses are second differences of hockey-stick values
+        # (Doroshenko et al. 2022, Alg. 1), whose float error is not bounded a priori.  Under
+        # add/remove each side is checked against an upper bound on the mechanism's own delta
+        # at every grid point and padded at +inf by any shortfall (``_subsampled_check``).  Under replace-one the relative margin
+        # CONSTRUCTION_SAFETY covers it, as measured, not as proved (docs/certify.md says so).
+        remove, add = grid.sides(pld, base, k)
+        if rel.name == "ADD_OR_REMOVE_ONE" and add is not None:
+            sigma, q = leaf.noise_multiplier, leaf.sample_rate
+            remove = _padded(remove, check.padding(remove, sigma, q, remove=True))
+            add = _padded(add, check.padding(add, sigma, q, remove=False))
+        return grid.settle(remove), None if add is None else grid.settle(add)
+    if isinstance(leaf, Laplace):
+        return leaves_mod.laplace(leaf.sensitivity / leaf.scale, base), None
+    if getattr(leaf, "bounded_range", False):
+        return leaves_mod.bounded_range(leaf.epsilon, base), None
+    # built here with masses accurate to a few ulps (their ``rel``): no settling needed, and
+    # none wanted (1e-16 of rounding sent to +inf is 1e-4 after 1e12 repeats)
+    eps, d0 = dp_params(leaf)
+    return leaves_mod.rr(eps, d0, base), None
 
 
 def clear_caches() -> None:
     """Forget every cached PLD (benchmarks time the construction from cold)."""
-    for fn in (_gaussian_base, _gaussian_sides, _leaf_sides, _single_sides, _single_pld):
+    for fn in (_gaussian_base, _gaussian_sides, _leaf_sides, _single_sides, _subsampled_pld):
         fn.cache_clear()

@@ -10,7 +10,7 @@ EXACT_NOTE = {
     "optimal": ("optimal composition (KOV for (eps, delta) releases; exact mu-GDP for Gaussians; "
                 "adaptive bounded-range optimum for Gumbel/exponential-mechanism selections)"),
     "rdp": "upper bound (RDP, Balle et al. 2020 conversion)",
-    "pld": "upper bound (PLD, pessimistic)",
+    "pld": "upper bound (PLD, pessimistic, with its proven float-error bound)",
 }
 
 

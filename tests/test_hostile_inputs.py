@@ -354,8 +354,9 @@ def test_ctrl_c_during_start_up_is_one_line_exit_130():
         _, err = p.communicate(timeout=60)
         assert "Traceback" not in err, (delay, err)
         assert p.returncode in (0, 130, -signal.SIGINT), (delay, p.returncode, err)
-        if p.returncode:
+        if p.returncode == 130:
             assert err.strip().splitlines()[-1] == "vflpriv: interrupted", (delay, err)
+        if p.returncode:          # -SIGINT: Python re-raised the signal on itself, no message
             interrupted += 1
     assert interrupted >= 3, "the signals must land before the run ends"
 

@@ -35,7 +35,7 @@ from .config import (ALGORITHMS, MAX_EPSILON, OPTIONS, VerticalConfig,  # noqa: 
 from .checkpoint import Checkpointer, ReplayFilter, data_fingerprint
 from .checkpoint import pending_records as _pending_records, resume_checkpoint as _resume_checkpoint
 from .hosted import run_dir_for as _flower_run_dir, run_hosted as _run_flower  # noqa: F401
-from .solution import (REPORT_ACCOUNTANTS, Solution,  # noqa: F401
+from .solution import (REPORT_ACCOUNTANTS, Solution, reference_for,  # noqa: F401
                        open_ledger as _open_ledger, privacy_report as _privacy_report)
 
 
@@ -400,20 +400,8 @@ def _centralized(data, cfg):
                    privacy=privacy, ledger=led,
                    intercept=float(r.intercept) if cfg.fit_intercept else None)
     if cfg.reference:
-        sol.reference = reference(data, cfg)
+        sol.reference = reference_for(data, cfg)
     return sol
-
-
-def reference(data, cfg):
-    """The certified optimum on the run's own set: the product of l1 balls, and the intercept's
-    range when the run fits one (the excess risk then compares like with like)."""
-    from ..optim.intercept import reference_bound
-
-    eta = float(cfg.eta)
-    bound_b = reference_bound(cfg.loss_fn, cfg.label_bound, data.A, data.y,
-                              [eta] * data.K) if cfg.fit_intercept else None
-    return reference_optimum(data.A, data.y, cfg.loss_fn, blocks=data.blocks, eta=eta,
-                             on_failure="flag", intercept_bound=bound_b)
 
 
 def calibration_comparison(data, *, loss="squared", eta=1.0, iterations=100, epsilon=1.0,

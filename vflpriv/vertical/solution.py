@@ -136,3 +136,16 @@ def open_ledger(ledger, epsilon, delta, accountant=None):
     return Ledger(ledger, budget=budget)
 
 
+
+
+def reference_for(data, cfg):
+    """The certified optimum on a run's own set: the product of l1 balls, and the intercept's
+    range when the run fits one (the excess risk then compares like with like)."""
+    from ..optim import reference_optimum
+    from ..optim.intercept import reference_bound
+
+    eta = float(cfg.eta)
+    bound_b = reference_bound(cfg.loss_fn, cfg.label_bound, data.A, data.y,
+                              [eta] * data.K) if cfg.fit_intercept else None
+    return reference_optimum(data.A, data.y, cfg.loss_fn, blocks=data.blocks, eta=eta,
+                             on_failure="flag", intercept_bound=bound_b)

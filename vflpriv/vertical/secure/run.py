@@ -112,7 +112,7 @@ def finish(sol, data, run: SecureRun, led, budget, noise_plan):
                        "calibration": noise_plan.to_dict(), "releases": len(led.records),
                        "neighboring": "replace_one"}
     if cfg.reference:
-        from ..api import reference
+        from ..solution import reference_for
 
-        sol.reference = reference(data, cfg)
+        sol.reference = reference_for(data, cfg)
     return sol

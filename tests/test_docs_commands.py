@@ -61,7 +61,7 @@ SKIP = {
     "vflpriv audit --json audit_full.json":
         "a long benchmark: the full audit of every mechanism (tests/test_audit*.py at test size)",
     "vflpriv run --data flights --loss logistic --algorithm dp-bcfw-secure --label-party 0 "
-    "--epsilon 1 --delta 1e-6 --feature-bound 1 --label-bound 1 --eta 2 --iterations 200 "
+    "--epsilon 1 --delta 1e-6 --feature-bound 1 --label-bound 1 --iterations 200 "
     "--test-fraction 0.2 --reference":
         "a long run: 243k rows, 200 secure iterations and a certified reference",
 }

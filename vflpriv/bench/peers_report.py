@@ -72,7 +72,8 @@ def render(doc) -> str:
            f"{', '.join(f'{e:g}' for e in st['epsilons'])}, delta {st['delta']:g} (diffprivlib: "
            "pure eps-DP). Cells: mean ± sample sd over seeds (no ± with one seed). `eps spent` "
            "is the largest over seeds, from each system's own accountant at run time. Bytes: "
-           "framed bytes of every message between parties (vflpriv's vertical learner; the central systems move no data between parties, shown as -). "
+           "framed bytes of every message between parties (vflpriv's vertical learner; the "
+           "central systems move no data between parties, shown as -). "
            "Seconds: wall time of one fit on a shared 2-core machine.", "",
            "No system was tuned on these tables. scikit-learn: `LogisticRegressionCV(l1_ratios="
            "(1.0,), solver=\"liblinear\", scoring=\"neg_log_loss\", cv=3)`. diffprivlib: "

@@ -149,3 +149,19 @@ def test_summary_mean_and_sd_match_numpy(aucs):
     else:
         assert s["test_auc_sd"] is None
     assert s["seeds"] == len(aucs) and s["bytes"] is None
+
+
+@pytest.mark.parametrize("name, rows, cols, positives, parties", [
+    # 348 of 5822 Caravan customers bought and 333 of 10000 Default card holders defaulted, as
+    # ISLR's labs print; OJ's 417 Minute Maid purchases of 1070 were read once from the CSV
+    # (pinned by its SHA-256)
+    ("caravan", 5822, 85, 348, 2), ("default", 10000, 3, 333, 2), ("oj", 1070, 18, 417, 2)])
+def test_islp_tables_within_their_public_bounds(name, rows, cols, positives, parties):
+    import os
+
+    if not os.path.isfile(os.path.join(tables.cache_dir(), tables.ISLP_WHEEL)):
+        pytest.skip("the ISLP wheel is not cached (the bench downloads it; tests do not)")
+    T = tables.load_table(name)
+    assert T.A.shape == (rows, cols) and int(np.sum(T.y > 0)) == positives
+    assert np.all(np.abs(T.A) <= T.feature_bound) and set(np.unique(T.y)) == {-1.0, 1.0}
+    assert len(T.blocks) == parties and sorted(sum(T.blocks, [])) == list(range(cols))

@@ -79,7 +79,7 @@ def render(doc) -> str:
            "(1.0,), solver=\"liblinear\", scoring=\"neg_log_loss\", cv=3)`. diffprivlib: "
            "`LogisticRegression(epsilon, data_norm=sqrt(d) B_a)`, its defaults otherwise. "
            f"opacus DP-SGD, by a rule fixed before any table was run: Poisson rate "
-           f"1/{OPACUS_BATCHES_PER_EPOCH}, {OPACUS_EPOCHS} epochs, SGD lr {OPACUS_LR:g}, "
+           f"about 1/{OPACUS_BATCHES_PER_EPOCH}, {OPACUS_EPOCHS} epochs, SGD lr {OPACUS_LR:g}, "
            f"max_grad_norm {OPACUS_MAX_GRAD_NORM:g}, noise from `make_private_with_epsilon` "
            f"({OPACUS_ACCOUNTANT.upper()} accountant). vflpriv: `solve` with its defaults "
            f"(`eta=\"auto\"`, intercept on), {st['iterations']} iterations, the declared bounds "

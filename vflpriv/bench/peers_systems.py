@@ -27,7 +27,8 @@ Central DP peers (one curator holds every column)
 * ``opacus``: DP-SGD (Abadi et al. 2016) on a linear logistic model (``torch.nn.Linear(d, 1)``,
   zero start, ``BCEWithLogitsLoss``), (epsilon, delta)-DP.  Its hyperparameters are fixed by one
   rule, stated here before any table was run and not tuned per table:
-  Poisson sampling with rate q = 1/50 (expected batch n_train / 50), 20 epochs (1000 steps),
+  Poisson sampling with rate q = 1 / (number of batches of ceil(n_train / 50) rows), about 1/50
+  (opacus' rate for a loader of that batch size), 20 epochs (about 1000 steps),
   plain SGD with learning rate 1.0, per-sample gradients clipped to norm 1.0 (``max_grad_norm``;
   the features are already on the public scale [-B_a, B_a]), noise multiplier from opacus'
   ``make_private_with_epsilon`` with its PRV accountant (opacus' default) at the target
@@ -201,7 +202,7 @@ def _opacus(A, y, epsilon, delta, seed):
     return {"x": lin.weight.detach().double().numpy().ravel(),
             "b": float(lin.bias.detach().double().numpy()[0]), "epsilon_spent": float(spent),
             "settings": {"noise_multiplier": float(opt.noise_multiplier),
-                         "sample_rate": 1.0 / OPACUS_BATCHES_PER_EPOCH,
+                         "sample_rate": float(loader.sample_rate),
                          "epochs": OPACUS_EPOCHS, "lr": OPACUS_LR,
                          "max_grad_norm": OPACUS_MAX_GRAD_NORM,
                          "accountant": OPACUS_ACCOUNTANT}}

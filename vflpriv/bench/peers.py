@@ -19,6 +19,7 @@ import math
 import statistics
 
 from ..errors import InputError
+from ..units import format_bytes
 from .peers_systems import KIND, PRIVATE, SYSTEMS
 
 
@@ -171,7 +172,7 @@ def print_summary(summary):
         ll = _fmt(s["test_log_loss"], ".4f") + ("" if s["test_log_loss_sd"] is None
                                                 else f" +- {s['test_log_loss_sd']:.4f}")
         acc = f"{s['test_accuracy']:.3f}/{s['majority_accuracy']:.3f}"
-        mb = "-" if s["bytes"] is None else f"{s['bytes'] / 2 ** 20:.0f} MiB"
+        mb = "-" if s["bytes"] is None else format_bytes(s["bytes"])
         print(f"{s['table']:>8} {s['system']:>15} {eps:>5} {auc:>15} {ll:>15} {acc:>11} "
               f"{_fmt(s['epsilon_spent_max'], '.3f'):>9} {mb:>9} {s['seconds']:>8.1f}")
 

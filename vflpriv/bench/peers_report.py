@@ -3,6 +3,7 @@ versions, the tables, one summary table per data table (mean +- sd over seeds), 
 bar checked against the measured means (computed here from the rows, nothing typed in)."""
 from __future__ import annotations
 
+from ..units import format_bytes
 from .peers_systems import KIND, OPACUS_ACCOUNTANT, OPACUS_BATCHES_PER_EPOCH, OPACUS_EPOCHS, \
     OPACUS_LR, OPACUS_MAX_GRAD_NORM
 
@@ -117,7 +118,7 @@ def render(doc) -> str:
                            f"{s['unavailable']} | | | | | |")
                 continue
             spent = "-" if s["epsilon_spent_max"] is None else f"{s['epsilon_spent_max']:.3f}"
-            mb = "-" if s["bytes"] is None else f"{s['bytes'] / 2 ** 20:.0f} MiB"
+            mb = "-" if s["bytes"] is None else format_bytes(s["bytes"])
             out.append(f"| {s['system']} | {s['kind']} | {eps} | {_pm(s, 'test_auc', 3)} | "
                        f"{_pm(s, 'test_log_loss', 4)} | {s['test_accuracy']:.3f} "
                        f"({s['majority_accuracy']:.3f}) | {spent} | {mb} | {s['seconds']:.1f} |")

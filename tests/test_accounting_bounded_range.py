@@ -116,3 +116,17 @@ def test_no_cliff_past_the_adaptive_cap():
     assert 0 < v[1371] - v[1370] <= 2 * step
     assert v[1370] < get_accountant("rdp").epsilon(SelfComposed(gumbel, 1370), 1e-5)
     assert nonadaptive_delta(0.1, 1370, v[1370], t_grid=16) <= 1e-5
+
+
+@pytest.mark.parametrize("eps", [1e-320, 1e-300, 1e-17, 1e-12, 1e-9])
+def test_tiny_bounded_range_epsilon_answers_and_stays_a_bound(eps):
+    """Issue 32: a bounded-range selection whose eps leaves e^eps - 1 without digits (below
+    1e-8; 0 below ~1e-16, where the adaptive analysis never returned) is analysed as the pure
+    eps-DP release it also is: an answer, between 0 and basic composition's k eps, and the same
+    as the optimal accountant's for PureDP(eps)."""
+    from accounting import Exponential, PureDP, SelfComposed, get_accountant
+
+    opt = get_accountant("optimal")
+    got = opt.epsilon(SelfComposed(Exponential(eps), 1000), 1e-5)
+    assert 0.0 <= got <= 1000 * eps + 1e-300
+    assert got == opt.epsilon(SelfComposed(PureDP(eps), 1000), 1e-5)

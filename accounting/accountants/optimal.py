@@ -115,6 +115,12 @@ def _bounded_range(leaf) -> bool:
     return bool(getattr(leaf, "bounded_range", False))
 
 
+#: below this eps the bounded-range analysis divides by e^eps - 1, which has lost its digits
+#: (and is 0 below ~1e-16, where it never returned): such selections are analysed as the pure
+#: eps-DP releases they also are (KOV, exact for pure DP and an upper bound for them)
+MIN_BOUNDED_RANGE_EPSILON = 1e-8
+
+
 class OptimalComposition(Accountant):
     """Exact values where they exist (see the module docstring), by plan shape:
 
@@ -154,7 +160,7 @@ class OptimalComposition(Accountant):
             return "gaussian"
         params = {dp_params(l) for l, _ in leaves}
         if (len(params) == 1 and all(_bounded_range(l) for l, _ in leaves)
-                and next(iter(params))[0] <= MAX_PURE_EPSILON):
+                and MIN_BOUNDED_RANGE_EPSILON <= next(iter(params))[0] <= MAX_PURE_EPSILON):
             return "bounded_range"
         return "homogeneous" if len(params) == 1 else "heterogeneous"
 

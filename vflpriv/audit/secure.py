@@ -216,7 +216,7 @@ def make_glm_scores(epsilon: float = 1.0, n: int = 2, feature_bound: float = 1.0
             out = np.empty(k)
             for r in range(k):
                 g = round_scores(parties, dealer, keys, net, 0, 1, r)
-                g_b = parties[0]._g_b if intercept else 0.0
+                g_b = parties[0].intercept_gradient if intercept else 0.0
                 out[r] = w[0] * g[0][0] + w[1] * g[1][1] + w[2] * g_b
             outs.append(out)
         return outs[0], outs[1]

@@ -10,6 +10,13 @@ import scipy.sparse as sp
 from ..errors import InputError
 
 
+def max_abs(A) -> float:
+    """max |a_ij| of a dense array or a scipy.sparse matrix (its stored values; 0.0 when empty):
+    the bound a non-private run takes from its own data where none is declared."""
+    vals = A.data if sp.issparse(A) else np.asarray(A)
+    return float(np.max(np.abs(vals))) if np.size(vals) else 0.0
+
+
 def check_data(A, y):
     """Return (A, y): A as float CSC (if sparse) or a float ndarray, y as a float vector."""
     if sp.issparse(A):

@@ -68,8 +68,6 @@ def reference_bound(loss, label_bound, A, y, radii) -> float:
     B_b = bound(loss, label_bound)
     if math.isfinite(B_b):
         return B_b
-    import scipy.sparse as sp
+    from ._checks import max_abs
 
-    vals = A.data if sp.issparse(A) else np.asarray(A)
-    top_a = float(np.max(np.abs(vals))) if np.size(vals) else 0.0
-    return float(np.max(np.abs(y))) + top_a * float(np.sum(radii)) + 1.0
+    return max_abs(y) + max_abs(A) * float(np.sum(radii)) + 1.0

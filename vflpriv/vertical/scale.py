@@ -52,9 +52,9 @@ def _bound(declared, values, name):
                 0 < declared < np.inf):
             raise InputError(f"{name} must be a positive finite number, got {declared!r}")
         return float(declared)
-    v = np.asarray(values.data if hasattr(values, "data") and not isinstance(values, np.ndarray)
-                   else values)
-    top = float(np.max(np.abs(v))) if v.size else 0.0
+    from ..optim._checks import max_abs
+
+    top = max_abs(values)
     return top if top > 0 else 1.0
 
 

@@ -108,6 +108,7 @@ class GlmParty:
         # the intercept b lives at the label party only (None elsewhere, or when not fitted)
         self.b = 0.0 if (fit_intercept and y is not None) else None
         self._g_b = None
+        self._allowed = set()          # the releases this round's own charge covers (_gate)
         self.private = private
         if private:          # the labels are +-1 here: only the features can be clipped
             warn_if_clipped(k, A_k, None, feature_bound, None)
@@ -162,11 +163,10 @@ class GlmParty:
         own ledger charged this round, once each (issue 32)."""
         if self.budget is None:
             return
-        allowed = getattr(self, "_allowed", set())
-        if what not in allowed:
+        if what not in self._allowed:
             raise InputError(f"party {self.k}: refused to release noisy {what}: its own ledger "
                              "has charged no (further) round for it")
-        allowed.discard(what)
+        self._allowed.discard(what)
 
     # -- step 1: margins ------------------------------------------------------------------------
     def own_margin(self):
@@ -232,9 +232,14 @@ class GlmParty:
 
     def intercept_derivative(self, d_share, theirs: SM.InterceptShare):
         """L: g_b = (sum_r d_r + N) / n from its own shares and H's word; kept for the step."""
-        total = np.array([d_share.sum(dtype=np.uint64), theirs.word], dtype=np.uint64).sum(
-            dtype=np.uint64)
-        self._g_b = float(decode(np.array([total], dtype=np.uint64), self.ring.d_bits)[0]) / self.n
+        words = np.array([d_share.sum(dtype=np.uint64), theirs.word], dtype=np.uint64)
+        total = words.sum(dtype=np.uint64, keepdims=True)           # in the ring: wraps
+        self._g_b = float(decode(total, self.ring.d_bits)[0]) / self.n
+
+    @property
+    def intercept_gradient(self):
+        """L's last noisy g_b (None before the first round or without an intercept)."""
+        return self._g_b
 
     def step_intercept(self, loss, t):
         """L: b <- b - rho_t g_b / h(b) (``vflpriv.optim.intercept``), after round t's scores."""
@@ -328,12 +333,9 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
     L = int(label_party)
     H = helper_of(L, K, helper_party)
     D = series.derivative_bound
-    if private:
-        Ba = float(feature_bound)
-    else:
-        Ab = data.A.data if sp.issparse(data.A) else data.A
-        Ba = float(np.max(np.abs(Ab))) if np.size(Ab) else 1.0
-        Ba = Ba or 1.0
+    from ...optim._checks import max_abs
+
+    Ba = float(feature_bound) if private else (max_abs(data.A) or 1.0)
     ring = ring_plan(n, Ba, D, sigma, series)
     t_setup = time.perf_counter()
     _, _, noise_ss = _seeds(seed, noise_key)

@@ -43,13 +43,9 @@ def check_margin_range(data, cfg, series):
     P the series wraps around and the model can end worse than x = 0."""
     from ...optim.intercept import INTERCEPT_BOUND
 
-    if cfg.feature_bound is not None:
-        Ba = float(cfg.feature_bound)
-    else:
-        import scipy.sparse as sp
+    from ...optim._checks import max_abs
 
-        vals = data.A.data if sp.issparse(data.A) else np.asarray(data.A)
-        Ba = float(np.max(np.abs(vals))) if np.size(vals) else 0.0
+    Ba = float(cfg.feature_bound) if cfg.feature_bound is not None else max_abs(data.A)
     Bb = INTERCEPT_BOUND if cfg.fit_intercept else 0.0
     P = series.half_period
     reach = data.K * Ba * float(cfg.eta) + Bb

@@ -65,6 +65,13 @@ def add_problem_arguments(p):
                         "svmlight/LIBSVM file, CSV/parquet (with --label) or "
                         "synthetic:n=2000,d=20000,density=0.01,sparsity=0.01,seed=0 (with a "
                         "classification loss its labels are the signs of the responses)")
+    p.add_argument("--party-data", action="append", default=None, metavar="I=FILE",
+                   help="party I's own table (CSV/TSV/parquet with the --id column; the label "
+                        "party's also with --label), repeated once per party, instead of --data: "
+                        "the rows common to all are found by private set intersection first "
+                        "(docs/alignment.md); party I holds that file's columns")
+    p.add_argument("--id", dest="id_column", default=None, metavar="COLUMN",
+                   help="with --party-data: the ID column every party's file has")
     p.add_argument("--label", help="label column of a CSV/parquet file")
     p.add_argument("--chunk-rows", type=int, default=None, metavar="N",
                    help="rows per chunk when reading a CSV/parquet file (default 65536): the "
@@ -165,7 +172,12 @@ def _check_paths(args):
 
     outputs = {"--json": args.json, "--plot": args.plot, "--ledger": args.ledger,
                "--resume" if args.resume else "--checkpoint": args.resume or args.checkpoint}
-    check_outputs(outputs, {"--data": args.data}, images=("--plot",))
+    if getattr(args, "model_out", None):
+        outputs["--model-out"] = args.model_out
+    inputs = {"--data": args.data}
+    for i, spec in enumerate(getattr(args, "party_data", None) or []):
+        inputs[f"--party-data {spec}"] = spec.partition("=")[2] or None
+    check_outputs(outputs, inputs, images=("--plot",))
 
 
 def _labels(y, loss):
@@ -280,7 +292,8 @@ def run(args) -> int:
         progress = _LogReleases(progress)
     if args.algorithm == "dp-bcfw-secure":
         _print_defaults(args, data, epsilon)
-    cli = {k: v for k, v in vars(args).items() if k not in ("func", "resume")}
+    cli = {k: v for k, v in vars(args).items()
+           if k not in ("func", "resume", "alignment_report")}
     if args.ledger:
         cli["ledger"] = os.path.abspath(args.ledger)
     cfg = dataclasses.replace(cfg, callback=progress, checkpoint_extra={"cli": cli})
@@ -313,8 +326,14 @@ def _checked_args(args):
     checked, each with one line naming it, before any work."""
     if args.resume:
         args = _resumed_args(args)
-    if not args.data:
-        raise InputError("--data is required (or --resume FILE)")
+    party_data = getattr(args, "party_data", None)
+    if args.data and party_data:
+        raise InputError("give --data (one joined table) or --party-data (each party's own "
+                         "table), not both")
+    if not args.data and not party_data:
+        raise InputError("--data or --party-data is required (or --resume FILE)")
+    if party_data:
+        _check_party_options(args)
     _check_paths(args)
     from ..data.stream import READ_CHUNK_ROWS, check_chunk_rows
 
@@ -347,12 +366,59 @@ def _checked_args(args):
     return args, epsilon, chunk_rows
 
 
+def _check_party_options(args):
+    """--party-data's companions, checked before any file is read: --id, --label, a label
+    party among the files, and no --partition/--parties (each file is one party's columns)."""
+    from ..align import parse_party_data
+
+    paths = parse_party_data(args.party_data)
+    if not args.id_column:
+        raise InputError("--party-data needs --id COLUMN (the ID column every file has)")
+    if not args.label:
+        raise InputError("--party-data needs --label COLUMN (in the label party's file)")
+    for opt, v in (("--partition", args.partition), ("--parties", args.parties)):
+        if v is not None and not args.resume and not (opt == "--parties" and v == len(paths)):
+            raise InputError(f"{opt} {v!r} does not go with --party-data: each file is one "
+                             f"party's columns ({len(paths)} parties)")
+    if args.label_party in (None, "all"):
+        if args.label_party == "all":
+            raise InputError("--label-party all does not go with --party-data: the label is "
+                             "in one party's file; give its index")
+        args.label_party = "0"
+    try:
+        lp = int(args.label_party)
+    except ValueError:
+        raise InputError(f"--label-party {args.label_party!r} is not a party index") from None
+    if lp not in paths:
+        raise InputError(f"--label-party {lp}: --party-data gives parties 0..{len(paths) - 1}")
+
+
+def _party_tables(args, chunk_rows):
+    """``(A, y, names, alignment)`` from the parties' own files: each read alone, the common
+    rows found by PSI (metered), the aligned columns in party order."""
+    from ..align import align, aligned_data, parse_party_data, read_party_tables
+
+    paths = parse_party_data(args.party_data)
+    lp = int(args.label_party)
+    tables = read_party_tables(paths, args.id_column, args.label, lp)
+    al = align(tables, leader=lp)
+    data = aligned_data(tables, al)
+    args.parties = data.K
+    args.partition = ";".join(",".join(str(int(c)) for c in b) for b in data.blocks)
+    return data.A, data.y, data.feature_names, al.report()
+
+
 def _load_data(args, chunk_rows):
     """``(VerticalData, (A_test, y_test) or None)``: the rows read, labels mapped for the loss,
-    a held-out fraction split off (seeded), and the columns split among the parties."""
+    a held-out fraction split off (seeded), and the columns split among the parties.  With
+    --party-data the rows are the parties' common IDs (private set intersection first) and the
+    JSON ``alignment`` section is kept in ``args.alignment_report``."""
     from ..data import VerticalData, load
 
-    A, y, names = load(args.data, args.label, chunk_rows)
+    if getattr(args, "party_data", None):
+        A, y, _, args.alignment_report = _party_tables(args, chunk_rows)
+    else:
+        A, y, _ = load(args.data, args.label, chunk_rows)
     if args.loss != "squared" and str(args.data).startswith("synthetic"):
         y = np.where(np.asarray(y) >= 0, 1.0, -1.0)   # the signs of the responses (as the bench)
     y = _labels(y, args.loss)
@@ -387,6 +453,8 @@ def _results(args, cfg, sol, data, test) -> dict:
     from ..vertical.api import calibration_comparison
 
     out = sol.to_dict()
+    if getattr(args, "alignment_report", None) is not None:
+        out["alignment"] = args.alignment_report
     if sol.algorithm == "dp-bcfw-secure":
         out["secure"] = {k: sol.extra[k] for k in ("secure_products", "frac_bits", "feature_cap",
                                                    "row_clips", "setup_seconds",
@@ -422,6 +490,11 @@ def _results(args, cfg, sol, data, test) -> dict:
 
 def _print_results(args, sol, out):
     """The summary on stdout: objective, bytes, privacy; accuracy; Flower bytes; calibrations."""
+    if "alignment" in out:
+        a = out["alignment"]
+        sys.stdout.write(f"aligned by private set intersection: {a['intersection_size']} common "
+                         f"rows of {a['party_rows']} per party, {_fmt_bytes(a['bytes']['total'])}"
+                         f" framed, {a['seconds']:.2f} s\n")
     _summary(sol, out)
     if "accuracy" in out:
         sys.stdout.write(_metrics_line(out) + "\n")

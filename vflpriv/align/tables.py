@@ -104,13 +104,21 @@ def _ids(df, path, id_column):
     return ids
 
 
-def read_party_table(party, path, id_column, label=None) -> PartyTable:
+def read_party_table(party, path, id_column, label=None, columns=None) -> PartyTable:
     """Party ``party``'s table from ``path`` (CSV, TSV or parquet): the ID column
     ``id_column``, the label column ``label`` (the label party only) and every other column
-    as a numeric feature."""
+    as a numeric feature (or, with ``columns``, those columns in that order, others ignored:
+    a model's columns when scoring)."""
     import pandas as pd
 
     df = _frame(path, id_column)
+    if columns is not None:
+        missing = [c for c in columns if c not in df.columns]
+        if missing:
+            raise InputError(f"--party-data file {path!r} (party {party}) has no column "
+                             f"{missing[0]!r}, which the model's party {party} holds")
+        keep = [id_column] if id_column in df.columns else []
+        df = df[keep + list(columns)]
     if df.shape[0] == 0:
         raise InputError(f"--party-data file {path!r} has no rows")
     if id_column not in df.columns:

@@ -15,7 +15,7 @@ from .options import number
 
 #: module (under vflpriv.cli) -> its subcommand registers itself
 SUBCOMMANDS = ["certify", "bench", "demo", "fedp3", "horizontal", "audit", "ledger", "run",
-               "sparse", "reproduce", "flower"]
+               "sparse", "reproduce", "flower", "predict"]
 
 
 #: what argparse must read as a (negative) value, not as an option: ``-1e-3``, ``-inf``, ``-nan``,

@@ -46,6 +46,10 @@ def register(sub):
     p.add_argument("--resume", metavar="FILE",
                    help="continue the interrupted run of this checkpoint (its options are used; "
                         "only --json, --plot, --log-releases and --quiet may be given with it)")
+    p.add_argument("--model-out", metavar="DIR",
+                   help="write the trained model split by party into the new directory DIR: "
+                        "one file per party (its own coefficients; the label party's also the "
+                        "intercept) and a public manifest, for vflpriv predict")
     p.add_argument("--reference", action="store_true",
                    help="compute the certified optimum on the same set and the excess risk")
     from . import options as O
@@ -142,7 +146,7 @@ def add_problem_arguments(p):
 
 _PARSER = None
 #: options that may be given with --resume (they do not change the run)
-_RESUME_OK = ("json", "plot", "log_releases", "quiet", "resume", "func", "command")
+_RESUME_OK = ("json", "plot", "log_releases", "quiet", "resume", "func", "command", "model_out")
 
 
 def _resumed_args(args):
@@ -172,12 +176,14 @@ def _check_paths(args):
 
     outputs = {"--json": args.json, "--plot": args.plot, "--ledger": args.ledger,
                "--resume" if args.resume else "--checkpoint": args.resume or args.checkpoint}
-    if getattr(args, "model_out", None):
-        outputs["--model-out"] = args.model_out
     inputs = {"--data": args.data}
     for i, spec in enumerate(getattr(args, "party_data", None) or []):
         inputs[f"--party-data {spec}"] = spec.partition("=")[2] or None
     check_outputs(outputs, inputs, images=("--plot",))
+    if getattr(args, "model_out", None):
+        from ..model import check_model_out
+
+        check_model_out(args.model_out)
 
 
 def _labels(y, loss):
@@ -317,7 +323,24 @@ def run(args) -> int:
         write_json(args.json, out)
     if args.plot:
         _plot(sol, args.plot)
+    if getattr(args, "model_out", None):
+        _write_model(args, sol, data, out)
     return 0
+
+
+def _write_model(args, sol, data, out):
+    """--model-out: the coefficients split by party (each party's own file), the manifest."""
+    from ..model import write_split_model
+
+    names = data.feature_names or [f"x{j}" for j in range(data.d)]
+    lp = sol.extra.get("label_party", args.label_party)
+    extra = {"algorithm": sol.algorithm, "id_column": getattr(args, "id_column", None),
+             "label": args.label, "epsilon_spent": out.get("epsilon_spent"),
+             "delta": out.get("delta"), "deployment": out.get("deployment")}
+    path = write_split_model(args.model_out, coef=sol.x, blocks=data.blocks, names=names,
+                             intercept=sol.intercept, label_party=lp, loss=args.loss,
+                             extra=extra)
+    sys.stdout.write(f"  model: {path} (one file per party and manifest.json)\n")
 
 
 def _checked_args(args):
@@ -416,9 +439,9 @@ def _load_data(args, chunk_rows):
     from ..data import VerticalData, load
 
     if getattr(args, "party_data", None):
-        A, y, _, args.alignment_report = _party_tables(args, chunk_rows)
+        A, y, names, args.alignment_report = _party_tables(args, chunk_rows)
     else:
-        A, y, _ = load(args.data, args.label, chunk_rows)
+        A, y, names = load(args.data, args.label, chunk_rows)
     if args.loss != "squared" and str(args.data).startswith("synthetic"):
         y = np.where(np.asarray(y) >= 0, 1.0, -1.0)   # the signs of the responses (as the bench)
     y = _labels(y, args.loss)
@@ -441,6 +464,8 @@ def _load_data(args, chunk_rows):
                                         seed=args.partition_seed)
     except InputError as exc:
         raise InputError(f"--partition/--parties: {exc}") from None
+    if names is not None and len(names) == data.d:
+        data.feature_names = [str(c) for c in names]
     if any(c.isdigit() for c in args.partition) and data.K != args.parties:
         raise InputError(f"--partition lists {data.K} parties but --parties is {args.parties}")
     return data, test

@@ -15,6 +15,8 @@ import os
 import sys
 import time
 
+from ..errors import InputError
+
 
 def register(sub):
     p = sub.add_parser("flower", help="runs across machines: write a run description, start a "
@@ -176,6 +178,10 @@ def spec_run(args) -> int:
     from . import run as R
 
     _checked_spec_options(args)
+    if getattr(args, "party_data", None):
+        raise InputError("vflpriv flower spec run --party-data: a deployment from each party's "
+                         "own file is not built yet (it would align on one machine here); "
+                         "--party-data runs in process (docs/alignment.md)")
     args, epsilon, chunk_rows = R._checked_args(args)
     opts = FlowerOptions(spec_dir=args.out, on_client_loss=args.on_client_loss,
                          connect_timeout=args.connect_timeout)

@@ -395,6 +395,9 @@ def _check_party_options(args):
     from ..align import parse_party_data
 
     paths = parse_party_data(args.party_data)
+    if getattr(args, "backend", None) not in (None, "inprocess"):
+        raise InputError(f"--party-data runs in process for now, not on --backend "
+                         f"{args.backend} (docs/alignment.md)")
     if not args.id_column:
         raise InputError("--party-data needs --id COLUMN (the ID column every file has)")
     if not args.label:
@@ -403,13 +406,20 @@ def _check_party_options(args):
         if v is not None and not args.resume and not (opt == "--parties" and v == len(paths)):
             raise InputError(f"{opt} {v!r} does not go with --party-data: each file is one "
                              f"party's columns ({len(paths)} parties)")
+    if args.algorithm in ("dp-bcfw", "bcfw", "dfw"):
+        raise InputError(f"--algorithm {args.algorithm} needs the labels at every party (paper "
+                         "004's setting); with --party-data the label is in one party's file: "
+                         "use dp-bcfw-secure (or the central baselines fw, dpfw)")
+    if args.algorithm in ("fw", "dpfw"):          # central baselines: the label party leads
+        args.id_leader = 0                          # the alignment, no label_party option
+        return
     if args.label_party in (None, "all"):
         if args.label_party == "all":
             raise InputError("--label-party all does not go with --party-data: the label is "
                              "in one party's file; give its index")
         args.label_party = "0"
     try:
-        lp = int(args.label_party)
+        lp = args.id_leader = int(args.label_party)
     except ValueError:
         raise InputError(f"--label-party {args.label_party!r} is not a party index") from None
     if lp not in paths:
@@ -422,7 +432,7 @@ def _party_tables(args, chunk_rows):
     from ..align import align, aligned_data, parse_party_data, read_party_tables
 
     paths = parse_party_data(args.party_data)
-    lp = int(args.label_party)
+    lp = args.id_leader
     tables = read_party_tables(paths, args.id_column, args.label, lp)
     al = align(tables, leader=lp)
     data = aligned_data(tables, al)

@@ -143,7 +143,7 @@ LAYERS = {"accounting": 0,
           "vflpriv": 1, "vflpriv.errors": 1, "vflpriv.outputs": 1, "vflpriv.data": 1,
           "vflpriv.optim": 1, "vflpriv.kernels": 1, "vflpriv.runtime": 1,
           "vflpriv.vertical": 2, "vflpriv.sparse": 2, "vflpriv.horizontal": 2,
-          "vflpriv.estimators": 3, "vflpriv.flower": 3,
+          "vflpriv.estimators": 3, "vflpriv.flower": 3, "vflpriv.align": 3, "vflpriv.model": 3,
           "vflpriv.audit": 4, "vflpriv.bench": 4, "vflpriv.examples": 4,
           # reproduce drives the commands as a user would (a figure = a command line)
           "vflpriv.cli": 5, "vflpriv.reproduce": 5, "vflpriv.__main__": 5}

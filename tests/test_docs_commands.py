@@ -86,6 +86,8 @@ EXIT = {
 
 #: what a page's commands need that the page states in prose, made before its first command
 SETUP = {
+    # the page's Python block writes the three party files its commands read
+    "docs/alignment.md": lambda d: _run_python_block(d, "docs/alignment.md"),
     # "Changing only noise = "gumbel"" of the plan written above
     "docs/certify.md": lambda d: _write(
         d, "plans/feature-selection-gumbel.toml",
@@ -96,6 +98,13 @@ SETUP = {
            "--label-bound 1 --delta 1e-5 --iterations 20 --seed 3 --ledger run.ledger "
            "--epsilon 1.5"),
 }
+
+
+def _run_python_block(d, page):
+    """Run the page's first ``python`` code block in the working directory ``d``."""
+    with open(os.path.join(ROOT, page)) as fh:
+        code = re.search(r"^```python\n(.*?)^```", fh.read(), re.S | re.M).group(1)
+    subprocess.run([sys.executable, "-c", code], cwd=d, check=True, timeout=120)
 
 
 def _read(d, rel):

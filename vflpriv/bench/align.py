@@ -1,0 +1,136 @@
+"""``vflpriv bench align``: private set intersection, vflpriv's ECDH-PSI beside openmined-psi.
+
+K parties (default 3) each hold ``size`` IDs drawn so that each keeps about ``--overlap`` of a
+common universe (default 0.875, the 85-90% of issue 31); the label party (0) leads.  Both
+protocols run on the same sets in the same run:
+
+* vflpriv (:mod:`vflpriv.align`): the whole K-party alignment, every frame metered as relayed
+  through the server; seconds are wall time (its X25519 work uses ``--workers`` processes), and
+  the result is checked against Python's own set intersection;
+* openmined-psi (Google's ECDH-PSI over P-256, C++, the registry's ``openmined-psi``): the same
+  star, one two-party PSI per other party with the leader as the client that learns the
+  intersection (``reveal_intersection``, raw set, no Bloom filter); bytes are the protobuf sizes
+  of setup, request and response; then the leader intersects the K-1 results.
+
+Bytes: ``wire_bytes`` counts each message once, as it leaves its sender (vflpriv's relayed
+messages are counted once more by the meter on arrival: ``metered_bytes``); per id and
+direction it is the figure issue 31 compares with SecretFlow's 44 B.
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+
+def add_arguments(p):
+    p.add_argument("--sizes", default="100000,1000000", metavar="N,N",
+                   help="IDs per party, comma-separated (default 100000,1000000)")
+    p.add_argument("--parties", type=int, default=3, metavar="K", help="parties (default 3)")
+    p.add_argument("--overlap", type=float, default=0.875, metavar="F",
+                   help="share of the universe each party holds (default 0.875)")
+    p.add_argument("--workers", type=int, default=None, metavar="W",
+                   help="processes for vflpriv's X25519 work (default: the CPU count, <= 8)")
+    p.add_argument("--no-peer", dest="peer", action="store_false",
+                   help="skip openmined-psi")
+    p.add_argument("--seed", type=int, default=0, help="seed of the ID sets (default 0)")
+
+
+def _sets(size, parties, overlap, seed):
+    rng = np.random.default_rng(seed)
+    universe = int(round(size / overlap))
+    out = []
+    for _ in range(parties):
+        pick = rng.choice(universe, size=size, replace=False)
+        out.append([f"cust-{v:09d}" for v in pick])
+    return out
+
+
+def _ours(sets, workers):
+    from ..align import align
+
+    t0 = time.perf_counter()
+    al = align(sets, 0, workers=workers)
+    wall = time.perf_counter() - t0
+    rep = al.report()
+    common = set(sets[0]).intersection(*map(set, sets[1:]))
+    ok = (al.intersection_size == len(common)
+          and all(sets[0][int(r)] in common for r in al.rows[0][:1000]))
+    wire = sum(rep["bytes"]["uplink"])
+    return {"system": "vflpriv ECDH-PSI (X25519)", "seconds": wall,
+            "party_seconds": rep["party_seconds"], "intersection_size": al.intersection_size,
+            "correct": bool(ok), "wire_bytes": wire, "metered_bytes": rep["bytes"]["total"],
+            "bytes_by_type": rep["messages_by_type"]}
+
+
+def _openmined(sets):
+    try:
+        import private_set_intersection.python as psi
+    except ImportError:
+        return {"system": "openmined-psi", "skipped": "not installed (pip install "
+                "'vflpriv[bench-align]')"}
+    t0 = time.perf_counter()
+    leader = sets[0]
+    common, wire, pair_seconds = None, 0, []
+    for other in sets[1:]:
+        t1 = time.perf_counter()
+        client = psi.client.CreateWithNewKey(True)
+        server = psi.server.CreateWithNewKey(True)
+        setup = server.CreateSetupMessage(1e-9, len(leader), other, psi.DataStructure.RAW)
+        request = client.CreateRequest(leader)
+        response = server.ProcessRequest(request)
+        idx = set(client.GetIntersection(setup, response))
+        common = idx if common is None else common & idx
+        wire += setup.ByteSize() + request.ByteSize() + response.ByteSize()
+        pair_seconds.append(time.perf_counter() - t1)
+    return {"system": "openmined-psi 2.0 (P-256), star of 2-party runs",
+            "seconds": time.perf_counter() - t0, "pair_seconds": pair_seconds,
+            "intersection_size": len(common), "wire_bytes": wire}
+
+
+def run(args) -> int:
+    from ..errors import InputError
+
+    try:
+        sizes = [int(float(s)) for s in str(args.sizes).split(",") if s.strip()]
+    except ValueError:
+        raise InputError(f"--sizes {args.sizes!r}: give integers, e.g. 100000,1000000") from None
+    if not sizes or min(sizes) < 1:
+        raise InputError(f"--sizes {args.sizes!r}: every size must be >= 1")
+    if args.parties < 2:
+        raise InputError(f"--parties must be >= 2, got {args.parties}")
+    if not 0 < args.overlap <= 1:
+        raise InputError(f"--overlap must be in (0, 1], got {args.overlap}")
+    rows = []
+    for size in sizes:
+        sets = _sets(size, args.parties, args.overlap, args.seed)
+        systems = [_ours(sets, args.workers)]
+        if args.peer:
+            systems.append(_openmined(sets))
+        for s in systems:
+            s.update(size=size, parties=args.parties)
+            if "wire_bytes" in s:
+                s["wire_bytes_per_id"] = s["wire_bytes"] / (size * args.parties)
+            rows.append(s)
+            _print(s)
+    if args.json:
+        from . import write_json
+
+        write_json(args.json, {"benchmark": "align", "overlap": args.overlap,
+                               "workers": args.workers, "rows": rows})
+    return 0
+
+
+def _print(s):
+    from ..units import format_bytes
+
+    w = sys.stdout.write
+    if "skipped" in s:
+        w(f"{s['size']:>9} ids x {s['parties']}: {s['system']}: skipped ({s['skipped']})\n")
+        return
+    ok = "" if s.get("correct", True) else "  WRONG INTERSECTION"
+    w(f"{s['size']:>9} ids x {s['parties']}: {s['system']:<48} {s['seconds']:8.1f} s  "
+      f"{format_bytes(s['wire_bytes']):>10} sent ({s['wire_bytes_per_id']:.1f} B per id)  "
+      f"|C| = {s['intersection_size']}{ok}\n")
+    sys.stdout.flush()

@@ -246,3 +246,40 @@ def test_model_out_refuses_a_non_empty_directory(tmp_path, capsys):
     _bad(tmp_path, capsys, [f for k, p in enumerate(paths) for f in ("--party-data", f"{k}={p}")]
          + ["--id", "pid", "--label", "y", "--model-out", str(full)], "--model-out", "not empty")
     assert (full / "keep.txt").read_text() == "mine"
+
+
+@pytest.mark.slow
+def test_a_run_from_party_files_resumes_spending_nothing_twice(tmp_path, capsys):
+    """Killed (SIGKILL) right after its first checkpoint, a run from party files resumes: the
+    alignment runs again (fresh keys, the same common rows in the same order) and the ledger
+    ends with exactly the records of an uninterrupted run."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from test_resume_reservation import KILLER, ROOT
+
+    paths, *_ = _party_files(tmp_path)
+    argv = ["run", *[f for k, p in enumerate(paths) for f in ("--party-data", f"{k}={p}")],
+            "--id", "pid", "--label", "y", "--algorithm", "dp-bcfw-secure", "--loss", "logistic",
+            "--epsilon", "2", "--delta", "1e-5", "--feature-bound", "1", "--label-bound", "1",
+            "--iterations", "6", "--quiet"]
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    led, ck = tmp_path / "killed.jsonl", tmp_path / "c.npz"
+    r = subprocess.run([sys.executable, "-c", KILLER, "first", *argv, "--ledger", str(led),
+                        "--checkpoint", str(ck)], capture_output=True, text=True, timeout=120,
+                       cwd=ROOT, env=env)
+    assert r.returncode == -signal.SIGKILL, r.stderr
+    assert main(["run", "--resume", str(ck), "--quiet", "--json", str(tmp_path / "r.json")]) == 0
+    full = tmp_path / "full.jsonl"
+    assert main([*argv, "--ledger", str(full)]) == 0
+    capsys.readouterr()
+    counts = []
+    for ledger in (led, full):
+        assert main(["ledger", "verify", str(ledger), "--json"]) == 0
+        v = json.loads(capsys.readouterr().out)
+        assert v["valid"] is True and v["reservations"] == []
+        counts.append(v["records"])
+    assert counts[0] == counts[1] > 0
+    assert json.loads((tmp_path / "r.json").read_text())["alignment"]["intersection_size"] > 150

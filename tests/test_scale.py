@@ -22,7 +22,7 @@ from vflpriv.data import VerticalData, load, make_synthetic
 from vflpriv.data import loaders, stream
 from vflpriv.errors import InputError
 from vflpriv.vertical import solve
-from vflpriv.vertical.secure import beaver, protocol, ring, store
+from vflpriv.vertical.secure import beaver, loop, protocol, ring, store
 
 M64 = 2 ** 64
 
@@ -128,7 +128,7 @@ def test_run_secure_refuses_a_bad_chunk_size():
     A, y, _ = make_synthetic(n=40, d=6, density=0.5, seed=0)
     D = VerticalData.from_arrays(A, y, "balanced", parties=2)
     with pytest.raises(InputError, match="chunk_rows must be a positive integer, got 0"):
-        protocol.run_secure(D, eta=1.0, iterations=2, frac=16, private=False, chunk_rows=0,
+        loop.run_secure(D, eta=1.0, iterations=2, frac=16, private=False, chunk_rows=0,
                             seed=0)
 
 

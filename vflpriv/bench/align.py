@@ -68,8 +68,8 @@ def _openmined(sets):
     try:
         import private_set_intersection.python as psi
     except ImportError:
-        return {"system": "openmined-psi", "skipped": "not installed (pip install "
-                "'vflpriv[bench-align]')"}
+        return {"system": "openmined-psi", "skipped": "not installed (pip install --no-deps "
+                "openmined-psi==2.0.6: its pin protobuf==6.30.2 would break flwr's gRPC)"}
     t0 = time.perf_counter()
     leader = sets[0]
     common, wire, pair_seconds = None, 0, []

@@ -2,11 +2,12 @@
 
 ``ring`` (fixed point over Z_{2^64}, shares, AES-CTR PRG), ``beaver`` (the dealer-assisted
 matrix-vector product), ``messages`` (wire format), ``privacy`` (sensitivities, calibration),
-``protocol`` (parties, server, round loop), ``solve`` (the ``solve()`` branch: least squares),
+``protocol`` (parties and their steps), ``loop`` (the server's round loop), ``solve`` (the ``solve()`` branch: least squares),
 ``glm_solve`` (its logistic path), ``run`` (what the two paths share).
 See docs/vertical.md ("dp-bcfw-secure") and docs/sensitivity.md (section 4).
 """
-from .protocol import SecureParty, run_secure
+from .loop import run_secure
+from .protocol import SecureParty
 from .solve import solve_secure
 
 __all__ = ["run_secure", "solve_secure", "SecureParty"]

@@ -322,7 +322,7 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
                    fit_intercept=False, helper_party=None) -> GlmResult:
     """Run the GLM protocol in process (module docstring).  ``sigma``: std of the Gaussian on each
     A_k^T d (sum units); ``clips``: per-party row clips C_k (private runs).  ``on_round`` and
-    ``state``: checkpoints and resume, as :func:`~.protocol.run_secure`'s (``state.py``)."""
+    ``state``: checkpoints and resume, as :func:`~.loop.run_secure`'s (``state.py``)."""
     from ..engine import _seeds
     from .state import RoundState, Snapshot, restore, restore_keys
 

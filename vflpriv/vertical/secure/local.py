@@ -1,7 +1,7 @@
 """The in-process link of dp-bcfw-secure: :class:`Network` (frames and meters every message)
 and :class:`LocalParties` (the parties as objects in this process).
 
-How the messages travel.  :func:`~.protocol.run_secure` is the server's loop, written once; it
+How the messages travel.  :func:`~.loop.run_secure` is the server's loop, written once; it
 talks to the parties only through five steps (setup, offline, select, new_features, product) of
 an object handed to it:
 

@@ -464,7 +464,7 @@ def serve(connect, spec, progress=None) -> dict:
     """The server role of one dp-bcfw-secure run (``spec`` from :func:`make_spec`);
     ``connect(K)`` is the run's link to its K parties."""
     from ..remote import PublicShape
-    from .protocol import run_secure
+    from .loop import run_secure
 
     K = len(spec["blocks"])
     link = connect(K)

@@ -16,7 +16,7 @@ from ...errors import InputError
 from ..checkpoint import check_every
 from . import privacy as SP
 from . import resume as SC
-from .protocol import run_secure
+from .loop import run_secure
 from .ring import frac_bits
 from .run import SecureRun, finish, meter_totals, open_budget, seeds_and_checkpointer
 

@@ -34,7 +34,7 @@ from ...errors import InputError
 
 
 class RoundState:
-    """The server's loop state of :func:`~.protocol.run_secure` (and of
+    """The server's loop state of :func:`~.loop.run_secure` (and of
     :func:`~.glm.run_secure_glm`, which uses neither ``chosen``, ``released`` nor ``products``)."""
 
     def __init__(self, K, d, stage="start"):

@@ -16,6 +16,8 @@ needs a fixed step (``--lr``: the default is estimated from the data) and a cons
 sampling rate is fixed by the plan); a client-level run needs uniform weights (the sensitivity of
 the weighted mean would depend on the clients' sizes); FedGradMP's subproblem reads the whole local
 data, so it is private at client level only.
+:class:`RemoteConfig` is what :func:`vflpriv.sparse.remote.run` takes for a run hosted on a Flower
+backend: a ``SparseConfig``'s options resolved against the data (:meth:`RemoteConfig.of`).
 """
 from __future__ import annotations
 

@@ -99,9 +99,9 @@ def run(parts, shards, strategy, config: RemoteConfig, *, x_true=None, support_t
     dict naming its files returned).  A client lost or refusing in a round: with
     ``on_client_loss == "continue"`` (the default for this family) the run goes on with the
     others and ``lost_clients`` names it and the round; with ``"stop"``, or at setup, or when no
-    client is left, it raises :class:`~.link.PartyLost` / :class:`~.link.PartyRefused` (which
-    client, which round); the server's own budget refusing raises ``BudgetExceeded`` as in
-    process.
+    client is left, it raises :class:`~vflpriv.runtime.link.PartyLost` /
+    :class:`~vflpriv.runtime.link.PartyRefused` (which client, which round); the server's own
+    budget refusing raises ``BudgetExceeded`` as in process.
     """
     import shutil
     import uuid
@@ -231,7 +231,8 @@ def _flower_info(backend, out, party_spend, wall, ledgers) -> dict:
 def _raise_error(out, flower, backend):
     """A run the server stopped raises here, in this process: the server's own exception as is
     (e.g. its budget refusing, as in process); a lost or refusing client as
-    :class:`~.link.PartyLost` / :class:`~.link.PartyRefused` carrying ``flower``."""
+    :class:`~vflpriv.runtime.link.PartyLost` / :class:`~vflpriv.runtime.link.PartyRefused`
+    carrying ``flower``."""
     err = out["error"]
     if err is not None:
         if out.get("exception") is not None and err["kind"] not in ("PartyLost", "PartyRefused"):

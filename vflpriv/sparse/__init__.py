@@ -6,7 +6,8 @@ Modules: :mod:`.runtime` (round loop, participation, batches, weights), :mod:`.s
 data, batched or looped), :mod:`.algorithms` (one short module per method), :mod:`.losses`,
 :mod:`.data` (generators, k-means non-IID partition, dictionaries), :mod:`.wire` (encodings and
 metering), :mod:`.privacy` (record- and client-level DP), :mod:`.config` (``SparseConfig``: every
-option of a run, checked once), :mod:`.api` (``fit``, one call).
+option of a run, checked once), :mod:`.api` (``fit``, one call), :mod:`.remote` (the server
+and client roles on a Flower backend) and :mod:`.hosted` (a run hosted there).
 """
 from .algorithms import ALGORITHMS, make_strategy
 from .config import SparseConfig

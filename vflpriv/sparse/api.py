@@ -54,19 +54,11 @@ def fit(data, algorithm=None, config: SparseConfig | None = None, **options):
                              server_lr=cfg.server_lr)
     batch = BatchSchedule(cfg.batch_size, cfg.batch_growth)
     if cfg.backend != "inprocess":
+        from .config import RemoteConfig
         from .remote import run as run_flower
 
-        res = run_flower(cfg.backend, parts, shards, strategy, rounds=cfg.rounds,
-                         participation=part, batch=batch, lr=cfg.lr, weights=cfg.weights,
-                         seed=cfg.seed, loss=cfg.loss, l2=cfg.l2,
-                         privacy=None if not cfg.private else {
-                             "level": cfg.privacy, "epsilon": cfg.epsilon, "delta": cfg.delta,
-                             "clip": cfg.clip, "accountant": cfg.accountant,
-                             "ledger": cfg.ledger},
-                         strategy_kw={"tol": cfg.tol, "radius": cfg.radius,
-                                      "server_lr": cfg.server_lr},
-                         x_true=fd.x_true, support_true=fd.support_true, dictionary=D,
-                         callback=cfg.callback, options=cfg.flower)
+        res = run_flower(parts, shards, strategy, RemoteConfig.of(cfg, part, batch),
+                         x_true=fd.x_true, support_true=fd.support_true, dictionary=D)
         if getattr(cfg.flower, "spec_dir", None):       # a run description was written, no run
             return res
         res.settings["backend"] = cfg.backend

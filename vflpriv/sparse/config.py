@@ -16,6 +16,8 @@ needs a fixed step (``--lr``: the default is estimated from the data) and a cons
 sampling rate is fixed by the plan); a client-level run needs uniform weights (the sensitivity of
 the weighted mean would depend on the clients' sizes); FedGradMP's subproblem reads the whole local
 data, so it is private at client level only.
+:class:`RemoteConfig` is what :func:`vflpriv.sparse.remote.run` takes for a run hosted on a Flower
+backend: a ``SparseConfig``'s options resolved against the data (:meth:`RemoteConfig.of`).
 """
 from __future__ import annotations
 
@@ -181,3 +183,61 @@ class SparseConfig:
 
 #: the option names :func:`vflpriv.sparse.api.fit` takes as keywords
 OPTIONS = tuple(f.name for f in dataclasses.fields(SparseConfig))
+
+
+@dataclasses.dataclass(frozen=True)
+class RemoteConfig:
+    """How :func:`vflpriv.sparse.remote.run` hosts one sparse run on a Flower backend
+    (``flower-sim``, ``flower``, or the API's ``local`` link): the options of a
+    :class:`SparseConfig`, resolved against the data and in the shape the roles read.
+
+    ``participation`` and ``batch`` are the resolved
+    :class:`~vflpriv.sparse.runtime.Participation` and
+    :class:`~vflpriv.sparse.runtime.BatchSchedule`; ``privacy`` is None (a non-private run) or
+    ``{"level", "epsilon", "delta", "clip", "accountant", "ledger"}``; ``strategy_kw`` the
+    method's own options (``tol``, ``radius``, ``server_lr``), told to every client at setup;
+    ``evaluate``: keep every round's model for the metrics (False: the last one only);
+    ``flower``: a :class:`~vflpriv.runtime.backends.FlowerOptions` (None: its defaults).
+    :meth:`of` builds one from a :class:`SparseConfig`.
+
+    The backend is checked on construction (a Flower backend that Flower can run), before any
+    data are written; what needs the data (the default step size) is checked by ``run``.
+    """
+
+    backend: str
+    rounds: int
+    participation: Any
+    batch: Any
+    loss: str = "squared"
+    l2: float = 0.0
+    lr: float | None = None
+    weights: str = "uniform"
+    seed: int | None = None
+    privacy: dict | None = None
+    strategy_kw: dict | None = None
+    evaluate: bool = True
+    callback: Callable | None = None
+    flower: Any = None
+
+    def __post_init__(self):
+        from ..runtime.backends import FlowerOptions, check_backend, require_flwr
+
+        check_backend(self.backend)
+        if self.backend == "inprocess":
+            raise InputError("sparse.remote.run runs the Flower backends; inprocess is "
+                             "vflpriv.sparse.runtime.run")
+        require_flwr(self.backend)
+        if self.flower is None:           # normalized, so replace() gives an equal config
+            object.__setattr__(self, "flower", FlowerOptions())
+
+    @classmethod
+    def of(cls, cfg: SparseConfig, participation, batch) -> RemoteConfig:
+        """The hosted run of ``cfg`` with its participation and batch schedule resolved (what
+        :func:`vflpriv.sparse.api.fit` does once the data are read)."""
+        return cls(cfg.backend, cfg.rounds, participation, batch, loss=cfg.loss, l2=cfg.l2,
+                   lr=cfg.lr, weights=cfg.weights, seed=cfg.seed,
+                   privacy=None if not cfg.private else {
+                       "level": cfg.privacy, "epsilon": cfg.epsilon, "delta": cfg.delta,
+                       "clip": cfg.clip, "accountant": cfg.accountant, "ledger": cfg.ledger},
+                   strategy_kw={"tol": cfg.tol, "radius": cfg.radius, "server_lr": cfg.server_lr},
+                   callback=cfg.callback, flower=cfg.flower)

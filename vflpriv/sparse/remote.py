@@ -25,21 +25,22 @@ setup), so the Flower bytes of the rounds can be set beside the in-process count
 user reads names the run's 0-based round: ``lost_clients[i]["round"]``, and ``PartyLost.round`` /
 ``PartyRefused.round`` of a run stopped by a lost or refusing client (``--on-client-loss stop``),
 so a client lost in round t is "round t" in both.
+
+The driver that writes the clients' files and hosts these roles on a backend, :func:`run`, is in
+:mod:`.hosted` (re-exported here with :func:`party_configs` and :func:`public_setup`).
 """
 from __future__ import annotations
 
 import json
-import math
-import os
 import time
 
 import numpy as np
 
-from ..errors import InputError
-from ..runtime.link import DOWN, UP, PartyLost, PartyRefused, error_record, raise_recorded
-from ..runtime.partydata import load_cached, save_party_data
+from ..runtime.link import DOWN, UP, PartyLost, PartyRefused, error_record
+from ..runtime.partydata import load_cached
 from ..runtime.roles import PartyRole, Refused, own_budget
 from . import wire
+from .hosted import party_configs, public_setup, run  # noqa: F401  (the driver, re-exported)
 
 _load_rows = load_cached
 
@@ -248,194 +249,6 @@ def serve(connect, spec, progress=None) -> dict:
                             "uplink_setup": setup_flower[UP], "downlink_setup": setup_flower[DOWN],
                             "uplink_frames": clients.frames["uplink"],
                             "downlink_frames": clients.frames["downlink"]}
-    return out
-
-
-# -- the driver --------------------------------------------------------------------------------
-def party_configs(parts, run_dir, *, privacy, ledgers=None, seed=None) -> list:
-    """Write each client's rows into ``run_dir`` and return the node configs its SuperNode is
-    started with.  ``privacy``: the run's privacy dict (record level: each client gets its
-    ledger and budget); ``seed``: seeded runs give each client the run's seed as its noise root
-    (testing and reproduction only; a deployment leaves it out and each client draws its own)."""
-
-    cfgs = []
-    for i, (Z, y) in enumerate(parts):
-        path = os.path.join(run_dir, f"client{i}.npz")
-        save_party_data(path, Z, y)
-        cfg = {"party": i, "data": path}
-        if privacy is not None and privacy["level"] == "record":
-            eps, delta = privacy["party_budget"]
-            cfg.update({"ledger": ledgers[i], "budget-epsilon": float(eps),
-                        "budget-delta": float(delta), "accountant": privacy["accountant"]})
-        if seed is not None:
-            cfg["noise-entropy"] = str(int(seed))
-        cfgs.append(cfg)
-    return cfgs
-
-
-def public_setup(shards, strategy, *, batch, loss, l2, rounds, participation, privacy=None,
-                 strategy_kw=None, run_id=None) -> dict:
-    """What every client is told at setup (JSON): the method and its settings, the step size
-    (``strategy.lr``), the batch schedule, the public shape of the federation (d, the padded
-    length n_max: the clients' sizes are public, see :mod:`vflpriv.sparse.privacy`) and, in a
-    private run, the clip and the noise multiplier of each record sample rate (calibrated here
-    exactly as the server's :class:`~vflpriv.sparse.privacy.PrivacyPlan` calibrates them)."""
-    from .shards import DenseShards
-
-    priv_public = None
-    if privacy is not None:
-        from .privacy import PrivacyPlan
-
-        plan = PrivacyPlan(privacy["level"], privacy["epsilon"], privacy["delta"],
-                           privacy["clip"], rounds=rounds, local_steps=strategy.local_steps,
-                           participation=participation, counts=shards.counts,
-                           batch_size=batch.size, accountant=privacy["accountant"])
-        priv_public = {"level": plan.level, "clip": plan.clip}
-        if plan.level == "record":
-            priv_public["rates"] = [[float(q), float(z)] for q, z in plan.z.items()]
-    lr = strategy.lr
-    return {"family": "sparse", "algorithm": strategy.name, "tau": strategy.tau,
-            "local_steps": strategy.local_steps, "strategy_kw": dict(strategy_kw or {}),
-            "loss": loss, "l2": float(l2), "classes": getattr(shards.loss, "classes", None),
-            "lr": None if lr is None else float(lr), "blocks": int(strategy.blocks),
-            "batch_size": batch.size, "batch_growth": float(batch.growth),
-            "layout": "dense" if isinstance(shards, DenseShards) else "sparse",
-            "n_max": int(shards.n_max), "features": int(shards.features), "d": int(shards.d),
-            "privacy": priv_public, "rounds": int(rounds), "run_id": run_id,
-            "accountant": None if privacy is None else privacy["accountant"]}
-
-
-class _Summary:
-    """The ServerApp's privacy summary where :func:`~vflpriv.sparse.runtime.finish` expects a
-    plan."""
-
-    def __init__(self, summary):
-        self._s = summary
-
-    def summary(self):
-        return self._s
-
-
-def run(backend, parts, shards, strategy, *, rounds, participation, batch, lr, weights, seed,
-        loss, l2, privacy=None, strategy_kw=None, x_true=None, support_true=None,
-        dictionary=None, callback=None, evaluate=True, options=None):
-    """Run a sparse method on ``backend`` ("flower-sim" or "flower"): ``parts`` are the clients'
-    (Z_i, y_i) (labels mapped, dictionary applied) and ``shards`` the same data in process (for
-    the default step size, which reads the data as in process, and for the metrics, computed
-    here as the in-process run computes them: the experimenter's view, not releases).
-
-    ``privacy``: None or ``{"level", "epsilon", "delta", "clip", "accountant", "ledger"}``.
-    Returns the :class:`~vflpriv.sparse.runtime.SparseResult` with ``flower`` filled in: Flower
-    message bytes per client beside the wire bytes the in-process run meters.  A client lost or
-    refusing in a round: with ``options.on_client_loss == "continue"`` (the default for this
-    family) the run goes on with the others and ``lost_clients`` names it and the round; with
-    ``"stop"``, or at setup, or when no client is left, it raises :class:`~.link.PartyLost` /
-    :class:`~.link.PartyRefused` (which client, which round); the server's own budget refusing
-    raises ``BudgetExceeded`` as in process.
-    """
-    import shutil
-    import tempfile
-    import uuid
-
-    from .runtime import Metrics, client_weights, default_lr, finish
-    from ..runtime.backends import FlowerOptions, check_backend, on_client_loss, require_flwr
-
-    check_backend(backend)
-    if backend == "inprocess":
-        raise InputError("sparse.remote.run runs the Flower backends; inprocess is "
-                         "vflpriv.sparse.runtime.run")
-    require_flwr(backend)
-    options = options or FlowerOptions()
-    N = shards.N
-    p = client_weights(shards.counts, weights)
-    if lr is None and strategy.needs_lr:
-        lr = default_lr(shards, weights)
-    if lr is not None and not (lr > 0 and math.isfinite(lr)):
-        raise InputError(f"--lr must be a positive finite number, got {lr!r}")
-    strategy.lr, strategy.blocks = lr, getattr(shards, "c", 1)
-    run_id = uuid.uuid4().hex
-    setup = public_setup(shards, strategy, batch=batch, loss=loss, l2=l2, rounds=rounds,
-                         participation=participation, privacy=privacy, strategy_kw=strategy_kw,
-                         run_id=run_id)
-    own_dir = not (options.run_dir or options.spec_dir)
-    run_dir = options.spec_dir or options.run_dir or tempfile.mkdtemp(prefix="vflpriv-sparse-")
-    os.makedirs(run_dir, exist_ok=True)
-    ledgers = None
-    try:
-        if privacy is not None and privacy["level"] == "record":
-            if options.party_ledgers:
-                ledgers = list(options.party_ledgers)
-            elif options.spec_dir:        # each on its own machine, beside its data
-                ledgers = [os.path.join(run_dir, f"client{i}.ledger") for i in range(N)]
-            elif privacy.get("ledger"):
-                ledgers = [f"{privacy['ledger']}.client{i}" for i in range(N)]
-            else:
-                ledgers = [os.path.join(run_dir, f"client{i}.ledger") for i in range(N)]
-            if len(ledgers) != N:
-                raise InputError(f"party_ledgers names {len(ledgers)} files for {N} clients")
-            privacy = dict(privacy, party_budget=options.party_budget
-                           or (privacy["epsilon"], privacy["delta"]))
-        cfgs = party_configs(parts, run_dir, privacy=privacy, ledgers=ledgers, seed=seed)
-        spec = {"family": "sparse", "N": N, "setup": setup, "counts": shards.counts.tolist(),
-                "p": p.tolist(), "rounds": int(rounds),
-                "participation": (participation.kind, participation.value), "seed": seed,
-                "evaluate": bool(evaluate), "on_client_loss": on_client_loss(options, "sparse"),
-                "privacy": None if privacy is None else {
-                    k: privacy[k] for k in ("level", "epsilon", "delta", "clip", "accountant",
-                                            "ledger")},
-                "connect_timeout": float(options.connect_timeout),
-                "reply_timeout": float(options.reply_timeout)}
-        if options.spec_dir:              # the description for separate machines, no run
-            from ..runtime.backends import describe
-
-            return describe(run_dir, spec, cfgs)
-        progress = None if callback is None else (lambda t: callback(t - 1, float("nan")))
-        t0 = time.perf_counter()
-        from ..runtime.backends import launch
-
-        out = launch(backend, spec, cfgs, run_dir, progress=progress, quiet=options.quiet)
-        wall = time.perf_counter() - t0
-        party_spend = _party_spend(ledgers, privacy) if ledgers else None
-    finally:
-        if own_dir:
-            shutil.rmtree(run_dir, ignore_errors=True)
-    flower = {"backend": backend, "bytes": out["flower"], "totals": out["flower_totals"],
-              "rounds_bytes": out["flower_rounds"],
-              "rounds_completed": out["t"], "error": out["error"], "party_spend": party_spend,
-              "wall_seconds": wall,
-              "party_ledgers": None if own_dir else ledgers}
-    err = out["error"]
-    if err is not None:
-        if out.get("exception") is not None and err["kind"] not in ("PartyLost", "PartyRefused"):
-            raise out["exception"]
-        raise_recorded(err, flower, backend)
-    metrics = Metrics(shards, p, x_true, dictionary)
-    metrics.add(strategy.model(strategy.init_state(shards.d)))
-    for _, x in out["models"]:
-        metrics.add(x)
-    res = finish(strategy, out["final"], metrics, out["traffic"], out["seconds"], lr=lr,
-                 privacy=None if out["privacy"] is None else _Summary(out["privacy"]),
-                 support_true=support_true, rounds=rounds, participation=participation,
-                 batch=batch, weights=weights, seed=seed)
-    res.flower = flower
-    res.lost_clients = list(out.get("lost_clients", []))
-    res.settings["on_client_loss"] = spec["on_client_loss"]
-    return res
-
-
-def _party_spend(ledgers, privacy):
-    """Each client's own spend, from its own ledger (record level)."""
-    from accounting import Ledger, get_accountant
-
-    acc = get_accountant(privacy["accountant"])
-    out = {}
-    for i, path in enumerate(ledgers):
-        if os.path.exists(path):
-            led = Ledger(path)
-            ev = led.event()
-            out[str(i)] = {"releases": len(led.records),
-                           "epsilon": 0.0 if ev is None else float(acc.epsilon(ev,
-                                                                               privacy["delta"]))}
     return out
 
 

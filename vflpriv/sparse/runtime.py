@@ -361,7 +361,7 @@ class SparseResult:
     privacy: dict | None = None
     settings: dict = field(default_factory=dict)
     #: Flower backends: Flower message bytes per client beside the wire bytes, each client's
-    #: own spend (:func:`vflpriv.sparse.remote.run`); None in process
+    #: own spend (:func:`vflpriv.sparse.hosted.run`); None in process
     flower: dict | None = None
     #: clients lost mid-run (Flower, ``--on-client-loss continue``): ``{"client", "round",
     #: "reason"}``; always empty in process

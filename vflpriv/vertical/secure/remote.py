@@ -283,9 +283,13 @@ class SecurePartyRole(PartyRole):
         if stop > start:
             for row, block in self.party.masked_blocks(start, stop):
                 f = SM.encode(SM.MaskedBlock(row, block), self.k, 0)
-                out += [(q, ch.seal(q, "MaskedBlock", 0, f)) for q in sorted(self.peers)
-                        if q != self.k]
+                out += [(q, ch.seal(q, "MaskedBlock", 0, f)) for q in self._receivers()]
         return pack_bundle(out)
+
+    def _receivers(self):
+        """Who gets this party's masked block: every other party (the logistic path's role
+        sends it to the two holders of d's shares only, ``glm_remote.py``)."""
+        return [q for q in sorted(self.peers) if q != self.k]
 
     def _block_dir(self):
         """This party's folder for the masked blocks it receives: under its node config's

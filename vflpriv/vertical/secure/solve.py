@@ -128,13 +128,11 @@ def _checkpoint_config(cfg, loss, label_party, chosen):
 
 def _logistic(data, run):
     """The logistic loss's path (``glm_solve``; docs/vertical.md, "Classification with the
-    label at one party"): the label at one party, in process."""
+    label at one party"): the label at one party, on any backend (its roles:
+    ``glm_remote.py``)."""
     if run.label_party is None:
         raise InputError("dp-bcfw-secure with the logistic loss keeps the label at one party "
                          "(label_party 0..K-1), not 'all'")
-    if run.cfg.backend != "inprocess":
-        raise InputError(f"dp-bcfw-secure with the logistic loss runs in process only for "
-                         f"now, not on --backend {run.cfg.backend} (docs/vertical.md)")
     from .glm_solve import solve_glm
 
     return solve_glm(data, run)

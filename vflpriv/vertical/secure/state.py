@@ -35,7 +35,7 @@ from ...errors import InputError
 
 class RoundState:
     """The server's loop state of :func:`~.protocol.run_secure` (and of
-    :func:`~.glm.run_secure_glm`, which uses neither ``chosen``, ``released`` nor ``products``)."""
+    :func:`~.glm_run.run_secure_glm`, which uses neither ``chosen``, ``released`` nor ``products``)."""
 
     def __init__(self, K, d, stage="start"):
         self.stage = stage                 # "start": nothing released yet; "ready": set up

@@ -13,7 +13,8 @@ from . import resume as SC
 from .fourier import SigmoidSeries
 from .glm import glm_sensitivity, round_event
 from .glm_run import run_secure_glm
-from .run import SecureRun, finish, meter_totals, open_budget, seeds_and_checkpointer
+from .run import (SecureRun, finish, meter_totals, open_budget, seeds_and_checkpointer,
+                  server_accounts)
 
 
 def check_binary_labels(y):
@@ -152,10 +153,7 @@ def _rounds(data, run: SecureRun, series, noise, led, budget, run_dir):
     if cfg.backend != "inprocess":
         res, info = _on_flower(data, run, series, kwargs, led, budget, run_dir, noise_seed)
         if res is not None and run.private:
-            from .solve import _Accounts, _server_accounts
-
-            acc = _server_accounts(run, info, _Accounts(led, budget, run_dir))
-            led, budget = acc.led, acc.budget
+            led, budget = server_accounts(run, info, budget)
         return res, info, led, budget
     res = run_secure_glm(data, run.loss, series=series, budget_filter=budget, seed=noise_seed,
                          noise_key=noise_key, callback=cfg.callback, on_round=on_round,

@@ -18,7 +18,8 @@ from . import privacy as SP
 from . import resume as SC
 from .protocol import run_secure
 from .ring import frac_bits
-from .run import SecureRun, finish, meter_totals, open_budget, seeds_and_checkpointer
+from .run import (SecureRun, finish, meter_totals, open_budget, seeds_and_checkpointer,
+                  server_accounts)
 
 #: noise beyond this many standard deviations is treated as impossible when sizing the ring
 #: (probability < 1e-300 per entry); a larger value would only wrap, a post-processing
@@ -236,13 +237,8 @@ def _rounds(data, run, plan, accounts: _Accounts, frac):
 
 
 def _server_accounts(run, flower_info, accounts: _Accounts) -> _Accounts:
-    """After a hosted run: the ServerApp's ledger (it may have run in another process) and a
-    filter over it with the same budget, for the privacy report."""
-    from accounting import BudgetFilter
-
-    led = flower_info.pop("ledger")
-    budget = BudgetFilter(led, accounts.budget.epsilon, accounts.budget.delta,
-                          accountant=run.cfg.accountant)
+    """After a hosted run: the ServerApp's ledger and a filter over it (``run.server_accounts``)."""
+    led, budget = server_accounts(run, flower_info, accounts.budget)
     return accounts._replace(led=led, budget=budget)
 
 

@@ -140,3 +140,21 @@ def test_logistic_on_flower_sim_equals_inprocess(tmp_path):
     tot = sol.extra["flower"]["totals"]
     assert tot["uplink"] > tot["uplink_frames"] >= sum(sol.uplink_framed)
     _same(solve(data, **PLAIN), solve(data, backend="flower-sim", **PLAIN), exact=True)
+
+
+def test_least_squares_holders_serve_only_what_their_own_ledgers_charged(tmp_path, monkeypatch):
+    """The same gate in the least-squares roles: a holder serves its new feature (or the label)
+    only after its own ledger charged it; the gate's state survives between messages (a role
+    is rebuilt for every message), so a party whose charge was lost refuses."""
+    from vflpriv.vertical.secure.protocol import SecureParty
+
+    kw = dict(algorithm="dp-bcfw-secure", epsilon=4.0, delta=1e-5, feature_bound=1.0,
+              label_bound=3.0, iterations=2, seed=4, max_features=2)
+    data = _binary(n=60)
+    ref = solve(data, ledger=str(tmp_path / "a.ledger"), **kw)
+    sol = solve(data, ledger=str(tmp_path / "b.ledger"), backend="local", **kw)
+    assert np.array_equal(ref.x, sol.x) and ref.objective == sol.objective
+    monkeypatch.setattr(SecureParty, "charge_features", lambda self, msg, t: None)
+    with pytest.raises(PartyRefused) as err:
+        solve(data, ledger=str(tmp_path / "c.ledger"), backend="local", **kw)
+    assert (err.value.party, err.value.round) == (0, 0) and "A_k^T y" in err.value.reason

@@ -127,13 +127,38 @@ class GlmPartyRole(SecurePartyRole):
         self.block_dir = None
         self.d_own = None            # this round's share of d (L and H), between steps 3 and 4
         self.intercepts = []         # L: b after every round
+        self.saved = []              # the rounds of this party's own saves on its disk
+        self.replay = None           # [next, end] of its ledger's records to replay on resume
 
     def _receivers(self):
         return sorted(offline_receivers(self.k, self.L, self.H, int(self.setup["K"])))
 
     def _open_budget(self):
-        self.party.budget = own_budget(self.cfg, self.setup)
+        """The party's own filter; on a resumed run, while records of the interrupted run
+        remain to be replayed, a ReplayFilter over them (``checkpoint.ReplayFilter``): a
+        redone round matches its recorded twin instead of being charged again."""
+        from ..checkpoint import ReplayFilter
+
+        bf = own_budget(self.cfg, self.setup)
+        if self.replay is not None and self.replay[0] < self.replay[1]:
+            bf = ReplayFilter(bf, self._own_records(bf)[self.replay[0]:self.replay[1]])
+        self.party.budget = bf
         self.party.round_event = self.event
+
+    def _own_records(self, bf):
+        run_id = self.setup.get("run_id")
+        return [r for r in bf.ledger.records if r.run_id == run_id]
+
+    def _charge(self, t):
+        """Round t's charge to the party's own ledger (replayed on a resumed run)."""
+        p = self.party
+        if not p.private:
+            return
+        self._open_budget()
+        before = len(getattr(p.budget, "pending", ()))
+        p.charge(t)
+        if self.replay is not None:
+            self.replay[0] += before - len(getattr(p.budget, "pending", ()))
 
     def handle(self, kind, frame, t):
         p, k, L, H = self.party, self.k, self.L, self.H
@@ -143,15 +168,24 @@ class GlmPartyRole(SecurePartyRole):
             self._remove_blocks()
             return "intercepts", np.asarray(self.intercepts, dtype="<f8").tobytes()
         if kind == "setup":
+            t0 = self.setup.get("resume_round")
+            if t0 is not None:
+                self._restore(int(t0))
             if p.private:
                 from accounting import SelfComposed
 
                 self._open_budget()
                 # every round's release touches this party's people: T rounds of one Gaussian
-                p.budget.check_plan(SelfComposed(self.event, int(self.setup["iterations"])),
-                                    party=k)
+                # (on resume the rounds still to run, its records to replay excluded)
+                T = int(self.setup["iterations"]) - (0 if t0 is None else int(t0))
+                if T > 0:
+                    p.budget.check_plan(SelfComposed(self.event, T), party=k,
+                                        exclude=getattr(p.budget, "pending", ()))
             self.private_key, self.public_key = new_key_pair()
             return "key", self._offer()
+        if kind == "save":
+            self._save(int(frame.decode()))
+            return "ok", b""
         ch = self._channel()
 
         def sealed(dst, msg):
@@ -163,9 +197,7 @@ class GlmPartyRole(SecurePartyRole):
         if kind == "glm_round":
             if t > 0:
                 p.apply(SM.decode(frame)[0], 2.0 / (t + 1.0))
-            if p.private:
-                self._open_budget()
-            p.charge(t)
+            self._charge(t)
             if k in (L, H):
                 return "ok", b""
             to_l, to_h = p.margin_messages()
@@ -223,6 +255,73 @@ class GlmPartyRole(SecurePartyRole):
             return "index", SM.encode(p.select(g), k, t)
         raise Refused(f"party {k}: unknown request {kind!r}")
 
+    # -- this party's own saves (checkpoints over a link) --------------------------------------
+    def _save_path(self, t):
+        path = self.cfg.get("checkpoint")
+        if not path:
+            raise Refused(f"party {self.k} has no checkpoint file in its node config "
+                          "(checkpoint=PATH): it cannot save its state for a resume")
+        return f"{path}.t{int(t)}"
+
+    def _save(self, t):
+        """Save this party's state after round t (its generator, x_k, u_k, its intercept and
+        their history, how many of its ledger's records of this run precede it) on its own
+        disk, mode 0600 (``checkpoint.write_checkpoint``): it holds the noise generator's state,
+        so it is as secret as the party's data.  The last two saves are kept (the server's last
+        checkpoint may be one round behind the parties')."""
+        from ..checkpoint import write_checkpoint
+
+        p = self.party
+        n = None
+        if p.private:
+            bf = own_budget(self.cfg, self.setup)
+            pending = 0 if self.replay is None else self.replay[1] - self.replay[0]
+            n = len(self._own_records(bf)) - pending
+        meta = {"run_id": self.setup.get("run_id"), "party": self.k, "t": int(t),
+                "rng": None if p.rng is None else p.rng.bit_generator.state, "b": p.b,
+                "intercepts": list(self.intercepts), "run_records": n}
+        try:
+            write_checkpoint(self._save_path(t), meta, {"x": p.x, "u": p.u})
+        except OSError as exc:
+            raise Refused(f"party {self.k} cannot save its state: {exc}") from None
+        self.saved = [s for s in self.saved if s != int(t)] + [int(t)]
+        for old in self.saved[:-2]:
+            try:
+                os.remove(self._save_path(old))
+            except OSError:
+                pass
+        self.saved = self.saved[-2:]
+
+    def _restore(self, t):
+        """On a resumed run's setup: this party's own save of round t, checked to be of this
+        run and party; its ledger's records of the run charged after it are replayed."""
+        from ...errors import InputError
+        from ..checkpoint import read_checkpoint
+
+        p = self.party
+        path = self._save_path(t)
+        try:
+            meta, arrays = read_checkpoint(path)
+        except InputError as exc:
+            raise Refused(f"party {self.k} cannot resume from round {t}: {exc}") from None
+        if (meta.get("run_id"), meta.get("party"), meta.get("t")) != \
+                (self.setup.get("run_id"), self.k, t) or (p.rng is None) != (meta["rng"] is None):
+            raise Refused(f"party {self.k}: its save {path!r} is not of this run's round {t}")
+        p.x = np.array(arrays["x"], dtype=np.float64)
+        p.u = np.array(arrays["u"], dtype=np.float64)
+        p.b = meta["b"]
+        if p.rng is not None:
+            p.rng.bit_generator.state = meta["rng"]
+        self.intercepts = [float(v) for v in meta["intercepts"]]
+        self.saved = [t]
+        if p.private:
+            own = self._own_records(own_budget(self.cfg, self.setup))
+            n = int(meta["run_records"])
+            if len(own) < n:
+                raise Refused(f"party {self.k}: its ledger holds {len(own)} records of this run, "
+                              f"fewer than the {n} its save of round {t} saw")
+            self.replay = [n, len(own)]
+
     def _only(self, L, H, kind, t):
         if self.k not in (L, H):
             raise Refused(f"party {self.k}: {kind} (round {t}) is for the label party {L} and "
@@ -235,6 +334,7 @@ class GlmPartyRole(SecurePartyRole):
         st["keys"] = (self.private_key, self.public_key, self.peers)
         st["block_dir"] = self.block_dir
         st["d_own"], st["intercepts"] = self.d_own, self.intercepts
+        st["saved"], st["replay"] = self.saved, self.replay
         return st
 
     def set_state(self, st):
@@ -246,6 +346,7 @@ class GlmPartyRole(SecurePartyRole):
         self.private_key, self.public_key, self.peers = st["keys"]
         self.block_dir = st.get("block_dir")
         self.d_own, self.intercepts = st["d_own"], st["intercepts"]
+        self.saved, self.replay = st["saved"], st["replay"]
 
 
 # -- server side --------------------------------------------------------------------------------
@@ -330,6 +431,11 @@ class LinkGlmParties(LinkParties):
         """L moved its intercept in step 4; the server learns it at the end (``close``)."""
         return None
 
+    def save(self, t):
+        """Every party saves its own state after round t, on its own disk (before the
+        server's checkpoint of round t is written)."""
+        self.link.exchange([(k, str(int(t)).encode(), "save") for k in range(self.K)], t)
+
     def close(self, tolerate=False, skip=()):
         """Every party deletes its masked blocks; L hands over its intercept after every
         round (module docstring)."""
@@ -375,12 +481,18 @@ def serve(connect, spec, progress=None) -> dict:
             if progress is not None:
                 progress(t + 1)
 
+        budget, ck_hook, ck_state = _checkpoints(spec, budget)
         g = dict(spec["glm"])
         res = run_secure_glm(_Shape(PublicShape(spec["n"], spec["blocks"])),
                              get_loss(g.pop("loss")), remote=remote, callback=on_round,
                              budget_filter=budget, series=_series(g),
                              ring=RingPlan(*(int(v) for v in g.pop("ring"))),
+                             on_round=ck_hook, state=ck_state,
                              **{a: v for a, v in g.items() if a != "series"})
+        if ck_state is not None and getattr(budget, "pending", None):
+            raise Refused(f"the ledger holds {len(budget.pending)} records of this run beyond "
+                          f"its {spec['iterations']} rounds; it does not belong to this "
+                          "checkpoint")
         out.update(x=res.x, selections=res.selections, intercept=res.intercept,
                    intercepts=res.extra["intercepts"], meter=res.meter,
                    peer_bytes=res.peer_bytes, setup_seconds=res.setup_seconds,
@@ -393,16 +505,42 @@ def serve(connect, spec, progress=None) -> dict:
     return out
 
 
+def _checkpoints(spec, budget):
+    """The server's checkpoints over a link (``spec["checkpoint"]``: its path, interval and
+    the run's metadata as JSON, as the command's ``resume.checkpointer`` made them): ``(budget filter,
+    on_round hook, state to resume from)``.  On resume (``spec["resume"]``) the checkpoint is
+    read here, where the ServerApp runs, and the ledger's records charged after it are
+    replayed (``checkpoint.ReplayFilter``), as in process."""
+    ck = spec.get("checkpoint")
+    if not ck:
+        return budget, None, None
+    from ..checkpoint import Checkpointer, ReplayFilter, pending_records, read_checkpoint
+
+    state = None
+    if spec.get("resume"):
+        meta, arrays = read_checkpoint(ck["path"])
+        state = (meta["state"], arrays)
+        if budget is not None and meta["state"]["stage"] == "ready":
+            budget = ReplayFilter(budget, pending_records(budget.ledger, meta, ck["path"]))
+    import json
+
+    return budget, Checkpointer(ck["path"], int(ck["every"]), int(spec["iterations"]),
+                                json.loads(ck["meta"]), budget), state
+
+
 def make_spec(data, *, glm_kwargs, private, ledger=None, budget=None, accountant="rdp",
-              run_id=None, connect_timeout=60.0, reply_timeout=600.0) -> dict:
+              run_id=None, connect_timeout=60.0, reply_timeout=600.0, checkpoint=None,
+              resume=False) -> dict:
     """The server's run description (data only: ``glm_kwargs`` holds numbers, lists and the
-    loss's name; the ring plan and the sigmoid series as lists)."""
+    loss's name; the ring plan and the sigmoid series as lists).  ``checkpoint``: ``{"path",
+    "every", "meta"}`` of the server's checkpoints (``resume``: continue from it)."""
     return {"family": "glm", "n": int(data.n),
             "blocks": [[int(v) for v in b] for b in data.blocks],
             "iterations": int(glm_kwargs["iterations"]), "glm": dict(glm_kwargs),
             "private": bool(private), "ledger": ledger, "budget": budget,
             "accountant": accountant, "run_id": run_id,
-            "connect_timeout": float(connect_timeout), "reply_timeout": float(reply_timeout)}
+            "connect_timeout": float(connect_timeout), "reply_timeout": float(reply_timeout),
+            "checkpoint": checkpoint, "resume": bool(resume)}
 
 
 def replay_objective(data, loss, eta, selections, intercepts):
@@ -422,9 +560,12 @@ def replay_objective(data, loss, eta, selections, intercepts):
 
 def run(backend, data, loss, *, glm_kwargs, private, run_dir, ledger=None, budget=None,
         accountant="rdp", run_id=None, party_ledgers=None, party_budget=None, noise_root=None,
-        connect_timeout=60.0, reply_timeout=600.0, progress=None, quiet=True, spec_dir=None):
+        connect_timeout=60.0, reply_timeout=600.0, progress=None, quiet=True, spec_dir=None,
+        checkpoint=None, resume=False):
     """Run the logistic path on ``backend``; ``(out, info)`` as :func:`.remote.run`, with the
-    objective history replayed here from the selections and L's intercepts."""
+    objective history replayed here from the selections and L's intercepts.  ``checkpoint``
+    (``make_spec``): each party saves its own state beside it (``<path>.party<k>``; in a
+    description ``party<k>.ckpt`` beside its node config) and resumes from it."""
     from ...errors import InputError
     from ...runtime.backends import describe, launch
     from ...runtime.partydata import noise_entropy_of
@@ -435,12 +576,17 @@ def run(backend, data, loss, *, glm_kwargs, private, run_dir, ledger=None, budge
         raise InputError("dp-bcfw-secure needs at least 2 parties")
     spec = make_spec(data, glm_kwargs=glm_kwargs, private=private, ledger=ledger, budget=budget,
                      accountant=accountant, run_id=run_id, connect_timeout=connect_timeout,
-                     reply_timeout=reply_timeout)
+                     reply_timeout=reply_timeout, checkpoint=checkpoint, resume=resume)
     cfgs = party_configs(data, run_dir, private=private, budget=party_budget or budget,
                          accountant=accountant, ledgers=party_ledgers,
                          noise_entropy=None if noise_root is None else noise_entropy_of(noise_root),
                          label_party=glm_kwargs["label_party"],
                          bounds=(glm_kwargs.get("feature_bound"), None))
+    if checkpoint:
+        for c in cfgs:
+            k = int(c["party"])
+            c["checkpoint"] = os.path.join(spec_dir, f"party{k}.ckpt") if spec_dir else \
+                f"{checkpoint['path']}.party{k}"
     if spec_dir:
         pin_identities(run_dir, cfgs)
         return None, describe(run_dir, spec, cfgs)

@@ -161,7 +161,8 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
     when not private).  ``remote(public)``: parties elsewhere, returning an object with
     :class:`LocalGlmParties`' steps (``glm_remote.LinkGlmParties``); the objective is then
     left to the caller (``glm_remote.replay_objective``).  ``on_round`` and ``state``:
-    checkpoints and resume in process, as :func:`~.protocol.run_secure`'s (``state.py``)."""
+    checkpoints and resume, as :func:`~.protocol.run_secure`'s (``state.py``); over a link
+    each party saves and restores its own state (``glm_remote.py``)."""
     from ..engine import _seeds
     from .state import RoundState, Snapshot, restore, restore_keys
 
@@ -177,8 +178,6 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
 
         Ba = float(feature_bound) if private else (max_abs(data.A) or 1.0)
         ring = ring_plan(n, Ba, D, sigma, series)
-    if remote is not None and (state is not None or on_round is not None):
-        raise InputError("checkpoints of dp-bcfw-secure are for the in-process run")
     t_setup = time.perf_counter()
     _, _, noise_ss = _seeds(seed, noise_key)
     # masks, triples and share keys from the OS, seeded run or not: they cancel in the ring, so
@@ -194,7 +193,10 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
                        "fit_intercept": bool(fit_intercept), "loss": loss.name,
                        "ring": [ring.fa, ring.fm, ring.fc, ring.h],
                        "series": [series.accurate, series.period_bits, series.terms,
-                                  series.coef_bits]})
+                                  series.coef_bits],
+                       # a resumed run: each party restores its own save of that round
+                       "resume_round": int(state[0]["t"]) if state is not None and
+                       state[0]["stage"] == "ready" else None})
         parties = None
     else:
         parties = _local_parties(data, L=L, eta=eta, ring=ring, series=series, private=private,
@@ -210,6 +212,8 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
         restore_keys(state[0], keys, dealer)       # before the run draws any key again
     run = RoundState(K, data.d)
     ev = Evaluation(data, loss) if remote is None else None
+    if remote is not None and on_round is not None:
+        on_round = _saving(on_round, link, run)
     snap = None if on_round is None else Snapshot(run, parties, link, keys, dealer, ev)
     if snap is not None and not resumed:
         on_round(snap)           # nothing charged yet
@@ -255,6 +259,17 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
     finally:
         if remote is None:
             link.close()
+
+
+def _saving(checkpointer, link, run):
+    """Over a link the server's checkpoint holds no party state: before it is written (once
+    the parties are set up) every party saves its own, on its own disk (``link.save``), so
+    that a server checkpoint of round t always has every party's save of round t beside it."""
+    def on_round(snap):
+        if run.stage == "ready" and checkpointer.due(run.t):
+            link.save(run.t)
+        checkpointer(snap)
+    return on_round
 
 
 def _plan(ev, T):

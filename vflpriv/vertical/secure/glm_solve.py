@@ -2,7 +2,9 @@
 the Solution of the GLM path (``glm.py``)."""
 from __future__ import annotations
 
+import json
 import math
+import os
 from typing import NamedTuple
 
 import numpy as np
@@ -123,8 +125,6 @@ def _open_budget(run: SecureRun, noise: _Noise, series):
     T, D = run.T, series.derivative_bound
     ledger, run_dir = run.cfg.ledger, None
     if run.cfg.backend != "inprocess" and ledger is None:
-        import os
-
         from ..hosted import run_dir_for
 
         run_dir = run_dir_for(run.cfg.flower)
@@ -151,7 +151,8 @@ def _rounds(data, run: SecureRun, series, noise, led, budget, run_dir):
                   clips=None if noise is None else noise.clips,
                   fit_intercept=bool(cfg.fit_intercept), helper_party=cfg.helper_party)
     if cfg.backend != "inprocess":
-        res, info = _on_flower(data, run, series, kwargs, led, budget, run_dir, noise_seed)
+        res, info = _on_flower(data, run, series, kwargs, led, budget, run_dir, noise_seed,
+                               on_round)
         if res is not None and run.private:
             led, budget = server_accounts(run, info, budget)
         return res, info, led, budget
@@ -162,9 +163,12 @@ def _rounds(data, run: SecureRun, series, noise, led, budget, run_dir):
     return res, None, led, budget
 
 
-def _on_flower(data, run: SecureRun, series, kwargs, led, budget, run_dir, noise_seed):
+def _on_flower(data, run: SecureRun, series, kwargs, led, budget, run_dir, noise_seed,
+               checkpointer=None):
     """The logistic path on a remote backend (its roles: :mod:`.glm_remote`), as a GlmResult
-    (None when ``flower.spec_dir`` asked for a description instead) and the flower info."""
+    (None when ``flower.spec_dir`` asked for a description instead) and the flower info.
+    ``checkpointer`` (``resume.checkpointer``'s): its path, interval and metadata go to the
+    ServerApp, which writes the server's checkpoints; each party saves its own state."""
     from ...optim._checks import max_abs
     from ..engine import _seeds
     from ..hosted import run_hosted
@@ -180,8 +184,15 @@ def _on_flower(data, run: SecureRun, series, kwargs, led, budget, run_dir, noise
                               series.coef_bits],
                       helper_party=helper_of(run.label_party, data.K, cfg.helper_party))
 
+    # the metadata as one JSON string: the hosts make path-like keys of a spec absolute
+    # (flower/paths.py), and the saved command line's --data is not a path of theirs
+    ck = None if checkpointer is None else {
+        "path": os.path.abspath(checkpointer.path), "every": checkpointer.every,
+        "meta": json.dumps(checkpointer.meta, allow_nan=True)}
+
     def runner(**kw):
-        out, info = GR.run(backend, data, run.loss, glm_kwargs=glm_kwargs, **kw)
+        out, info = GR.run(backend, data, run.loss, glm_kwargs=glm_kwargs, checkpoint=ck,
+                           resume=bool(run.ck), **kw)
         if out is None or "x" not in out:          # a description written, or no result
             return None, info
         res = GlmResult(x=out["x"], intercept=out["intercept"], objective=out["objective"],

@@ -114,9 +114,10 @@ def _checkpoint_config(cfg, loss, label_party, chosen):
     interval, is refused before any file is touched."""
     if cfg.checkpoint is None:
         return None
-    if cfg.backend != "inprocess":
-        raise InputError(f"checkpoints of dp-bcfw-secure are for the in-process run, not "
-                         f"--backend {cfg.backend}")
+    if cfg.backend != "inprocess" and loss.name != "logistic":
+        raise InputError(f"checkpoints of dp-bcfw-secure with the squared loss are for the "
+                         f"in-process run, not --backend {cfg.backend} (the logistic loss has "
+                         "them on every backend)")
     check_every(cfg.checkpoint_every)     # bad input before any file is touched
     return dict(loss=loss.name, eta=float(cfg.eta), iterations=int(cfg.iterations),
                 algorithm="dp-bcfw-secure", sampling=str(cfg.sampling), epsilon=cfg.epsilon,

@@ -18,6 +18,7 @@ import importlib
 FAMILIES = {
     "vertical": ("vflpriv.vertical.remote", "serve", "VerticalParty"),
     "secure": ("vflpriv.vertical.secure.remote", "serve", "SecurePartyRole"),
+    "glm": ("vflpriv.vertical.secure.glm_remote", "serve", "GlmPartyRole"),
     "sparse": ("vflpriv.sparse.remote", "serve", "SparseParty"),
     "horizontal": ("vflpriv.horizontal.remote", "serve", "StrategyParty"),
     "fedp3": ("vflpriv.horizontal.fedp3_remote", "serve", "FedP3Party"),

@@ -105,9 +105,13 @@ class Checkpointer:
         self.path, self.every, self.T, self.meta = path, check_every(every), iterations, meta
         self.budget_filter = budget_filter
 
+    def due(self, t) -> bool:
+        """Whether a checkpoint is written after round ``t`` (0: before the first round)."""
+        return not (t % self.every and t != self.T and t != 0)
+
     def __call__(self, server):
         t = server.t
-        if t % self.every and t != self.T and t != 0:
+        if not self.due(t):
             return
         state, arrays = server.get_state()
         bf = self.budget_filter

@@ -38,8 +38,7 @@ collude with a party, parties do not collude with each other).
 from __future__ import annotations
 
 import math
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -48,12 +47,10 @@ from ...errors import InputError
 from ..clipshare import warn_if_clipped
 from ..sketch import signed_argmax
 from . import messages as SM
-from .beaver import Dealer, holder_shares, masked_block_chunks, peer_output
+from .beaver import holder_shares, masked_block_chunks, peer_output
 from .fourier import SigmoidSeries, unit_factors
-from .local import Network
-from .protocol import CHUNK_ROWS, Evaluation, _noise, clip_block, fw_step
+from .protocol import CHUNK_ROWS, _noise, clip_block
 from .ring import KeySource, Prg, decode, encode
-from .store import SpillDirectory, should_spill
 
 #: fractional bits of the shared margins (their precision 2^-20 is far below what matters)
 FRAC_MARGIN = 20
@@ -97,29 +94,42 @@ def _u(a):
     return np.asarray(a).astype(np.int64, copy=False).view(np.uint64)
 
 
+def prepare_glm_block(A_k, *, ring: RingPlan, private, feature_bound=None, row_clip=None,
+                      k=None):
+    """Party ``k``'s block as the GLM path reads it: clipped to its declared bounds (private
+    runs), truncated to fixed point at 2^fa; ``(A_fx, A_fx^T as CSR, the decoded values as
+    CSC)``.  Read-only once made: a host serving many messages for one party keeps it
+    (``glm_remote.py``)."""
+    if private:          # the labels are +-1 here: only the features can be clipped
+        warn_if_clipped(k, A_k, None, feature_bound, None)
+    A = clip_block(A_k, feature_bound, row_clip) if private else \
+        sp.csr_matrix(A_k, dtype=np.float64, copy=True)
+    A_fx = A.copy()
+    A_fx.data = encode(A.data, ring.fa)
+    A.data = decode(A_fx.data, ring.fa)       # the values the protocol really uses
+    return A_fx, A_fx.T.tocsr(), A.tocsc()
+
+
 class GlmParty:
     """One data holder of the GLM path: its clipped block, its own noise generator and keys,
     the labels if it is the label party, and the public iterate's own part A_k x_k."""
 
     def __init__(self, k, A_k, y, eta, *, ring: RingPlan, series: SigmoidSeries, private,
                  feature_bound=None, row_clip=None, sigma=0.0, noise_seed=None,
-                 fit_intercept=False):
+                 fit_intercept=False, prepared=None):
         self.k, self.eta, self.ring, self.series = k, float(eta), ring, series
         # the intercept b lives at the label party only (None elsewhere, or when not fitted)
         self.b = 0.0 if (fit_intercept and y is not None) else None
         self._g_b = None
         self._allowed = set()          # the releases this round's own charge covers (_gate)
+        #: a party whose own ledger governs its releases even while this object holds no open
+        #: filter (a party role opens its ledger only for the messages it charges: remote)
+        self.gated = False
         self.private = private
-        if private:          # the labels are +-1 here: only the features can be clipped
-            warn_if_clipped(k, A_k, None, feature_bound, None)
-        A = clip_block(A_k, feature_bound, row_clip) if private else \
-            sp.csr_matrix(A_k, dtype=np.float64, copy=True)
-        A_fx = A.copy()
-        A_fx.data = encode(A.data, ring.fa)
-        A.data = decode(A_fx.data, ring.fa)       # the values the protocol really uses
-        self.n, self.p = A.shape
-        self.A_fx, self.A_fx_T = A_fx, A_fx.T.tocsr()
-        self.A_csc = A.tocsc()
+        blk = prepared if prepared is not None else prepare_glm_block(
+            A_k, ring=ring, private=private, feature_bound=feature_bound, row_clip=row_clip, k=k)
+        self.A_fx, self.A_fx_T, self.A_csc = blk
+        self.n, self.p = self.A_fx.shape
         # y in {-1, +1} -> y01 in {0, 1}; None for every party but the label party
         self.y01 = None if y is None else (np.asarray(y, dtype=np.float64) > 0).astype(np.int64)
         self.sigma = float(sigma)
@@ -135,8 +145,10 @@ class GlmParty:
     def setup(self, msg: SM.SecureSetup):
         self.mask_key = msg.mask_key
 
-    def masked_blocks(self):
-        return masked_block_chunks(self.A_fx, self.mask_key, CHUNK_ROWS)
+    def masked_blocks(self, start=0, stop=None):
+        """E_k in row chunks; ``start``/``stop``: rows [start, stop) only (over a link, the
+        offline phase comes in pieces)."""
+        return masked_block_chunks(self.A_fx, self.mask_key, CHUNK_ROWS, start, stop)
 
     def receive_block(self, sender, msg: SM.MaskedBlock):
         self.masked.setdefault(sender, []).append((msg.row, msg.block))
@@ -161,7 +173,7 @@ class GlmParty:
     def _gate(self, what):
         """A private party adds noise (as the holder of a derivative share) only for what its
         own ledger charged this round, once each (issue 32)."""
-        if self.budget is None:
+        if self.budget is None and not self.gated:
             return
         if what not in self._allowed:
             raise InputError(f"party {self.k}: refused to release noisy {what}: its own ledger "
@@ -301,148 +313,6 @@ def glm_sensitivity(D, clips, intercept=False):
     return 2.0 * float(D) * math.sqrt(sum(c * c for c in clips) + (1.0 if intercept else 0.0))
 
 
-@dataclass
-class GlmResult:
-    x: np.ndarray
-    intercept: float | None
-    objective: list
-    initial_objective: float
-    meter: object
-    seconds: float
-    selections: list
-    peer_bytes: int
-    setup_seconds: float
-    ring: RingPlan
-    extra: dict = field(default_factory=dict)
-
-
-def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=None,
-                   sigma=0.0, budget_filter=None, feature_bound=None, clips=None, seed=None,
-                   noise_key=None, callback=None, state=None, on_round=None,
-                   fit_intercept=False, helper_party=None) -> GlmResult:
-    """Run the GLM protocol in process (module docstring).  ``sigma``: std of the Gaussian on each
-    A_k^T d (sum units); ``clips``: per-party row clips C_k (private runs).  ``on_round`` and
-    ``state``: checkpoints and resume, as :func:`~.loop.run_secure`'s (``state.py``)."""
-    from ..engine import _seeds
-    from .state import RoundState, Snapshot, restore, restore_keys
-
-    series = series or SigmoidSeries()
-    K, n, T = data.K, data.n, int(iterations)
-    if K < 2:
-        raise InputError(f"dp-bcfw-secure needs at least 2 parties, got {K}")
-    L = int(label_party)
-    H = helper_of(L, K, helper_party)
-    D = series.derivative_bound
-    from ...optim._checks import max_abs
-
-    Ba = float(feature_bound) if private else (max_abs(data.A) or 1.0)
-    ring = ring_plan(n, Ba, D, sigma, series)
-    t_setup = time.perf_counter()
-    _, _, noise_ss = _seeds(seed, noise_key)
-    # masks, triples and share keys from the OS, seeded run or not: they cancel in the ring, so
-    # a seed would buy no reproducibility and a reused seed would be a two-time pad (issue 32)
-    keys = KeySource(None)
-    party_seeds = noise_ss.spawn(2 * K)
-    ev_round = round_event(sigma, D, clips, fit_intercept) if private else None
-    parties = []
-    for k in range(K):
-        p = GlmParty(k, data.block(k), data.y if k == L else None, eta, ring=ring, series=series,
-                     private=private, feature_bound=feature_bound,
-                     row_clip=None if clips is None else clips[k], sigma=sigma,
-                     noise_seed=party_seeds[k], fit_intercept=fit_intercept)
-        if private:
-            from accounting import BudgetFilter
-
-            from ..privacy import MemoryLedger
-
-            bf = budget_filter
-            p.budget = BudgetFilter(MemoryLedger(budget={"epsilon": bf.epsilon,
-                                                         "delta": bf.delta}),
-                                    bf.epsilon, bf.delta, accountant=bf.accountant.name)
-            p.budget.check_plan(_plan(ev_round, T), party=k)
-            p.round_event = ev_round
-        parties.append(p)
-    net = Network()
-    sizes = [len(b) for b in data.blocks]
-    dealer = Dealer(keys, sizes, n, CHUNK_ROWS)
-    resumed = state is not None and state[0]["stage"] == "ready"
-    if state is not None:
-        restore_keys(state[0], keys, dealer)       # before the run draws any key again
-    run = RoundState(K, data.d)
-    ev = Evaluation(data, loss)
-    snap = None if on_round is None else Snapshot(run, parties, net, keys, dealer, ev)
-    if snap is not None and not resumed:
-        on_round(snap)           # nothing charged yet
-    for p in parties:
-        p.setup(net.down(p.k, SM.SecureSetup(ring.fa, 0, K, n, dealer.mask_keys[p.k]), 0))
-    # above store.SPILL_BYTES the received masked blocks live on disk, read chunk by chunk
-    spill = SpillDirectory() if should_spill(n, sizes) else None
-    try:
-        # offline: H multiplies its d share with every other block, L with every other block
-        # (so that no party but L and H ever holds a share of d)
-        for p in parties:
-            dsts = offline_receivers(p.k, L, H, K)
-            store = None if spill is None else spill.store(p.k)
-            for row, block in p.masked_blocks():
-                msgs = net.peer(p.k, dsts, SM.MaskedBlock(row, block), 0)
-                if store is not None:             # the frame's words, on disk, once per chunk
-                    store.append(msgs[0].row, msgs[0].block)
-                for q, m in zip(dsts, msgs):
-                    if store is None:
-                        parties[q].receive_block(p.k, m)
-                    else:
-                        parties[q].masked[p.k] = store
-        if resumed:
-            # the masked blocks were recomputed above (state.py); everything else comes back
-            restore(state[0], state[1], run, parties, net, ev)
-        run.stage = "ready"
-        setup_seconds = time.perf_counter() - t_setup
-
-        t0 = time.perf_counter()
-        x = run.x
-        initial = float(np.mean(loss.value(np.zeros(n), data.y)))
-        history, selections = run.history, run.selections
-        if snap is not None:
-            on_round(snap)
-        for t in range(run.t, T):
-            if private:
-                budget_filter.charge(ev_round, party=",".join(map(str, range(K))), round=t,
-                                     note="secure glm: noisy scores")
-            for p in parties:
-                msg = net.down(p.k, SM.Selections(run.prev), t)
-                if t > 0:
-                    p.apply(msg, 2.0 / (t + 1.0))
-                p.charge(t)
-            g = round_scores(parties, dealer, keys, net, L, H, t)
-            # 4. vertices
-            picks = []
-            for p in parties:
-                s = net.up(p.k, p.select(g[p.k]), t).signed_index
-                picks.append((abs(s) - 1, 1 if s > 0 else -1))
-            gamma = 2.0 / (t + 2.0)
-            sel, moves = fw_step(x, data.blocks, picks, gamma, eta)
-            if fit_intercept:
-                parties[L].step_intercept(loss, t)
-            selections.append(sel)
-            run.prev = [sign * (i + 1) for i, sign in picks]
-            history.append(ev.advance(moves, gamma, parties[L].b or 0.0))
-            run.t = t + 1
-            if snap is not None:
-                on_round(snap)
-            if callback is not None:
-                callback(t, history[-1])
-        return GlmResult(x=x, intercept=parties[L].b, objective=history,
-                         initial_objective=initial, meter=net.meter,
-                         seconds=time.perf_counter() - t0 + setup_seconds, selections=selections,
-                         peer_bytes=net.peer_bytes, setup_seconds=setup_seconds, ring=ring,
-                         extra={"party_ledgers": [p.budget.ledger if p.budget else None
-                                                  for p in parties],
-                                "helper_party": H})
-    finally:
-        if spill is not None:
-            spill.close()
-
-
 def round_scores(parties, dealer, keys, net, L, H, t):
     """Steps 1-3 of one round (module docstring): {k: the noisy scores (A_k^T d + N) / n that
     party k learns}.  Every message goes through ``net`` (framed and metered)."""
@@ -517,9 +387,3 @@ def _factor_correction(kL, kH, series, n):
     v = Prg(kH).uint64(2 * J * n).reshape(2 * J, n)
     b = _u(series.coefficients)[:, None]
     return (b * (r[:J] * v[:J] + r[J:] * v[J:])).sum(axis=0, dtype=np.uint64) - w
-
-
-def _plan(ev, T):
-    from accounting import SelfComposed
-
-    return SelfComposed(ev, int(T))

@@ -2,7 +2,9 @@
 the Solution of the GLM path (``glm.py``)."""
 from __future__ import annotations
 
+import json
 import math
+import os
 from typing import NamedTuple
 
 import numpy as np
@@ -11,8 +13,10 @@ from ...errors import InputError
 from . import privacy as SP
 from . import resume as SC
 from .fourier import SigmoidSeries
-from .glm import glm_sensitivity, round_event, run_secure_glm
-from .run import SecureRun, finish, meter_totals, open_budget, seeds_and_checkpointer
+from .glm import glm_sensitivity, round_event
+from .glm_run import run_secure_glm
+from .run import (SecureRun, finish, meter_totals, open_budget, seeds_and_checkpointer,
+                  server_accounts)
 
 
 def check_binary_labels(y):
@@ -66,7 +70,7 @@ class _Noise(NamedTuple):
 
 def solve_glm(data, run: SecureRun, series=None):
     """The logistic path of dp-bcfw-secure for the run ``solve.settle`` settled: the noise
-    (private runs), the rounds (``glm.run_secure_glm``) and the Solution.  ``series``: the
+    (private runs), the rounds (``glm_run.run_secure_glm``) and the Solution.  ``series``: the
     sigmoid's Fourier series (``fourier.SigmoidSeries()`` by default).  Checkpoints as in the
     least-squares path: one before anything is charged, after the setup and after every
     ``checkpoint_every``-th round; a resume (``run.ck``) replays what was charged after it."""
@@ -79,9 +83,11 @@ def solve_glm(data, run: SecureRun, series=None):
 
     helper_of(run.label_party, data.K, run.cfg.helper_party)     # refused before any file
     noise = _plan_noise(data, run, series) if run.private else None
-    led, budget = _open_budget(run, noise, series) if run.private else (None, None)
-    res = _rounds(data, run, series, noise, led, budget)
-    return _solution(data, run, series, res, noise, led, budget)
+    led, budget, run_dir = _open_budget(run, noise, series) if run.private else (None, None, None)
+    res, flower_info, led, budget = _rounds(data, run, series, noise, led, budget, run_dir)
+    if res is None:                  # flower.spec_dir: the description was written
+        return flower_info
+    return _solution(data, run, series, res, noise, led, budget, flower_info)
 
 
 def _plan_noise(data, run: SecureRun, series) -> _Noise:
@@ -111,38 +117,99 @@ def _plan_noise(data, run: SecureRun, series) -> _Noise:
 
 def _open_budget(run: SecureRun, noise: _Noise, series):
     """The ledger and budget filter (``run.open_budget``), the whole plan checked against
-    them; on resume, the rounds still to run (every round is one release of the same event)."""
+    them; on resume, the rounds still to run (every round is one release of the same event).
+    ``(ledger, filter, the Flower run folder holding the ledger when the run made one)``: on a
+    remote backend the ServerApp may be another process, so its ledger must be a file."""
     from accounting import SelfComposed
 
     T, D = run.T, series.derivative_bound
+    ledger, run_dir = run.cfg.ledger, None
+    if run.cfg.backend != "inprocess" and ledger is None:
+        from ..hosted import run_dir_for
+
+        run_dir = run_dir_for(run.cfg.flower)
+        ledger = os.path.join(run_dir, "server.ledger")
 
     def remaining():
         t0 = 0 if run.ck["state"]["stage"] == "start" else int(run.ck["state"]["t"])
         return SelfComposed(round_event(noise.sigma, D, noise.clips, run.cfg.fit_intercept),
                             T - t0) if t0 < T else None
 
-    return open_budget(run, run.cfg.ledger, noise.plan.event, remaining)
+    return (*open_budget(run, ledger, noise.plan.event, remaining), run_dir)
 
 
-def _rounds(data, run: SecureRun, series, noise, led, budget):
-    """The T rounds in process (``glm.run_secure_glm``), checkpointed; on resume from the
-    checkpoint's state, the charges made after it replayed."""
+def _rounds(data, run: SecureRun, series, noise, led, budget, run_dir):
+    """The T rounds: in process (``glm_run.run_secure_glm``), checkpointed, on resume from the
+    checkpoint's state with the charges made after it replayed; or on a remote backend
+    (:func:`_on_flower`).  ``(GlmResult or None when a description was written, flower info or
+    None, the ledger and filter as the run left them)``."""
     cfg, ck = run.cfg, run.ck
     noise_key, noise_seed, on_round = seeds_and_checkpointer(run, data, led, budget)
-    res = run_secure_glm(data, run.loss, eta=float(cfg.eta), iterations=run.T,
-                         label_party=run.label_party, private=run.private, series=series,
-                         sigma=0.0 if noise is None else noise.sigma, budget_filter=budget,
-                         feature_bound=cfg.feature_bound,
-                         clips=None if noise is None else noise.clips, seed=noise_seed,
+    kwargs = dict(eta=float(cfg.eta), iterations=run.T, label_party=run.label_party,
+                  private=run.private, sigma=0.0 if noise is None else noise.sigma,
+                  feature_bound=cfg.feature_bound,
+                  clips=None if noise is None else noise.clips,
+                  fit_intercept=bool(cfg.fit_intercept), helper_party=cfg.helper_party)
+    if cfg.backend != "inprocess":
+        res, info = _on_flower(data, run, series, kwargs, led, budget, run_dir, noise_seed,
+                               on_round)
+        if res is not None and run.private:
+            led, budget = server_accounts(run, info, budget)
+        return res, info, led, budget
+    res = run_secure_glm(data, run.loss, series=series, budget_filter=budget, seed=noise_seed,
                          noise_key=noise_key, callback=cfg.callback, on_round=on_round,
-                         state=(ck["state"], ck["arrays"]) if ck else None,
-                         fit_intercept=bool(cfg.fit_intercept),
-                         helper_party=cfg.helper_party)
+                         state=(ck["state"], ck["arrays"]) if ck else None, **kwargs)
     SC.check_all_replayed(budget, ck, run.T)
-    return res
+    return res, None, led, budget
 
 
-def _solution(data, run: SecureRun, series, res, noise, led, budget):
+def _on_flower(data, run: SecureRun, series, kwargs, led, budget, run_dir, noise_seed,
+               checkpointer=None):
+    """The logistic path on a remote backend (its roles: :mod:`.glm_remote`), as a GlmResult
+    (None when ``flower.spec_dir`` asked for a description instead) and the flower info.
+    ``checkpointer`` (``resume.checkpointer``'s): its path, interval and metadata go to the
+    ServerApp, which writes the server's checkpoints; each party saves its own state."""
+    from ...optim._checks import max_abs
+    from ..engine import _seeds
+    from ..hosted import run_hosted
+    from . import glm_remote as GR
+    from .glm import helper_of, ring_plan
+    from .glm_run import GlmResult
+
+    cfg, backend = run.cfg, run.cfg.backend
+    Ba = float(cfg.feature_bound) if run.private else (max_abs(data.A) or 1.0)
+    ring = ring_plan(data.n, Ba, series.derivative_bound, kwargs["sigma"], series)
+    glm_kwargs = dict(kwargs, loss=run.loss.name, ring=[ring.fa, ring.fm, ring.fc, ring.h],
+                      series=[series.accurate, series.period_bits, series.terms,
+                              series.coef_bits],
+                      helper_party=helper_of(run.label_party, data.K, cfg.helper_party))
+
+    # the metadata as one JSON string: the hosts make path-like keys of a spec absolute
+    # (flower/paths.py), and the saved command line's --data is not a path of theirs
+    ck = None if checkpointer is None else {
+        "path": os.path.abspath(checkpointer.path), "every": checkpointer.every,
+        "meta": json.dumps(checkpointer.meta, allow_nan=True)}
+
+    def runner(**kw):
+        out, info = GR.run(backend, data, run.loss, glm_kwargs=glm_kwargs, checkpoint=ck,
+                           resume=bool(run.ck), **kw)
+        if out is None or "x" not in out:          # a description written, or no result
+            return None, info
+        res = GlmResult(x=out["x"], intercept=out["intercept"], objective=out["objective"],
+                        initial_objective=out["initial_objective"], meter=out["meter"],
+                        seconds=0.0, selections=out["selections"],
+                        peer_bytes=out["peer_bytes"], setup_seconds=out["setup_seconds"],
+                        ring=ring, extra={"party_ledgers": info.get("party_ledgers"),
+                                          "helper_party": out["helper_party"]})
+        return res, info
+
+    return run_hosted(backend, cfg.flower, run_dir, data, None, kwargs["eta"], run.T,
+                      run.private, None, led, budget, cfg.accountant, cfg.epsilon, cfg.delta,
+                      None if run.seed is None else _seeds(noise_seed)[2], cfg.callback,
+                      runner=runner)
+
+
+def _solution(data, run: SecureRun, series, res, noise, led, budget, flower_info=None):
     """The Solution: x, the objective history, bytes per party (and what sending the partial
     margins, or full gradients, would have cost), the ring's scales and the privacy report."""
     from ..solution import Solution
@@ -170,5 +237,5 @@ def _solution(data, run: SecureRun, series, res, noise, led, budget):
                           "intercept_fitted": bool(run.cfg.fit_intercept),
                           "path": "glm", "sigmoid": series.describe(),
                           "defaults": list(run.defaults),
-                          "backend": "inprocess", "flower": None})
+                          "backend": run.cfg.backend, "flower": flower_info})
     return finish(sol, data, run, led, budget, plan)

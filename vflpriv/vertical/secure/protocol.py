@@ -149,6 +149,9 @@ class SecureParty:
         self._pick = self._pick_new = None
         self._owed = None
         self._owed_label = False
+        #: a party whose own ledger governs what it serves even while this object holds no open
+        #: filter (a party role opens its ledger only for the messages it charges: remote.py)
+        self.gated = False
 
     @property
     def A_csr(self):
@@ -244,7 +247,7 @@ class SecureParty:
         """A private party serves a holder request only for what its own ledger charged: its
         new pick of this round, once, or (the label party) the label, once (issue 32); the
         server's word is not enough."""
-        if self.budget is None:
+        if self.budget is None and not self.gated:
             return
         if i == SM.LABEL_INDEX:
             if not self._owed_label:

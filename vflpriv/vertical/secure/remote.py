@@ -162,7 +162,10 @@ def _prepared(cfg, setup, k):
     return block
 
 
-_STATE = ("x", "u", "c", "cross", "masked", "selected", "ty")
+#: what a party keeps between messages; the last four are its holder gate (what its own ledger
+#: charged and it may therefore serve: ``SecureParty._gate_release``)
+_STATE = ("x", "u", "c", "cross", "masked", "selected", "ty", "_pick", "_pick_new", "_owed",
+          "_owed_label")
 
 
 class SecurePartyRole(PartyRole):
@@ -184,6 +187,7 @@ class SecurePartyRole(PartyRole):
             sigma=plan[3] if private else 0.0, noise_seed=seed,
             prepared=_prepared(cfg, setup, k))
         p.setup(SM.decode(bytes.fromhex(setup["setup_frame"]))[0])
+        p.gated = private           # its holder gate answers to its own ledger, open or not
         if private:
             p.plan = (plan[0], plan[1], plan[2], plan[3], float(setup["feature_bound"]), clips,
                       float(setup["label_bound"]))
@@ -283,9 +287,13 @@ class SecurePartyRole(PartyRole):
         if stop > start:
             for row, block in self.party.masked_blocks(start, stop):
                 f = SM.encode(SM.MaskedBlock(row, block), self.k, 0)
-                out += [(q, ch.seal(q, "MaskedBlock", 0, f)) for q in sorted(self.peers)
-                        if q != self.k]
+                out += [(q, ch.seal(q, "MaskedBlock", 0, f)) for q in self._receivers()]
         return pack_bundle(out)
+
+    def _receivers(self):
+        """Who gets this party's masked block: every other party (the logistic path's role
+        sends it to the two holders of d's shares only, ``glm_remote.py``)."""
+        return [q for q in sorted(self.peers) if q != self.k]
 
     def _block_dir(self):
         """This party's folder for the masked blocks it receives: under its node config's
@@ -348,7 +356,8 @@ class SecurePartyRole(PartyRole):
     def set_state(self, st):
         p = self.party
         for a in _STATE:
-            setattr(p, a, st[a])
+            if a in st:
+                setattr(p, a, st[a])
         if st["rng"] is not None:
             p.rng.bit_generator.state = st["rng"]
         self.private_key, self.public_key, self.peers = st["keys"]

@@ -89,6 +89,15 @@ def seeds_and_checkpointer(run: SecureRun, data, led, budget):
     return noise_key, noise_seed, on_round
 
 
+def server_accounts(run: SecureRun, flower_info, budget):
+    """After a hosted run: ``(ledger, filter)``, the ServerApp's ledger (it may have run in
+    another process) and a filter over it with ``budget``'s budget, for the privacy report."""
+    from accounting import BudgetFilter
+
+    led = flower_info.pop("ledger")
+    return led, BudgetFilter(led, budget.epsilon, budget.delta, accountant=run.cfg.accountant)
+
+
 def meter_totals(meter, K) -> dict:
     """Payload and framed bytes per party and direction, as Solution's keyword arguments."""
     return dict(uplink=[meter.total(k, "uplink") for k in range(K)],

@@ -18,7 +18,8 @@ from . import privacy as SP
 from . import resume as SC
 from .loop import run_secure
 from .ring import frac_bits
-from .run import SecureRun, finish, meter_totals, open_budget, seeds_and_checkpointer
+from .run import (SecureRun, finish, meter_totals, open_budget, seeds_and_checkpointer,
+                  server_accounts)
 
 #: noise beyond this many standard deviations is treated as impossible when sizing the ring
 #: (probability < 1e-300 per entry); a larger value would only wrap, a post-processing
@@ -113,9 +114,10 @@ def _checkpoint_config(cfg, loss, label_party, chosen):
     interval, is refused before any file is touched."""
     if cfg.checkpoint is None:
         return None
-    if cfg.backend != "inprocess":
-        raise InputError(f"checkpoints of dp-bcfw-secure are for the in-process run, not "
-                         f"--backend {cfg.backend}")
+    if cfg.backend != "inprocess" and loss.name != "logistic":
+        raise InputError(f"checkpoints of dp-bcfw-secure with the squared loss are for the "
+                         f"in-process run, not --backend {cfg.backend} (the logistic loss has "
+                         "them on every backend)")
     check_every(cfg.checkpoint_every)     # bad input before any file is touched
     return dict(loss=loss.name, eta=float(cfg.eta), iterations=int(cfg.iterations),
                 algorithm="dp-bcfw-secure", sampling=str(cfg.sampling), epsilon=cfg.epsilon,
@@ -128,13 +130,11 @@ def _checkpoint_config(cfg, loss, label_party, chosen):
 
 def _logistic(data, run):
     """The logistic loss's path (``glm_solve``; docs/vertical.md, "Classification with the
-    label at one party"): the label at one party, in process."""
+    label at one party"): the label at one party, on any backend (its roles:
+    ``glm_remote.py``)."""
     if run.label_party is None:
         raise InputError("dp-bcfw-secure with the logistic loss keeps the label at one party "
                          "(label_party 0..K-1), not 'all'")
-    if run.cfg.backend != "inprocess":
-        raise InputError(f"dp-bcfw-secure with the logistic loss runs in process only for "
-                         f"now, not on --backend {run.cfg.backend} (docs/vertical.md)")
     from .glm_solve import solve_glm
 
     return solve_glm(data, run)
@@ -238,13 +238,8 @@ def _rounds(data, run, plan, accounts: _Accounts, frac):
 
 
 def _server_accounts(run, flower_info, accounts: _Accounts) -> _Accounts:
-    """After a hosted run: the ServerApp's ledger (it may have run in another process) and a
-    filter over it with the same budget, for the privacy report."""
-    from accounting import BudgetFilter
-
-    led = flower_info.pop("ledger")
-    budget = BudgetFilter(led, accounts.budget.epsilon, accounts.budget.delta,
-                          accountant=run.cfg.accountant)
+    """After a hosted run: the ServerApp's ledger and a filter over it (``run.server_accounts``)."""
+    led, budget = server_accounts(run, flower_info, accounts.budget)
     return accounts._replace(led=led, budget=budget)
 
 

@@ -35,7 +35,7 @@ from ...errors import InputError
 
 class RoundState:
     """The server's loop state of :func:`~.loop.run_secure` (and of
-    :func:`~.glm.run_secure_glm`, which uses neither ``chosen``, ``released`` nor ``products``)."""
+    :func:`~.glm_run.run_secure_glm`, which uses neither ``chosen``, ``released`` nor ``products``)."""
 
     def __init__(self, K, d, stage="start"):
         self.stage = stage                 # "start": nothing released yet; "ready": set up
@@ -157,7 +157,7 @@ class Snapshot:
         arrays = {"x": run.x, "history": np.asarray(run.history, dtype=np.float64)}
         if self.ev is not None:
             arrays["eval_u"] = self.ev.u
-        for p in self.parties:
+        for p in self.parties or ():     # None over a link: each party saves its own state
             pm, pa = party_state(p)
             meta["parties"].append(pm)
             arrays.update({f"party{p.k}_{a}": v for a, v in pa.items()})
@@ -188,6 +188,9 @@ def restore(meta, arrays, run, parties, link, evaluation):
     run.products = int(meta["products"])
     if evaluation is not None:
         evaluation.u = np.array(arrays["eval_u"], dtype=np.float64)
+    if parties is None:             # over a link: each party restores its own state (remote)
+        meta = dict(meta, parties=[])
+        parties = []
     if len(meta["parties"]) != len(parties):
         raise InputError(f"resume: the checkpoint has {len(meta['parties'])} parties, the run "
                          f"has {len(parties)}")

@@ -1,0 +1,278 @@
+"""The server's loop of the logistic (GLM) path of dp-bcfw-secure, written once (``glm.py`` has
+the protocol; docs/vertical.md, "Classification with the label at one party").
+
+:func:`run_secure_glm` talks to the parties only through the steps of an object handed to it
+(setup, offline, round, intercept, close), as the least-squares loop does
+(:func:`~.loop.run_secure`):
+
+* in process, :class:`LocalGlmParties`: the parties are objects in this process and every
+  message goes through :class:`~.local.Network` (framed, metered, party-to-party messages
+  straight from sender to receiver);
+* over a runtime link (``backend="local"``, ``flower-sim``, ``flower``),
+  :class:`~.glm_remote.LinkGlmParties`: each party is a party role in its own host, and the
+  party-to-party messages are sealed end to end and relayed by the server (``remote.Channel``).
+
+Both meter the same frames, so a seeded run gives the same model, objective and frame bytes
+per message kind on every backend (tests/test_flower_glm.py).  Checkpoints are for the
+in-process loop.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...errors import InputError
+from . import messages as SM
+from .beaver import Dealer
+from .fourier import SigmoidSeries
+from .glm import GlmParty, helper_of, offline_receivers, ring_plan, round_event, round_scores
+from .local import Network
+from .protocol import CHUNK_ROWS, Evaluation, fw_step
+from .ring import KeySource
+from .store import SpillDirectory, should_spill
+
+
+@dataclass
+class GlmResult:
+    x: np.ndarray
+    intercept: float | None
+    objective: list
+    initial_objective: float
+    meter: object
+    seconds: float
+    selections: list
+    peer_bytes: int
+    setup_seconds: float
+    ring: object
+    extra: dict = field(default_factory=dict)
+
+
+class LocalGlmParties:
+    """The parties of the GLM path as objects in this process, every message framed by a
+    :class:`~.local.Network` (the steps :func:`run_secure_glm` uses)."""
+
+    def __init__(self, parties, L, H, spill=None):
+        self.parties, self.L, self.H = parties, int(L), int(H)
+        self.net = Network()
+        self.meter = self.net.meter
+        self.spill = spill
+        self.intercepts = []
+
+    @property
+    def peer_bytes(self):
+        return self.net.peer_bytes
+
+    def setup(self, msgs):
+        for p in self.parties:
+            p.setup(self.net.down(p.k, msgs[p.k], 0))
+
+    def offline(self):
+        """H multiplies its d share with every other block, L with every other block (so that
+        no party but L and H ever holds a share of d): each party's masked block goes to them."""
+        parties, net, K = self.parties, self.net, len(self.parties)
+        for p in parties:
+            dsts = offline_receivers(p.k, self.L, self.H, K)
+            store = None if self.spill is None else self.spill.store(p.k)
+            for row, block in p.masked_blocks():
+                msgs = net.peer(p.k, dsts, SM.MaskedBlock(row, block), 0)
+                if store is not None:             # the frame's words, on disk, once per chunk
+                    store.append(msgs[0].row, msgs[0].block)
+                for q, m in zip(dsts, msgs):
+                    if store is None:
+                        parties[q].receive_block(p.k, m)
+                    else:
+                        parties[q].masked[p.k] = store
+
+    def round(self, prev, t, dealer, keys):
+        """Round t up to the vertices: the selections to every party (each moves its part of
+        the public iterate and charges its own ledger), the noisy scores (``glm.round_scores``)
+        and every party's pick, ``[(local index, sign), ...]``."""
+        net = self.net
+        for p in self.parties:
+            msg = net.down(p.k, SM.Selections(prev), t)
+            if t > 0:
+                p.apply(msg, 2.0 / (t + 1.0))
+            p.charge(t)
+        g = round_scores(self.parties, dealer, keys, net, self.L, self.H, t)
+        picks = []
+        for p in self.parties:
+            s = net.up(p.k, p.select(g[p.k]), t).signed_index
+            picks.append((abs(s) - 1, 1 if s > 0 else -1))
+        return picks
+
+    def step_intercept(self, loss, t):
+        """L's intercept step after round t; returns the new b."""
+        lp = self.parties[self.L]
+        lp.step_intercept(loss, t)
+        self.intercepts.append(lp.b)
+        return lp.b
+
+    @property
+    def intercept(self):
+        return self.parties[self.L].b
+
+    def close(self):
+        if self.spill is not None:
+            self.spill.close()
+            self.spill = None
+
+    def ledgers(self):
+        return [None if p.budget is None else p.budget.ledger for p in self.parties]
+
+
+def _local_parties(data, *, L, eta, ring, series, private, feature_bound, clips, sigma,
+                   noise_ss, fit_intercept, budget_filter, ev_round, T):
+    """The K in-process :class:`~.glm.GlmParty` objects, each private one with its own
+    in-memory ledger and filter (same budget and accountant as the server's), its whole plan
+    checked."""
+    K = data.K
+    party_seeds = noise_ss.spawn(2 * K)
+    parties = []
+    for k in range(K):
+        p = GlmParty(k, data.block(k), data.y if k == L else None, eta, ring=ring, series=series,
+                     private=private, feature_bound=feature_bound,
+                     row_clip=None if clips is None else clips[k], sigma=sigma,
+                     noise_seed=party_seeds[k], fit_intercept=fit_intercept)
+        if private:
+            from accounting import BudgetFilter
+
+            from ..privacy import MemoryLedger
+
+            bf = budget_filter
+            p.budget = BudgetFilter(MemoryLedger(budget={"epsilon": bf.epsilon,
+                                                         "delta": bf.delta}),
+                                    bf.epsilon, bf.delta, accountant=bf.accountant.name)
+            p.budget.check_plan(_plan(ev_round, T), party=k)
+            p.round_event = ev_round
+        parties.append(p)
+    return parties
+
+
+def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=None,
+                   sigma=0.0, budget_filter=None, feature_bound=None, clips=None, seed=None,
+                   noise_key=None, callback=None, state=None, on_round=None,
+                   fit_intercept=False, helper_party=None, ring=None,
+                   remote=None) -> GlmResult:
+    """Run the GLM protocol (``glm.py``'s docstring).  ``sigma``: std of the Gaussian on each
+    A_k^T d (sum units); ``clips``: per-party row clips C_k (private runs); ``ring``: the
+    fixed-point plan (default: ``glm.ring_plan`` from the declared bound, or from the data
+    when not private).  ``remote(public)``: parties elsewhere, returning an object with
+    :class:`LocalGlmParties`' steps (``glm_remote.LinkGlmParties``); the objective is then
+    left to the caller (``glm_remote.replay_objective``).  ``on_round`` and ``state``:
+    checkpoints and resume, as :func:`~.loop.run_secure`'s (``state.py``); over a link
+    each party saves and restores its own state (``glm_remote.py``)."""
+    from ..engine import _seeds
+    from .state import RoundState, Snapshot, restore, restore_keys
+
+    series = series or SigmoidSeries()
+    K, n, T = data.K, data.n, int(iterations)
+    if K < 2:
+        raise InputError(f"dp-bcfw-secure needs at least 2 parties, got {K}")
+    L = int(label_party)
+    H = helper_of(L, K, helper_party)
+    D = series.derivative_bound
+    if ring is None:
+        from ...optim._checks import max_abs
+
+        Ba = float(feature_bound) if private else (max_abs(data.A) or 1.0)
+        ring = ring_plan(n, Ba, D, sigma, series)
+    t_setup = time.perf_counter()
+    _, _, noise_ss = _seeds(seed, noise_key)
+    # masks, triples and share keys from the OS, seeded run or not: they cancel in the ring, so
+    # a seed would buy no reproducibility and a reused seed would be a two-time pad (issue 32)
+    keys = KeySource(None)
+    ev_round = round_event(sigma, D, clips, fit_intercept) if private else None
+    sizes = [len(b) for b in data.blocks]
+    if remote is not None:
+        link = remote({"K": K, "n": n, "eta": float(eta), "private": bool(private),
+                       "feature_bound": feature_bound,
+                       "clips": None if clips is None else [float(c) for c in clips],
+                       "label_party": L, "helper_party": H, "sigma": float(sigma),
+                       "fit_intercept": bool(fit_intercept), "loss": loss.name,
+                       "ring": [ring.fa, ring.fm, ring.fc, ring.h],
+                       "series": [series.accurate, series.period_bits, series.terms,
+                                  series.coef_bits],
+                       # a resumed run: each party restores its own save of that round
+                       "resume_round": int(state[0]["t"]) if state is not None and
+                       state[0]["stage"] == "ready" else None})
+        parties = None
+    else:
+        parties = _local_parties(data, L=L, eta=eta, ring=ring, series=series, private=private,
+                                 feature_bound=feature_bound, clips=clips, sigma=sigma,
+                                 noise_ss=noise_ss, fit_intercept=fit_intercept,
+                                 budget_filter=budget_filter, ev_round=ev_round, T=T)
+        # above store.SPILL_BYTES the received masked blocks live on disk, read chunk by chunk
+        link = LocalGlmParties(parties, L, H,
+                               SpillDirectory() if should_spill(n, sizes) else None)
+    dealer = Dealer(keys, sizes, n, CHUNK_ROWS)
+    resumed = state is not None and state[0]["stage"] == "ready"
+    if state is not None:
+        restore_keys(state[0], keys, dealer)       # before the run draws any key again
+    run = RoundState(K, data.d)
+    ev = Evaluation(data, loss) if remote is None else None
+    if remote is not None and on_round is not None:
+        on_round = _saving(on_round, link, run)
+    snap = None if on_round is None else Snapshot(run, parties, link, keys, dealer, ev)
+    if snap is not None and not resumed:
+        on_round(snap)           # nothing charged yet
+    try:
+        link.setup({k: SM.SecureSetup(ring.fa, 0, K, n, dealer.mask_keys[k]) for k in range(K)})
+        link.offline()
+        if resumed:
+            # the masked blocks were recomputed above (state.py); everything else comes back
+            restore(state[0], state[1], run, parties, link, ev)
+        run.stage = "ready"
+        setup_seconds = time.perf_counter() - t_setup
+
+        t0 = time.perf_counter()
+        x = run.x
+        initial = float(np.mean(loss.value(np.zeros(n), data.y))) if remote is None else None
+        history, selections = run.history, run.selections
+        if snap is not None:
+            on_round(snap)
+        for t in range(run.t, T):
+            if private:
+                budget_filter.charge(ev_round, party=",".join(map(str, range(K))), round=t,
+                                     note="secure glm: noisy scores")
+            picks = link.round(run.prev, t, dealer, keys)
+            gamma = 2.0 / (t + 2.0)
+            sel, moves = fw_step(x, data.blocks, picks, gamma, eta)
+            b = link.step_intercept(loss, t) if fit_intercept else None
+            selections.append(sel)
+            run.prev = [sign * (i + 1) for i, sign in picks]
+            if ev is not None:
+                history.append(ev.advance(moves, gamma, b or 0.0))
+            run.t = t + 1
+            if snap is not None:
+                on_round(snap)
+            if callback is not None:
+                callback(t, history[-1] if history else float("nan"))
+        link.close()
+        return GlmResult(x=x, intercept=link.intercept, objective=history,
+                         initial_objective=initial, meter=link.meter,
+                         seconds=time.perf_counter() - t0 + setup_seconds, selections=selections,
+                         peer_bytes=link.peer_bytes, setup_seconds=setup_seconds, ring=ring,
+                         extra={"party_ledgers": link.ledgers(), "helper_party": H,
+                                "intercepts": list(link.intercepts)})
+    finally:
+        if remote is None:
+            link.close()
+
+
+def _saving(checkpointer, link, run):
+    """Over a link the server's checkpoint holds no party state: before it is written (once
+    the parties are set up) every party saves its own, on its own disk (``link.save``), so
+    that a server checkpoint of round t always has every party's save of round t beside it."""
+    def on_round(snap):
+        if run.stage == "ready" and checkpointer.due(run.t):
+            link.save(run.t)
+        checkpointer(snap)
+    return on_round
+
+
+def _plan(ev, T):
+    from accounting import SelfComposed
+
+    return SelfComposed(ev, int(T))

@@ -185,3 +185,17 @@ def test_kernels_md_noisy_argmax_table_is_the_json():
         assert cells[1:] == [f"{s['compiled'] * 1e3:.1f}", f"{s['reference'] * 1e3:.1f}",
                              f"{s['naive'] * 1e3:.1f}", f"{r['speedup']:.1f}x",
                              f"{r['compiled_over_uniform_floor']:.1f}"], noise
+
+
+def test_alignment_md_quotes_the_align_bench():
+    """docs/alignment.md's table is docs/align_bench.json (`vflpriv bench align --sizes
+    100000,1000000 --json docs/align_bench.json`): seconds, bytes, bytes per ID, |C|."""
+    page, doc = _page("alignment.md"), _json("align_bench.json")
+    assert len(doc["rows"]) == 4
+    for r in doc["rows"]:
+        name = "vflpriv ECDH-PSI (X25519)" if r["system"].startswith("vflpriv") else \
+            "openmined-psi 2.0 (P-256)"
+        row = (f"| {r['size']} | {name} | {r['seconds']:.1f} | {format_bytes(r['wire_bytes'])} | "
+               f"{r['wire_bytes_per_id']:.1f} B | {r['intersection_size']} |")
+        assert row in page, row
+        assert r.get("correct", True) is True

@@ -395,9 +395,6 @@ def _check_party_options(args):
     from ..align import parse_party_data
 
     paths = parse_party_data(args.party_data)
-    if getattr(args, "backend", None) not in (None, "inprocess"):
-        raise InputError(f"--party-data runs in process for now, not on --backend "
-                         f"{args.backend} (docs/alignment.md)")
     if not args.id_column:
         raise InputError("--party-data needs --id COLUMN (the ID column every file has)")
     if not args.label:

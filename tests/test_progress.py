@@ -61,14 +61,20 @@ def test_ctrl_c_leaves_a_valid_ledger(tmp_path):
     cmd = [sys.executable, "-m", "vflpriv", "run", "--data", "synthetic:n=300,d=500",
            "--algorithm", "dp-bcfw", "--epsilon", "1e6", "--delta", "1e-5", "--feature-bound",
            "1", "--label-bound", "1", "--iterations", "1000000", "--ledger", str(ledger)]
-    p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < 60:
-        if ledger.exists() and ledger.read_text().count("\n") >= 5:
-            break
+    # Ctrl-C as on a terminal: SIGINT at its default in the child.  A test run started in the
+    # background (nohup, `cmd &` without job control, some CI runners) passes SIGINT on *ignored*;
+    # Python then keeps ignoring it (as it should) and the million-round run would never stop.
+    p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    # the event: the ledger holds a few releases (however long start-up takes on a loaded
+    # machine); the deadline is only a safety net against a run that hangs
+    deadline = time.monotonic() + 600
+    while not (ledger.exists() and ledger.read_text().count("\n") >= 5):
+        assert p.poll() is None, p.communicate()[1]
+        assert time.monotonic() < deadline, "no 5 ledger lines in 600 s"
         time.sleep(0.02)
     p.send_signal(signal.SIGINT)
-    out, err = p.communicate(timeout=60)
+    out, err = p.communicate(timeout=600)
     assert p.returncode == 130
     lines = [ln for ln in err.splitlines() if ": warning:" not in ln]
     assert lines == ["vflpriv: interrupted"], err

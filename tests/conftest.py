@@ -19,3 +19,82 @@ def eps_of():
     need the same value (a reference table and an invariant over it) share one evaluation.
     """
     return _epsilon
+
+
+
+@pytest.fixture(scope="session")
+def one_ray():
+    """One Ray runtime, and one pool of ClientApp actors, for the in-process ``flower-sim`` runs
+    of the session.
+
+    Each run of Flower's simulation starts Ray if none is running (``RayBackend.init_ray``),
+    starts its ClientApp actors (a Ray worker process each, which imports flwr and vflpriv on its
+    first message) and at the end terminates them and shuts Ray down (``RayBackend.terminate``):
+    5-15 s of start-up per run on this machine, most of a flower-sim test.  Here the first run
+    starts Ray and its actors as usual (with the backend config vflpriv gives it); a run that ends
+    cleanly (every actor back in the pool, none died) leaves its actors
+    idle for the next run with the same client resources, as the runtime itself hands one actor
+    message after message of different virtual nodes within a run: the ClientApp keeps no state
+    in its process (vflpriv.flower.clientapp: each party's state is in its node's context).  A run
+    that does not end cleanly has its actors terminated as before.  Ray is shut down when the
+    session ends.  Modules whose tests run flower-sim in this process use it through
+    ``pytestmark = pytest.mark.usefixtures("one_ray")``; without Flower it does nothing.
+    """
+    try:
+        from flwr.server.superlink.fleet.vce.backend import raybackend
+    except ImportError:
+        yield
+        return
+    from ray.exceptions import RayTaskError
+
+    RayBackend = raybackend.RayBackend
+    originals = RayBackend.build, RayBackend.process_message, RayBackend.terminate
+    idle = {}                           # client resources -> actors a clean run left idle
+
+    def key(backend):
+        return tuple(sorted(backend.client_resources.items()))
+
+    def build(self, app_fn):
+        self._clean = True
+        actors = idle.pop(key(self), None)
+        for other in idle.values():         # another size of actor: free its CPUs
+            for actor in other:
+                actor.terminate.remote()
+        idle.clear()
+        if actors is None:
+            return originals[0](self, app_fn)
+        self.pool = raybackend.BasicActorPool(actor_type=raybackend.ClientAppActor,
+                                              client_resources=self.client_resources,
+                                              actor_kwargs=self.actor_kwargs)
+        self.pool.pool, self.pool.num_actors = list(actors), len(actors)
+        self.app_fn = app_fn
+
+    def process_message(self, message, context):
+        try:
+            return originals[1](self, message, context)
+        except RayTaskError:                # the ClientApp raised (a lost client): actor fine
+            raise
+        except BaseException:               # anything else (an actor died): no reuse
+            self._clean = False
+            raise
+
+    def terminate(self):
+        pool = self.pool
+        if pool is None:
+            return
+        if (getattr(self, "_clean", False) and not pool._future_to_actor
+                and len(pool.pool) == pool.num_actors > 0):
+            idle[key(self)] = list(pool.pool)
+        else:
+            pool.terminate_all_actors()
+
+    RayBackend.build, RayBackend.process_message, RayBackend.terminate = (
+        build, process_message, terminate)
+    try:
+        yield
+    finally:
+        RayBackend.build, RayBackend.process_message, RayBackend.terminate = originals
+        import ray
+
+        if ray.is_initialized():
+            ray.shutdown()

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("flwr")
+pytestmark = pytest.mark.usefixtures("one_ray")    # conftest: one Ray for all runs
 
 from accounting import read_ledger  # noqa: E402
 

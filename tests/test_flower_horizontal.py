@@ -9,6 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("flwr")
 pytest.importorskip("ray")
+pytestmark = pytest.mark.usefixtures("one_ray")    # conftest: one Ray for all runs
 
 from accounting import BudgetExceeded, BudgetFilter, Ledger, PoissonSubsampledGaussian, \
     SelfComposed  # noqa: E402

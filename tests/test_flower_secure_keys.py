@@ -89,6 +89,7 @@ def test_bad_pins_are_refused(text):
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("one_ray")                  # conftest: one Ray for all runs
 def test_secure_run_with_pinned_keys_same_as_inprocess_and_a_wrong_pin_stops_it(
         tmp_path, monkeypatch):
     pytest.importorskip("flwr")

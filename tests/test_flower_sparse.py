@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("flwr")
+pytestmark = pytest.mark.usefixtures("one_ray")    # conftest: one Ray for all runs
 
 from vflpriv.sparse import BatchSchedule, Participation, make_strategy, run  # noqa: E402
 from vflpriv.sparse.api import fit  # noqa: E402

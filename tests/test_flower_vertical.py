@@ -13,6 +13,7 @@ import pytest
 
 flwr = pytest.importorskip("flwr")
 pytest.importorskip("ray")
+pytestmark = pytest.mark.usefixtures("one_ray")    # conftest: one Ray for all runs
 
 from accounting import Ledger, read_ledger  # noqa: E402
 from vflpriv.data import VerticalData, make_synthetic  # noqa: E402

@@ -1,4 +1,5 @@
 """Shared helpers for the test suite."""
+import concurrent.futures
 import functools
 
 import pytest
@@ -98,3 +99,49 @@ def one_ray():
 
         if ray.is_initialized():
             ray.shutdown()
+
+
+# -- deployments started at the session's start ------------------------------------------------
+# A Flower deployment test (a SuperLink and SuperNode processes on 127.0.0.1) spends most of its
+# time waiting on Flower: an idle SuperNode polls every 3 s, and a killed one is reported only
+# after two missed 30 s heartbeats (fixed in flwr 1.41: no setting shortens them).  Meanwhile the
+# test's process is idle, and the serial suite leaves the machine's second core idle too.  So a
+# test marked ``@pytest.mark.deployment(prepare=f)`` has ``f(tmp)`` called when the session
+# starts (in the main thread, one at a time: the in-process part, e.g. a reference run or writing
+# the run's files), and the callable it returns runs on a thread of its own (the deployment: only
+# subprocesses, files and waits on their output).  The test takes the result through the
+# ``deployment`` fixture, which waits for that thread (an event, not a clock), and makes every
+# assertion itself; an exception in prepare or in the thread is raised there.  Only selected
+# tests start; the session waits for every thread before it ends.
+_DEPLOYMENTS = {}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _start_deployments(request, tmp_path_factory):
+    items = [it for it in request.session.items if it.get_closest_marker("deployment")]
+    if not items:
+        yield
+        return
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=len(items),
+                                                 thread_name_prefix="deployment")
+    for it in items:
+        tmp = tmp_path_factory.mktemp(it.name[:40])
+        fut = concurrent.futures.Future()
+        try:
+            job = it.get_closest_marker("deployment").kwargs["prepare"](tmp)
+        except BaseException as exc:            # reported by the test, not the session
+            fut.set_exception(exc)
+        else:
+            fut = pool.submit(job)
+        _DEPLOYMENTS[it.nodeid] = (tmp, fut)
+    try:
+        yield
+    finally:
+        pool.shutdown(wait=True)
+
+
+@pytest.fixture
+def deployment(request):
+    """``(tmp, result)`` of this test's ``@pytest.mark.deployment(prepare=f)`` run (see above)."""
+    tmp, fut = _DEPLOYMENTS[request.node.nodeid]
+    return tmp, fut.result()

@@ -12,6 +12,8 @@ The file is deleted from a thread as soon as the deployment's progress file says
 polls every few seconds) and start a ClientApp process (about a second): the deletion wins by
 seconds.  Were it ever to lose, client 1 would answer round 1 and fail at round 2, and the
 assertion on the lost round fails: a loud failure, never a false pass."""
+import contextlib
+import io
 import os
 
 import numpy as np
@@ -57,21 +59,38 @@ def _reference():
     return strat.model(state)
 
 
-@pytest.mark.slow
-def test_sparse_deployment_from_a_written_spec_survives_a_lost_client(tmp_path, capsys):
+def _lost_client_deployment(tmp_path):
+    """Writes the run's files (in the main thread, at the session's start: conftest.py) and
+    returns the deployment to run on a thread: client 1's data file goes after round 0."""
     out = tmp_path / "desc"
-    assert main(["flower", "spec", "sparse", "--out", str(out), "--connect-timeout", "60",
-                 *ARGS]) == 0
-    assert "vflpriv flower node" in capsys.readouterr().out
-    spec = load_description(str(out / "run.json"))
-    assert spec["family"] == "sparse" and spec["on_client_loss"] == "continue"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = main(["flower", "spec", "sparse", "--out", str(out), "--connect-timeout", "60",
+                     *ARGS])
     cfgs = [read_node_config(str(out / f"node{i}.toml")) for i in range(N)]
+
+    def run():
+        assert code == 0, printed.getvalue()
+        spec = load_description(str(out / "run.json"))
+        with LocalDeployment(cfgs, str(tmp_path / "dep")) as dep:
+            res = dep.run(spec, timeout=240,
+                          on_round=lambda r: os.remove(cfgs[LOST]["data"]) if r == AFTER + 1
+                          else None)
+        return code, printed.getvalue(), spec, cfgs, res
+
+    return run
+
+
+@pytest.mark.slow
+@pytest.mark.deployment(prepare=_lost_client_deployment)
+def test_sparse_deployment_from_a_written_spec_survives_a_lost_client(deployment):
+    tmp_path, (code, printed, spec, cfgs, res) = deployment
+    out = tmp_path / "desc"
+    assert code == 0
+    assert "vflpriv flower node" in printed
+    assert spec["family"] == "sparse" and spec["on_client_loss"] == "continue"
     assert [c["data"] for c in cfgs] == [str(out / f"client{i}.npz") for i in range(N)]
 
-    with LocalDeployment(cfgs, str(tmp_path / "dep")) as dep:
-        res = dep.run(spec, timeout=240,
-                      on_round=lambda r: os.remove(cfgs[LOST]["data"]) if r == AFTER + 1
-                      else None)
     assert res["error"] is None, res["error"]
     assert [(x["client"], x["round"]) for x in res["lost_clients"]] == [(LOST, AFTER + 1)]
     # the description of a private run carries no noise entropy (issue 32): each client's DP

@@ -91,12 +91,9 @@ def test_backend_errors_name_the_value(tmp_path):
     assert not (tmp_path / "c.ckpt").exists()
 
 
-@pytest.mark.slow
-def test_deployment_equals_inprocess_then_a_killed_party_is_reported(tmp_path):
-    """A real deployment on loopback, 2 parties, private: party 1's SuperNode is killed after
-    round 1.  The completed round equals the in-process run's; the error names party 1 and
-    round 1 (Flower reports a dead SuperNode after two missed 30 s heartbeats, so this test
-    takes a minute or two); every ledger is valid and holds each release once."""
+def _killed_party_deployment(tmp_path):
+    """The in-process part of the test below (run at the session's start: conftest.py); returns
+    the deployment to run on a thread: party 1's SuperNode is killed after round 1."""
     from vflpriv.vertical import remote as FV
     from vflpriv.flower.deploy import LocalDeployment
     from vflpriv.optim import SquaredLoss
@@ -116,9 +113,25 @@ def test_deployment_equals_inprocess_then_a_killed_party_is_reported(tmp_path):
     ledgers = [str(tmp_path / f"p{k}.ledger") for k in range(2)]
     cfgs = FV.party_configs(data, str(tmp_path), private=True, budget=(4.0, 1e-5),
                             ledgers=ledgers, noise_entropy=FV.noise_entropy_of(_seeds(9)[2]))
-    with LocalDeployment(cfgs, str(tmp_path / "dep")) as dep:
-        out = dep.run(spec, on_round=lambda r: dep.kill_node(1) if r == 1 else None,
-                      timeout=400)
+
+    def run():
+        with LocalDeployment(cfgs, str(tmp_path / "dep")) as dep:
+            out = dep.run(spec, on_round=lambda r: dep.kill_node(1) if r == 1 else None,
+                          timeout=400)
+        return data, ref4, srv_ledger, ledgers, out
+
+    return run
+
+
+@pytest.mark.slow
+@pytest.mark.deployment(prepare=_killed_party_deployment)
+def test_deployment_equals_inprocess_then_a_killed_party_is_reported(deployment):
+    """A real deployment on loopback, 2 parties, private: party 1's SuperNode is killed after
+    round 1.  The completed round equals the in-process run's; the error names party 1 and
+    round 1 (Flower reports a dead SuperNode after two missed 30 s heartbeats, so the deployment
+    takes a minute or two: it runs from the session's start, conftest.py); every ledger is valid
+    and holds each release once."""
+    _, (data, ref4, srv_ledger, ledgers, out) = deployment
     err = out["error"]
     assert err["kind"] == "PartyLost" and err["party"] == 1 and err["round"] == 1, err
     assert out["t"] == 1
@@ -161,8 +174,9 @@ def _clip(plan):
     return (1.0, 3.0, d["z_bound"], d["derivative_bound"])
 
 
-@pytest.mark.slow
-def test_unreachable_party_is_named_within_the_connect_timeout(tmp_path):
+def _unreachable_party_deployment(tmp_path):
+    """The test below's deployment (started at the session's start: conftest.py): party 1's
+    SuperNode is never started."""
     from vflpriv.vertical import remote as FV
     from vflpriv.flower.deploy import LocalDeployment
     from vflpriv.optim import SquaredLoss
@@ -172,10 +186,45 @@ def test_unreachable_party_is_named_within_the_connect_timeout(tmp_path):
                         server_kwargs=dict(algorithm="bcfw", seed=1), private=False,
                         connect_timeout=4, reply_timeout=60)
     cfgs = FV.party_configs(data, str(tmp_path), private=False)
-    t0 = time.monotonic()
-    with LocalDeployment(cfgs, str(tmp_path / "dep"), absent=(1,)) as dep:
-        out = dep.run(spec, timeout=120)
-    assert time.monotonic() - t0 < 120
+
+    def run():
+        t0 = time.monotonic()
+        with LocalDeployment(cfgs, str(tmp_path / "dep"), absent=(1,)) as dep:
+            # the 4 s connect timeout starts when the ServerApp does: first wait for the two
+            # SuperNodes that are started to have registered (a line in their logs), so a slow
+            # start-up of theirs cannot turn "2 of 3" into "1 of 3"
+            _wait_for_line([os.path.join(dep.logs, f"supernode{k}.log") for k in (0, 2)],
+                           "SuperNode ID:", dep.nodes.values())
+            out = dep.run(spec, timeout=120)
+        return out, time.monotonic() - t0
+
+    return run
+
+
+def _wait_for_line(paths, needle, procs, safety=300):
+    """Wait until every file in ``paths`` holds a line with ``needle``; fail at once if one of
+    ``procs`` exits first (``safety`` s: only a net against a hang)."""
+    deadline = time.monotonic() + safety
+    while True:
+        texts = []
+        for p in paths:
+            try:
+                with open(p, errors="replace") as fh:
+                    texts.append(fh.read())
+            except OSError:
+                texts.append("")
+        if all(needle in t for t in texts):
+            return
+        assert all(p.poll() is None for p in procs), texts
+        assert time.monotonic() < deadline, texts
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+@pytest.mark.deployment(prepare=_unreachable_party_deployment)
+def test_unreachable_party_is_named_within_the_connect_timeout(deployment):
+    tmp_path, (out, seconds) = deployment
+    assert seconds < 120
     assert out["error"]["kind"] == "PartyLost" and out["t"] == 0
     assert "2 of 3" in out["error"]["message"]
     assert not os.path.exists(tmp_path / "dep" / "result.pkl.tmp")

@@ -24,7 +24,7 @@ def eps_of():
 
 
 @pytest.fixture(scope="session")
-def one_ray():
+def one_ray(request):
     """One Ray runtime, and one pool of ClientApp actors, for the in-process ``flower-sim`` runs
     of the session.
 
@@ -37,8 +37,8 @@ def one_ray():
     idle for the next run with the same client resources, as the runtime itself hands one actor
     message after message of different virtual nodes within a run: the ClientApp keeps no state
     in its process (vflpriv.flower.clientapp: each party's state is in its node's context).  A run
-    that does not end cleanly has its actors terminated as before.  Ray is shut down when the
-    session ends.  Modules whose tests run flower-sim in this process use it through
+    that does not end cleanly has its actors terminated as before.  Ray is shut down after the
+    last test that uses it.  Modules whose tests run flower-sim in this process use it through
     ``pytestmark = pytest.mark.usefixtures("one_ray")``; without Flower it does nothing.
     """
     try:
@@ -89,16 +89,36 @@ def one_ray():
         else:
             pool.terminate_all_actors()
 
+    def stop():
+        import ray
+
+        for actors in idle.values():
+            for actor in actors:
+                ray.kill(actor)
+        idle.clear()
+        if ray.is_initialized():
+            ray.shutdown()
+
+    # Ray is stopped right after the session's last test that uses it, so no later test runs
+    # (or forks: test_ledger_*) beside a live Ray driver
+    users = [it.nodeid for it in request.session.items if "one_ray" in it.fixturenames]
+    _ONE_RAY.update(stop=stop, last=users[-1] if users else None)
     RayBackend.build, RayBackend.process_message, RayBackend.terminate = (
         build, process_message, terminate)
     try:
         yield
     finally:
         RayBackend.build, RayBackend.process_message, RayBackend.terminate = originals
-        import ray
+        _ONE_RAY.clear()
+        stop()
 
-        if ray.is_initialized():
-            ray.shutdown()
+
+_ONE_RAY = {}
+
+
+def pytest_runtest_teardown(item, nextitem):
+    if _ONE_RAY.get("last") == item.nodeid:
+        _ONE_RAY.pop("stop")()
 
 
 # -- deployments started at the session's start ------------------------------------------------
@@ -145,3 +165,11 @@ def deployment(request):
     """``(tmp, result)`` of this test's ``@pytest.mark.deployment(prepare=f)`` run (see above)."""
     tmp, fut = _DEPLOYMENTS[request.node.nodeid]
     return tmp, fut.result()
+
+
+@pytest.fixture
+def deployments_done():
+    """Wait until every deployment thread has ended (for tests that fork this process: a fork
+    copies only the forking thread, never another thread's locks mid-use)."""
+    for _, fut in list(_DEPLOYMENTS.values()):
+        concurrent.futures.wait([fut])

@@ -20,6 +20,8 @@ from accounting import (BudgetExceeded, BudgetFilter, Ledger, LedgerCorrupt, Pur
 from accounting.ledger import LedgerBusy
 from vflpriv.cli.main import main
 
+# these tests fork this process: not while a deployment thread runs (conftest.py)
+pytestmark = pytest.mark.usefixtures("deployments_done")
 STEP = 0.125          # exact in binary: 16 releases make the budget 2.0 exactly
 
 

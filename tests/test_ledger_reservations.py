@@ -19,6 +19,8 @@ from accounting import (BudgetExceeded, BudgetFilter, Gaussian, Ledger, PureDP, 
 from accounting.ledger import dominates, ends_reservations
 from vflpriv.cli.main import main
 
+# these tests fork this process: not while a deployment thread runs (conftest.py)
+pytestmark = pytest.mark.usefixtures("deployments_done")
 STEP = 0.125
 PLAN = SelfComposed(PureDP(STEP), 4)          # one run: 4 releases, epsilon 0.5 by basic
 

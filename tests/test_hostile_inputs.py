@@ -347,6 +347,15 @@ def test_literal_inf_still_means_non_private(capsys):
 #: start the command once the interpreter is up: its own start-up (site, .pth files, runpy finding
 #: the module: the first ~50 ms, and runpy's last step of well under 1 ms after 'up' is printed)
 #: is Python's, before any vflpriv code can run; from there on Ctrl-C is vflpriv's to handle
+# The child's command starts with a Python that sets SIGINT to its default and execs the real
+# one (same pid), as under a terminal's Ctrl-C: a test run started in the background (nohup,
+# `cmd &` without job control) passes SIGINT on ignored, and a Python started with SIGINT ignored
+# keeps ignoring it.  (Not a preexec function: unsafe with threads in this process.)
+SIGINT_DEFAULT = [sys.executable, "-c", "import os, signal, sys; "
+                  "signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                  "os.execv(sys.executable, [sys.executable] + sys.argv[1:])"]
+
+
 STARTER = ("import sys, vflpriv, runpy; sys.stdout.write('up\\n'); sys.stdout.flush(); "
            "runpy.run_module('vflpriv', run_name='__main__', alter_sys=True)")
 
@@ -360,7 +369,7 @@ def test_ctrl_c_during_start_up_is_one_line_exit_130():
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     interrupted = 0
     for delay in (0.01, 0.02, 0.05, 0.1, 0.2, 0.3):
-        p = subprocess.Popen([sys.executable, "-c", STARTER] + RUN + ["--algorithm", "bcfw"],
+        p = subprocess.Popen(SIGINT_DEFAULT + ["-c", STARTER] + RUN + ["--algorithm", "bcfw"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                              cwd=ROOT)
         assert p.stdout.readline() == "up\n"
@@ -413,11 +422,13 @@ def test_flower_node_leaves_no_superexec_behind(tmp_path, sig):
         port = s.getsockname()[1]
     node = _node(tmp_path, _party_file(tmp_path))
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.Popen([sys.executable, "-m", "vflpriv", "flower", "node", node, "--superlink",
-                          f"127.0.0.1:{port}", "--insecure"], stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    p = subprocess.Popen(SIGINT_DEFAULT + ["-m", "vflpriv", "flower", "node", node, "--superlink",
+                                           f"127.0.0.1:{port}", "--insecure"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+                         cwd=ROOT)
     family = []
-    for _ in range(600):                 # up to 60 s for the SuperNode to start its SuperExec
+    deadline = time.monotonic() + 600    # the event: a SuperNode with its SuperExec child;
+    while time.monotonic() < deadline:   # the deadline is only a net against a hang
         supernodes = _children(p.pid)
         family = supernodes + [c for s in supernodes for c in _children(s)]
         if len(family) >= 2 or p.poll() is not None:
@@ -427,9 +438,8 @@ def test_flower_node_leaves_no_superexec_behind(tmp_path, sig):
     p.send_signal(sig)
     _, err = p.communicate(timeout=60)
     assert "Traceback" not in err, err
-    for _ in range(100):
-        if not any(_alive(q) for q in family):
-            break
+    deadline = time.monotonic() + 120    # gone (an event); the deadline is a net
+    while any(_alive(q) for q in family) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(_alive(q) for q in family), [q for q in family if _alive(q)]
 

@@ -64,8 +64,12 @@ def test_ctrl_c_leaves_a_valid_ledger(tmp_path):
     # Ctrl-C as on a terminal: SIGINT at its default in the child.  A test run started in the
     # background (nohup, `cmd &` without job control, some CI runners) passes SIGINT on *ignored*;
     # Python then keeps ignoring it (as it should) and the million-round run would never stop.
-    p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                         text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    # (a Python that sets it and execs the command, same pid; not a preexec function: unsafe with
+    # threads in this process)
+    restore = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+               "os.execv(sys.executable, [sys.executable] + sys.argv[1:])")
+    p = subprocess.Popen([sys.executable, "-c", restore] + cmd[1:], cwd=ROOT,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     # the event: the ledger holds a few releases (however long start-up takes on a loaded
     # machine); the deadline is only a safety net against a run that hangs
     deadline = time.monotonic() + 600

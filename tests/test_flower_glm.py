@@ -126,6 +126,7 @@ def test_a_written_logistic_description_runs_from_its_files_alone(tmp_path, caps
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("one_ray")                  # conftest: one Ray for all runs
 def test_logistic_on_flower_sim_equals_inprocess(tmp_path):
     """Flower's simulation runtime (Ray): each party a ClientApp, the party-to-party messages
     sealed and relayed by the ServerApp; private with the intercept, and non-private without

@@ -22,7 +22,6 @@ def eps_of():
     return _epsilon
 
 
-
 @pytest.fixture(scope="session")
 def one_ray(request):
     """One Ray runtime, and one pool of ClientApp actors, for the in-process ``flower-sim`` runs
@@ -33,12 +32,12 @@ def one_ray(request):
     first message) and at the end terminates them and shuts Ray down (``RayBackend.terminate``):
     5-15 s of start-up per run on this machine, most of a flower-sim test.  Here the first run
     starts Ray and its actors as usual (with the backend config vflpriv gives it); a run that ends
-    cleanly (every actor back in the pool, none died) leaves its actors
-    idle for the next run with the same client resources, as the runtime itself hands one actor
-    message after message of different virtual nodes within a run: the ClientApp keeps no state
-    in its process (vflpriv.flower.clientapp: each party's state is in its node's context).  A run
-    that does not end cleanly has its actors terminated as before.  Ray is shut down after the
-    last test that uses it.  Modules whose tests run flower-sim in this process use it through
+    cleanly (every actor back in the pool, none died) leaves its actors idle for the next run with
+    the same client resources, as the runtime itself hands one actor message after message of
+    different virtual nodes within a run: the ClientApp keeps no state in its process
+    (vflpriv.flower.clientapp: each party's state is in its node's context).  A run that does not
+    end cleanly has its actors terminated as before.  Ray is shut down after the last test that
+    uses it.  Modules whose tests run flower-sim in this process use it through
     ``pytestmark = pytest.mark.usefixtures("one_ray")``; without Flower it does nothing.
     """
     try:
@@ -149,7 +148,7 @@ def _start_deployments(request, tmp_path_factory):
         fut = concurrent.futures.Future()
         try:
             job = it.get_closest_marker("deployment").kwargs["prepare"](tmp)
-        except BaseException as exc:            # reported by the test, not the session
+        except Exception as exc:                # reported by the test, not the session
             fut.set_exception(exc)
         else:
             fut = pool.submit(job)

@@ -130,8 +130,8 @@ def pytest_runtest_teardown(item, nextitem):
 # the run's files), and the callable it returns runs on a thread of its own (the deployment: only
 # subprocesses, files and waits on their output).  The test takes the result through the
 # ``deployment`` fixture, which waits for that thread (an event, not a clock), and makes every
-# assertion itself; an exception in prepare or in the thread is raised there.  Only selected
-# tests start; the session waits for every thread before it ends.
+# assertion itself; an exception in prepare or in the thread is raised there.  Two threads run at
+# a time.  Only selected tests start; the session waits for every thread before it ends.
 _DEPLOYMENTS = {}
 
 
@@ -141,8 +141,9 @@ def _start_deployments(request, tmp_path_factory):
     if not items:
         yield
         return
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=len(items),
-                                                 thread_name_prefix="deployment")
+    # two at a time, in the session's order: every deployment starts a dozen Python processes
+    # (flwr's imports), and all at once they starved the tests beside them on 2 cores
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="deployment")
     for it in items:
         tmp = tmp_path_factory.mktemp(it.name[:40])
         fut = concurrent.futures.Future()

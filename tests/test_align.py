@@ -283,3 +283,30 @@ def test_a_run_from_party_files_resumes_spending_nothing_twice(tmp_path, capsys)
         counts.append(v["records"])
     assert counts[0] == counts[1] > 0
     assert json.loads((tmp_path / "r.json").read_text())["alignment"]["intersection_size"] > 150
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("one_ray")                  # conftest: one Ray for all runs
+def test_party_files_on_flower_sim_equal_the_joined_run_in_process(tmp_path):
+    """The consortium from its files with the training on Flower's simulation runtime ends where
+    the in-process run on the joined intersection ends: dp-bcfw-secure least squares, seeded
+    noise, the same objective, coefficients and spend (the alignment itself runs in the
+    driver's process, as in process)."""
+    paths, joined, _, _, c = _party_files(tmp_path, seed=7)
+    common = ["--algorithm", "dp-bcfw-secure", "--loss", "squared", "--epsilon", "2",
+              "--delta", "1e-5", "--feature-bound", "1", "--label-bound", "1",
+              "--iterations", "4", "--seed", "2", "-q"]
+    fa, fb = tmp_path / "sim.json", tmp_path / "joined.json"
+    _run(["run", *[f for k, p in enumerate(paths) for f in ("--party-data", f"{k}={p}")],
+          "--id", "pid", "--label", "y", "--backend", "flower-sim", "--json", str(fa),
+          "--model-out", str(tmp_path / "m_sim"), *common])
+    _run(["run", "--data", joined, "--label", "y", "--partition", "0,1,2;3,4,5;6,7,8",
+          "--parties", "3", "--json", str(fb), "--model-out", str(tmp_path / "m_joined"),
+          *common])
+    a, b = json.loads(fa.read_text()), json.loads(fb.read_text())
+    assert a["alignment"]["intersection_size"] == c == a["n"] == b["n"]
+    assert a["flower"]["backend"] == "flower-sim"
+    assert a["objective"] == b["objective"] and a["epsilon_spent"] == b["epsilon_spent"]
+    for k in range(3):
+        assert json.loads((tmp_path / "m_sim" / f"party{k}.json").read_text()) == \
+            json.loads((tmp_path / "m_joined" / f"party{k}.json").read_text())

@@ -199,3 +199,11 @@ def test_alignment_md_quotes_the_align_bench():
                f"{r['wire_bytes_per_id']:.1f} B | {r['intersection_size']} |")
         assert row in page, row
         assert r.get("correct", True) is True
+
+
+def test_alignment_md_quotes_the_1e6_align_run():
+    """docs/align_bench_1e6.json (`vflpriv bench align --sizes 1000000 --no-peer --json ...`)."""
+    page, r = _page("alignment.md"), _json("align_bench_1e6.json")["rows"][0]
+    assert r["size"] == 1000000 and r["parties"] == 3 and r["correct"] is True
+    assert f"**{r['seconds']:.1f} s** of wall time" in page
+    assert f"({r['cpu_seconds']:.1f} s of CPU)" in page

@@ -8,7 +8,13 @@ SuperLink starts the ServerApp (``flwr-serverapp``) and each SuperNode a ClientA
 (``flwr-clientapp``) per message, exactly as across machines; docs/flower.md gives the same
 commands by hand, with TLS.
 
-Insecure mode is used only here, on 127.0.0.1.  Every process gets a private ``FLWR_HOME`` under
+``network=`` (or an active :class:`~.netns.ShapedNetwork`, :func:`.netns.active`) runs the same
+processes across network namespaces over shaped links instead: the SuperLink, its ServerApp and
+``flwr run`` in the link's namespace, each SuperNode in its party's, reaching the SuperLink
+through the network's delay relay (``vflpriv bench network``, docs/network.md).
+
+Insecure mode is used only here, on 127.0.0.1 (or on the veth links of this machine's own
+namespaces).  Every process gets a private ``FLWR_HOME`` under
 the run directory and a marker in its environment, so :meth:`LocalDeployment.close` stops the
 whole tree (the SuperLink and SuperNodes start their app processes detached).
 
@@ -81,14 +87,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait_port(port, proc, log, timeout):
+def _connect_loopback(port):
+    with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+        return True
+
+
+def _wait_port(port, proc, log, timeout, connect=_connect_loopback):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"{os.path.basename(log)} exited with code {proc.returncode}: "
                                + _tail(log))
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            if connect(port):
                 return
         except OSError:
             time.sleep(0.1)
@@ -125,11 +136,15 @@ class LocalDeployment:
     """SuperLink + one SuperNode per party on 127.0.0.1 (see module docstring).
 
     ``absent``: parties whose SuperNode is not started (a party unreachable at start, for
-    tests and drills).  Use as a context manager; :meth:`run` submits one run and waits for it.
+    tests and drills).  ``network``: a :class:`~.netns.ShapedNetwork` to run in (default: the
+    active one, :func:`.netns.active`, else loopback).  Use as a context manager; :meth:`run`
+    submits one run and waits for it.
     """
 
-    def __init__(self, party_configs, run_dir, *, quiet=True, absent=(), start_timeout=60.0):
+    def __init__(self, party_configs, run_dir, *, quiet=True, absent=(), start_timeout=60.0,
+                 network=None):
         from . import require_flwr
+        from .netns import active
 
         require_flwr("flower")
         from .paths import absolute_paths
@@ -143,6 +158,7 @@ class LocalDeployment:
         self.logs = os.path.join(self.run_dir, "logs")
         self.procs, self.nodes = [], {}
         self.port = None
+        self.network = network if network is not None else active()
 
     # -- processes ----------------------------------------------------------------------------
     def _env(self):
@@ -155,7 +171,11 @@ class LocalDeployment:
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         return env
 
-    def _spawn(self, args, log):
+    def _spawn(self, args, log, where="link"):
+        """Start ``args`` (logging to ``log``); on a network, in ``where``'s namespace
+        ("link", or a party index)."""
+        if self.network is not None:
+            args = self.network.wrap(where, args)
         fh = open(log, "ab")
         p = subprocess.Popen(args, stdout=fh, stderr=subprocess.STDOUT, env=self._env(),
                              start_new_session=True, cwd=self.run_dir)
@@ -171,8 +191,10 @@ class LocalDeployment:
             link = self._spawn([_bin("flower-superlink"), "--insecure", "--port", str(self.port),
                                 "--disable-runtime-dependency-installation"],
                                os.path.join(self.logs, "superlink.log"))
+            connect = _connect_loopback if self.network is None else (
+                lambda port: self.network.connect("link", "127.0.0.1", port))
             _wait_port(self.port, link, os.path.join(self.logs, "superlink.log"),
-                       self.start_timeout)
+                       self.start_timeout, connect)
             for cfg in self.cfgs:
                 k = int(cfg["party"])
                 if k not in self.absent:
@@ -189,10 +211,12 @@ class LocalDeployment:
     def start_node(self, k):
         cfg = next(c for c in self.cfgs if int(c["party"]) == k)
         port = free_port()
+        superlink = f"127.0.0.1:{self.port}" if self.network is None else \
+            self.network.superlink_address(k, self.port)
         self.nodes[k] = self._spawn(
-            [_bin("flower-supernode"), "--insecure", "--superlink", f"127.0.0.1:{self.port}",
+            [_bin("flower-supernode"), "--insecure", "--superlink", superlink,
              "--port", str(port), "--node-config", _node_config(cfg)],
-            os.path.join(self.logs, f"supernode{k}.log"))
+            os.path.join(self.logs, f"supernode{k}.log"), where=k)
         return self.nodes[k]
 
     def kill_node(self, k):

@@ -252,7 +252,7 @@ def run_info(backend, out, cfgs, private) -> dict:
     """What the command reports of a ServerApp's result: Flower bytes, the error, the parties'
     ledgers (shared by the vertical and secure families)."""
     return {"backend": backend, "bytes": out["flower"], "totals": out["flower_totals"],
-            "error": out["error"], "rounds_completed": out["t"],
+            "error": out["error"], "rounds_completed": out["t"], "phases": out.get("phases"),
             "party_ledgers": [c.get("ledger") for c in cfgs] if private else None}
 
 

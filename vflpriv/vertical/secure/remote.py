@@ -365,6 +365,55 @@ class SecurePartyRole(PartyRole):
 
 
 # -- server side --------------------------------------------------------------------------------
+class PhasedLink:
+    """``link`` with each exchange timed and its Flower bytes counted by phase: ``setup`` (key
+    exchange, masked blocks, the label products: everything before the first round's
+    selection), ``rounds`` and ``close`` (the parties delete their blocks).  Per phase:
+    exchanges (request/reply rounds, one after the other), seconds spent in them, wall-clock
+    start and end (``time.time()``), Flower message bytes each way, and the sum over exchanges
+    of the largest party's bytes each way (what one party's link carries on the critical path:
+    ``vflpriv bench network`` turns it into a time on the wire)."""
+
+    def __init__(self, link):
+        self.link = link
+        self.meter = link.meter
+        self.phases = {}
+        self._rounds = False
+
+    def __getattr__(self, name):
+        return getattr(self.link, name)
+
+    def _phase(self, requests):
+        kinds = {kind for _, _, kind in requests}
+        if "select" in kinds:
+            self._rounds = True
+        if "close" in kinds:
+            return "close"
+        return "rounds" if self._rounds else "setup"
+
+    def exchange(self, requests, round, **kw):
+        import time
+
+        phase = self._phase(requests)
+        before = dict(self.meter.flower)
+        t0, w0 = time.perf_counter(), time.time()
+        try:
+            return self.link.exchange(requests, round, **kw)
+        finally:
+            p = self.phases.setdefault(phase, {
+                "exchanges": 0, "seconds": 0.0, "start": w0, "end": w0, "uplink_bytes": 0,
+                "downlink_bytes": 0, "max_party_uplink_bytes": 0,
+                "max_party_downlink_bytes": 0})
+            p["exchanges"] += 1
+            p["seconds"] += time.perf_counter() - t0
+            p["end"] = time.time()
+            for dr, key in ((UP, "uplink"), (DOWN, "downlink")):
+                deltas = [v - before.get(pk, 0) for pk, v in self.meter.flower.items()
+                          if pk[1] == dr]
+                p[key + "_bytes"] += sum(deltas)
+                p[f"max_party_{key}_bytes"] += max(deltas, default=0)
+
+
 class LinkParties:
     """The five steps of :class:`~vflpriv.vertical.secure.local.LocalParties` over a
     runtime link.  ``meter`` counts the protocol's frames as in process (a relayed
@@ -475,8 +524,11 @@ def serve(connect, spec, progress=None) -> dict:
     from ..remote import PublicShape
     from .loop import run_secure
 
+    import time
+
     K = len(spec["blocks"])
-    link = connect(K)
+    started = time.time()
+    link = PhasedLink(connect(K))
     out = {"t": 0, "error": None}
     state = {}
     try:
@@ -510,6 +562,7 @@ def serve(connect, spec, progress=None) -> dict:
         _remove_blocks_after(state.get("parties"), exc)
     out["flower"] = link.meter.summary(K)
     out["flower_totals"] = link.meter.totals()
+    out["phases"] = dict(link.phases, started=started)
     return out
 
 

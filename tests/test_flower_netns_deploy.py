@@ -3,7 +3,11 @@ SuperLink in one namespace, each party's SuperNode in its own, every party's lin
 rate, the delay relay: 20 ms RTT).  dp-bcfw-secure least squares through it ends at the
 in-process model bit for bit; the link's delay is really there (a round costs at least one
 round trip; a bare request/reply through the relay takes 20 ms or more); nothing is left
-behind.  Needs root and iproute2 (skipped otherwise, with the reason).  About 40 s."""
+behind.  Needs root and iproute2 (skipped otherwise, with the reason).
+
+The link test takes a few seconds; the deployment about two minutes on the 2-core machine (slow):
+a deployed exchange costs seconds whatever the link (the SuperNodes poll every 3 s when idle,
+each message starts a ClientApp process), and a 2-round dp-bcfw-secure run has about 20."""
 import socket
 import subprocess
 import threading
@@ -91,7 +95,7 @@ def test_shaped_link_delays_and_rates(tmp_path):
 def test_secure_least_squares_through_shaped_links_equals_inprocess(tmp_path):
     A, y, _ = make_synthetic(n=300, d=16, density=0.3, seed=0)
     data = VerticalData.from_arrays(A, y, "balanced", parties=2)
-    T = 3
+    T = 2
     kw = dict(algorithm="dp-bcfw-secure", epsilon=4.0, delta=1e-5, feature_bound=1.0,
               label_bound=3.0, iterations=T, seed=4, max_features=2)
     ref = solve(data, ledger=str(tmp_path / "a.ledger"), **kw)

@@ -17,6 +17,7 @@ TARGETS = {
     "secure": "dp-bcfw-secure (n=1e4, d=200, K=4): checkpoint size and write time, resume (offline phase recomputed) vs masked blocks saved once, in process vs roles over LocalLink",
     "peers": "held-out real tables (flights, caravan, default; seeds 0-2): scikit-learn l1 CV, diffprivlib, opacus DP-SGD, fw, dpfw, dp-bcfw-secure; test AUC, log-loss, eps spent, bytes, seconds",
     "align": "private set intersection: vflpriv's ECDH-PSI (X25519, K parties, led by the label party) vs openmined-psi on the same ID sets (default 1e5 and 1e6 per party, 3 parties)",
+    "network": "dp-bcfw-secure on a deployment across Linux network namespaces, links shaped (tbf rate, relay delay; default 1gbit and 100mbit, 20 ms RTT): wall time, bytes and time on the wire per phase",
     "sparse": "horizontal sparse methods: rounds/s at 100 clients, d=1000 dense and d=100000 sparse; vs a per-client loop",
 }
 

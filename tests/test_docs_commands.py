@@ -52,6 +52,9 @@ SKIP = {
     "--parties 4 --iterations 200 --epsilon 1 --delta 1e-6 --feature-bound 5 --label-bound 20 "
     "--seed 0 --quiet --json OUT.json":
         "a template of vflpriv bench scale's runs (N = 1e5, 1e6: minutes and GB each)",
+    "vflpriv bench network --sizes 1e5 --json network_bench.json":
+        "a long benchmark: real deployments across network namespaces, minutes each "
+        "(tests/test_flower_netns_deploy.py runs the harness at test size)",
     "vflpriv reproduce 004-fig6 --out results/":
         "a long benchmark: full settings, 5 seeds",
     "vflpriv reproduce 002-table2 --seeds 10":

@@ -207,3 +207,13 @@ def test_alignment_md_quotes_the_1e6_align_run():
     assert r["size"] == 1000000 and r["parties"] == 3 and r["correct"] is True
     assert f"**{r['seconds']:.1f} s** of wall time" in page
     assert f"({r['cpu_seconds']:.1f} s of CPU)" in page
+
+
+def test_network_md_table_is_network_bench_json():
+    """docs/network.md's figures are `vflpriv bench network`'s JSON, through the bench's own
+    table (docs/network_bench.json)."""
+    from vflpriv.bench.network import table
+
+    runs = _json("network_bench.json")["runs"]
+    assert table(runs) in _page("network.md")
+    assert {r["rate"] for r in runs if r.get("status") == "done"} == {"1gbit", "100mbit"}

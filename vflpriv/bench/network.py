@@ -201,15 +201,18 @@ def table(rows) -> str:
         if r.get("status") != "done":
             out.append(f"| {name} | | {r.get('status')} | | | |")
             continue
-        out.append(f"| {name}, {r['rtt_ms']:g} ms RTT | start-up | {r['startup_seconds']:.1f} "
-                   "| | | |")
-        for ph, p in r["phases"].items():
+        startup = r.get("startup_seconds")
+        out.append(f"| {name}, {r['rtt_ms']:g} ms RTT | start-up | "
+                   + ("" if startup is None else f"{startup:.1f}") + " | | | |")
+        for ph, p in r.get("phases", {}).items():
             out.append(f"| | {ph} | {p['seconds']:.1f} | {p['exchanges']} | "
                        f"{_mb(p['flower_uplink_bytes'])} / {_mb(p['flower_downlink_bytes'])} | "
                        f"{p['wire_seconds_model']:.2f} (RTTs {p['wire_rtt_seconds_model']:.2f}) |")
-        out.append(f"| | after | {r['after_seconds']:.1f} | | | |")
-        up = sum(v["uplink"] for v in r["link_tcp_bytes"].values())
-        down = sum(v["downlink"] for v in r["link_tcp_bytes"].values())
+        if "after_seconds" in r:
+            out.append(f"| | after | {r['after_seconds']:.1f} | | | |")
+        links = r.get("link_tcp_bytes") or {}
+        up = sum(v["uplink"] for v in links.values())
+        down = sum(v["downlink"] for v in links.values())
         out.append(f"| | **wall** | **{r['wall_seconds']:.1f}** | | frames "
                    f"{_mb(r['frame_uplink_bytes'])} / {_mb(r['frame_downlink_bytes'])}; on the "
                    f"links (TCP) {_mb(up)} / {_mb(down)} | |")

@@ -23,8 +23,9 @@ ClientApps, started and stopped by the run; synthetic n x d data, K parties).  R
   reply pushed: several requests per exchange) and the SuperNodes' 3-second idle poll; the
   measured seconds beside it show what those and the processes cost.
 
-Logistic dp-bcfw-secure is reported as not available on Flower where the run refuses it (the
-logistic path runs in process only for now).  Where network namespaces cannot be made (not root,
+Logistic dp-bcfw-secure runs through the same harness (its server role times its phases the same
+way); a vflpriv whose logistic path still refuses Flower is reported as "not available on Flower
+yet" instead of failing.  Where network namespaces cannot be made (not root,
 no iproute2), one line says why and the command exits 2.  Heavy: a deployed exchange costs
 seconds (the SuperNodes poll every 3 s when idle, and each message starts a ClientApp process),
 and the setup sends the masked blocks in pieces of about 8.4 MB (one exchange each).

@@ -361,10 +361,13 @@ def serve(connect, spec, progress=None) -> dict:
     from ...runtime.link import error_record
     from ..remote import PublicShape
     from .glm_run import run_secure_glm
-    from .remote import _remove_blocks_after, _Shape
+    import time
+
+    from .remote import PhasedLink, _remove_blocks_after, _Shape
 
     K = len(spec["blocks"])
-    link = connect(K)
+    started = time.time()
+    link = PhasedLink(connect(K))
     out = {"t": 0, "error": None}
     state = {}
     try:
@@ -409,6 +412,7 @@ def serve(connect, spec, progress=None) -> dict:
         _remove_blocks_after(state.get("parties"), exc)
     out["flower"] = link.meter.summary(K)
     out["flower_totals"] = link.meter.totals()
+    out["phases"] = dict(link.phases, started=started)
     return out
 
 

@@ -368,7 +368,8 @@ class SecurePartyRole(PartyRole):
 class PhasedLink:
     """``link`` with each exchange timed and its Flower bytes counted by phase: ``setup`` (key
     exchange, masked blocks, the label products: everything before the first round's
-    selection), ``rounds`` and ``close`` (the parties delete their blocks).  Per phase:
+    selection, or the logistic path's first round), ``rounds`` and ``close`` (the parties delete
+    their blocks).  Per phase:
     exchanges (request/reply rounds, one after the other), seconds spent in them, wall-clock
     start and end (``time.time()``), Flower message bytes each way, and the sum over exchanges
     of the largest party's bytes each way (what one party's link carries on the critical path:
@@ -383,9 +384,12 @@ class PhasedLink:
     def __getattr__(self, name):
         return getattr(self.link, name)
 
+    #: the request that opens a round: least squares' selection, the logistic path's round
+    ROUND_KINDS = frozenset({"select", "glm_round"})
+
     def _phase(self, requests):
         kinds = {kind for _, _, kind in requests}
-        if "select" in kinds:
+        if kinds & self.ROUND_KINDS:
             self._rounds = True
         if "close" in kinds:
             return "close"

@@ -55,6 +55,9 @@ SKIP = {
     "vflpriv bench network --sizes 1e5 --json network_bench.json":
         "a long benchmark: real deployments across network namespaces, minutes each "
         "(tests/test_flower_netns_deploy.py runs the harness at test size)",
+    "vflpriv bench network --sizes 1e5 --losses logistic --json network_bench_logistic.json":
+        "a long benchmark: real deployments across network namespaces, minutes each "
+        "(tests/test_flower_netns_deploy.py runs the harness at test size)",
     "vflpriv reproduce 004-fig6 --out results/":
         "a long benchmark: full settings, 5 seeds",
     "vflpriv reproduce 002-table2 --seeds 10":

@@ -226,7 +226,7 @@ class ShapedNetwork:
         return self
 
     def _build(self):
-        burst = max(128 * 1024, self.rate_bits // 8 // 250)     # >= 4 ms of traffic, >= 128 KB
+        burst = max(128 * 1024, self.rate_bits // 8 // 250)     # >= 4 ms of traffic, >= 131072 B
         for ns in [self.link_ns] + self.party_ns:
             _run("ip", "netns", "add", ns)
             self._made.append(ns)

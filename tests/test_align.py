@@ -177,18 +177,19 @@ def test_the_label_party_sees_only_masked_margins():
     blocks = [rng.uniform(0, 1, (n, 2)) for _ in range(3)]
     model = SplitModel("logistic", 0, [["a", "b"]] * 3, [np.ones(2)] * 3, 0.5, {})
     sent = []
-    real = M.encode
+    real = M.decode
 
-    def spy(msg, party, t):
+    def spy(frame):                       # what reaches the label party, as it decodes it
+        msg, party, t = real(frame)
         if isinstance(msg, M.MaskedMargin):
             sent.append(np.asarray(msg.words))
-        return real(msg, party, t)
+        return msg, party, t
 
-    M.encode = spy
+    M.decode = spy
     try:
         scores, _ = secure_scores(blocks, model, meter=Meter())
     finally:
-        M.encode = real
+        M.decode = real
     np.testing.assert_allclose(scores, sum(b.sum(axis=1) for b in blocks) + 0.5, atol=1e-9)
     assert len(sent) == 2
     for w in sent:

@@ -41,14 +41,9 @@ class Alignment:
         return int(self.rows[self.leader].size)
 
     def report(self) -> dict:
-        from ..vertical.transport import DOWN, UP
-
-        K = len(self.rows)
-        up = [self.meter.total(k, UP, framed=True) for k in range(K)]
-        down = [self.meter.total(k, DOWN, framed=True) for k in range(K)]
         return {"protocol": PROTOCOL, "leader": self.leader,
                 "intersection_size": self.intersection_size, "party_rows": list(self.sizes),
-                "bytes": {"uplink": up, "downlink": down, "total": int(sum(up) + sum(down))},
+                "bytes": self.meter.framed_bytes(len(self.rows)),
                 "seconds": round(self.seconds, 4),
                 "party_seconds": [round(s, 4) for s in self.party_seconds],
                 "tag_bytes": self.tag_bytes,
@@ -60,7 +55,8 @@ def align(tables, leader: int, *, meter=None, workers=None) -> Alignment:
     list of IDs per party), led by ``leader``; every message is framed, relayed through the
     server and metered in ``meter`` (a new one by default).  An empty intersection is refused,
     naming the files, before anything else happens."""
-    from ..vertical.transport import DOWN, UP, Meter
+    from ..vertical.transport import Meter
+    from ..vertical.transport import relay as relayed
     from . import messages as M
     from .psi import TAG_BYTES, PsiParty, default_workers, new_nonce
 
@@ -83,13 +79,7 @@ def align(tables, leader: int, *, meter=None, workers=None) -> Alignment:
         return out
 
     def relay(src, dst, msg):
-        """src -> server -> dst (a list: one upload the server forwards to each): a real
-        frame, counted up once at src and down at each dst."""
-        frame = M.encode(msg, src, 0)
-        meter.record(src, UP, 0, len(frame), type(msg).__name__)
-        for d in (dst if isinstance(dst, list) else [dst]):
-            meter.record(d, DOWN, 0, len(frame), None)
-        return M.decode(frame)[0]
+        return relayed(meter, msg, src, dst, M.decode)
 
     L = parties[leader]
     nonce = new_nonce()

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InputError
-from ..vertical.messages import decode_frame, encode  # noqa: F401  (same framing)
+from ..vertical.messages import counted, decode_frame, encode, parse_counted  # noqa: F401
 
 POINT_BYTES = 32
 
@@ -88,16 +88,11 @@ class PsiRows:
     TYPE = 67
 
     def payload(self):
-        r = np.ascontiguousarray(self.rows, dtype="<u4")
-        return struct.pack("<I", r.size) + r.tobytes()
+        return counted(self.rows, "<u4")
 
     @classmethod
     def parse(cls, b):
-        (count,) = struct.unpack_from("<I", b)
-        rows = np.frombuffer(b, dtype="<u4", offset=4)
-        if rows.size != count:
-            raise InputError(f"PsiRows: {rows.size} rows for a count of {count}")
-        return cls(rows.astype(np.int64))
+        return cls(parse_counted(b, "<u4", "PsiRows").astype(np.int64))
 
 
 MESSAGE_TYPES = {c.TYPE: c for c in (PsiSetup, PsiPoints, PsiTags, PsiRows)}

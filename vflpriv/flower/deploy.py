@@ -35,6 +35,7 @@ import time
 import uuid
 
 from ..errors import InputError
+from .procs import alive as _alive
 
 APP_PYPROJECT = """\
 [build-system]
@@ -318,15 +319,6 @@ class LocalDeployment:
             except subprocess.TimeoutExpired:
                 pass
         return out
-
-
-def _alive(pid) -> bool:
-    """A process that still runs (a zombie left for its parent to reap counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 def _read_int(path):

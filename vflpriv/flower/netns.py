@@ -321,6 +321,8 @@ def _raise_interrupt(signum, frame):
 
 def _kill_in(ns):
     """SIGKILL every process in namespace ``ns`` (``ip netns pids``), then wait for them."""
+    from .procs import alive as _alive
+
     r = _run("ip", "netns", "pids", ns, check=False)
     pids = [int(p) for p in r.stdout.split() if p.isdigit() and int(p) != os.getpid()]
     for pid in pids:
@@ -330,14 +332,6 @@ def _kill_in(ns):
     while pids and time.monotonic() < deadline:
         pids = [p for p in pids if os.path.exists(f"/proc/{p}") and _alive(p)]
         time.sleep(0.05)
-
-
-def _alive(pid) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 def leftovers(run_id=None) -> list:

@@ -7,13 +7,12 @@
 """
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import InputError
-from ..vertical.messages import decode_frame, encode  # noqa: F401  (same framing)
+from ..vertical.messages import counted, decode_frame, encode, parse_counted  # noqa: F401
 
 
 @dataclass
@@ -37,16 +36,11 @@ class MaskedMargin:
     TYPE = 73
 
     def payload(self):
-        w = np.ascontiguousarray(self.words, dtype="<u8")
-        return struct.pack("<I", w.size) + w.tobytes()
+        return counted(self.words, "<u8")
 
     @classmethod
     def parse(cls, b):
-        (count,) = struct.unpack_from("<I", b)
-        w = np.frombuffer(b, dtype="<u8", offset=4)
-        if w.size != count:
-            raise InputError(f"MaskedMargin: {w.size} words for a count of {count}")
-        return cls(w.astype(np.uint64))
+        return cls(parse_counted(b, "<u8", "MaskedMargin").astype(np.uint64))
 
 
 MESSAGE_TYPES = {c.TYPE: c for c in (ScoreKey, MaskedMargin)}

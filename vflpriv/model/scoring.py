@@ -55,7 +55,8 @@ def secure_scores(blocks, model, *, meter=None) -> tuple:
     above; every message a real frame, relayed through the server and metered."""
     from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-    from ..vertical.transport import DOWN, UP, Meter
+    from ..vertical.transport import Meter
+    from ..vertical.transport import relay as relayed
     from . import messages as M
 
     meter = Meter() if meter is None else meter
@@ -66,11 +67,7 @@ def secure_scores(blocks, model, *, meter=None) -> tuple:
     t_start = time.perf_counter()
 
     def relay(src, dst, msg):
-        frame = M.encode(msg, src, 0)
-        meter.record(src, UP, 0, len(frame), type(msg).__name__)
-        for d in (dst if isinstance(dst, list) else [dst]):
-            meter.record(d, DOWN, 0, len(frame), None)
-        return M.decode(frame)[0]
+        return relayed(meter, msg, src, dst, M.decode)
 
     keys, public = {}, {}
     if len(others) > 1:                          # pairwise keys among the parties other than L
@@ -99,9 +96,7 @@ def secure_scores(blocks, model, *, meter=None) -> tuple:
     scores = partial_margin(blocks[L], model.coef[L]) + decode(masked_sum, SCALE_BITS) \
         + model.intercept
     secs[L] += time.perf_counter() - t0
-    up = [meter.total(k, UP, framed=True) for k in range(K)]
-    down = [meter.total(k, DOWN, framed=True) for k in range(K)]
-    report = {"bytes": {"uplink": up, "downlink": down, "total": int(sum(up) + sum(down))},
+    report = {"bytes": meter.framed_bytes(K),
               "seconds": round(time.perf_counter() - t_start, 4),
               "party_seconds": [round(s, 4) for s in secs],
               "masked": len(others) > 1,

@@ -164,6 +164,21 @@ def decode_frame(frame: bytes, types: dict, what: str):
     return types[mtype].parse(memoryview(frame)[HEADER_BYTES:]), party, rnd
 
 
+def counted(values, dtype) -> bytes:
+    """A payload of ``count u32`` then ``count`` values of little-endian ``dtype``."""
+    a = np.ascontiguousarray(values, dtype=dtype)
+    return struct.pack("<I", a.size) + a.tobytes()
+
+
+def parse_counted(b, dtype, what: str) -> np.ndarray:
+    """:func:`counted`'s values (a view of ``b``); InputError when the count does not match."""
+    (count,) = struct.unpack_from("<I", b)
+    a = np.frombuffer(b, dtype=dtype, offset=4)
+    if a.size != count:
+        raise InputError(f"{what}: {a.size} values for a count of {count}")
+    return a
+
+
 def signed_index(local_index: int, sign: int) -> int:
     return int(sign) * (int(local_index) + 1)
 

@@ -63,12 +63,30 @@ class Meter:
         return sum(r[2] for (p, dr), rounds in self._rows.items()
                    if dr == direction and (party is None or p == party) for r in rounds.values())
 
+    def framed_bytes(self, parties: int) -> dict:
+        """``{"uplink": [per party], "downlink": [per party], "total": int}``, framed bytes
+        (the JSON ``bytes`` of the alignment and of scoring)."""
+        up = [self.total(k, UP, framed=True) for k in range(parties)]
+        down = [self.total(k, DOWN, framed=True) for k in range(parties)]
+        return {"uplink": up, "downlink": down, "total": int(sum(up) + sum(down))}
+
     def summary(self, parties: int) -> dict:
         out = {}
         for dr in (UP, DOWN):
             out[dr] = {str(k): {"payload": self.total(k, dr), "framed": self.total(k, dr, True),
                                 "messages": self.messages(k, dr)} for k in range(parties)}
         return out
+
+
+def relay(meter: Meter, msg, src: int, dst, decode_frame, round: int = 0):
+    """A party-to-party message through the server: framed, counted up once at ``src`` and
+    down at each of ``dst`` (a party, or a list the server forwards one upload to), and
+    decoded on arrival by ``decode_frame`` (the protocol's ``decode``)."""
+    frame = encode(msg, src, round)
+    meter.record(src, UP, round, len(frame), type(msg).__name__)
+    for d in (dst if isinstance(dst, list) else [dst]):
+        meter.record(d, DOWN, round, len(frame), None)
+    return decode_frame(frame)[0]
 
 
 class Transport:

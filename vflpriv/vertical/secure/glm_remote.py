@@ -358,39 +358,11 @@ class LinkGlmParties(LinkParties):
 def serve(connect, spec, progress=None) -> dict:
     """The server role of one logistic dp-bcfw-secure run (``spec`` from :func:`make_spec`)."""
     from ...optim import get_loss
-    from ...runtime.link import error_record
     from ..remote import PublicShape
     from .glm_run import run_secure_glm
-    import time
+    from .remote import _Shape, serve_run
 
-    from .remote import PhasedLink, _remove_blocks_after, _Shape
-
-    K = len(spec["blocks"])
-    started = time.time()
-    link = PhasedLink(connect(K))
-    out = {"t": 0, "error": None}
-    state = {}
-    try:
-        link.connect(b"")
-        budget = None
-        if spec["private"]:
-            from accounting import BudgetFilter, Ledger
-
-            budget = BudgetFilter(Ledger(spec["ledger"], run_id=spec["run_id"]),
-                                  *spec["budget"], accountant=spec["accountant"])
-
-        def remote(public):
-            state["parties"] = LinkGlmParties(link, public, {
-                "family": "glm", "iterations": spec["iterations"], "run_id": spec["run_id"],
-                "accountant": spec["accountant"]}, [len(b) for b in spec["blocks"]],
-                spec.get("offline_frame_bytes"))
-            return state["parties"]
-
-        def on_round(t, _):
-            out["t"] = t + 1
-            if progress is not None:
-                progress(t + 1)
-
+    def loop(remote, on_round, budget):
         budget, ck_hook, ck_state = _checkpoints(spec, budget)
         g = dict(spec["glm"])
         res = run_secure_glm(_Shape(PublicShape(spec["n"], spec["blocks"])),
@@ -403,17 +375,12 @@ def serve(connect, spec, progress=None) -> dict:
             raise Refused(f"the ledger holds {len(budget.pending)} records of this run beyond "
                           f"its {spec['iterations']} rounds; it does not belong to this "
                           "checkpoint")
-        out.update(x=res.x, selections=res.selections, intercept=res.intercept,
-                   intercepts=res.extra["intercepts"], meter=res.meter,
-                   peer_bytes=res.peer_bytes, setup_seconds=res.setup_seconds,
-                   helper_party=res.extra["helper_party"])
-    except Exception as exc:
-        out["error"] = error_record(exc, out["t"])
-        _remove_blocks_after(state.get("parties"), exc)
-    out["flower"] = link.meter.summary(K)
-    out["flower_totals"] = link.meter.totals()
-    out["phases"] = dict(link.phases, started=started)
-    return out
+        return dict(x=res.x, selections=res.selections, intercept=res.intercept,
+                    intercepts=res.extra["intercepts"], meter=res.meter,
+                    peer_bytes=res.peer_bytes, setup_seconds=res.setup_seconds,
+                    helper_party=res.extra["helper_party"])
+
+    return serve_run(connect, spec, progress, LinkGlmParties, "glm", loop)
 
 
 def _checkpoints(spec, budget):

@@ -528,6 +528,22 @@ def serve(connect, spec, progress=None) -> dict:
     from ..remote import PublicShape
     from .loop import run_secure
 
+    def loop(remote, on_round, budget):
+        res = run_secure(_Shape(PublicShape(spec["n"], spec["blocks"])), remote=remote,
+                         callback=on_round, budget_filter=budget, **spec["secure"])
+        return dict(x=res.x, selections=res.selections, released=res.released,
+                    products=res.products, meter=res.meter, peer_bytes=res.peer_bytes,
+                    setup_seconds=res.setup_seconds)
+
+    return serve_run(connect, spec, progress, LinkParties, "secure", loop)
+
+
+def serve_run(connect, spec, progress, parties_cls, family, loop) -> dict:
+    """What every secure server role does around its loop: the link (timed by phase), the
+    server's budget filter over its ledger (private runs), the parties reached through
+    ``parties_cls`` (family ``family``), the rounds reported, and on any error a record of it
+    and the masked blocks removed at the parties that still answer.  ``loop(remote, on_round,
+    budget)`` runs the rounds and returns the fields it adds to the result."""
     import time
 
     K = len(spec["blocks"])
@@ -545,8 +561,8 @@ def serve(connect, spec, progress=None) -> dict:
                                   *spec["budget"], accountant=spec["accountant"])
 
         def remote(public):
-            state["parties"] = LinkParties(link, public, {
-                "family": "secure", "iterations": spec["iterations"], "run_id": spec["run_id"],
+            state["parties"] = parties_cls(link, public, {
+                "family": family, "iterations": spec["iterations"], "run_id": spec["run_id"],
                 "accountant": spec["accountant"]}, [len(b) for b in spec["blocks"]],
                 spec.get("offline_frame_bytes"))
             return state["parties"]
@@ -556,11 +572,7 @@ def serve(connect, spec, progress=None) -> dict:
             if progress is not None:
                 progress(t + 1)
 
-        res = run_secure(_Shape(PublicShape(spec["n"], spec["blocks"])), remote=remote,
-                         callback=on_round, budget_filter=budget, **spec["secure"])
-        out.update(x=res.x, selections=res.selections, released=res.released,
-                   products=res.products, meter=res.meter, peer_bytes=res.peer_bytes,
-                   setup_seconds=res.setup_seconds)
+        out.update(loop(remote, on_round, budget))
     except Exception as exc:
         out["error"] = error_record(exc, out["t"])
         _remove_blocks_after(state.get("parties"), exc)

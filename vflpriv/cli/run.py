@@ -132,6 +132,11 @@ def add_problem_arguments(p):
                         "Trust assumption: H does not collude with the label party (together "
                         "they see the margins in the clear) and no party colludes with the "
                         "server; no other party ever holds a share of the derivatives")
+    p.add_argument("--logistic-path", choices=("glm", "taylor"), default=None,
+                   help="dp-bcfw-secure, logistic loss: glm (default; the loss's derivatives "
+                        "under secret sharing every round, with a helper party) or taylor "
+                        "(least squares on the loss's expansion at 0, labels 2y: cross-products "
+                        "released once, no helper party, far less traffic; docs/vertical.md)")
     p.add_argument("--seed", type=int, default=None,
                    help="seed every random choice (sketch, sampling, noise) for a reproducible "
                         "run; its outputs are marked not for deployment.  Default: the noise "
@@ -575,6 +580,7 @@ def _config(args, epsilon, backend, flower):
         row_clip=args.row_clip if secure else None,           # dp-bcfw-secure's options only
         max_features=args.max_features if secure else None, label_party=args.label_party,
         helper_party=getattr(args, "helper_party", None),
+        logistic_path=getattr(args, "logistic_path", None),
         ledger=args.ledger, reference=args.reference, checkpoint=args.resume or args.checkpoint,
         checkpoint_every=args.checkpoint_every, resume=bool(args.resume), backend=backend,
         flower=flower)
@@ -679,12 +685,18 @@ def _secure_bytes(sol):
                 f"{_fmt_bytes(get('InterceptShare'))}, score products "
                 f"{_fmt_bytes(get('MaskedVector', 'ResultShare', 'TripleToHolder', 'TripleToPeer'))}"
                 f", indices and selections {_fmt_bytes(get('SecureIndex', 'Selections'))}")
-    return (f"  secure: {sol.extra['secure_products']} products; masked blocks "
+    head = "  secure"
+    if sol.extra.get("path") == "taylor":
+        head = ("  secure (logistic by its Taylor expansion at 0: least squares on labels 2y, "
+                f"label at party {sol.extra['label_party']}, no helper party)")
+    return (f"{head}: {sol.extra['secure_products']} products; masked blocks "
             f"{_fmt_bytes(get('MaskedBlock'))} (once: each party's n x p_k block, one-time-padded, "
             f"to every other party), masked vectors {_fmt_bytes(get('MaskedVector'))}, result "
             f"shares {_fmt_bytes(get('ResultShare'))}, dealer triples "
             f"{_fmt_bytes(get('TripleToHolder', 'TripleToPeer'))}, indices and selections "
-            f"{_fmt_bytes(get('SecureIndex', 'Selections'))}")
+            f"{_fmt_bytes(get('SecureIndex', 'Selections', 'SelectionsB'))}"
+            + (f", intercept sums {_fmt_bytes(get('NoisySums'))} (once)"
+               if get('NoisySums') else ""))
 
 
 def _plot(sol, path):

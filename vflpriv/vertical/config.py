@@ -89,7 +89,7 @@ def check_label_party(label_party, algorithm, K):
 #: (algorithm, loss) pairs that fit an intercept (vflpriv.optim.intercept)
 INTERCEPT_ALGORITHMS = {("fw", "squared"), ("fw", "logistic"), ("fw", "smoothed-hinge"),
                         ("dpfw", "squared"), ("dpfw", "logistic"), ("dpfw", "smoothed-hinge"),
-                        ("dp-bcfw-secure", "logistic")}
+                        ("dp-bcfw-secure", "logistic"), ("dp-bcfw-secure", "squared")}
 
 
 def check_fit_intercept(fit_intercept, algorithm, loss):
@@ -105,6 +105,24 @@ def check_fit_intercept(fit_intercept, algorithm, loss):
         raise InputError(f"an intercept is fitted by {which}; not by {algorithm} with the "
                          f"{loss} loss (use --no-intercept / fit_intercept=False)")
     return bool(fit_intercept)
+
+
+#: dp-bcfw-secure's ways to fit the logistic loss (docs/vertical.md): "glm", the derivatives
+#: under secret sharing every round (the sigmoid series, a helper party); "taylor", least
+#: squares on the loss's second-order expansion at 0 (labels 2y), cross-products released once
+LOGISTIC_PATHS = ("glm", "taylor")
+
+
+def check_logistic_path(path, algorithm, loss):
+    """None (the default: "glm" where it applies), or one of :data:`LOGISTIC_PATHS`."""
+    if path is None:
+        return "glm" if (algorithm, loss) == ("dp-bcfw-secure", "logistic") else None
+    if path not in LOGISTIC_PATHS:
+        raise InputError(f"logistic_path must be one of {LOGISTIC_PATHS}, got {path!r}")
+    if (algorithm, loss) != ("dp-bcfw-secure", "logistic"):
+        raise InputError(f"logistic_path is for dp-bcfw-secure with the logistic loss, got "
+                         f"{path!r} with {algorithm} / {loss}")
+    return path
 
 
 def check_epsilon(epsilon, delta):
@@ -168,6 +186,7 @@ class VerticalConfig:
     label_party: Any = None
     fit_intercept: Any = None
     helper_party: Any = None
+    logistic_path: str | None = None
 
     def __post_init__(self):
         self._check_algorithm()
@@ -214,6 +233,11 @@ class VerticalConfig:
         from .scale import check_eta
 
         loss = get_loss(self.loss)
+        self._set("logistic_path", check_logistic_path(self.logistic_path, self.algorithm,
+                                                       loss.name))
+        if self.logistic_path == "taylor" and self.helper_party is not None:
+            raise InputError(f"logistic_path 'taylor' has no helper party (it runs the least-"
+                             f"squares products), got helper_party {self.helper_party!r}")
         iterations = self.iterations
         self._set("eta", check_eta(self.eta))
         if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)) \

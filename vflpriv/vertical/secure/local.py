@@ -101,12 +101,13 @@ class LocalParties:
             self.spill.close()
             self.spill = None
 
-    def select(self, prev, t):
+    def select(self, prev, t, intercept=None):
+        """``intercept``: the round's b (sent with the selections), None when not fitted."""
         picks = []
         for p in self.parties:
-            msg = self.net.down(p.k, SM.Selections(prev), t)
-            if t > 0:
-                p.apply(msg, 2.0 / (t + 1.0))
+            msg = self.net.down(p.k, SM.Selections(prev) if intercept is None else
+                                SM.SelectionsB(prev, intercept), t)
+            p.apply(msg, 2.0 / (t + 1.0) if t > 0 else None)
             p.charge_selections(t)
             s = self.net.up(p.k, p.select(), t).signed_index
             picks.append((abs(s) - 1, 1 if s > 0 else -1))
@@ -115,6 +116,11 @@ class LocalParties:
     def new_features(self, holders, t):
         for p in self.parties:
             p.charge_features(self.net.down(p.k, SM.NewFeatures(holders), t), t)
+
+    def sums(self, releaser, t):
+        """The intercept's release: every party's :class:`~.messages.NoisySums` (the label sum
+        from ``releaser``)."""
+        return [self.net.up(p.k, p.noisy_sums(p.k == releaser), t) for p in self.parties]
 
     def product(self, l, i, to_holder, to_peer, t):
         """Party l's feature i times every other party's block, under the Beaver product."""

@@ -42,6 +42,7 @@ class SecureOptions:
     label_party: int | None = None
     chunk_rows: int | None = None
     spill: object = None
+    fit_intercept: bool = False
 
     def checked(self):
         from . import protocol         # read at run time: a test may set protocol.CHUNK_ROWS
@@ -93,8 +94,11 @@ def run_secure(data, options: SecureOptions | None = None, *, callback=None, rem
     if resumed:
         # the masked blocks were recomputed above (state.py); everything else comes back
         restore(state[0], state[1], run, parties, link, ev)
-    elif opts.label_party is not None and K > 1:
-        _release_label(link, dealer, opts, K)
+    else:
+        if opts.label_party is not None and K > 1:
+            _release_label(link, dealer, opts, K)
+        if opts.fit_intercept:
+            run.intercept_sums = _release_sums(link, opts, data)
     run.stage = "ready"
     setup_seconds = time.perf_counter() - t_setup
 
@@ -111,12 +115,14 @@ def run_secure(data, options: SecureOptions | None = None, *, callback=None, rem
     # the masked blocks kept by the parties are removed (in process, on an error, by the
     # temporary directory's finalizer; over a link, by the server role, remote.serve)
     link.close()
+    intercept = _intercept(run, opts, n) if opts.fit_intercept else None
     return SecureResult(x=run.x, objective=run.history, initial_objective=initial,
                         meter=link.meter, seconds=time.perf_counter() - t0 + setup_seconds,
                         released=run.released, selections=run.selections,
                         products=run.products, frac_bits=opts.frac,
                         peer_bytes=link.peer_bytes, setup_seconds=setup_seconds,
-                        extra={"party_ledgers": link.ledgers()})
+                        extra={"party_ledgers": link.ledgers()}, intercept=intercept,
+                        intercepts=run.intercepts if opts.fit_intercept else None)
 
 
 def _public(data, opts) -> dict:
@@ -126,9 +132,10 @@ def _public(data, opts) -> dict:
             "feature_cap": int(opts.feature_cap), "private": bool(opts.private),
             "feature_bound": opts.feature_bound, "label_bound": opts.label_bound,
             "clips": None if opts.clips is None else [float(c) for c in opts.clips],
-            "label_party": opts.label_party,
+            "label_party": opts.label_party, "fit_intercept": bool(opts.fit_intercept),
             "label_rounds": 0 if not opts.private else
-            int(plan.details.get("label_feature_rounds", 0)),
+            int(plan.details.get("label_feature_rounds", 0)) +
+            int(plan.details.get("intercept_feature_rounds", 0)),
             "plan": None if not opts.private else
             [plan.noise, plan.index_scale, plan.details["sens_index"], plan.feature_sigma,
              plan.details["sens_feature"]]}
@@ -193,6 +200,41 @@ def _release_label(link, dealer, opts, K):
     link.product(L, SM.LABEL_INDEX, to_holder, to_peer, 0)
 
 
+def _release_sums(link, opts, data):
+    """The intercept's release, once: every party's noisy column sums and the label party's
+    noisy label sum (one Gaussian, charged before any of its noise is drawn).  Returns
+    ``(noisy sum of y, noisy column sums in global order)``, public from here on."""
+    K = data.K
+    if opts.private:
+        from .privacy import intercept_release_event
+
+        opts.budget_filter.charge(intercept_release_event(opts.noise_plan.feature_sigma,
+                                                          opts.label_bound, opts.clips),
+                                  party=",".join(map(str, range(K))), round=0,
+                                  note="secure: intercept sums")
+        link.new_features([SM.INTERCEPT_RELEASE], 0)
+    releaser = 0 if opts.label_party is None else int(opts.label_party)
+    msgs = link.sums(releaser, 0)
+    s = np.zeros(data.d)
+    for k, m in enumerate(msgs):
+        if len(m.sums) != len(data.blocks[k]):
+            raise InputError(f"party {k} sent {len(m.sums)} column sums, its block has "
+                             f"{len(data.blocks[k])} columns")
+        s[np.asarray(data.blocks[k], dtype=np.intp)] = m.sums
+    return float(msgs[releaser].label_sum), s
+
+
+def _intercept(run, opts, n):
+    """b(x) = clip((sum y - s^T x) / n, -B_b, B_b): the intercept that minimizes the objective
+    at x (the noisy sums in place of the exact ones; a post-processing of their release).
+    B_b = B_y in a private run (``vflpriv.optim.intercept.bound``), no clip otherwise."""
+    ysum, s = run.intercept_sums
+    b = (ysum - float(s @ run.x)) / n
+    if opts.private:
+        b = float(np.clip(b, -float(opts.label_bound), float(opts.label_bound)))
+    return b
+
+
 def _round(t, link, dealer, run, opts, data, ev):
     """Round t: the K selections charged and made, the new features' cross-products charged
     and computed, the Frank-Wolfe move (gamma = 2 / (t + 2))."""
@@ -205,7 +247,8 @@ def _round(t, link, dealer, run, opts, data, ev):
                                               plan.details["sens_index"], K),
                                   party=",".join(map(str, range(K))), round=t,
                                   note="secure: signed index")
-    picks = link.select(run.prev, t)
+    b = _intercept(run, opts, data.n) if opts.fit_intercept else None
+    picks = link.select(run.prev, t, b)
     new = [(l, i) for l, (i, _) in enumerate(picks) if i not in run.chosen[l]]
     if new and K > 1:
         if opts.private:
@@ -227,6 +270,10 @@ def _round(t, link, dealer, run, opts, data, ev):
     sel, moves = fw_step(run.x, data.blocks, picks, gamma, opts.eta)
     run.selections.append(sel)
     run.prev = [sign * (i + 1) for i, sign in picks]
+    b_next = None
+    if opts.fit_intercept:
+        b_next = _intercept(run, opts, data.n)
+        run.intercepts.append(b_next)
     if ev is not None:
-        run.history.append(ev.advance(moves, gamma))
+        run.history.append(ev.advance(moves, gamma, intercept=b_next or 0.0))
     run.t = t + 1

@@ -22,7 +22,15 @@ Type codes start at 32 so that a frame of one protocol is never parsed as the ot
                                           (each party charges the round's Gaussian to its own
                                           ledger before any of its noise is drawn); a
                                           holder LABEL_RELEASE + L announces the release of
-                                          A_k^T y by the label party L
+                                          A_k^T y by the label party L; the holder
+                                          INTERCEPT_RELEASE announces the intercept's sums
+    47   SelectionsB    server -> party   the intercept b f64, then K int32 as Selections     8 + 4 K
+    48   NoisySums      party -> server   the label sum (NaN at a party that releases none)
+                                          and the party's p_k column sums, + Gaussian noise
+                                          (float64 each; released once at setup)            8 + 8 p_k
+
+The intercept (``fit_intercept``): b = (sum y - sum_k s_k^T x_k) / n from the noisy sums of
+type 48 (public once released), clipped to [-B_b, B_b]; sent with the selections each round.
 
 The label release (``label_party`` set) is a secure product like a cross-product, with the local
 index ``LABEL_INDEX`` (0xFFFFFFFF) standing for the label column y of party L.
@@ -44,6 +52,9 @@ from ..messages import HEADER_BYTES, decode_frame, encode  # noqa: F401  (same f
 LABEL_INDEX = 0xFFFFFFFF
 #: NewFeatures holder code for "the label party L releases A_k^T y": LABEL_RELEASE + L
 LABEL_RELEASE = 0x8000
+#: NewFeatures holder code for "every party releases its noisy column sums, the label party also
+#: its noisy label sum" (the intercept of least squares, once at setup)
+INTERCEPT_RELEASE = 0xFFFF
 
 
 def _u64(b):
@@ -83,6 +94,45 @@ class Selections:
     @classmethod
     def parse(cls, b):
         return cls([int(v) for v in np.frombuffer(b, dtype="<i4")])
+
+
+@dataclass
+class SelectionsB:
+    """Selections with the round's intercept b (a public function of the released sums)."""
+    signed: list
+    intercept: float
+    TYPE = 47
+
+    def payload(self):
+        return struct.pack("<d", float(self.intercept)) + \
+            np.asarray(self.signed, dtype="<i4").tobytes()
+
+    @classmethod
+    def parse(cls, b):
+        if len(b) < 8 or (len(b) - 8) % 4:
+            raise InputError(f"a SelectionsB payload of {len(b)} bytes is malformed")
+        return cls([int(v) for v in np.frombuffer(b, dtype="<i4", offset=8)],
+                   struct.unpack_from("<d", b)[0])
+
+
+@dataclass
+class NoisySums:
+    """A party's noisy column sums (and, at the label party, its noisy label sum; NaN elsewhere),
+    released once for the intercept."""
+    label_sum: float
+    sums: object
+    TYPE = 48
+
+    def payload(self):
+        return np.concatenate([[float(self.label_sum)],
+                               np.asarray(self.sums, dtype=np.float64)]).astype("<f8").tobytes()
+
+    @classmethod
+    def parse(cls, b):
+        if len(b) < 8 or len(b) % 8:
+            raise InputError(f"a NoisySums payload of {len(b)} bytes is malformed")
+        a = np.frombuffer(b, dtype="<f8")
+        return cls(float(a[0]), a[1:].copy())
 
 
 @dataclass
@@ -293,7 +343,8 @@ class InterceptShare:
 MESSAGE_TYPES = {c.TYPE: c for c in (SecureSetup, Selections, SecureIndex, MaskedBlock,
                                      TripleToHolder, TripleToPeer, MaskedVector, ResultShare,
                                      NewFeatures, MarginShare, MarginKey, MaskedFactors,
-                                     FactorTriple, InterceptShare)}
+                                     FactorTriple, InterceptShare, SelectionsB,
+                                     NoisySums)}
 
 
 def decode(frame: bytes):

@@ -15,6 +15,12 @@ Neighbours replace one person's row (``replace_one``); n is public.
 * label at one party L: the K - 1 vectors (A_k^T y + N_k)_{k != L}, released once, have L2
   sensitivity Delta_y = 2 B_y sqrt(sum_{k != L} C_k^2) (same sigma as the features).
 
+* intercept (``fit_intercept``): the vector (sum_r y_r, A_0^T 1, ..., A_{K-1}^T 1), released
+  once at setup with the features' sigma, has L2 sensitivity
+      Delta_b = 2 sqrt(B_y^2 + sum_k C_k^2);
+  b = clip((sum y - sum_k s_k^T x_k) / n, -B_b, B_b) (B_b = B_y) is then a post-processing, and
+  the selection's residual bound grows by B_b: Delta_sel = 2 B_a (B_a eta + B_y + B_b) / n.
+
 Worst-case plan: T rounds x K selections, K F feature releases of sensitivity max_l Delta_feat(l):
 ``Composed(SelfComposed(SelfComposed(RNM, K), T), SelfComposed(Gaussian(sigma, sqrt(K) Delta), F))``
 (F Gaussians of sensitivity sqrt(K) Delta compose exactly as K F of sensitivity Delta), calibrated
@@ -57,10 +63,12 @@ def feature_sensitivity(feature_bound, clips, holder):
                                                       if k != holder))
 
 
-def sensitivities(feature_bound, label_bound, eta, n, clips) -> P.Sensitivity:
+def sensitivities(feature_bound, label_bound, eta, n, clips, intercept=False) -> P.Sensitivity:
+    """``intercept``: b (|b| <= B_b = B_y) enters every residual (module docstring)."""
     Ba = P.check_bound("feature_bound", feature_bound)
     By = P.check_bound("label_bound", label_bound)
-    L = Ba * float(eta) + By                      # |a_r^(k)T x_k - y_r| <= B_a eta + B_y
+    # |a_r^(k)T x_k + b - y_r| <= B_a eta + B_y (+ B_b with the intercept)
+    L = Ba * float(eta) + By + (By if intercept else 0.0)
     # the plan's unit is rounded up by 1e-9: the ledger reserves the plan's Gaussians as an exact
     # pool of mu^2, and the rounds' releases (their sensitivities computed by another formula in
     # floating point) must fit in it even when the worst case is attained exactly
@@ -92,6 +100,27 @@ def label_feature_rounds(sens, label_bound, clips, holder, parties):
         return 0
     dy = label_sensitivity(label_bound, clips, holder)
     return int(math.ceil(dy * dy / (parties * sens.feature ** 2) - 1e-12))
+
+
+def intercept_sensitivity(label_bound, clips):
+    """L2 sensitivity of the intercept's release (sum y, A_0^T 1, ..., A_{K-1}^T 1): replacing
+    one person moves y_r by at most 2 B_y and row r of party k by at most 2 C_k in l2."""
+    return 2.0 * math.sqrt(float(label_bound) ** 2 + sum(c * c for c in clips))
+
+
+def intercept_release_event(sigma, label_bound, clips):
+    from accounting import REPLACE_ONE, Gaussian
+
+    return Gaussian(sigma, intercept_sensitivity(label_bound, clips), neighboring=REPLACE_ONE)
+
+
+def intercept_feature_rounds(sens, label_bound, clips, parties, intercept):
+    """The intercept's release counted as extra feature rounds (as :func:`label_feature_rounds`:
+    an upper bound for calibrating and checking the plan; the ledger gets the exact event)."""
+    if not intercept:
+        return 0
+    db = intercept_sensitivity(label_bound, clips)
+    return int(math.ceil(db * db / (parties * sens.feature ** 2) - 1e-12))
 
 
 def calibrate(noise, sens, epsilon, delta, rounds, parties, feature_cap, split, accountant,

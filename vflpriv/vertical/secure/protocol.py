@@ -140,6 +140,8 @@ class SecureParty:
         self.cross = {}                           # (holder l, its local index) -> c_kj
         self.masked = {}                          # party l -> list of (row, E_l chunk)
         self.selected = []                        # own distinct features, in order
+        self.intercept = 0.0                      # b of this round (public; 0 when not fitted)
+        self._owed_sums = False                   # the intercept's sums charged, not yet sent
         self.feature_cap = None
         self.budget = None                        # the party's own BudgetFilter (private runs)
         self.plan = None                          # (noise, b, Delta_sel, sigma, B_a, clips)
@@ -178,7 +180,11 @@ class SecureParty:
 
     # -- one round ----------------------------------------------------------------------------
     def apply(self, msg: SM.Selections, gamma):
-        """Move the public iterate by the previous round's selections (step ``gamma``)."""
+        """Move the public iterate by the previous round's selections (step ``gamma``); a
+        ``SelectionsB`` also sets the round's intercept b."""
+        self.intercept = float(getattr(msg, "intercept", 0.0))
+        if gamma is None:
+            return
         self.x *= 1.0 - gamma
         self.u *= 1.0 - gamma
         self.c *= 1.0 - gamma
@@ -192,12 +198,39 @@ class SecureParty:
             else:
                 self.c += step * self.cross[(l, i)]
 
+    @property
+    def column_sums(self):
+        """s_k = A_k^T 1 of the block as the protocol reads it (clipped, fixed-point exact)."""
+        return np.asarray(self.A_csc.sum(axis=0)).ravel()
+
     def scores(self):
+        """g = A_k^T (A_k x_k + b 1 - y) / n + c / n: the block gradient at the round's x and b
+        (b A_k^T 1 is local: the party's own column sums)."""
+        g = self.c + (self.intercept * self.column_sums if self.intercept else 0.0)
         if self.y is not None:
-            return (np.asarray(self.AT @ (self.u - self.y)).ravel() + self.c) / self.n
+            return (np.asarray(self.AT @ (self.u - self.y)).ravel() + g) / self.n
         if self.ty is None:
             raise InputError(f"party {self.k} holds no label and was sent no A_k^T y")
-        return (np.asarray(self.AT @ self.u).ravel() - self.ty + self.c) / self.n
+        return (np.asarray(self.AT @ self.u).ravel() - self.ty + g) / self.n
+
+    def noisy_sums(self, release_label):
+        """The intercept's release (once, after its own ledger charged it): the column sums of
+        its block and, at the party that releases it, the sum of the labels, each plus
+        N(0, sigma^2) (docs/sensitivity.md 4.7)."""
+        if (self.budget is not None or self.gated) and not self._owed_sums:
+            raise InputError(f"party {self.k}: refused to release its column sums: its own "
+                             "ledger charged no (further) intercept release")
+        self._owed_sums = False
+        s = self.column_sums
+        ysum = float(np.sum(self.y)) if release_label else float("nan")
+        if release_label and self.y is None:
+            raise InputError(f"party {self.k} holds no label to sum")
+        if self.private and self.sigma > 0:
+            noise = self.rng.normal(0.0, self.sigma, s.shape[0] + 1)
+            s = s + noise[1:]
+            if release_label:
+                ysum += float(noise[0])
+        return SM.NoisySums(ysum, s)
 
     def charge(self, event, t, note):
         """The party's own check: its ledger must accept ``event`` before it draws any noise
@@ -224,7 +257,13 @@ class SecureParty:
                 if self.k in feats and self._pick_new:
                     self._owed = self._pick          # charged here: this party may serve it
             for h in msg.holders:
-                if h >= SM.LABEL_RELEASE:
+                if h == SM.INTERCEPT_RELEASE:
+                    from .privacy import intercept_release_event
+
+                    self.charge(intercept_release_event(sigma, self.plan[6], clips), t,
+                                "secure: intercept sums")
+                    self._owed_sums = True
+                elif h >= SM.LABEL_RELEASE:
                     self.charge(label_release_event(sigma, self.plan[6], clips,
                                                     h - SM.LABEL_RELEASE), t,
                                 "secure: A_k^T y")
@@ -316,6 +355,8 @@ class SecureResult:
     peer_bytes: int
     setup_seconds: float
     extra: dict = field(default_factory=dict)
+    intercept: float | None = None       # b at the final x (fit_intercept), else None
+    intercepts: list | None = None       # b after every round
 
 
 class Evaluation:
@@ -354,8 +395,10 @@ def fw_step(x, blocks, picks, gamma, eta):
     return sel, moves
 
 
-def replay_objective(data, eta, selections):
-    """The objective history of a run known by its selections (gamma_t = 2 / (t + 2))."""
+def replay_objective(data, eta, selections, intercepts=None):
+    """The objective history of a run known by its selections (gamma_t = 2 / (t + 2)) and,
+    with an intercept, b after every round."""
     ev = Evaluation(data)
     return [ev.advance([(l, g, 2.0 / (t + 2.0) * eta * sign) for l, g, sign in sel],
-                       2.0 / (t + 2.0)) for t, sel in enumerate(selections)]
+                       2.0 / (t + 2.0), 0.0 if intercepts is None else float(intercepts[t]))
+            for t, sel in enumerate(selections)]

@@ -164,8 +164,8 @@ def _prepared(cfg, setup, k):
 
 #: what a party keeps between messages; the last four are its holder gate (what its own ledger
 #: charged and it may therefore serve: ``SecureParty._gate_release``)
-_STATE = ("x", "u", "c", "cross", "masked", "selected", "ty", "_pick", "_pick_new", "_owed",
-          "_owed_label")
+_STATE = ("x", "u", "c", "cross", "masked", "selected", "ty", "intercept", "_pick", "_pick_new",
+          "_owed", "_owed_label", "_owed_sums")
 
 
 class SecurePartyRole(PartyRole):
@@ -242,13 +242,15 @@ class SecurePartyRole(PartyRole):
             return "ok", b""
         if kind == "select":
             msg = SM.decode(frame)[0]
-            if t > 0:
-                p.apply(msg, 2.0 / (t + 1.0))
+            p.apply(msg, 2.0 / (t + 1.0) if t > 0 else None)
             p.charge_selections(t)
             return "index", SM.encode(p.select(), self.k, t)
         if kind == "new_features":
             p.charge_features(SM.decode(frame)[0], t)
             return "ok", b""
+        if kind == "sums":            # the intercept's release (its charge came before)
+            releaser = struct.unpack("<H", frame)[0]
+            return "sums", SM.encode(p.noisy_sums(self.k == releaser), self.k, t)
         if kind == "holder":
             entries = unpack_bundle(frame)
             i = struct.unpack("<I", entries[0][1])[0]
@@ -490,8 +492,9 @@ class LinkParties:
         self.link.exchange([(k, b"", "close") for k in range(self.K) if k not in skip], 0,
                            tolerate=tolerate)
 
-    def select(self, prev, t):
-        reqs = [(k, self._down(k, SM.Selections(prev), t), "select") for k in range(self.K)]
+    def select(self, prev, t, intercept=None):
+        msg = SM.Selections(prev) if intercept is None else SM.SelectionsB(prev, intercept)
+        reqs = [(k, self._down(k, msg, t), "select") for k in range(self.K)]
         picks = []
         for k, f in enumerate(self.link.exchange(reqs, t)):
             self.meter.record(k, UP, t, len(f), "SecureIndex")
@@ -502,6 +505,14 @@ class LinkParties:
     def new_features(self, holders, t):
         self.link.exchange([(k, self._down(k, SM.NewFeatures(holders), t), "new_features")
                             for k in range(self.K)], t)
+
+    def sums(self, releaser, t):
+        out = []
+        for k, f in enumerate(self.link.exchange([(k, struct.pack("<H", int(releaser)), "sums")
+                                                  for k in range(self.K)], t)):
+            self.meter.record(k, UP, t, len(f), "NoisySums")
+            out.append(SM.decode(f)[0])
+        return out
 
     def product(self, l, i, to_holder, to_peer, t):
         others = sorted(to_holder)
@@ -533,7 +544,8 @@ def serve(connect, spec, progress=None) -> dict:
                          callback=on_round, budget_filter=budget, **spec["secure"])
         return dict(x=res.x, selections=res.selections, released=res.released,
                     products=res.products, meter=res.meter, peer_bytes=res.peer_bytes,
-                    setup_seconds=res.setup_seconds)
+                    setup_seconds=res.setup_seconds, intercept=res.intercept,
+                    intercepts=res.intercepts)
 
     return serve_run(connect, spec, progress, LinkParties, "secure", loop)
 
@@ -667,6 +679,7 @@ def run(backend, data, *, secure_kwargs, private, run_dir, ledger=None, budget=N
     out = launch(backend, spec, cfgs, run_dir, progress=progress, quiet=quiet)
     info = run_info(backend, out, cfgs, private)
     if "x" in out:
-        out["objective"] = replay_objective(data, secure_kwargs["eta"], out["selections"])
+        out["objective"] = replay_objective(data, secure_kwargs["eta"], out["selections"],
+                                            out.get("intercepts"))
         out["initial_objective"] = float(0.5 * np.mean(data.y ** 2))
     return out, info

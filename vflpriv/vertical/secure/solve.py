@@ -47,6 +47,10 @@ def solve_secure(data, cfg, label_party):
     labels at ``label_party`` as ``cfg.check_data`` resolved it (None: every party).  Returns
     the Solution, or with ``flower.spec_dir`` the written description's info."""
     run = settle(data, cfg, cfg.loss_fn, label_party)
+    if run.loss.name == "logistic" and cfg.logistic_path == "taylor":
+        from .taylor import solve_taylor
+
+        return solve_taylor(data, run, _least_squares)
     if run.loss.name == "logistic":
         return _logistic(data, run)
     return _least_squares(data, run)
@@ -125,7 +129,8 @@ def _checkpoint_config(cfg, loss, label_party, chosen):
                 feature_bound=cfg.feature_bound, label_bound=cfg.label_bound,
                 accountant=cfg.accountant, row_clip=cfg.row_clip,
                 max_features=chosen["feature_cap"], row_clips=chosen["row_clips"],
-                label_party=label_party)
+                label_party=label_party, fit_intercept=bool(cfg.fit_intercept),
+                logistic_path=cfg.logistic_path)
 
 
 def _logistic(data, run):
@@ -163,14 +168,21 @@ def _plan_noise(data, run) -> _Plan:
     cfg, K = run.cfg, data.K
     clips = run.row_clips or SP.row_clips(cfg.feature_bound, cfg.row_clip,
                                           [len(b) for b in data.blocks])
-    sens = SP.sensitivities(cfg.feature_bound, cfg.label_bound, cfg.eta, data.n, clips)
-    label_rounds = SP.label_feature_rounds(sens, cfg.label_bound, clips, run.label_party, K)
+    sens = SP.sensitivities(cfg.feature_bound, cfg.label_bound, cfg.eta, data.n, clips,
+                            intercept=bool(cfg.fit_intercept))
+    label_only = SP.label_feature_rounds(sens, cfg.label_bound, clips, run.label_party, K)
+    intercept_rounds = SP.intercept_feature_rounds(sens, cfg.label_bound, clips, K,
+                                                   bool(cfg.fit_intercept))
+    label_rounds = label_only + intercept_rounds
     noise_plan = SP.calibrate(run.rnm, sens, cfg.epsilon, cfg.delta, run.T, K, run.feature_cap,
                               run.split, cfg.accountant, label_rounds=label_rounds)
     noise_plan.details.update(sens_index=sens.index, sens_feature=sens.feature,
                               row_clips=clips, feature_cap=run.feature_cap,
                               algorithm="dp-bcfw-secure", label_party=run.label_party,
-                              label_feature_rounds=label_rounds)
+                              label_feature_rounds=label_only,
+                              intercept_feature_rounds=intercept_rounds)
+    if cfg.fit_intercept:
+        noise_plan.details["sens_intercept"] = SP.intercept_sensitivity(cfg.label_bound, clips)
     if run.label_party is not None:
         noise_plan.details["sens_label"] = SP.label_sensitivity(cfg.label_bound, clips,
                                                                 run.label_party)
@@ -224,7 +236,7 @@ def _rounds(data, run, plan, accounts: _Accounts, frac):
                   feature_bound=cfg.feature_bound, label_bound=cfg.label_bound,
                   clips=None if plan is None else plan.clips,
                   feature_cap=run.feature_cap, seed=noise_seed, noise_key=noise_key,
-                  label_party=run.label_party)
+                  label_party=run.label_party, fit_intercept=bool(cfg.fit_intercept))
     if cfg.backend != "inprocess":
         res, flower_info = _on_flower(data, run, kwargs, accounts, noise_seed)
         if res is not None and run.private:
@@ -256,13 +268,13 @@ def _solution(data, run, res, plan, accounts: _Accounts, frac, flower_info):
                    uplink_naive=[4 * T + 8 * n * r for r in res.released],
                    uplink_full_gradient=[8 * len(b) * T for b in data.blocks],
                    released=res.released, meter=res.meter, noise_plan=noise_plan,
-                   ledger=accounts.led,
+                   ledger=accounts.led, intercept=res.intercept,
                    extra={"selections": res.selections, "secure_products": res.products,
                           "frac_bits": frac, "feature_cap": run.feature_cap,
                           "row_clips": clips,
                           "label_party": "all" if run.label_party is None else run.label_party,
                           "defaults": run.defaults, "rnm": run.rnm, "split": run.split,
-                          "setup_seconds": res.setup_seconds,
+                          "setup_seconds": res.setup_seconds, "intercepts": res.intercepts,
                           "party_ledgers": res.extra["party_ledgers"],
                           "bytes_by_type": {k: list(v) for k, v in res.meter.by_type.items()},
                           "backend": run.cfg.backend, "flower": flower_info})
@@ -287,7 +299,8 @@ def _on_flower(data, run, kwargs, accounts: _Accounts, noise_seed):
                            seconds=0.0, released=out["released"], selections=out["selections"],
                            products=out["products"], frac_bits=kwargs["frac"],
                            peer_bytes=out["peer_bytes"], setup_seconds=out["setup_seconds"],
-                           extra={"party_ledgers": info.get("party_ledgers")})
+                           extra={"party_ledgers": info.get("party_ledgers")},
+                           intercept=out.get("intercept"), intercepts=out.get("intercepts"))
         return res, info
 
     return run_hosted(backend, cfg.flower, accounts.run_dir, data, None, kwargs["eta"],

@@ -46,6 +46,8 @@ class RoundState:
         self.chosen = [set() for _ in range(K)]
         self.released = [0] * K
         self.products = 0
+        self.intercept_sums = None         # (noisy sum of y, noisy column sums): the intercept
+        self.intercepts = []               # b after every round (least squares' intercept)
 
 
 def _meter_state(meter):
@@ -95,7 +97,7 @@ def party_state(p):
     keys = sorted(p.cross)
     meta = {"rng": None if p.rng is None else p.rng.bit_generator.state,
             "selected": [int(i) for i in p.selected], "has_ty": p.ty is not None,
-            "ledger": _ledger_state(p.budget)}
+            "ledger": _ledger_state(p.budget), "intercept": float(p.intercept)}
     arrays = {"x": p.x, "u": p.u, "c": p.c,
               "cross_keys": np.asarray(keys, dtype=np.int64).reshape(len(keys), 2),
               "cross_values": (np.stack([p.cross[k] for k in keys]) if keys
@@ -125,6 +127,7 @@ def set_party_state(p, meta, arrays):
     p.cross = {(int(l), int(i)): np.array(v, dtype=np.float64)
                for (l, i), v in zip(arrays["cross_keys"], arrays["cross_values"])}
     p.ty = np.array(arrays["ty"], dtype=np.float64) if meta["has_ty"] else None
+    p.intercept = float(meta.get("intercept", 0.0))
     _restore_ledger(p.budget, meta["ledger"])
 
 
@@ -155,6 +158,10 @@ class Snapshot:
                 "meter": _meter_state(self.link.meter), "peer_bytes": int(self.link.peer_bytes),
                 "parties": []}
         arrays = {"x": run.x, "history": np.asarray(run.history, dtype=np.float64)}
+        if run.intercept_sums is not None:
+            meta["intercept_label_sum"] = float(run.intercept_sums[0])
+            arrays["intercept_sums"] = run.intercept_sums[1]
+            arrays["intercepts"] = np.asarray(run.intercepts, dtype=np.float64)
         if self.ev is not None:
             arrays["eval_u"] = self.ev.u
         for p in self.parties or ():     # None over a link: each party saves its own state
@@ -186,6 +193,10 @@ def restore(meta, arrays, run, parties, link, evaluation):
     run.chosen = [set(int(i) for i in c) for c in meta["chosen"]]
     run.released = [int(v) for v in meta["released"]]
     run.products = int(meta["products"])
+    if "intercept_sums" in arrays:
+        run.intercept_sums = (float(meta["intercept_label_sum"]),
+                              np.array(arrays["intercept_sums"], dtype=np.float64))
+        run.intercepts = [float(v) for v in arrays["intercepts"]]
     if evaluation is not None:
         evaluation.u = np.array(arrays["eval_u"], dtype=np.float64)
     if parties is None:             # over a link: each party restores its own state (remote)

@@ -24,9 +24,10 @@ party (duplicates and missing columns are refused), and ``coef_`` is in X's colu
 the order of the dict.  Predict checks the column names against ``feature_names_in_``.
 
 ``fit_intercept=True`` (the default, as in scikit-learn): where the algorithm fits an intercept
-jointly (``fw``, ``dpfw``, and ``dp-bcfw-secure`` with the logistic loss: an unpenalized b held
+jointly (``fw``, ``dpfw``, and ``dp-bcfw-secure``: with the logistic loss an unpenalized b held
 by the label party, moved every round with the coefficients and accounted in each round's
-release; docs/sensitivity.md 5.5), ``intercept_`` is that b.  Elsewhere: without privacy, X's
+release, docs/sensitivity.md 5.5; with least squares b = (sum y - sum_k s_k^T x_k) / n at every
+round from the noisy label and column sums released once, 4.7), ``intercept_`` is that b.  Elsewhere: without privacy, X's
 columns and y are centred for the fit (least squares; sparse X is densified) and
 ``intercept_ = mean(y) - mean(X) coef_``; for logistic regression the intercept is then the 1-D
 minimizer of the loss given ``coef_`` (after the fit: it does not repair the coefficients).  With

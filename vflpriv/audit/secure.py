@@ -11,6 +11,13 @@
   dealer).  Neighbours: row 0 of the peer's block is C e_0 (norm C), the holder's column has
   +B_a (D0) or -B_a (D1) in row 0, zeros elsewhere: the released entry 0 moves by 2 B_a C, the
   declared sensitivity.  Claim: ``Gaussian(sigma, 2 B_a C)``.  Score: the released entry 0.
+* ``dp_bcfw_secure_intercept``: the least-squares intercept's release, once: the label party's
+  noisy label sum and column sums and the other party's noisy column sums
+  (``SecureParty.noisy_sums``), K = 2, one column each.  Neighbours: row 0 is (C_0, C_1) with
+  y_0 = B_y on D0 and the negation on D1, so the released vector moves by
+  2 sqrt(B_y^2 + C_0^2 + C_1^2), the declared sensitivity.  Claim:
+  ``Gaussian(sigma, 2 sqrt(B_y^2 + sum C_k^2))``.  Score: the release projected on the
+  direction of that move (the likelihood ratio's statistic; a post-processing).
 """
 from __future__ import annotations
 
@@ -131,7 +138,52 @@ def make_release(n: int = 4, p: int = 2, feature_bound: float = 1.0, row_clip: f
         f"{event.sensitivity:.4g} (2 B_a C); holder's row 0 flipped")
 
 
+def make_intercept(n: int = 4, label_bound: float = 1.0, epsilon: float = 1.0,
+                   noise_factor: float = 1.0) -> AuditMechanism:
+    import numpy as np
+
+    from accounting import calibrate
+    from vflpriv.vertical.secure import privacy as SP
+    from vflpriv.vertical.secure.protocol import SecureParty
+
+    By = label_bound
+    clips = SP.row_clips(1.0, None, [1, 1])
+    sigma = calibrate(lambda s: SP.intercept_release_event(s, By, clips), epsilon, DELTA,
+                      decreasing=True).value
+    event = SP.intercept_release_event(sigma, By, clips)
+    kw = dict(frac=20, private=True, feature_bound=1.0, label_bound=By, noise="gumbel",
+              index_scale=1.0, sigma=sigma * noise_factor, noise_seed=0)
+
+    def pair(sign):
+        A0, A1, y = np.zeros((n, 1)), np.zeros((n, 1)), np.zeros(n)
+        A0[0, 0], A1[0, 0], y[0] = sign * clips[0], sign * clips[1], sign * By
+        return (SecureParty(0, A0, y, 1.0, row_clip=clips[0], **kw),
+                SecureParty(1, A1, None, 1.0, row_clip=clips[1], **kw))
+
+    sides = (pair(1.0), pair(-1.0))
+    move = np.array([By, clips[0], clips[1]])
+    unit = move / np.linalg.norm(move)
+
+    def sample(k, rng):
+        outs = []
+        for label_party, other in sides:
+            label_party.rng = other.rng = rng
+            out = np.empty(k)
+            for r in range(k):
+                m0, m1 = label_party.noisy_sums(True), other.noisy_sums(False)
+                out[r] = unit @ np.array([m0.label_sum, m0.sums[0], m1.sums[0]])
+            outs.append(out)
+        return outs[0], outs[1]
+
+    return AuditMechanism(
+        "dp_bcfw_secure_intercept", event, DELTA, sample, score=None,
+        description=f"the least-squares intercept's release (SecureParty.noisy_sums: label sum "
+        f"and column sums of K = 2 parties): Gaussian sigma={sigma:.4g}, sensitivity "
+        f"{event.sensitivity:.4g} (2 sqrt(B_y^2 + sum C_k^2)); row 0 and y_0 negated")
+
+
 register("dp_bcfw_secure_selection")(lambda: make_selection("gumbel"))
+register("dp_bcfw_secure_intercept")(lambda: make_intercept())
 register("dp_bcfw_secure_release")(lambda: make_release())
 
 

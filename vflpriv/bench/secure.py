@@ -34,6 +34,9 @@ def add_arguments(p):
     p.add_argument("--rounds", type=int, default=10, help="rounds T (default 10)")
     p.add_argument("--skip-local", action="store_true",
                    help="skip the run as roles over LocalLink")
+    from .secure_traffic import add_traffic_arguments
+
+    add_traffic_arguments(p)
 
 
 def _timed(data, rounds, also=None, **kw):
@@ -124,6 +127,10 @@ class _HostingClock:
 
 
 def run(args) -> int:
+    if getattr(args, "traffic", False):
+        from .secure_traffic import run_traffic
+
+        return run_traffic(args)
     import numpy as np
 
     from ..data import VerticalData, make_synthetic

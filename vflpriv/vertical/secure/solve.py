@@ -50,7 +50,7 @@ def solve_secure(data, cfg, label_party):
     if run.loss.name == "logistic" and cfg.logistic_path == "taylor":
         from .taylor import solve_taylor
 
-        return solve_taylor(data, run, _least_squares)
+        return solve_taylor(data, run, _least_squares, settle)
     if run.loss.name == "logistic":
         return _logistic(data, run)
     return _least_squares(data, run)

@@ -26,9 +26,10 @@ import numpy as np
 from ...errors import InputError
 
 
-def solve_taylor(data, run, least_squares):
+def solve_taylor(data, run, least_squares, settle):
     """The Solution of ``run`` (a logistic SecureRun) fitted by ``least_squares`` (solve.py's
-    least-squares path) on the labels 2y; its objective history is the logistic loss's."""
+    least-squares path) on the labels 2y, settled again by ``settle`` as least squares (its
+    defaults and checkpoint are least squares'); its objective history is the logistic loss's."""
     from ...optim.losses import get_loss
 
     y = np.asarray(data.y, dtype=np.float64)
@@ -42,7 +43,7 @@ def solve_taylor(data, run, least_squares):
         label_bound=None if cfg.label_bound is None else 2.0 * float(cfg.label_bound))
     ls_data = copy.copy(data)
     ls_data.y = 2.0 * y
-    ls_run = dataclasses.replace(run, cfg=ls_cfg, loss=get_loss("squared"))
+    ls_run = settle(ls_data, ls_cfg, get_loss("squared"), run.label_party)
     sol = least_squares(ls_data, ls_run)
     if not hasattr(sol, "x"):                   # flower.spec_dir: the description was written
         return sol

@@ -222,3 +222,23 @@ def test_cli_names_a_bad_logistic_path_with_exit_2(capsys):
                "--loss", "squared", "--logistic-path", "taylor", "--label-party", "0",
                "--iterations", "2", "--epsilon", "inf"])
     assert rc == 2 and "logistic_path" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("one_ray")                  # conftest: one Ray for all runs
+def test_taylor_path_with_its_intercept_on_flower_sim_equals_in_process(tmp_path):
+    """The Taylor path (least squares on 2y, with the intercept's release and the SelectionsB
+    frames) as Flower ClientApps: bit for bit the in-process run."""
+    pytest.importorskip("flwr")
+    pytest.importorskip("ray")
+    A, y = _classification(n=150)
+    data = VerticalData(A, y, BLOCKS)
+    kw = dict(algorithm="dp-bcfw-secure", loss="logistic", logistic_path="taylor", eta=1.0,
+              iterations=4, seed=4, label_party=1, epsilon=4.0, delta=1e-5, feature_bound=1.0,
+              label_bound=1.0, max_features=2)
+    ref = solve(data, ledger=str(tmp_path / "a.ledger"), **kw)
+    sol = solve(data, ledger=str(tmp_path / "b.ledger"), backend="flower-sim", **kw)
+    assert np.array_equal(ref.x, sol.x) and ref.intercept == sol.intercept
+    assert ref.objective == sol.objective
+    assert ref.uplink_framed == sol.uplink_framed
+    assert ref.privacy["epsilon_spent"] == sol.privacy["epsilon_spent"]

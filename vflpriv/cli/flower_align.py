@@ -67,7 +67,7 @@ def _schemas(args):
     from ..align.schema import read_schema
 
     paths = parse_party_data(args.party_schema, option="--party-schema")
-    return {k: read_schema(p, option=f"--party-schema {k}={p}") for k, p in paths.items()}
+    return {k: read_schema(p, option=f"--party-schema {k}") for k, p in paths.items()}
 
 
 def _checked(args):

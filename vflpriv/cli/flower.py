@@ -183,7 +183,7 @@ def spec_run(args) -> int:
     if getattr(args, "party_schema", None):
         from .flower_align import spec_from_schemas
 
-        return spec_from_schemas(args)
+        return spec_from_schemas(args, _checked_spec_options, _written)
     _checked_spec_options(args)
     if getattr(args, "party_data", None):
         raise InputError("vflpriv flower spec run --party-data: a description never reads the "

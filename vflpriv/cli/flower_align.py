@@ -120,7 +120,9 @@ def _checked(args):
     return schemas, epsilon, lp
 
 
-def spec_from_schemas(args) -> int:
+def spec_from_schemas(args, checked_spec_options, written) -> int:
+    """``vflpriv flower spec run --party-schema``; ``checked_spec_options`` and ``written``:
+    what every ``flower spec`` checks first and prints last (``cli/flower.py``)."""
     from ..align.deployed import make_spec
     from ..flower import FlowerOptions, on_client_loss
     from ..flower.deploy import write_app
@@ -129,9 +131,8 @@ def spec_from_schemas(args) -> int:
     from ..vertical.secure import planned
     from ..vertical.secure.remote import pin_identities
     from . import run as R
-    from .flower import _checked_spec_options, _written
 
-    _checked_spec_options(args)
+    checked_spec_options(args)
     schemas, epsilon, lp = _checked(args)
     opts = FlowerOptions(spec_dir=args.out, on_client_loss=args.on_client_loss,
                          connect_timeout=args.connect_timeout)
@@ -175,5 +176,5 @@ def spec_from_schemas(args) -> int:
 
         shutil.rmtree(out, ignore_errors=True)      # nothing half-written is left
         raise
-    return _written(desc, out, "aligned dp-bcfw-secure", who="party",
+    return written(desc, out, "aligned dp-bcfw-secure", who="party",
                     files="its own data file")

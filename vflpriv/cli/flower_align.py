@@ -90,9 +90,11 @@ def _checked(args):
     if args.epsilon is None:
         raise InputError("--party-schema needs --epsilon: a run aligned on the parties' "
                          "machines is private (its fixed-point scale comes from the bounds)")
+    import argparse
+
     try:
         epsilon = number(args.epsilon)
-    except Exception as exc:
+    except argparse.ArgumentTypeError as exc:
         raise InputError(f"--epsilon {exc}") from None
     if not math.isfinite(epsilon):
         raise InputError("--epsilon inf does not go with --party-schema: a run aligned on the "

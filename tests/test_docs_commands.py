@@ -35,6 +35,10 @@ SKIP = {
         "mydata.svm is the reader's own file (tests/test_flower_sparse_deploy.py runs spec sparse)",
     "vflpriv flower node node3.toml --superlink server.example.org:9092 --root-certificates ca.crt":
         "separate machines: a SuperLink at server.example.org with TLS certificates",
+    "vflpriv flower node consortium/node1.toml --superlink server.example.org:9092 "
+    "--root-certificates ca.crt":
+        "separate machines: a SuperLink at server.example.org with TLS certificates "
+        "(tests/test_flower_align_deploy.py starts SuperNodes from such files on loopback)",
     "vflpriv ledger release run.ledger 3f2a9c1e":
         "3f2a9c1e stands for the id of a run that died holding a reservation "
         "(tests/test_ledger_reservations.py)",

@@ -32,28 +32,29 @@ class PartyTable:
         return len(self.ids)
 
 
-def parse_party_data(specs) -> dict:
-    """``{party: path}`` from ``--party-data I=FILE`` values (each party once, 0..K-1)."""
+def parse_party_data(specs, option="--party-data") -> dict:
+    """``{party: path}`` from ``--party-data I=FILE`` values (each party once, 0..K-1);
+    ``option`` names the option in the messages."""
     out = {}
     for s in specs:
         party, sep, path = str(s).partition("=")
         if not sep or not path:
-            raise InputError(f"--party-data {s!r}: give I=FILE (party index, '=', file)")
+            raise InputError(f"{option} {s!r}: give I=FILE (party index, '=', file)")
         try:
             k = int(party)
         except ValueError:
-            raise InputError(f"--party-data {s!r}: the party index {party!r} is not an "
+            raise InputError(f"{option} {s!r}: the party index {party!r} is not an "
                              "integer") from None
         if k < 0:
-            raise InputError(f"--party-data {s!r}: the party index must be >= 0")
+            raise InputError(f"{option} {s!r}: the party index must be >= 0")
         if k in out:
-            raise InputError(f"--party-data: party {k} is given twice ({out[k]!r} and {path!r})")
+            raise InputError(f"{option}: party {k} is given twice ({out[k]!r} and {path!r})")
         out[k] = path
     if len(out) < 2:
-        raise InputError("--party-data: a consortium needs at least two parties' files")
+        raise InputError(f"{option}: a consortium needs at least two parties' files")
     missing = sorted(set(range(len(out))) - set(out))
     if missing:
-        raise InputError(f"--party-data: parties are numbered 0..{len(out) - 1}; party "
+        raise InputError(f"{option}: parties are numbered 0..{len(out) - 1}; party "
                          f"{missing[0]} has no file")
     return dict(sorted(out.items()))
 

@@ -62,14 +62,17 @@ def register(sub):
     r.add_argument("--out", required=True, metavar="DIR",
                    help="a new (or empty) folder for run.json, node<i>.toml, party<i>.npz, "
                    "server.ledger, app/")
+    from .flower_align import add_spec_arguments, register_schema
     from .run import add_problem_arguments
 
     add_problem_arguments(r)
+    add_spec_arguments(r)
     add_backend(r, who="party", family="vertical", deployment=True)
     r.set_defaults(func=spec_run, ledger=None, test_fraction=None, log_releases=False,
                    checkpoint=None, checkpoint_every=1, resume=None, reference=False,
                    compare_calibration=False, json=None, plot=None, split_seed=None)
 
+    register_schema(fsub)
     n = fsub.add_parser("node", help="start a client's SuperNode from its node<i>.toml",
                         description="Read a node config written by vflpriv flower spec and start "
                         "the client's SuperNode (flower-supernode) with it.")
@@ -177,11 +180,16 @@ def spec_run(args) -> int:
     from ..vertical import solve
     from . import run as R
 
+    if getattr(args, "party_schema", None):
+        from .flower_align import spec_from_schemas
+
+        return spec_from_schemas(args, _checked_spec_options, _written)
     _checked_spec_options(args)
     if getattr(args, "party_data", None):
-        raise InputError("vflpriv flower spec run --party-data: a deployment from each party's "
-                         "own file is not built yet (it would align on one machine here); "
-                         "--party-data runs in process (docs/alignment.md)")
+        raise InputError("vflpriv flower spec run --party-data: a description never reads the "
+                         "parties' files; give each party's schema instead (--party-schema "
+                         "I=SCHEMA, written on its machine by vflpriv flower schema; "
+                         "docs/alignment.md)")
     args, epsilon, chunk_rows = R._checked_args(args)
     opts = FlowerOptions(spec_dir=args.out, on_client_loss=args.on_client_loss,
                          connect_timeout=args.connect_timeout)

@@ -22,7 +22,13 @@ FAMILIES = {
     "sparse": ("vflpriv.sparse.remote", "serve", "SparseParty"),
     "horizontal": ("vflpriv.horizontal.remote", "serve", "StrategyParty"),
     "fedp3": ("vflpriv.horizontal.fedp3_remote", "serve", "FedP3Party"),
+    "align": ("vflpriv.align.deployed", "serve", "AlignedParty"),
 }
+
+#: a node config naming an ID column holds the party's own table, to be aligned by private set
+#: intersection first: every message of its run goes to the ``align`` family's party role, which
+#: runs the intersection and then hosts the training family's role on the aligned rows
+ALIGNED_NODE_KEY = "id-column"
 
 
 def register(family: str, module: str, serve: str = "serve", party: str = "Party") -> None:
@@ -41,5 +47,7 @@ def roles(family: str):
 
 
 def build_party(cfg: dict, setup: dict):
-    """The party role of ``setup["family"]`` for the party whose own config is ``cfg``."""
-    return roles(setup.get("family", "vertical"))[1](cfg, setup)
+    """The party role of ``setup["family"]`` for the party whose own config is ``cfg`` (the
+    ``align`` family's for a config that names an ID column, :data:`ALIGNED_NODE_KEY`)."""
+    family = "align" if cfg.get(ALIGNED_NODE_KEY) else setup.get("family", "vertical")
+    return roles(family)[1](cfg, setup)

@@ -1,0 +1,197 @@
+"""A deployment from each party's own file (issue 31): ``vflpriv flower schema`` reads only a
+file's header, ``vflpriv flower spec run --party-schema`` writes the run description and node
+configs from the schemas alone (each node config naming its party's own file and ID column),
+and the run they describe -- the PSI as its first phase, the noise calibrated from n = |C|, then
+the training -- ends where ``vflpriv run --party-data`` ends in process: the same x bit for bit
+(least squares and logistic; the logistic intercept to the sigmoid factors' rounding), the same
+intersection and the same PSI frame bytes.  Here the described run's roles are hosted over the
+in-process link (the ClientApp's code path); tests/test_flower_align_deploy.py runs the same
+files on a real SuperLink and SuperNodes."""
+import json
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("flwr")
+
+from vflpriv.cli.main import main  # noqa: E402
+from vflpriv.flower.spec import load_description, read_node_config  # noqa: E402
+from vflpriv.runtime.backends import run_local  # noqa: E402
+
+BOUNDS = ["--feature-bound", "1", "--label-bound", "1"]
+
+
+def party_files(tmp_path, n=240, seed=0, classes=False):
+    """Three party files, 3 columns each, ~88% of n IDs each in its own row order; party 0
+    also holds the label ``y`` (a 0/1 class with ``classes``)."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, size=(n, 9))
+    y = np.clip(X[:, [0, 4, 7]] @ [0.8, -0.6, 0.5] + 0.1 * rng.standard_normal(n), -1, 1)
+    ids = np.array([f"c{i:04d}" for i in range(n)])
+    paths, keep = [], []
+    for k in range(3):
+        kept = rng.permutation(np.flatnonzero(rng.random(n) < 0.88))
+        df = pd.DataFrame(X[kept][:, 3 * k:3 * k + 3], columns=[f"f{3 * k + j}" for j in range(3)])
+        df.insert(0, "cid", ids[kept])
+        if k == 0:
+            df["y"] = (y[kept] > 0).astype(int) if classes else y[kept]
+        p = tmp_path / f"party{k}.csv"
+        df.to_csv(p, index=False)
+        paths.append(str(p))
+        keep.append(set(kept))
+    return paths, len(keep[0] & keep[1] & keep[2])
+
+
+def write_run(tmp_path, paths, opts, out="desc"):
+    """Each party's schema, then the description from the schemas; returns (run.json path,
+    node configs as read back)."""
+    schemas = []
+    for k, p in enumerate(paths):
+        s = tmp_path / f"schema{k}.json"
+        assert main(["flower", "schema", "--party-data", p, "--id", "cid",
+                     *(["--label", "y"] if k == 0 else []), "--json", str(s)]) == 0
+        schemas += ["--party-schema", f"{k}={s}"]
+    d = tmp_path / out
+    assert main(["flower", "spec", "run", "--out", str(d), *schemas, "--label", "y",
+                 "--label-party", "0", "--algorithm", "dp-bcfw-secure", *BOUNDS, *opts]) == 0
+    return str(d / "run.json"), [read_node_config(str(d / f"node{k}.toml")) for k in range(3)]
+
+
+def seeded(cfgs, seed):
+    """A seeded test run's noise entropy in each node config (never written for deployment,
+    issue 32), so that the run can be compared with the in-process run of the same seed."""
+    from vflpriv.runtime.partydata import noise_entropy_of
+    from vflpriv.vertical.engine import _seeds
+
+    ent, key = noise_entropy_of(_seeds(seed)[2])
+    return [dict(c, **{"noise-entropy": str(ent), "noise-spawn-key": ",".join(map(str, key))})
+            for c in cfgs]
+
+
+def in_process(tmp_path, paths, opts, name="ref"):
+    """``vflpriv run --party-data`` in process: (its JSON, x and intercept from --model-out)."""
+    js, model = tmp_path / f"{name}.json", tmp_path / f"{name}_model"
+    assert main(["run", *[f for k, p in enumerate(paths) for f in ("--party-data", f"{k}={p}")],
+                 "--id", "cid", "--label", "y", "--label-party", "0", "--algorithm",
+                 "dp-bcfw-secure", *BOUNDS, *opts, "--json", str(js), "--model-out", str(model),
+                 "-q"]) == 0
+    parts = [json.loads((model / f"party{k}.json").read_text()) for k in range(3)]
+    return json.loads(js.read_text()), np.concatenate([p["coef"] for p in parts]), \
+        parts[0].get("intercept")
+
+
+@pytest.mark.parametrize("loss", ["squared", "logistic"])
+def test_a_run_from_schemas_equals_the_run_on_the_joined_intersection(tmp_path, loss):
+    paths, c = party_files(tmp_path, classes=loss == "logistic")
+    assert 0.85 ** 3 * 240 * 0.8 < c < 240
+    opts = ["--loss", loss, "--epsilon", "4", "--delta", "1e-5", "--iterations", "5",
+            "--seed", "3"]
+    run, cfgs = write_run(tmp_path, paths, opts)
+    spec = load_description(run)
+    assert spec["family"] == "align" and "n" not in spec
+    assert [c_["data"] for c_ in cfgs] == paths and all(c_["id-column"] == "cid" for c_ in cfgs)
+    assert cfgs[0]["label"] == "y" and "label" not in cfgs[1] and "label" not in cfgs[2]
+    assert not any("noise-entropy" in c_ for c_ in cfgs)
+    res = run_local(spec, seeded(cfgs, 3))
+    assert res["error"] is None, res["error"]
+    ref, x, b = in_process(tmp_path, paths, opts)
+    assert np.array_equal(res["x"], x)
+    if loss == "logistic":
+        assert res["intercept"] == pytest.approx(b, abs=1e-5)
+    al, ra = res["alignment"], ref["alignment"]
+    assert al["intersection_size"] == ra["intersection_size"] == res["n"] == ref["n"] == c
+    assert al["party_rows"] == ra["party_rows"]
+    assert al["bytes"] == ra["bytes"] and al["messages_by_type"] == ra["messages_by_type"]
+    # the Flower count of the phase carries the same frames (here: the frames themselves)
+    assert al["flower_bytes"]["uplink"] >= sum(al["bytes"]["uplink"])
+    assert res["calibration"]
+    # every party deleted its aligned file when the server closed the run
+    assert not [f for f in os.listdir(os.environ.get("TMPDIR", "/tmp"))
+                if f.startswith(f"vflpriv-aligned-{spec['run_id']}")]
+
+
+def test_the_budget_is_checked_for_n_after_the_alignment(tmp_path):
+    """The same description run twice: the second run aligns, calibrates for n and is refused
+    by the server's ledger before any release; no ledger gains a record."""
+    from accounting import read_ledger
+
+    paths, _ = party_files(tmp_path)
+    run, cfgs = write_run(tmp_path, paths, ["--epsilon", "2", "--delta", "1e-5",
+                                            "--iterations", "4"])
+    spec = load_description(run)
+    assert run_local(spec, cfgs)["error"] is None
+    ledgers = [spec["ledger"]] + [c["ledger"] for c in cfgs]
+    counts = [len(read_ledger(p).records) for p in ledgers]
+    res = run_local(spec, cfgs)
+    assert res["error"]["kind"] == "BudgetExceeded" and res["error"]["phase"] == "calibration"
+    assert "nothing was released" in res["error"]["reason"]
+    assert [len(read_ledger(p).records) for p in ledgers] == counts
+
+
+def test_a_party_file_unlike_its_schema_is_refused_before_any_release(tmp_path):
+    paths, _ = party_files(tmp_path)
+    run, cfgs = write_run(tmp_path, paths, ["--epsilon", "2", "--delta", "1e-5",
+                                            "--iterations", "2"])
+    df = pd.read_csv(paths[2]).rename(columns={"f7": "g7"})
+    df.to_csv(paths[2], index=False)
+    spec = load_description(run)
+    res = run_local(spec, cfgs)
+    err = res["error"]
+    assert err["kind"] == "PartyRefused" and err["party"] == 2 and err["phase"] == "alignment"
+    assert "party2.csv" in err["reason"] and "'f7'" in err["reason"], err
+    assert not os.path.exists(spec["ledger"])
+    assert not any(os.path.exists(c["ledger"]) for c in cfgs)
+
+
+def _bad(capsys, argv, *needles, out=None):
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    for s in needles:
+        assert s in err, err
+    assert out is None or not os.path.exists(out)
+
+
+def test_schema_and_spec_refuse_bad_input_with_one_line(tmp_path, capsys):
+    paths, _ = party_files(tmp_path)
+    s = [str(tmp_path / f"s{k}.json") for k in range(3)]
+    # the schema reads the header only: a file whose rows are not even a table still has one
+    garbage = tmp_path / "rows.csv"
+    garbage.write_text("cid,a,b\n1,2\n\"unclosed\n")
+    assert main(["flower", "schema", "--party-data", str(garbage), "--id", "cid", "--json",
+                 str(tmp_path / "g.json")]) == 0
+    assert json.loads((tmp_path / "g.json").read_text())["columns"] == ["a", "b"]
+    _bad(capsys, ["flower", "schema", "--party-data", paths[1], "--id", "pid", "--json", s[1]],
+         "party1.csv", "'pid'", out=s[1])
+    _bad(capsys, ["flower", "schema", "--party-data", paths[1], "--id", "cid", "--label", "y",
+                  "--json", s[1]], "party1.csv", "'y'", out=s[1])
+    for k, p in enumerate(paths):
+        main(["flower", "schema", "--party-data", p, "--id", "cid", "--json", s[k],
+              *(["--label", "y"] if k == 0 else [])])
+    capsys.readouterr()
+    ps = [f for k in range(3) for f in ("--party-schema", f"{k}={s[k]}")]
+    base = ["--algorithm", "dp-bcfw-secure", "--epsilon", "2", "--delta", "1e-5", *BOUNDS,
+            "--label", "y"]
+    out = str(tmp_path / "desc")
+    for extra, needles in (
+            (["--label-party", "1"], ("party0.csv", "only the label party 1")),
+            (["--id", "pid"], ("--id 'pid'", "'cid'")),
+            (["--party-data", f"0={paths[0]}"], ("not both",)),
+            (["--epsilon", "inf"], ("--epsilon inf",)),
+            (["--parties", "2"], ("--parties 2",))):
+        _bad(capsys, ["flower", "spec", "run", "--out", out, *ps, *base, *extra], *needles,
+             out=out)
+    _bad(capsys, ["flower", "spec", "run", "--out", out, *ps[:4], "--party-schema",
+                  f"2={s[1]}", *base], "column 'f3'", out=out)
+    # without --label, the label party's schema names it
+    assert main(["flower", "spec", "run", "--out", str(tmp_path / "ok"), *ps, *base[:-2]]) == 0
+    _bad(capsys, ["flower", "spec", "run", "--out", out, *ps, *base, "--algorithm", "dp-bcfw"],
+         "dp-bcfw", out=out)
+    _bad(capsys, ["flower", "spec", "run", "--out", out, "--party-schema", f"0={paths[0]}",
+                  "--party-schema", f"1={s[1]}", *base], "party0.csv", "cannot be read as JSON",
+         out=out)

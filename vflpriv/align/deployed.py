@@ -1,0 +1,176 @@
+"""A deployed vertical run from the parties' own files: alignment, then training, over one link.
+
+Family ``align`` (:mod:`vflpriv.runtime.families`).  The run description is written from the
+parties' public schemas (:mod:`.schema`; ``vflpriv flower spec run --party-schema``): the
+options, the parties' column names, the label party, the server's ledger; each party's node
+config names its own file and ID column (``data``, ``id-column``; ``label`` at the label party).
+No machine ever holds the joined table, and nothing is read from a row before the run.
+
+The server role (:func:`serve`) runs, over the one link the run has:
+
+1. the private set intersection (:mod:`.phase`): each party reads its own file, the server
+   relays and meters the PSI frames and learns n = |C|;
+2. the run settled for n (:func:`vflpriv.vertical.secure.planned.settle_for`): the noise
+   calibrated from n, the whole worst-case plan checked against the server's ledger, before
+   any noise is drawn;
+3. the training, by the least-squares or logistic server role of dp-bcfw-secure, unchanged;
+   each party's role reads its columns of the common rows from its own disk.
+
+The result holds the training's fields and ``alignment`` (intersection size, the sizes of the
+parties' sets, framed bytes per party and direction, the Flower bytes of the phase, seconds).
+
+A party's role (:class:`AlignedParty`) is this family's for every message of such a run: a node
+config that names an ``id-column`` holds a table to be aligned first.  In the PSI phase it is a
+:class:`~.phase.PsiPhase`; afterwards it is the training family's role, built from the node
+config with ``data`` replaced by the party's aligned file (:func:`~.phase.aligned_path`), which
+it deletes when the server closes the run.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+from ..runtime.link import error_record
+from ..runtime.roles import PartyRole
+from .phase import PsiPhase, aligned_path, serve_psi
+
+FAMILY = "align"
+
+
+class _Connected:
+    """The run's link, already connected: the training's server role calls ``connect`` again."""
+
+    def __init__(self, link):
+        self.link = link
+
+    def connect(self, identify=b""):
+        return None
+
+    def __getattr__(self, name):
+        return getattr(self.link, name)
+
+
+def _flower_bytes(meter):
+    return {"uplink": meter.total("uplink"), "downlink": meter.total("downlink")}
+
+
+def serve(connect, spec, progress=None) -> dict:
+    """The server role of a run described by :func:`make_spec` (see module docstring)."""
+    from ..runtime.families import roles
+    from ..vertical.secure.planned import settle_for
+
+    K = len(spec["columns"])
+    link = connect(K)
+    out = {"t": 0, "error": None}
+    phase = None
+    try:
+        link.connect(b"")
+        before, t0 = _flower_bytes(link.meter), time.perf_counter()
+        setup = {"family": FAMILY, "run_id": spec["run_id"], "leader": spec["leader"],
+                 "columns": spec["columns"], "loss": spec["config"]["loss"],
+                 "bounds": [spec["config"]["feature_bound"], spec["config"]["label_bound"]]}
+        phase = "alignment"
+        psi = serve_psi(link, setup)
+        after = _flower_bytes(link.meter)
+        report = alignment_report(psi, int(spec["leader"]), time.perf_counter() - t0,
+                                  {d: after[d] - before[d] for d in after})
+        phase = "calibration"
+        inner = settle_for(spec["config"], psi["n"], spec["blocks"], ledger=spec["ledger"],
+                           run_id=spec["run_id"], connect_timeout=spec["connect_timeout"],
+                           reply_timeout=spec["reply_timeout"])
+    except Exception as exc:
+        out["error"] = error_record(exc, 0)
+        out["error"]["phase"] = phase
+        if phase is not None:
+            _close(link, exc)
+        out["flower"] = link.meter.summary(K)
+        out["flower_totals"] = link.meter.totals()
+        return out
+    serve_training, _ = roles(inner["family"])
+    res = serve_training(lambda K: _Connected(link), inner, progress)
+    res["alignment"] = report
+    res["n"] = psi["n"]
+    res["family"] = inner["family"]
+    plan = inner.get("secure", {}).get("noise_plan")
+    res["calibration"] = plan.to_dict() if plan is not None else {
+        "sigma": inner["glm"]["sigma"], "row_clips": inner["glm"]["clips"]}
+    return res
+
+
+def _close(link, exc):
+    """After a failure before the training: every party that still answers deletes its
+    aligned file (a lost party is not asked)."""
+    from ..runtime.link import PartyLost
+
+    skip = {exc.party} if isinstance(exc, PartyLost) else set()
+    try:
+        link.exchange([(k, b"", "close") for k in range(link.K) if k not in skip], 0,
+                      tolerate=True)
+    except Exception:           # cleanup only: the run's own error is what is reported
+        pass
+
+
+def alignment_report(psi, leader, seconds, flower) -> dict:
+    """The JSON ``alignment`` of a deployed run (the in-process report's fields, and the Flower
+    bytes of the phase)."""
+    from . import PROTOCOL
+    from .psi import TAG_BYTES
+
+    m, K = psi["meter"], len(psi["sizes"])
+    return {"protocol": PROTOCOL, "leader": leader, "intersection_size": psi["n"],
+            "party_rows": list(psi["sizes"]), "bytes": m.framed_bytes(K),
+            "flower_bytes": flower, "seconds": round(seconds, 4),
+            "party_seconds": [round(s, 4) for s in psi["party_seconds"]],
+            "tag_bytes": TAG_BYTES,
+            "messages_by_type": {k: list(v) for k, v in m.by_type.items()}}
+
+
+def make_spec(*, columns, leader, config, ledger, run_id, connect_timeout=60.0,
+              reply_timeout=600.0) -> dict:
+    """The server's description of an aligned run: the parties' column names (public, from
+    their schemas), the label party, the run's options (``planned.config_options``, eta a
+    number), the server's ledger, the run id; data only."""
+    blocks, start = [], 0
+    for cols in columns:
+        blocks.append(list(range(start, start + len(cols))))
+        start += len(cols)
+    return {"family": FAMILY, "columns": [list(c) for c in columns], "blocks": blocks,
+            "leader": int(leader), "config": dict(config), "ledger": ledger, "run_id": run_id,
+            "iterations": int(config["iterations"]), "private": True,
+            "connect_timeout": float(connect_timeout), "reply_timeout": float(reply_timeout)}
+
+
+# -- party side --------------------------------------------------------------------------------
+class AlignedParty(PartyRole):
+    """Party k of an aligned run (see module docstring)."""
+
+    def __init__(self, cfg, setup):
+        from ..runtime.families import roles
+
+        self.cfg, self.setup = cfg, setup
+        self.k = int(cfg["party"])
+        self.path = aligned_path(cfg, setup.get("run_id"), self.k)
+        if setup.get("family") == FAMILY:
+            self.psi, self.inner = PsiPhase(cfg, setup), None
+        else:
+            self.psi = None
+            self.inner = roles(setup["family"])[1](dict(cfg, data=self.path), setup)
+
+    def handle(self, kind, frame, round):
+        if kind == "close":
+            reply = ("ok", b"") if self.inner is None else self.inner.handle(kind, frame, round)
+            if os.path.exists(self.path):
+                os.remove(self.path)
+            return reply
+        if self.inner is not None:
+            return self.inner.handle(kind, frame, round)
+        return self.psi.handle(kind, frame)
+
+    def get_state(self):
+        return self.inner.get_state() if self.inner is not None else dict(self.psi.state)
+
+    def set_state(self, state):
+        if self.inner is not None:
+            self.inner.set_state(state)
+        else:
+            self.psi.state.update(state)

@@ -1,0 +1,182 @@
+"""``vflpriv flower schema`` and ``vflpriv flower spec run --party-schema``: a deployment from
+each party's own file, aligned by private set intersection on the parties' machines.
+
+Each party, on its own machine::
+
+    vflpriv flower schema --party-data bank.csv --id customer_id --label default --json s0.json
+
+writes its public schema (its file's path there, the ID column, the label column at the label
+party, the feature columns' names: the header only, no row).  From the schemas::
+
+    vflpriv flower spec run --out run1 --party-schema 0=s0.json --party-schema 1=s1.json \\
+        --label default --label-party 0 --algorithm dp-bcfw-secure --epsilon 1 --delta 1e-6 \\
+        --feature-bound 1 --label-bound 1 --iterations 100
+
+writes the run description (``run.json``: family ``align``), each party's ``node<i>.toml``
+naming its own file and ID column, its ledger and identity key, and the Flower App; n is not in
+it: the run aligns first and calibrates its noise from n = |C| (:mod:`vflpriv.align.deployed`).
+docs/alignment.md, "Across machines".
+"""
+from __future__ import annotations
+
+import math
+import os
+import sys
+
+from ..errors import InputError
+
+
+def register_schema(fsub):
+    s = fsub.add_parser("schema", help="write a party's public schema (column names, from the "
+                        "file's header only) for vflpriv flower spec run --party-schema",
+                        description="Read only the header of a party's own table and write its "
+                        "schema: the file's path on this machine, the ID column, the label "
+                        "column (the label party only) and the feature columns' names.")
+    s.add_argument("--party-data", required=True, metavar="FILE",
+                   help="this party's CSV, TSV or parquet table")
+    s.add_argument("--id", dest="id_column", required=True, metavar="COLUMN",
+                   help="its ID column")
+    s.add_argument("--label", default=None, metavar="COLUMN",
+                   help="its label column (the label party only)")
+    s.add_argument("--json", required=True, metavar="FILE", help="where to write the schema")
+    s.set_defaults(func=schema)
+
+
+def add_spec_arguments(r):
+    r.add_argument("--party-schema", action="append", default=None, metavar="I=SCHEMA",
+                   help="party I's schema (vflpriv flower schema), once per party, instead of "
+                   "--data: the run aligns the parties' own files by private set intersection "
+                   "on their machines first (dp-bcfw-secure; docs/alignment.md)")
+
+
+def schema(args) -> int:
+    from ..align.schema import file_schema, write_schema
+    from ..outputs import check_outputs
+
+    check_outputs({"--json": args.json}, {"--party-data": args.party_data})
+    s = file_schema(args.party_data, args.id_column, args.label)
+    write_schema(s, args.json)
+    sys.stdout.write(f"wrote the schema of {s['file']} ({len(s['columns'])} feature columns, ID "
+                     f"{s['id']!r}{', label ' + repr(s['label']) if s['label'] else ''}) to "
+                     f"{args.json}\n")
+    return 0
+
+
+def _schemas(args):
+    from ..align import parse_party_data
+    from ..align.schema import read_schema
+
+    paths = parse_party_data(args.party_schema, option="--party-schema")
+    return {k: read_schema(p, option=f"--party-schema {k}") for k, p in paths.items()}
+
+
+def _checked(args):
+    """Every option refused before anything is written: ``(schemas, epsilon, label party)``."""
+    from . import run as R
+    from .options import number
+
+    if args.data or args.party_data:
+        raise InputError("give --party-schema (each party's schema) or --data / --party-data, "
+                         "not both")
+    if args.algorithm != "dp-bcfw-secure":
+        raise InputError(f"--party-schema runs dp-bcfw-secure (the label at one party), not "
+                         f"--algorithm {args.algorithm}")
+    schemas = _schemas(args)
+    K = len(schemas)
+    for opt, v in (("--partition", args.partition), ("--parties", args.parties)):
+        if v is not None and not (opt == "--parties" and v == K):
+            raise InputError(f"{opt} {v!r} does not go with --party-schema: each schema is one "
+                             f"party's columns ({K} parties)")
+    if args.epsilon is None:
+        raise InputError("--party-schema needs --epsilon: a run aligned on the parties' "
+                         "machines is private (its fixed-point scale comes from the bounds)")
+    import argparse
+
+    try:
+        epsilon = number(args.epsilon)
+    except argparse.ArgumentTypeError as exc:
+        raise InputError(f"--epsilon {exc}") from None
+    if not math.isfinite(epsilon):
+        raise InputError("--epsilon inf does not go with --party-schema: a run aligned on the "
+                         "parties' machines is private")
+    if args.seed is not None and args.seed < 0:
+        raise InputError(f"--seed must be a non-negative integer, got {args.seed}")
+    R._check_accountant(args, epsilon)
+    if args.id_column is not None:
+        for k, s in schemas.items():
+            if s["id"] != args.id_column:
+                raise InputError(f"--id {args.id_column!r}: party {k}'s schema names the ID "
+                                 f"column {s['id']!r}")
+    lp = 0 if args.label_party is None else args.label_party
+    try:
+        lp = int(lp)
+    except ValueError:
+        raise InputError(f"--label-party {args.label_party!r} is not a party index") from None
+    label = args.label or schemas.get(lp, {}).get("label")
+    if not label:
+        raise InputError("--party-schema needs --label COLUMN (in the label party's schema)")
+    from ..align.schema import check_schemas
+
+    check_schemas(schemas, label, lp)
+    args.label, args.label_party = label, str(lp)
+    return schemas, epsilon, lp
+
+
+def spec_from_schemas(args, checked_spec_options, written) -> int:
+    """``vflpriv flower spec run --party-schema``; ``checked_spec_options`` and ``written``:
+    what every ``flower spec`` checks first and prints last (``cli/flower.py``)."""
+    from ..align.deployed import make_spec
+    from ..flower import FlowerOptions, on_client_loss
+    from ..flower.deploy import write_app
+    from ..flower.spec import write_description
+    from ..vertical.scale import auto_eta
+    from ..vertical.secure import planned
+    from ..vertical.secure.remote import pin_identities
+    from . import run as R
+
+    checked_spec_options(args)
+    schemas, epsilon, lp = _checked(args)
+    opts = FlowerOptions(spec_dir=args.out, on_client_loss=args.on_client_loss,
+                         connect_timeout=args.connect_timeout)
+    on_client_loss(opts, "vertical")
+    cfg = R._config(args, epsilon, "flower", opts)      # every option checked, and flwr
+    columns = [schemas[k]["columns"] for k in range(len(schemas))]
+    shape = planned.Shape(1, make_spec(columns=columns, leader=lp, config={"iterations": 1},
+                                       ledger=None, run_id=None)["blocks"])
+    lp = cfg.check_data(shape)
+    if cfg.eta == "auto":
+        import dataclasses
+
+        cfg = dataclasses.replace(cfg, eta=auto_eta(cfg.loss_fn.name, shape.K, cfg.feature_bound,
+                                                     cfg.label_bound)[0])
+    options = dict(planned.config_options(cfg), eta=float(cfg.eta), label_party=lp,
+                   epsilon=float(epsilon))
+    planned.check_public(options, shape.blocks)          # the options n does not change
+    R._print_defaults(args, shape, epsilon)
+    out = args.out
+    import uuid
+
+    spec = make_spec(columns=columns, leader=lp, config=options,
+                     ledger=os.path.join(out, "server.ledger"), run_id=uuid.uuid4().hex,
+                     connect_timeout=args.connect_timeout)
+    cfgs = []
+    for k, s in sorted(schemas.items()):
+        c = {"party": k, "data": s["file"], "id-column": s["id"]}
+        if k == lp:
+            c["label"] = s["label"]
+        c.update({"ledger": os.path.join(out, f"party{k}.ledger"),
+                  "budget-epsilon": float(epsilon), "budget-delta": float(args.delta),
+                  "accountant": args.accountant})
+        cfgs.append(c)
+    os.makedirs(out, exist_ok=True)
+    try:
+        pin_identities(out, cfgs)
+        desc = write_description(out, spec, cfgs)
+        write_app(os.path.join(out, "app"))
+    except BaseException:
+        import shutil
+
+        shutil.rmtree(out, ignore_errors=True)      # nothing half-written is left
+        raise
+    return written(desc, out, "aligned dp-bcfw-secure", who="party",
+                    files="its own data file")

@@ -1,0 +1,143 @@
+"""dp-bcfw-secure settled at run time from public quantities, for a deployment that aligns first.
+
+A run described from the parties' schemas (``vflpriv flower spec run --party-schema``) knows its
+options, the parties' column counts and the declared bounds, but not n: n = |C|, the number of
+rows common to every party, is known only once the private set intersection has run on the
+parties' own machines.  Everything the noise depends on is public once n is known, so the
+server role calls :func:`settle_for` after the alignment and before the first release: the same
+choices as in process (``solve.settle``: rnm, split, feature cap, row clips), the same noise
+calibration (``solve._plan_noise`` for least squares, ``glm_solve._plan_noise`` for the logistic
+loss), the same fixed-point scales, and the whole worst-case plan checked against the server's
+ledger, before any noise is drawn.  The returned spec is the one the least-squares or the
+logistic server role (:mod:`.remote`, :mod:`.glm_remote`) serves, as if the description had
+been written with n known.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+#: the VerticalConfig fields a description from schemas carries (JSON-able, public)
+OPTIONS = ("loss", "eta", "iterations", "algorithm", "epsilon", "delta", "rnm", "split",
+           "feature_bound", "label_bound", "accountant", "seed", "row_clip", "max_features",
+           "label_party", "fit_intercept", "helper_party")
+
+
+class Shape:
+    """The server's view of the aligned data: sizes only (no rows)."""
+
+    def __init__(self, n, blocks):
+        self.n = int(n)
+        self.blocks = [np.asarray(b, dtype=np.int64) for b in blocks]
+        self.K = len(self.blocks)
+        self.d = int(sum(len(b) for b in self.blocks))
+        self.A = self.y = None
+
+
+def config_options(cfg) -> dict:
+    """What a description keeps of a :class:`~vflpriv.vertical.config.VerticalConfig`."""
+    return {k: getattr(cfg, k) for k in OPTIONS}
+
+
+def _config(options):
+    from ..config import VerticalConfig
+
+    return VerticalConfig(**options)
+
+
+def _server_budget(options, ledger, run_id):
+    """The server's budget filter over its ledger (a file on the SuperLink's machine; created
+    with the budget in its header if new): the header's budget governs."""
+    from accounting import BudgetFilter, Ledger
+
+    header = {"epsilon": float(options["epsilon"]), "delta": float(options["delta"]),
+              "accountant": options["accountant"]}
+    led = Ledger(ledger, budget=header, run_id=run_id)
+    eps, delta = led.governing_budget(header["epsilon"], header["delta"])
+    return BudgetFilter(led, eps, delta, accountant=options["accountant"])
+
+
+def check_public(options, blocks) -> None:
+    """What can be refused before n is known (``vflpriv flower spec run --party-schema``): the
+    options, the defaults chosen from the column counts, the logistic margin range and the
+    helper party; one clear error naming the bad value."""
+    from .fourier import SigmoidSeries
+    from .glm import helper_of
+    from .glm_solve import check_margin_range
+    from .solve import settle
+
+    shape = Shape(1, blocks)
+    cfg = _config(options)
+    run = settle(shape, cfg, cfg.loss_fn, int(options["label_party"]))
+    if run.loss.name == "logistic":
+        check_margin_range(shape, cfg, SigmoidSeries())
+        helper_of(run.label_party, shape.K, cfg.helper_party)
+
+
+def settle_for(options, n, blocks, *, ledger, run_id, connect_timeout=60.0,
+               reply_timeout=600.0) -> dict:
+    """The server role's spec of dp-bcfw-secure on ``n`` aligned rows split in ``blocks``
+    (family ``secure`` or ``glm``), its noise calibrated for ``n`` and its whole worst-case plan
+    checked against the server's ``ledger`` (``accounting.BudgetExceeded`` otherwise: nothing
+    was released).  ``options``: :func:`config_options` of the run's config, ``eta`` a number."""
+    from . import resume as SC
+    from .solve import settle
+
+    shape = Shape(n, blocks)
+    cfg = _config(options)
+    if not cfg.private:
+        from ...errors import InputError
+
+        raise InputError("a run aligned on the parties' machines is private (--epsilon): its "
+                         "fixed-point scale comes from the declared bounds")
+    run = settle(shape, cfg, cfg.loss_fn, int(options["label_party"]))
+    budget = _server_budget(options, ledger, run_id)
+    noise_key, noise_seed = SC.seeds(None, run.seed)
+    common = dict(private=True, ledger=ledger, budget=(budget.epsilon, budget.delta),
+                  accountant=cfg.accountant, run_id=run_id, connect_timeout=connect_timeout,
+                  reply_timeout=reply_timeout)
+    if run.loss.name == "logistic":
+        return _logistic(shape, run, budget, noise_seed, noise_key, common)
+    return _least_squares(shape, run, budget, noise_seed, noise_key, common)
+
+
+def _least_squares(shape, run, budget, noise_seed, noise_key, common):
+    from . import remote as FS
+    from .solve import _frac_bits, _plan_noise
+
+    if shape.K < 2:
+        from ...errors import InputError
+
+        raise InputError("dp-bcfw-secure needs at least 2 parties")
+    plan = _plan_noise(shape, run)
+    budget.check_plan(plan.noise_plan.event, party="server")
+    cfg = run.cfg
+    kwargs = dict(eta=float(cfg.eta), iterations=run.T, frac=_frac_bits(shape, run, plan),
+                  private=True, noise_plan=plan.noise_plan, feature_bound=cfg.feature_bound,
+                  label_bound=cfg.label_bound, clips=plan.clips, feature_cap=run.feature_cap,
+                  seed=noise_seed, noise_key=noise_key, label_party=run.label_party)
+    return FS.make_spec(shape, secure_kwargs=kwargs, **common)
+
+
+def _logistic(shape, run, budget, noise_seed, noise_key, common):
+    from . import glm_remote as GR
+    from .fourier import SigmoidSeries
+    from .glm import helper_of, ring_plan
+    from .glm_solve import _plan_noise, check_margin_range
+
+    series = SigmoidSeries()
+    cfg = run.cfg
+    check_margin_range(shape, cfg, series)
+    helper = helper_of(run.label_party, shape.K, cfg.helper_party)
+    noise = _plan_noise(shape, run, series)
+    budget.check_plan(noise.plan.event, party="server")
+    ring = ring_plan(shape.n, float(cfg.feature_bound), series.derivative_bound, noise.sigma,
+                     series)
+    kwargs = dict(eta=float(cfg.eta), iterations=run.T, label_party=run.label_party,
+                  private=True, sigma=noise.sigma, feature_bound=cfg.feature_bound,
+                  clips=noise.clips, fit_intercept=bool(cfg.fit_intercept),
+                  helper_party=helper, loss=run.loss.name,
+                  ring=[ring.fa, ring.fm, ring.fc, ring.h],
+                  series=[series.accurate, series.period_bits, series.terms, series.coef_bits])
+    # the logistic path's server draws no noise of its own: seed and key are the parties'
+    del noise_seed, noise_key
+    return GR.make_spec(shape, glm_kwargs=kwargs, **common)

@@ -242,3 +242,22 @@ def test_taylor_path_with_its_intercept_on_flower_sim_equals_in_process(tmp_path
     assert ref.objective == sol.objective
     assert ref.uplink_framed == sol.uplink_framed
     assert ref.privacy["epsilon_spent"] == sol.privacy["epsilon_spent"]
+
+
+def test_the_classifier_takes_the_taylor_path_and_the_helper_party():
+    from sklearn.base import clone
+
+    from vflpriv.estimators import VerticalDPLogisticRegression
+
+    A, y = _classification(n=400)
+    X = A[:, :6]
+    kw = dict(parties=2, max_iter=30, random_state=0, epsilon=4.0, delta=1e-5,
+              feature_bound=1.0)
+    m = VerticalDPLogisticRegression(logistic_path="taylor", **kw).fit(X, y)
+    ref = solve(VerticalData(X, y, [[0, 1, 2], [3, 4, 5]]), algorithm="dp-bcfw-secure",
+                loss="logistic", logistic_path="taylor", iterations=30, seed=0, label_party=0,
+                epsilon=4.0, delta=1e-5, feature_bound=1.0, label_bound=1.0)
+    assert np.array_equal(m.coef_, ref.x) and m.intercept_ == ref.intercept
+    assert clone(m).get_params()["logistic_path"] == "taylor"
+    with pytest.raises(InputError, match="no helper"):
+        VerticalDPLogisticRegression(logistic_path="taylor", helper_party=1, **kw).fit(X, y)

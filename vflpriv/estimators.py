@@ -83,6 +83,10 @@ class UnaccountedFitsWarning(UserWarning):
 class _VerticalBase(BaseEstimator):
     _loss = "squared"
 
+    def _solve_extra(self):
+        """Options of ``solve`` that only a subclass has (none here)."""
+        return {}
+
     def __init__(self, parties=2, partition="balanced", eta="auto", max_iter=100,
                  epsilon=math.inf, delta=None, algorithm="dp-bcfw", sampling="elementary",
                  rnm=None, sketch="identity", sketch_dim=None, calibration="accountant",
@@ -227,7 +231,8 @@ class _VerticalBase(BaseEstimator):
                         ledger=self.ledger, seed=self.random_state,
                         derivative_clip=self.derivative_clip, row_clip=self.row_clip,
                         max_features=self.max_features, backend=self.backend,
-                        label_party=self.label_party, fit_intercept=joint)
+                        label_party=self.label_party, fit_intercept=joint,
+                        **self._solve_extra())
         self.coef_ = np.asarray(sol.x, dtype=float)
         self.intercept_ = 0.0
         if joint:
@@ -388,7 +393,10 @@ class VerticalDPLogisticRegression(_VerticalLogistic):
     ``label_party`` (default 0) holds y; the other parties never see it.  Trust: no party
     colludes with the server, and the helper party (the party after ``label_party``, which holds
     the other share of the margins and loss derivatives) does not collude with the label party
-    (docs/sensitivity.md, section 5).  A private fit
+    (docs/sensitivity.md, section 5); ``helper_party`` chooses it.  ``logistic_path="taylor"``
+    has no helper: it fits the loss's second-order expansion at 0 by the least-squares protocol
+    (labels 2y; a fiftieth of the traffic, lower AUC at small epsilon; docs/vertical.md, "The
+    Taylor path", and docs/sensitivity.md 4.8).  A private fit
     (finite ``epsilon``) needs ``delta`` and ``feature_bound``; labels are mapped to -1/+1, so
     ``label_bound`` is 1.  ``row_clip`` C bounds each party's row norm (sensitivity 2 C D per
     party and round, D the derivative bound of the sigmoid series).
@@ -400,7 +408,8 @@ class VerticalDPLogisticRegression(_VerticalLogistic):
                  calibration="accountant", split=None, feature_bound=None, label_bound=1.0,
                  accountant="rdp", ledger=None, derivative_clip=None, row_clip=None,
                  max_features=None, fit_intercept=True, random_state=None, backend="inprocess",
-                 label_party=0):
+                 label_party=0, helper_party=None, logistic_path=None):
+        self.helper_party, self.logistic_path = helper_party, logistic_path
         super().__init__(parties=parties, partition=partition, eta=eta, max_iter=max_iter,
                          epsilon=epsilon, delta=delta, algorithm=algorithm, sampling=sampling,
                          rnm=rnm, sketch=sketch, sketch_dim=sketch_dim,
@@ -409,6 +418,15 @@ class VerticalDPLogisticRegression(_VerticalLogistic):
                          derivative_clip=derivative_clip, row_clip=row_clip,
                          max_features=max_features, fit_intercept=fit_intercept,
                          random_state=random_state, backend=backend, label_party=label_party)
+
+    def _solve_extra(self):
+        """The helper party and the logistic path (dp-bcfw-secure only; None: its defaults)."""
+        out = {}
+        if self.helper_party is not None:
+            out["helper_party"] = self.helper_party
+        if self.logistic_path is not None:
+            out["logistic_path"] = self.logistic_path
+        return out
 
 
 def __getattr__(name):

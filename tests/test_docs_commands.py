@@ -64,7 +64,7 @@ SKIP = {
         "a long benchmark: 10 seeds of a horizontal training",
     "vflpriv reproduce --all --fast --out results/":
         "a long benchmark: every entry (tests/test_tutorials_reproduce.py runs them at test size)",
-    "vflpriv audit --json audit_full.json":
+    "vflpriv audit --json docs/audit/full.json":
         "a long benchmark: the full audit of every mechanism (tests/test_audit*.py at test size)",
     "vflpriv run --data flights --loss logistic --algorithm dp-bcfw-secure --label-party 0 "
     "--epsilon 1 --delta 1e-6 --feature-bound 1 --label-bound 1 --iterations 200 "
@@ -85,7 +85,7 @@ SLOW = {
     "--participation 0.1 --alpha 0.3 --seed 0 --json run.json --plot run.png",
     "vflpriv fedp3 --data digits --clients 10 --rounds 15 --scheme opu2 --local-pruning fixed "
     "--keep-ratio 0.9 --epsilon 4 --delta 1e-5 --clip 1 --batch-size 16 --seed 0 --json run.json",
-    "vflpriv audit --mechanism gaussian --samples 10000000",
+    "vflpriv audit --mechanism gaussian --samples 10000000 --json docs/audit/gaussian_1e7.json",
     "vflpriv reproduce 004-fig6 --fast",
 }
 
@@ -97,6 +97,8 @@ EXIT = {
 
 #: what a page's commands need that the page states in prose, made before its first command
 SETUP = {
+    # the audits write their JSON where the page keeps it (docs/audit/)
+    "docs/audit.md": lambda d: os.makedirs(os.path.join(d, "docs", "audit")),
     # the page's Python block writes the three party files its commands read
     "docs/alignment.md": lambda d: _run_python_block(d, "docs/alignment.md"),
     # "Changing only noise = "gumbel"" of the plan written above

@@ -217,3 +217,162 @@ def test_network_md_table_is_network_bench_json():
     runs = _json("network_bench.json")["runs"]
     assert table(runs) in _page("network.md")
     assert {r["rate"] for r in runs if r.get("status") == "done"} == {"1gbit", "100mbit"}
+
+
+# ---- docs/audit.md: every figure is one of the committed audit / ledger JSONs (docs/audit/)
+
+def _audit(name):
+    return _json(os.path.join("audit", name + ".json"))
+
+
+def _by_name(doc):
+    return {m["name"]: m for m in doc["mechanisms"]}
+
+
+def _unwrapped(name):
+    return " ".join(_page(name).split())
+
+
+@pytest.mark.parametrize("name,command", [
+    ("full", "vflpriv audit --json docs/audit/full.json"),
+    ("gaussian_1e7", "vflpriv audit --mechanism gaussian --samples 10000000 --json "
+                     "docs/audit/gaussian_1e7.json")])
+def test_audit_md_tables_are_the_audit_json(name, command):
+    """The two audit tables on docs/audit.md are what `vflpriv audit` prints for the committed
+    JSON (the command's own formatting, vflpriv.cli.audit.table)."""
+    from vflpriv.cli.audit import table
+
+    doc = _audit(name)
+    assert doc["ok"] is True and doc["seed"] == 0
+    assert f"$ {command}\n{table(doc)}\n```" in _page("audit.md")
+
+
+def test_audit_md_quotes_the_full_audit():
+    doc = _audit("full")
+    M = _by_name(doc)
+    page = _unwrapped("audit.md")
+    mech_level = ["laplace", "gaussian", "rnm_laplace", "rnm_gumbel", "rnm_exponential",
+                  "sketch_gaussian", "laplace_snapping"]
+    assert (f"({doc['wall_seconds']:.0f} s wall time for the {len(M)} mechanisms" in page)
+    assert f"take {sum(M[n]['seconds'] for n in mech_level):.1f} s together" in page
+    # the share table
+    s = {n: f"{m['share']:.2f}" for n, m in M.items()}
+    g = {n: f"{m['tradeoff']['gdp_share']:.2f}" for n, m in M.items()
+         if m["tradeoff"]["gdp_share"] is not None}
+    gauss = M["gaussian"]
+    for row in (f"| laplace | {s['laplace']} | - |",
+                f"| rnm_laplace, rnm_gumbel, rnm_exponential | {s['rnm_laplace']}, "
+                f"{s['rnm_gumbel']}, {s['rnm_exponential']} | - |",
+                f"| gaussian | {s['gaussian']} (split test alone: "
+                f"{gauss['split_epsilon'] / gauss['claimed_epsilon']:.2f}) | {g['gaussian']} |",
+                f"| sketch_gaussian, dp_bcfw_secure_release | {s['sketch_gaussian']}, "
+                f"{s['dp_bcfw_secure_release']} | {g['sketch_gaussian']}, "
+                f"{g['dp_bcfw_secure_release']} |"):
+        assert row in page, row
+    it = M["dp_bcfw_iteration"]
+    assert f"the engine records ({it['claimed_epsilon']:.4f} at delta 1e-5)" in page
+    assert f"2 x 1e5 steps took {M['fedp3_local_step']['seconds']:.0f} s in the run above" in page
+    # the threshold test against the envelope, in the run above
+    assert (f"releases audit at {M['gaussian']['split_epsilon']:.2f} and "
+            f"{M['sketch_gaussian']['split_epsilon']:.2f} against a claim of 1") in page
+    assert (f"reaches {g['gaussian']} and {g['sketch_gaussian']} of those claims in "
+            "Gaussian-DP terms") in page
+    assert (f"(gaussian {gauss['tradeoff']['epsilon']:.2f} against "
+            f"{gauss['split_epsilon']:.2f}, dp_bcfw_iteration {it['tradeoff']['epsilon']:.2f} "
+            f"against {it['split_epsilon']:.2f} in the run above)") in page
+    lap = M["laplace"]
+    assert (f"(laplace {lap['split_epsilon']:.3f} against {lap['tradeoff']['epsilon']:.3f})"
+            in page)
+    gl = ["gaussian", "sketch_gaussian", "dp_bcfw_secure_release"]
+    gd = [M[n]["tradeoff"]["gdp_share"] for n in gl]
+    ep = [M[n]["share"] for n in gl]
+    assert (f"the Gaussian entries reach {min(gd):.2f}-{max(gd):.2f} of their claim in GDP terms "
+            f"(gaussian, sketch_gaussian, dp_bcfw_secure_release), against "
+            f"{min(ep):.2f}-{max(ep):.2f} as epsilon bounds") in page
+    assert (f"{M['dp_bcfw_secure_glm_scores']['tradeoff']['gdp_share']:.2f} and "
+            f"{M['dp_bcfw_secure_glm_intercept']['tradeoff']['gdp_share']:.2f}.") in page
+
+
+def test_audit_md_quotes_the_1e6_and_1e7_audits():
+    page = _unwrapped("audit.md")
+    g6, g7, three = _audit("gaussian_1e6"), _audit("gaussian_1e7"), _audit("three_1e7")
+    a, b = g6["mechanisms"][0], g7["mechanisms"][0]
+    assert a["samples"] == 1_000_000 and b["samples"] == 10_000_000
+    assert (f"This run took {g7['wall_seconds']:.1f} s and "
+            f"{format_bytes(g7['peak_rss_bytes'])} of peak memory") in page
+    T = _by_name(three)
+    assert {m["samples"] for m in three["mechanisms"]} == {10_000_000}
+    assert f"--json docs/audit/three_1e7.json`) took {three['wall_seconds']:.0f} s." in page
+    assert (f"Their bounds were {T['gaussian']['lower_bound']:.3f}, "
+            f"{T['laplace']['lower_bound']:.3f} and {T['sketch_gaussian']['lower_bound']:.3f} "
+            f"(confidence {three['per_mechanism_confidence']:.4g} each)") in page
+    assert f"per side: {format_bytes(three['peak_rss_bytes'])} at peak." in page
+    assert (f"With the split test it was {a['split_epsilon']:.2f} at 1e6 and "
+            f"{b['split_epsilon']:.2f} at 1e7; with the envelope's tail-dense grid, "
+            f"{a['tradeoff']['epsilon']:.2f} and {b['tradeoff']['epsilon']:.2f}") in page
+    m = _by_name(_audit("full"))["gaussian"]["tradeoff"]
+    assert (f"{m['mu_lower']:.3f} of {m['mu_claimed']:.3f} at 1e5, "
+            f"{a['tradeoff']['mu_lower']:.3f} at 1e6 and {b['tradeoff']['mu_lower']:.3f} at 1e7"
+            in page)
+
+
+def test_audit_md_quotes_the_per_entry_audits():
+    page = _unwrapped("audit.md")
+    S = _by_name(_audit("secure"))
+    assert (f"--json docs/audit/secure.json` (1e5 samples, seed 0): lower bounds "
+            f"{S['dp_bcfw_secure_selection']['lower_bound']:.4f} and "
+            f"{S['dp_bcfw_secure_release']['lower_bound']:.4f} "
+            f"({_audit('secure')['wall_seconds']:.0f} s for both)") in page
+    for name, mech, claim in (("glm_scores", "dp_bcfw_secure_glm_scores", ""),
+                              ("glm_intercept", "dp_bcfw_secure_glm_intercept", " 1.0")):
+        doc = _audit(name)
+        m = doc["mechanisms"][0]
+        assert m["name"] == mech and m["samples"] == 30000 and doc["seed"] == 0
+        assert (f"docs/audit/{name}.json`" in page)
+        assert (f"lower bound {m['lower_bound']:.4f}, Gaussian-DP envelope "
+                f"{m['tradeoff']['gdp_epsilon']:.4f} ({m['tradeoff']['gdp_share']:.0%} of the "
+                f"claim{claim})") in page
+    P = _by_name(_audit("sparse"))
+    assert (f"--json docs/audit/sparse.json` (1e5 samples, seed 0): lower bounds "
+            f"{P['sparse_client_round']['lower_bound']:.3f} and "
+            f"{P['sparse_record_step']['lower_bound']:.3f}") in page
+    H = _by_name(_audit("horizontal"))
+    assert _audit("horizontal")["per_mechanism_confidence"] == 0.975
+    assert (f"lower bounds {H['horizontal_local_step']['lower_bound']:.4f} and "
+            f"{H['fedp3_local_step']['lower_bound']:.4f}, both ok") in page
+
+
+def test_audit_md_ledger_section_is_the_committed_run():
+    """Section 1: the run's printed figures are docs/audit/ledger_run.json (the page's command
+    with `--json`), the `ledger verify --json` block is docs/audit/ledger_verify.json, and the
+    PLD figure is docs/audit/ledger_verify_pld.json (`... --accountant pld --json`)."""
+    text = _page("audit.md")
+    run, ver = _audit("ledger_run"), _audit("ledger_verify")
+    pld = _audit("ledger_verify_pld")
+    eps = run["epsilon_spent"]
+    tot = {k: format_bytes(sum(run[k].values())) for k in (
+        "uplink_bytes", "uplink_bytes_framed", "uplink_bytes_naive", "uplink_bytes_full_gradient",
+        "downlink_bytes")}
+    for line in (f"dp-bcfw: {run['iterations']} iterations, K={run['parties']}, n={run['n']}, "
+                 f"{run['seconds']:.2f} s",
+                 f"  objective {run['initial_objective']:.6f} -> {run['final_objective']:.6f}, "
+                 f"support {run['support_size']}",
+                 f"  uplink {tot['uplink_bytes']} payload ({tot['uplink_bytes_framed']} framed); "
+                 f"raw columns would be {tot['uplink_bytes_naive']}, full gradients "
+                 f"{tot['uplink_bytes_full_gradient']}",
+                 f"  downlink {tot['downlink_bytes']} payload",
+                 f"  privacy: epsilon spent {eps['best']:.4g} (best: "
+                 f"{run['privacy']['best_accountant']}; rdp={eps['rdp']:.4g}, "
+                 f"pld={eps['pld']:.4g}) at delta=1e-05, target 2, "
+                 f"{run['privacy']['releases']} ledger records"):
+        assert "\n" + line + "\n" in text, line
+    assert "$ vflpriv ledger verify run.ledger --json\n" + json.dumps(ver, indent=2) + "\n```" \
+        in text
+    assert ver["run_ids"][0][:8] in text.split("$ vflpriv ledger show run.ledger")[1][:400]
+    for party, e in ver["epsilon_spent_per_party"].items():
+        assert f"  {party}: epsilon {e:.6g}\n" in text
+    assert f"  total: epsilon {ver['epsilon_spent']:.6g}\n" in text
+    assert f"spent {ver['epsilon_spent']:.6g}\n" in text
+    assert pld["accountant"] == "pld" and pld["run_ids"] == ver["run_ids"]
+    assert f"`--accountant pld` reports {pld['epsilon_spent']:.6g} and still" in _unwrapped(
+        "audit.md")

@@ -72,7 +72,7 @@ SKIP = {
         "a long run: 243k rows, 200 secure iterations and a certified reference",
     "vflpriv run --data synthetic:n=2000,d=40,density=0.3,seed=0 --parties 3 --loss logistic "
     "--algorithm dp-bcfw-secure --epsilon 4 --delta 1e-6 --feature-bound 1 --label-bound 1 "
-    "--iterations 20 --seed 0 --backend flower-sim --json out.json":
+    "--iterations 20 --seed 0 --backend flower-sim --json docs/flower_glm_sim.json":
         "a measurement (25 s on flower-sim); tests/test_flower_glm.py runs the logistic path on "
         "flower-sim at test size",
 }

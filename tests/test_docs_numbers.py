@@ -376,3 +376,88 @@ def test_audit_md_ledger_section_is_the_committed_run():
     assert pld["accountant"] == "pld" and pld["run_ids"] == ver["run_ids"]
     assert f"`--accountant pld` reports {pld['epsilon_spent']:.6g} and still" in _unwrapped(
         "audit.md")
+
+
+# ---- docs/flower.md: bytes and seconds per round (vflpriv bench transport; vflpriv run --json)
+
+def _row(page, start):
+    line = next(x for x in page.splitlines() if x.startswith(start))
+    return [c.strip() for c in line.strip().strip("|").split("|")][1:]
+
+
+def _plus(a, b):
+    r = a / b - 1
+    return f"+{100 * r:.0f}%" if r >= 0.01 else f"+{100 * r:.1f}%"
+
+
+def test_flower_md_tables_are_the_transport_bench_and_the_runs():
+    """docs/flower.md's Bytes and Time tables: docs/transport_bench.json (`vflpriv bench
+    transport --rounds 4 --deploy-rounds 2 --json ...`) for DP-BCFW-AS and FedAvg, the three
+    `vflpriv run --json` files of the logistic path (docs/flower_glm_*.json) for its row."""
+    page = _page("flower.md")
+    tb = _json("transport_bench.json")
+    V = {r["backend"]: r for r in tb["vertical"]}
+    H = {r["backend"]: r for r in tb["horizontal"]}
+    assert V["inprocess"]["rounds"] == V["flower-sim"]["rounds"] == 4 and V["flower"]["rounds"] == 2
+    assert V["flower-sim"]["same_model_as_inprocess"] is True
+    c = lambda x: f"{x:,.0f} B"  # noqa: E731
+    fs, fd, hs = V["flower-sim"], V["flower"], H["flower-sim"]
+    assert _row(page, "| DP-BCFW-AS, 4 parties, n = 500") == [
+        c(fs["uplink_frame_bytes_per_round"]),
+        f"{c(fs['uplink_flower_bytes_per_round'])} "
+        f"({_plus(fs['uplink_flower_bytes_per_round'], fs['uplink_frame_bytes_per_round'])})",
+        c(fs["downlink_frame_bytes_per_round"]), c(fs["downlink_flower_bytes_per_round"])]
+    assert _row(page, "| same, loopback deployment") == [
+        c(fd["uplink_frame_bytes_per_round"]), c(fd["uplink_flower_bytes_per_round"]),
+        c(fd["downlink_frame_bytes_per_round"]), c(fd["downlink_flower_bytes_per_round"])]
+    assert _row(page, "| FedAvg, 100 clients (digits") == [
+        c(hs["uplink_bytes_per_round"]),
+        f"{c(hs['uplink_flower_bytes_per_round'])} "
+        f"({_plus(hs['uplink_flower_bytes_per_round'], hs['uplink_bytes_per_round'])})",
+        c(hs["downlink_bytes_per_round"]), c(hs["downlink_flower_bytes_per_round"])]
+    gin, gsim = _json("flower_glm_inprocess.json"), _json("flower_glm_sim.json")
+    gdep = _json("flower_glm_deploy.json")
+    T, f = gsim["iterations"], gsim["flower"]
+    up, down = sum(gsim["uplink_bytes_framed"].values()), sum(gsim["downlink_bytes_framed"].values())
+    assert _row(page, "| dp-bcfw-secure logistic, 3 parties, n = 2000, d = 40") == [
+        c(up / T), f"{c(f['uplink_flower_bytes'] / T)} ({_plus(f['uplink_flower_bytes'], up)})",
+        c(down / T), c(f["downlink_flower_bytes"] / T)]
+    # the time table
+    assert _row(page, "| DP-BCFW-AS, 4 parties (index, then feature") == [
+        f"{V['inprocess']['seconds_per_round']:.3f}",
+        f"{fs['seconds_per_round']:.3f} ({fs['startup_seconds']:.1f} s)",
+        f"{fd['seconds_per_round']:.1f} ({fd['startup_seconds']:.0f} s)"]
+    assert _row(page, "| FedAvg, 100 clients, one local epoch") == [
+        f"{H['inprocess']['seconds_per_round']:.3f}",
+        f"{hs['seconds_per_round']:.3f} ({hs['startup_seconds']:.1f} s)", "not run (100 SuperNodes)"]
+    Td = gdep["iterations"]
+    assert gin["iterations"] == T and gdep["flower"]["backend"] == "flower"
+    assert _row(page, "| dp-bcfw-secure logistic, 3 parties, n = 2000 (four") == [
+        f"{gin['seconds'] / T:.3f}", f"{gsim['seconds'] / T:.1f} ({gsim['seconds']:.1f} s for {T} "
+        "rounds)", f"{gdep['seconds'] / Td:.0f} (n = {gdep['n']}, {Td} rounds: "
+        f"{gdep['seconds']:.0f} s)"]
+
+
+def test_vertical_md_on_flower_table_is_the_glm_runs():
+    """docs/vertical.md "On Flower": docs/flower_glm_inprocess.json and flower_glm_sim.json."""
+    page = _page("vertical.md")
+    gin, gsim = _json("flower_glm_inprocess.json"), _json("flower_glm_sim.json")
+    c = lambda x: f"{x:,.0f} B"  # noqa: E731
+    up, down = sum(gin["uplink_bytes_framed"].values()), sum(gin["downlink_bytes_framed"].values())
+    assert (sum(gsim["uplink_bytes_framed"].values()),
+            sum(gsim["downlink_bytes_framed"].values())) == (up, down)
+    f = gsim["flower"]
+    assert _row(page, "| inprocess | ") == [f"{gin['seconds']:.2f}", f"{c(up)} / {c(down)}", "-"]
+    assert _row(page, "| flower-sim | ") == [
+        f"{gsim['seconds']:.2f}", "the same",
+        f"{c(f['uplink_flower_bytes'])} / {c(f['downlink_flower_bytes'])} "
+        f"({_plus(f['uplink_flower_bytes'] + f['downlink_flower_bytes'], up + down)})"]
+    text = " ".join(page.split())
+    assert gin["auc"] == gsim["auc"] and gin["epsilon_spent"] == gsim["epsilon_spent"]
+    assert (f"Both reach training AUC {gin['auc']:.4f} and spend "
+            f"{gin['epsilon_spent']['optimal']:.3f} (optimal); the intercepts are "
+            f"{gin['intercept']:.7f} and {gsim['intercept']:.7f}") in text
+    assert f"about {gsim['seconds'] / gsim['iterations']:.1f} s a round" in text
+    gdep = _json("flower_glm_deploy.json")
+    assert (f"took {gdep['seconds']:.0f} s, about {gdep['seconds'] / gdep['iterations']:.0f} s a "
+            "round") in text

@@ -97,8 +97,9 @@ EXIT = {
 
 #: what a page's commands need that the page states in prose, made before its first command
 SETUP = {
-    # the audits write their JSON where the page keeps it (docs/audit/)
+    # the audits and runs write their JSON where the page keeps it (docs/audit/, docs/sparse/)
     "docs/audit.md": lambda d: os.makedirs(os.path.join(d, "docs", "audit")),
+    "docs/sparse.md": lambda d: os.makedirs(os.path.join(d, "docs", "sparse")),
     # the page's Python block writes the three party files its commands read
     "docs/alignment.md": lambda d: _run_python_block(d, "docs/alignment.md"),
     # "Changing only noise = "gumbel"" of the plan written above

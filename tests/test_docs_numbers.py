@@ -461,3 +461,104 @@ def test_vertical_md_on_flower_table_is_the_glm_runs():
     gdep = _json("flower_glm_deploy.json")
     assert (f"took {gdep['seconds']:.0f} s, about {gdep['seconds'] / gdep['iterations']:.0f} s a "
             "round") in text
+
+
+# ---- docs/sparse.md: Flower bytes and seconds, utility, audit, speed (docs/sparse/*.json)
+
+def test_sparse_md_flower_paragraph_is_the_json():
+    sim, inp = _json("sparse/flower_sim.json"), _json("sparse/inprocess.json")
+    dep = _json("sparse/flower_deploy.json")
+    assert (sim["backend"], inp["backend"], dep["backend"]) == ("flower-sim", "inprocess", "flower")
+    assert sim["objective"] == inp["objective"]          # "same objective as in process"
+    f = sim["flower"]
+    per = (f["uplink_flower_bytes"] - f["uplink_inprocess_bytes"]) / sum(
+        len(r) for r in sim["participants"])
+    text = _unwrapped("sparse.md")
+    assert (f"uplink {f['uplink_flower_bytes']} B of Flower messages for "
+            f"{f['uplink_inprocess_bytes']} B of wire messages (about {per:.0f} B of record and "
+            f"metadata per message), downlink {f['downlink_flower_bytes']} B for "
+            f"{f['downlink_inprocess_bytes']} B, setup {f['setup_flower_bytes']['uplink']} B up / "
+            f"{f['setup_flower_bytes']['downlink']} B down; "
+            f"{sim['seconds'] / sim['rounds']:.2f} s per round of 100 clients (in process "
+            f"{inp['seconds'] / inp['rounds']:.3f} s;") in text
+    assert f"and {f['wall_seconds'] - sim['seconds']:.0f} s of Ray start-up and setup" in text
+    assert dep["clients"] == 4
+    assert f"--json docs/sparse/flower_deploy.json`) took {dep['seconds'] / dep['rounds']:.0f} s:" \
+        in text
+
+
+def test_sparse_md_utility_and_audit_are_the_json():
+    g4, i4 = _json("sparse/utility_gmp_eps4.json"), _json("sparse/utility_iht_eps4.json")
+    i1, inp = _json("sparse/utility_iht_eps1.json"), _json("sparse/utility_iht_np.json")
+    assert (g4["epsilon"], i4["epsilon"], i1["epsilon"], inp["epsilon"]) == (4.0, 4.0, 1.0, None)
+    assert all(d["support_recall"] == 1.0 for d in (g4, i4, i1, inp))   # "support recovered"
+    page = _page("sparse.md")
+    e = lambda x: f"{x:.1e}".replace("e-0", "e-")  # noqa: E731
+    assert (f"| relative error {e(g4['relative_error'][-1])}, support recovered; epsilon spent "
+            f"{g4['epsilon_spent']['pld']:.2f} (PLD; RDP {g4['epsilon_spent']['rdp']:.2f}) |") in page
+    assert (f"| relative error {i4['relative_error'][-1]:.2f} / {i1['relative_error'][-1]:.2f} "
+            f"(non-private {inp['relative_error'][-1]:.2f}), support recovered in all three |") \
+        in page
+    au = _by_name(_audit("sparse"))
+    c, r = au["sparse_client_round"], au["sparse_record_step"]
+    assert (f"`sparse_client_round` claim {c['claimed_epsilon']:.3f} (best accountant), lower "
+            f"bound {c['lower_bound']:.3f}; `sparse_record_step` claim {r['claimed_epsilon']:.3f}, "
+            f"lower bound {r['lower_bound']:.3f}.") in _unwrapped("sparse.md")
+
+
+def test_sparse_md_message_sizes_are_the_wire_format():
+    """The Metering paragraph's message sizes are what vflpriv.sparse.wire.encode writes."""
+    import numpy as np
+
+    from vflpriv.sparse.wire import encode
+
+    def vec(d, nnz):
+        x = np.zeros(d)
+        x[:nnz] = 1.5
+        return x
+
+    dense, ht, gmp = len(encode(vec(1000, 1000))), len(encode(vec(1000, 200))), \
+        len(encode(vec(1000, 10)))
+    text = _unwrapped("sparse.md")
+    assert (f"Fed-HT and Distributed-IHT send 100 x {dense} B up (dense) and FedIter-HT 100 x "
+            f"{ht} B") in text
+    assert f"FedGradMP's messages are {gmp} B each way per client" in text
+
+
+def test_sparse_md_speed_tables_are_the_bench_json():
+    """docs/sparse.md "Speed": docs/sparse/bench.json (`vflpriv bench sparse --json ...`), the
+    load average it records and both tables, to the printed digits."""
+    b = _json("sparse/bench.json")
+    page = _page("sparse.md")
+    la = b["load_average"]
+    assert (f"average was {la['before']:.1f} before the run and {la['after']:.1f} after"
+            in " ".join(page.split()))
+    dense = [r for r in b["results"] if r["case"] == "d=1000 dense"]
+    sparse = [r for r in b["results"] if r["case"] == "d=100000 sparse"]
+    assert len(dense) == len(sparse) == 8
+    for r in dense:
+        assert (f"| {r['algorithm']} | {r['rounds_per_s']:.1f} | {r['loop_rounds_per_s']:.1f} | "
+                f"{r['ratio']:.2f} | {r['ms_per_round']:.1f} |") in page, r["algorithm"]
+    for r in sparse:
+        assert f"| {r['algorithm']} | {r['ms_per_round']:.0f} |" in page, r["algorithm"]
+    ht = next(r for r in dense if r["algorithm"] == "fediterht")["ms_per_round"]
+    text = " ".join(page.split())
+    assert f"at d = 1000 took {ht:.1f} ms in this run" in text
+    ratios = [r["ratio"] for r in dense]
+    assert f"gains a factor {min(ratios):.1f} to {max(ratios):.1f} over" in text
+
+
+def test_vertical_md_flower_1e5_memory_is_scale_bench_flower_1e5_json():
+    """The machine's used memory on Flower (docs/vertical.md) and the 8.4 MB pieces' setup time
+    (docs/flower.md): docs/scale_bench_flower_1e5.json (`vflpriv bench scale --backend
+    flower-sim --n 100000 --iterations 200 --json ...`)."""
+    r = _json("scale_bench_flower_1e5.json")["runs"][0]
+    assert (r["n"], r["iterations"], r["backend"], r["returncode"]) == (100000, 200, "flower-sim", 0)
+    text = _unwrapped("vertical.md")
+    assert (f"wall {r['wall_seconds']:.1f} s (setup {r['setup_seconds']:.1f} s, 200 rounds "
+            f"{r['rounds_seconds']:.1f} s), the largest process {format_bytes(r['peak_rss_bytes'])}, "
+            f"all the run's processes together {format_bytes(r['peak_tree_rss_bytes'])}, the "
+            f"machine's used memory at most "
+            f"{format_bytes(r['peak_used_memory_above_start_bytes'])} above its start.") in text
+    assert (f"--n 100000 --iterations 200` took {r['setup_seconds']:.1f} s "
+            "(docs/scale_bench_flower_1e5.json") in _unwrapped("flower.md")

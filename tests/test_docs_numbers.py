@@ -562,3 +562,19 @@ def test_vertical_md_flower_1e5_memory_is_scale_bench_flower_1e5_json():
             f"{format_bytes(r['peak_used_memory_above_start_bytes'])} above its start.") in text
     assert (f"--n 100000 --iterations 200` took {r['setup_seconds']:.1f} s "
             "(docs/scale_bench_flower_1e5.json") in _unwrapped("flower.md")
+
+
+def test_fedelasticnet_md_flower_figures_are_the_json():
+    """docs/fedelasticnet.md "On Flower": docs/fedelasticnet/flower_inprocess.json and
+    flower_flower-sim.json (`vflpriv horizontal ... --backend B --json ...`)."""
+    a = _json("fedelasticnet/flower_inprocess.json")
+    b = _json("fedelasticnet/flower_flower-sim.json")
+    assert (a["backend"], b["backend"]) == ("inprocess", "flower-sim")
+    assert a["accuracy_history"] == b["accuracy_history"]          # "the same accuracy"
+    f = b["flower"]
+    assert f["inprocess_uplink_bytes"] == a["uplink_bytes"]
+    assert (f"the training took {a['seconds']:.2f} s in process and {b['seconds']:.1f} s on "
+            f"flower-sim, Ray's start-up included (the JSON's `seconds`); the same accuracy; "
+            f"uplink {f['inprocess_uplink_bytes']:,} B in process, {f['uplink_frame_bytes']:,} B of "
+            f"frames (+ the hello replies), {f['uplink_flower_bytes']:,} B of Flower messages."
+            ) in _unwrapped("fedelasticnet.md")

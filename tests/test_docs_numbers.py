@@ -578,3 +578,57 @@ def test_fedelasticnet_md_flower_figures_are_the_json():
             f"uplink {f['inprocess_uplink_bytes']:,} B in process, {f['uplink_frame_bytes']:,} B of "
             f"frames (+ the hello replies), {f['uplink_flower_bytes']:,} B of Flower messages."
             ) in _unwrapped("fedelasticnet.md")
+
+
+def test_vertical_md_bcfw_speed_and_uplink_are_the_json():
+    """docs/vertical.md "Benchmarks": docs/bcfw_speed.json (`vflpriv bench bcfw --sections
+    speed --iterations 1000 --json ...`), in the bench's own units (format_bytes)."""
+    b = _json("bcfw_speed.json")
+    S = {r["sketch"]: r for r in b["speed"]}
+    page = _page("vertical.md")
+    for k, sk in (("identity", "0"),
+                  ("countsketch", format_bytes(S["countsketch"]["party_sketch_bytes"]) + " (16 n B)"),
+                  ("gaussian", format_bytes(S["gaussian"]["party_sketch_bytes"]) + " (8 m n)")):
+        r = S[k]
+        cells = _row(page, f"| {k} | ")
+        assert cells[:4] == [f"{r['ms_per_iteration']:.2f}", f"{r['loop_s']:.1f} s",
+                             format_bytes(max(r["party_block_bytes"])), sk], k
+        assert cells[4].startswith(format_bytes(r["traced_peak_bytes_all_parties"])), k
+    text = " ".join(page.split())
+    pw = b["party_work"]
+    ms = ", ".join(f"{w['ms']:.2f}" for w in pw)
+    nnz = ", ".join(f"{w['nnz'] / 1e6:.2f}" for w in pw)
+    assert (f"{ms} ms for {nnz} M nonzeros, log-log slope "
+            f"{b['party_work_loglog_slope']:.2f}") in text
+    tot = lambda r, k: sum(r[k])  # noqa: E731
+    idn, cs, ga = S["identity"], S["countsketch"], S["gaussian"]
+    full = tot(idn, "uplink_full_gradient")
+    assert (f"identity {format_bytes(tot(idn, 'uplink'), 2)} = raw-column sharing (it *is* "
+            f"raw-column sharing; {100 * tot(idn, 'uplink') / full:.2f}% of sending full local "
+            f"gradients, {format_bytes(full)}); countsketch {format_bytes(tot(cs, 'uplink'))} "
+            f"({100 * tot(cs, 'uplink') / tot(cs, 'uplink_naive'):.2f}% of raw columns, "
+            f"{100 * tot(cs, 'uplink') / full:.3f}% of full gradients); Gaussian "
+            f"{format_bytes(tot(ga, 'uplink'))} "
+            f"({100 * tot(ga, 'uplink') / tot(ga, 'uplink_naive'):.2f}%, "
+            f"{100 * tot(ga, 'uplink') / full:.3f}%)") in text
+    assert tot(idn, "uplink") == tot(idn, "uplink_naive")
+    rel = sorted({sum(r["released"]) for r in b["speed"]})
+    assert f"Only {' to '.join(map(str, rel))} distinct features were released" in text
+    assert f"(identity: {format_bytes(tot(idn, 'downlink'))} in total)" in text
+
+
+def test_vertical_md_table_reading_and_flower_ratio_are_scale_bench_json():
+    """The CSV read under a memory limit (scale_bench.json's `tables`) and the Flower run's wall
+    time against the in-process one (scale_bench_flower.json / scale_bench.json)."""
+    text = _unwrapped("vertical.md")
+    chunked, whole = _json("scale_bench.json")["tables"]
+    assert chunked["returncode"] == 0 and whole["error"] == "MemoryError"
+    assert (f"a {chunked['rows']} x {chunked['d']} CSV of {chunked['file_bytes'] / 1e9:.2f} GB, "
+            f"{chunked['dense_bytes'] / 1e9:.1f} GB as a dense float64 array, each reader in a "
+            f"child with `RLIMIT_AS` = {chunked['limit_bytes'] / 1e9:.2f} GB") in text
+    assert (f"(exit 0, {chunked['wall_seconds']:.1f} s, peak RSS "
+            f"{chunked['peak_rss_bytes'] / 1e9:.2f} GB)") in text
+    assert f"failed with MemoryError (peak RSS {whole['peak_rss_bytes'] / 1e9:.2f} GB)" in text
+    fl = _json("scale_bench_flower.json")["runs"][0]
+    inp = next(r for r in _json("scale_bench.json")["runs"] if r["n"] == fl["n"])
+    assert f"It is {fl['wall_seconds'] / inp['wall_seconds']:.0f}x the in-process wall time" in text

@@ -632,3 +632,52 @@ def test_vertical_md_table_reading_and_flower_ratio_are_scale_bench_json():
     fl = _json("scale_bench_flower.json")["runs"][0]
     inp = next(r for r in _json("scale_bench.json")["runs"] if r["n"] == fl["n"])
     assert f"It is {fl['wall_seconds'] / inp['wall_seconds']:.0f}x the in-process wall time" in text
+
+
+def test_kernels_md_sketch_seconds_and_ratios_are_the_json():
+    """The seconds columns and the ratios around docs/kernels.md's sketch tables
+    (docs/kernels_bench.json)."""
+    doc = _json("kernels_bench.json")
+    c, m = doc["sketch_columns"], doc["sketch_matrix"]
+    page = _page("kernels.md")
+    for contender, key in (("compiled", "compiled"), ("reference", "reference"),
+                           ("materialize J once (`standard_normal`) and use J[:, rows]",
+                            "materialized_J")):
+        assert _row(page, f"| {contender} |")[0] == f"{c['seconds'][key]:.2f}", contender
+    text = " ".join(page.split())
+    assert (f"The compiled path is {c['speedup']:.1f}x faster than the reference and uses about "
+            f"{round(c['memory_ratio_materialized_over_compiled'], -3):,.0f}x less memory") in text
+    assert (f"Countsketch per column: {c['seconds']['countsketch_compiled']:.2f} s compiled, "
+            f"{c['seconds']['countsketch_reference']:.2f} s reference.") in text
+    sec = lambda x: f"{x:.3f}" if x < 0.01 else f"{x:.2f}"  # noqa: E731
+    for contender, key in (
+            ("gaussian compiled", "gaussian_compiled"), ("gaussian reference", "gaussian_reference"),
+            ("scikit-learn GaussianRandomProjection", "sklearn_GaussianRandomProjection"),
+            ("countsketch compiled, sparse output", "countsketch_compiled_sparse_output"),
+            ("countsketch compiled, dense output", "countsketch_compiled"),
+            ("scipy clarkson_woodruff_transform (sparse output)",
+             "scipy_clarkson_woodruff_transform")):
+        assert _row(page, f"| {contender} |")[0] == sec(m["seconds"][key]), contender
+    assert f"against scikit-learn: level ({m['vs_sklearn']:.2f}x)" in text
+    assert f"sparse output is {m['vs_scipy']:.1f}x faster than scipy" in text
+    assert f"slower than scipy ({m['vs_scipy_dense_output']:.2f}x)" in text
+
+
+def test_kernels_md_noisy_argmax_sentences_are_the_json():
+    doc = _json("kernels_bench.json")
+    R = {(r["d"], r["noise"]): r for r in doc["noisy_argmax"]}
+    noises = ("laplace", "gumbel", "exponential")
+    la = doc["load_average"]
+    text = " ".join(_page("kernels.md").split())
+    assert f"median of {doc['repeats']} runs" in text
+    assert f"(load averages {la[0]:.1f}, {la[1]:.1f} and {la[2]:.1f} over 1, 5 and 15 minutes" in text
+    assert f"Gumbel misses it in this run ({R[(10 ** 6, 'gumbel')]['speedup']:.1f}x)" in text
+    assert f"**Exponential misses it** ({R[(10 ** 6, 'exponential')]['speedup']:.1f}x)" in text
+    assert R[(10 ** 6, "laplace")]["speedup"] >= 3
+    fl = [R[(10 ** 6, n)]["compiled_over_uniform_floor"] for n in noises]
+    assert f"within about {min(fl):.1f}–{max(fl):.1f}x of the cost" in text
+    assert ("the speedups are " + " / ".join(f"{R[(10 ** 5, n)]['speedup']:.1f}x" for n in noises)
+            ) in text
+    c = [R[(10 ** 4, n)]["seconds"]["compiled"] * 1e3 for n in noises]
+    assert (f"the compiled call takes {min(c):.2f}–{max(c):.2f} ms, the uniforms alone "
+            f"{R[(10 ** 4, 'laplace')]['seconds']['draw_d_uniforms'] * 1e3:.2f} ms") in text

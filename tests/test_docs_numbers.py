@@ -681,3 +681,21 @@ def test_kernels_md_noisy_argmax_sentences_are_the_json():
     c = [R[(10 ** 4, n)]["seconds"]["compiled"] * 1e3 for n in noises]
     assert (f"the compiled call takes {min(c):.2f}–{max(c):.2f} ms, the uniforms alone "
             f"{R[(10 ** 4, 'laplace')]['seconds']['draw_d_uniforms'] * 1e3:.2f} ms") in text
+
+
+def test_peers_md_is_rendered_from_peers_json():
+    """docs/peers.md is what `vflpriv bench peers --json docs/peers.json --markdown docs/peers.md`
+    writes from its JSON (vflpriv.bench.peers_report.render), so every figure on it is the JSON's."""
+    from vflpriv.bench.peers_report import render
+
+    assert _page("peers.md") == render(_json("peers.json")) + "\n"
+
+
+def test_reproduce_md_results_are_assembled_from_docs_reproduce():
+    """docs/reproduce.md below its marker is `python -m vflpriv.reproduce.assemble docs/reproduce
+    docs/reproduce.md` of the committed files (each entry's JSON and the page its command wrote)."""
+    from vflpriv.reproduce.assemble import MARKER, results
+
+    page = _page("reproduce.md")
+    assert page[page.index(MARKER) + len(MARKER):] == \
+        "\n\n" + results(os.path.join(ROOT, "docs", "reproduce"), os.path.join(ROOT, "docs")) + "\n"

@@ -68,7 +68,7 @@ SKIP = {
         "a long benchmark: 10 seeds of a horizontal training",
     "vflpriv reproduce --all --fast --out results/":
         "a long benchmark: every entry (tests/test_tutorials_reproduce.py runs them at test size)",
-    "vflpriv audit --json audit_full.json":
+    "vflpriv audit --json docs/audit/full.json":
         "a long benchmark: the full audit of every mechanism (tests/test_audit*.py at test size)",
     "vflpriv run --data flights --loss logistic --algorithm dp-bcfw-secure --label-party 0 "
     "--epsilon 1 --delta 1e-6 --feature-bound 1 --label-bound 1 --iterations 200 "
@@ -76,7 +76,7 @@ SKIP = {
         "a long run: 243k rows, 200 secure iterations and a certified reference",
     "vflpriv run --data synthetic:n=2000,d=40,density=0.3,seed=0 --parties 3 --loss logistic "
     "--algorithm dp-bcfw-secure --epsilon 4 --delta 1e-6 --feature-bound 1 --label-bound 1 "
-    "--iterations 20 --seed 0 --backend flower-sim --json out.json":
+    "--iterations 20 --seed 0 --backend flower-sim --json docs/flower_glm_sim.json":
         "a measurement (25 s on flower-sim); tests/test_flower_glm.py runs the logistic path on "
         "flower-sim at test size",
 }
@@ -89,7 +89,7 @@ SLOW = {
     "--participation 0.1 --alpha 0.3 --seed 0 --json run.json --plot run.png",
     "vflpriv fedp3 --data digits --clients 10 --rounds 15 --scheme opu2 --local-pruning fixed "
     "--keep-ratio 0.9 --epsilon 4 --delta 1e-5 --clip 1 --batch-size 16 --seed 0 --json run.json",
-    "vflpriv audit --mechanism gaussian --samples 10000000",
+    "vflpriv audit --mechanism gaussian --samples 10000000 --json docs/audit/gaussian_1e7.json",
     "vflpriv reproduce 004-fig6 --fast",
 }
 
@@ -101,6 +101,9 @@ EXIT = {
 
 #: what a page's commands need that the page states in prose, made before its first command
 SETUP = {
+    # the audits and runs write their JSON where the page keeps it (docs/audit/, docs/sparse/)
+    "docs/audit.md": lambda d: os.makedirs(os.path.join(d, "docs", "audit")),
+    "docs/sparse.md": lambda d: os.makedirs(os.path.join(d, "docs", "sparse")),
     # the page's Python block writes the three party files its commands read
     "docs/alignment.md": lambda d: _run_python_block(d, "docs/alignment.md"),
     # "Changing only noise = "gumbel"" of the plan written above

@@ -7,7 +7,10 @@ Each n is one child process running the real command line (``python -m vflpriv r
 seconds measured around it, peak resident memory from ``os.wait4``'s rusage (``ru_maxrss``, the
 largest resident set of the child, KiB on Linux), and the peak of the child and all its
 descendants together, sampled from ``/proc`` every 0.5 s (on ``--backend flower-sim`` or
-``flower`` the parties run in processes of their own).  From the run's JSON: the protocol's setup
+``flower`` the parties run in processes of their own), and the machine's used memory
+(``MemTotal - MemAvailable`` from ``/proc/meminfo``) at its peak above what it was just before the
+child started, sampled at the same times (it counts the page tables, kernel buffers and shared
+pages the per-process figures miss, and whatever else the machine runs meanwhile).  From the run's JSON: the protocol's setup
 seconds (key setup, masked blocks, label products) and its rounds' seconds, the number of secure
 products and the epsilon spent; the rest of the wall time is start-up, data generation and the
 partition.
@@ -88,11 +91,25 @@ def _tree_rss(root):
     return total
 
 
+def _used_memory():
+    """The machine's used memory now, ``MemTotal - MemAvailable`` (``/proc/meminfo``), in bytes;
+    None where it cannot be read."""
+    try:
+        with open("/proc/meminfo") as fh:
+            kb = {k: int(v.split()[0]) for k, v in (line.split(":", 1) for line in fh)}
+        return (kb["MemTotal"] - kb["MemAvailable"]) * 1024     # /proc/meminfo's "kB" are KiB
+    except (OSError, KeyError, ValueError):
+        return None
+
+
 def _child(cmd, limit_bytes=None, tree=False):
-    """Run ``cmd``; (returncode, wall seconds, peak RSS bytes, stderr tail, peak tree bytes).
+    """Run ``cmd``; (returncode, wall seconds, peak RSS bytes, stderr tail, peak tree bytes,
+    peak used memory above the start).
     The peak RSS is the largest single process's (``wait4``); ``tree``: also the peak of the
     sum over the child and all its descendants, sampled every 0.5 s (a run with helper
-    processes, e.g. Flower's simulation; shared pages count once per process that maps them)."""
+    processes, e.g. Flower's simulation; shared pages count once per process that maps them),
+    and the machine's used memory at its peak minus its value just before the start, sampled
+    at the same times."""
     import threading
 
     def limit():
@@ -101,14 +118,18 @@ def _child(cmd, limit_bytes=None, tree=False):
 
             resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
 
+    used0 = _used_memory() if tree else None
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             preexec_fn=limit if limit_bytes else None)
-    peak, done = [0], threading.Event()
+    peak, used, done = [0], [used0], threading.Event()
 
     def sample():
         while not done.wait(0.5):
             peak[0] = max(peak[0], _tree_rss(proc.pid))
+            now = _used_memory()
+            if used[0] is not None and now is not None:
+                used[0] = max(used[0], now)
 
     sampler = threading.Thread(target=sample, daemon=True)
     if tree:
@@ -119,8 +140,9 @@ def _child(cmd, limit_bytes=None, tree=False):
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
     proc.stderr.close()
+    above = used[0] - used0 if used0 is not None and used[0] is not None else None
     return (proc.returncode, wall, ru.ru_maxrss * 1024, err.decode(errors="replace")[-400:],
-            peak[0] if tree else None)
+            peak[0] if tree else None, above)
 
 
 def _secure_row(n, args, tmp):
@@ -131,12 +153,12 @@ def _secure_row(n, args, tmp):
            "--epsilon", str(args.epsilon), "--delta", str(args.delta), "--feature-bound", "5",
            "--label-bound", "20", "--seed", "0", "--quiet", "--json", out,
            "--backend", args.backend]
-    rc, wall, rss, err, tree = _child(cmd, tree=True)
+    rc, wall, rss, err, tree, used = _child(cmd, tree=True)
     row = {"n": n, "d": args.d, "density": args.density, "parties": args.parties,
            "iterations": args.iterations, "backend": args.backend,
            "command": " ".join(cmd[1:]).replace(out, "OUT.json"),
            "returncode": rc, "wall_seconds": wall, "peak_rss_bytes": rss,
-           "peak_tree_rss_bytes": tree}
+           "peak_tree_rss_bytes": tree, "peak_used_memory_above_start_bytes": used}
     if rc != 0:
         row["error"] = err.strip().splitlines()[-1] if err.strip() else "no message"
         return row
@@ -197,7 +219,7 @@ def _table_rows(args, tmp):
              "A = df.drop(columns=['y']).to_numpy(dtype=np.float64)\nprint(A.shape)"]
     out = []
     for name, cmd in (("vflpriv run (chunked)", chunked), ("pandas.read_csv (whole)", whole)):
-        rc, wall, rss, err, _ = _child(cmd, limit)
+        rc, wall, rss, err, _, _ = _child(cmd, limit)
         out.append({"reader": name, "rows": args.table_rows, "d": args.d,
                     "file_bytes": os.path.getsize(path), "dense_bytes": dense,
                     "limit_bytes": limit, "returncode": rc, "wall_seconds": wall,
@@ -239,7 +261,9 @@ def run(args) -> int:
                   f"{row['wall_seconds']:.1f} s (setup {row['setup_seconds']:.1f} s, rounds "
                   f"{row['rounds_seconds']:.1f} s = {row['seconds_per_round']:.3f} s/round, "
                   f"generation and start-up {row['other_seconds']:.1f} s), peak RSS {gb} "
-                  f"(largest process; all processes together {tree}), "
+                  f"(largest process; all processes together {tree}; the machine's used memory "
+                  f"{format_bytes(row['peak_used_memory_above_start_bytes'] or 0)} above its "
+                  f"start), "
                   f"{row['products']} secure products, epsilon {row['epsilon_spent']:.4g}")
         if args.table_rows:
             tables = _table_rows(args, tmp)

@@ -12,9 +12,12 @@ Two data shapes:
 Settings: K = 3 local steps, minibatch 10, tau = 200 (Fed-HT family, FedMid, FedDualAvg, FedAvg)
 and tau = 10 (FedGradMP), messages serialized and metered as in a real run; the objective is
 evaluated only after the last round (``evaluate=False``), so the figures are the rounds alone.
+The JSON records the machine's 1-minute load average before and after (``load_average``) beside
+its CPU count: on a shared machine the figures scale with what else runs.
 """
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -73,6 +76,7 @@ def run(args) -> int:
     rounds = args.rounds
     if rounds < 1:
         raise ValueError(f"--rounds must be >= 1, got {rounds}")
+    load0 = os.getloadavg()[0]
     fd = synthetic_000(clients=100, d=1000, samples=100, seed=0)
     dense = DenseShards(fd.parts, SquaredLoss())
     rows = []
@@ -95,5 +99,6 @@ def run(args) -> int:
             rows.append({"case": "d=100000 sparse", "algorithm": name, "rounds_per_s": v,
                          "ms_per_round": 1e3 / v})
             print(f"{name:20s} {v:11.1f} rounds/s {1e3 / v:9.1f} ms/round", flush=True)
-    write_json(args.json, {"rounds": rounds, "results": rows})
+    write_json(args.json, {"rounds": rounds, "results": rows, "cpus": os.cpu_count(),
+                           "load_average": {"before": load0, "after": os.getloadavg()[0]}})
     return 0

@@ -3,8 +3,10 @@
 Prints a table (mechanism, claimed epsilon from the accountant, delta, empirical lower bound,
 samples, verdict); ``--json FILE`` writes ``{"ok": bool, "mechanisms": [{"name",
 "claimed_epsilon", "delta", "lower_bound", "method", "share", "samples", "ok",
-"tradeoff": {"mu_lower", "mu_claimed", "gdp_epsilon", "gdp_share", ...}, ...}]}``.  Exit code 1 when a lower
-bound exceeds its claim (the implementation leaks more than it says), 2 on bad input.
+"tradeoff": {"mu_lower", "mu_claimed", "gdp_epsilon", "gdp_share", ...}, ...}], "seed",
+"wall_seconds", "peak_rss_bytes"}`` (the audit's wall time and this process's peak resident set,
+``ru_maxrss``).  Exit code 1 when a lower bound exceeds its claim (the implementation leaks more
+than it says), 2 on bad input.
 """
 from __future__ import annotations
 
@@ -73,12 +75,38 @@ def run(args) -> int:
         check_output(args.json, "--json")      # before the audit's minutes of work
     if not 0 < args.confidence < 1:
         raise ValueError(f"--confidence must be in (0, 1), got {args.confidence!r}")
+    import time
+
     from .progress import Progress
 
+    t0 = time.perf_counter()
     total = len(args.mechanism) if args.mechanism else len(registered())
     with Progress(total, "audit", quiet=args.quiet, unit="mechanism") as bar:
         result = run_suite(args.mechanism, samples=samples, seed=args.seed,
                            confidence=args.confidence, progress=bar)
+    result["seed"] = args.seed
+    result["wall_seconds"] = time.perf_counter() - t0
+    result["peak_rss_bytes"] = _peak_rss_bytes()
+    print(table(result))
+    if args.json:
+        from ..outputs import write_json_atomic
+
+        write_json_atomic(args.json, result)
+    sys.stdout.flush()
+    return 0 if result["ok"] else 1
+
+
+def _peak_rss_bytes():
+    """This process's peak resident set (``ru_maxrss``: kB on Linux, bytes on macOS)."""
+    import resource
+
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss if sys.platform == "darwin" else rss * 1024
+
+
+def table(result) -> str:
+    """What the command prints for ``result`` (its JSON): one row per mechanism, then the
+    legend and the verdict (docs/audit.md quotes it; tests/test_docs_numbers.py checks)."""
     rows = [("mechanism", "claimed eps", "delta", "lower bound", "method", "share", "GDP mu lb",
              "GDP eps", "GDP share", "samples", "ok")]
     for m in result["mechanisms"]:
@@ -88,20 +116,16 @@ def run(args) -> int:
                      _fmt(t["gdp_epsilon"]) if t["mu_claimed"] is not None else "-",
                      _pct(t["gdp_share"]), str(m["samples"]), "ok" if m["ok"] else "FAIL"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in
-                        enumerate(zip(r, widths))))
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in
+                       enumerate(zip(r, widths))) for r in rows]
     for m in result["skipped"]:
-        print(f"{m['name']}: skipped, {m['reason']}")
-    print("lower bound: epsilon at delta, valid for any mechanism (the larger of the split "
-          "threshold test and the trade-off envelope's); GDP: mu from the ROC's confidence "
-          "envelope, checked against Gaussian claims (docs/audit.md)")
-    print(f"confidence {result['confidence']:g} family-wise "
-          f"({result['per_mechanism_confidence']:.4g} per mechanism); seed {args.seed}: "
-          f"{'all claims hold' if result['ok'] else 'SOME LOWER BOUND EXCEEDS ITS CLAIM'}")
-    if args.json:
-        from ..outputs import write_json_atomic
+        lines.append(f"{m['name']}: skipped, {m['reason']}")
+    lines.append("lower bound: epsilon at delta, valid for any mechanism (the larger of the split "
+                 "threshold test and the trade-off envelope's); GDP: mu from the ROC's confidence "
+                 "envelope, checked against Gaussian claims (docs/audit.md)")
+    lines.append(f"confidence {result['confidence']:g} family-wise "
+                 f"({result['per_mechanism_confidence']:.4g} per mechanism); seed "
+                 f"{result['seed']}: "
+                 f"{'all claims hold' if result['ok'] else 'SOME LOWER BOUND EXCEEDS ITS CLAIM'}")
+    return "\n".join(lines)
 
-        write_json_atomic(args.json, result)
-    sys.stdout.flush()
-    return 0 if result["ok"] else 1

@@ -20,7 +20,8 @@ JSON fields: ``accuracy`` (final global test accuracy), ``accuracy_history``, ``
 round: paper 001's definition), ``uplink_bytes`` / ``downlink_bytes`` (real serialized messages,
 smallest of dense / COO / bitmap per vector), ``epsilon_spent`` (per client, from the ledger by the
 accountant; null when non-private), ``settings``, ``per_round`` (the cumulative counts after every
-round) and ``entropy_variants``.  FedP3 uploads its trained layers' weights (not an update), so its
+round), ``entropy_variants`` and ``seconds`` (the training's wall time; on Flower its start-up
+included).  FedP3 uploads its trained layers' weights (not an update), so its
 nonzeros and entropy are those of the weights sent; its own defaults apply (``vflpriv fedp3`` has all
 its options).
 """
@@ -30,6 +31,7 @@ import dataclasses
 import math
 import secrets
 import sys
+import time
 
 from ..errors import MAX_CLIENTS, InputError, check_count
 
@@ -259,6 +261,7 @@ def run(args) -> int:
     progress = Progress(s["rounds"], args.algorithm, quiet=args.quiet, unit="round")
     from accounting import BudgetExceeded
 
+    t0 = time.perf_counter()
     try:
         acc, hist, eps, meter, finfo = (_run_fedp3 if s["algorithm"] == "fedp3" else
                                         _run_elastic)(s, args, progress, backend, flower)
@@ -279,7 +282,9 @@ def run(args) -> int:
            "settings": {k: _json_num(v) for k, v in s.items() if k != "config"},
            "per_round": hist,
            "entropy_variants": dict(meter.entropy),
-           "entropy_variants_model_sent": dict(meter.entropy_model), "backend": backend}
+           "entropy_variants_model_sent": dict(meter.entropy_model), "backend": backend,
+           # the training's wall time: the rounds, and on Flower its start-up too
+           "seconds": time.perf_counter() - t0}
     out["lost_clients"] = list((finfo or {}).get("lost_clients") or [])
     if finfo is not None:
         out["flower"] = B.section(finfo, last["uplink_bytes"], last["downlink_bytes"])

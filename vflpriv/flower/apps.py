@@ -30,8 +30,11 @@ def link_factory(grid, spec):
     from .link import Link
 
     def connect(K):
-        return Link(grid, K, connect_timeout=float(spec.get("connect_timeout", 60.0)),
+        link = Link(grid, K, connect_timeout=float(spec.get("connect_timeout", 60.0)),
                     reply_timeout=float(spec.get("reply_timeout", 600.0)))
+        if spec.get("progress"):
+            link.heartbeat = spec["progress"] + ".alive"
+        return link
     return connect
 
 

@@ -274,7 +274,11 @@ class LocalDeployment:
         """Submit ``spec`` and wait for the ServerApp's result.  ``progress(t)`` is called as
         rounds complete; ``on_round(t)`` too (fault drills kill a SuperNode from it).  The
         ServerApp gets the run description as ``run.json`` (+ ``run.npz``), the files
-        ``vflpriv flower spec`` writes for separate machines."""
+        ``vflpriv flower spec`` writes for separate machines.  ``timeout``: seconds without
+        any sign of life (a round ending, or any exchange: the ServerApp's link touches
+        ``progress.alive`` after each) before the run is given up; default the spec's connect
+        and reply timeouts plus 120 s, so a long offline phase (n = 1e6: many exchanges before
+        the first round) is not cut short while it moves."""
         from .paths import absolute_paths
 
         spec = absolute_paths({k: v for k, v in spec.items() if k != "progress_fn"})
@@ -285,14 +289,20 @@ class LocalDeployment:
 
         spec_path = dump_run(spec, os.path.join(self.run_dir, "run.json"))
         if timeout is None:
-            timeout = spec.get("connect_timeout", 60) + 60 + spec.get("iterations", 10) * 120
+            timeout = spec.get("connect_timeout", 60) + spec.get("reply_timeout", 600) + 120
         log = os.path.join(self.logs, "flwr-run.log")
         proc = self._spawn([_bin("flwr"), "run", os.path.join(self.run_dir, "app"), "loopback",
                             "--run-config", f'spec="{spec_path}"', "--stream"], log)
         seen, deadline = 0, time.monotonic() + timeout
+        alive = spec["progress"] + ".alive"
+        last_beat = _mtime(alive)
         while not os.path.exists(spec["out"]):
+            beat = _mtime(alive)
+            if beat != last_beat:             # an exchange ended: the run is moving
+                last_beat, deadline = beat, time.monotonic() + timeout
             t = _read_int(spec["progress"])
             if t is not None and t > seen:
+                deadline = time.monotonic() + timeout
                 for r in range(seen + 1, t + 1):
                     if progress is not None:
                         progress(r)
@@ -305,8 +315,8 @@ class LocalDeployment:
                     raise RuntimeError("the Flower run ended without a result: "
                                        + _tail(log, 8))
             if time.monotonic() > deadline:
-                raise TimeoutError(f"the Flower run did not finish within {timeout:g} s; logs in "
-                                   f"{self.logs}")
+                raise TimeoutError(f"the Flower run showed no progress for {timeout:g} s; logs "
+                                   f"in {self.logs}")
             time.sleep(0.1)
         with open(spec["out"], "rb") as fh:
             out = pickle.load(fh)
@@ -319,6 +329,13 @@ class LocalDeployment:
             except subprocess.TimeoutExpired:
                 pass
         return out
+
+
+def _mtime(path):
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None
 
 
 def _read_int(path):

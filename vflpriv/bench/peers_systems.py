@@ -37,7 +37,8 @@ Central DP peers (one curator holds every column)
   imported only here; without them the rows say ``unavailable``.
 
 vflpriv's private algorithms (``dpfw``: centralized DP-FW, Talwar et al. 2015;
-``dp-bcfw-secure``: the vertical secure learner, label at party 0), through ``solve`` with
+``dp-bcfw-secure``: the vertical secure learner, label at party 0; ``dp-bcfw-secure-pgd``: the
+same with ``step="pgd"``, projected-gradient steps on the same noisy scores), through ``solve`` with
 ``loss="logistic"``, the declared bounds (B_a of the table, B_y = 1), ``--iterations`` and the
 defaults of each (``eta="auto"``).  Their epsilon spent is ``Solution.privacy["epsilon_spent"]
 ["best"]`` (the best of the end-of-run accountants); their bytes are the framed totals of every
@@ -53,12 +54,14 @@ import time
 
 import numpy as np
 
-SYSTEMS = ("sklearn", "diffprivlib", "opacus", "fw", "dpfw", "dp-bcfw-secure")
-PRIVATE = ("diffprivlib", "opacus", "dpfw", "dp-bcfw-secure")
+SYSTEMS = ("sklearn", "diffprivlib", "opacus", "fw", "dpfw", "dp-bcfw-secure",
+           "dp-bcfw-secure-pgd")
+PRIVATE = ("diffprivlib", "opacus", "dpfw", "dp-bcfw-secure", "dp-bcfw-secure-pgd")
 #: what each system is, for the tables
 KIND = {"sklearn": "non-private, central", "fw": "non-private, central",
         "diffprivlib": "pure eps-DP, central", "opacus": "(eps, delta)-DP, central",
-        "dpfw": "(eps, delta)-DP, central", "dp-bcfw-secure": "(eps, delta)-DP, vertical"}
+        "dpfw": "(eps, delta)-DP, central", "dp-bcfw-secure": "(eps, delta)-DP, vertical",
+        "dp-bcfw-secure-pgd": "(eps, delta)-DP, vertical"}
 
 #: opacus DP-SGD's rule (module docstring)
 OPACUS_BATCHES_PER_EPOCH = 50
@@ -216,8 +219,10 @@ def _vflpriv(system, table, A, y, epsilon, delta, iterations, seed):
     kw = {}
     if system in PRIVATE:
         kw = {"epsilon": epsilon, "delta": delta, "label_bound": 1.0}
-    if system == "dp-bcfw-secure":
+    if system in ("dp-bcfw-secure", "dp-bcfw-secure-pgd"):
         kw["label_party"] = 0
+    if system == "dp-bcfw-secure-pgd":
+        system, kw["step"] = "dp-bcfw-secure", "pgd"
     sol = solve(data, algorithm=system, loss="logistic", iterations=iterations,
                 feature_bound=table.feature_bound, seed=seed, **kw)
     out = {"x": np.asarray(sol.x, float), "b": sol.intercept,

@@ -137,6 +137,11 @@ def add_problem_arguments(p):
                         "under secret sharing every round, with a helper party) or taylor "
                         "(least squares on the loss's expansion at 0, labels 2y: cross-products "
                         "released once, no helper party, far less traffic; docs/vertical.md)")
+    p.add_argument("--step", choices=("fw", "pgd"), default=None,
+                   help="dp-bcfw-secure, logistic glm path: how each party moves on its noisy "
+                        "scores: fw (default; its Frank-Wolfe vertex) or pgd (a projected-"
+                        "gradient step of size 4 / (sum_k C_k^2 + 1) in its l1 ball, the model "
+                        "the iterates' average weighted by t + 1); the same releases and spend")
     p.add_argument("--seed", type=int, default=None,
                    help="seed every random choice (sketch, sampling, noise) for a reproducible "
                         "run; its outputs are marked not for deployment.  Default: the noise "
@@ -497,7 +502,7 @@ def _results(args, cfg, sol, data, test) -> dict:
                                                    "row_clips", "setup_seconds",
                                                    "bytes_by_type")}
         out["defaults"] = sol.extra.get("defaults", [])
-        for k in ("path", "helper_party", "sigmoid"):
+        for k in ("path", "helper_party", "sigmoid", "step", "step_size"):
             if k in sol.extra:
                 out["secure"][k] = sol.extra[k]
     if args.algorithm not in ("fw", "dpfw"):
@@ -581,6 +586,7 @@ def _config(args, epsilon, backend, flower):
         max_features=args.max_features if secure else None, label_party=args.label_party,
         helper_party=getattr(args, "helper_party", None),
         logistic_path=getattr(args, "logistic_path", None),
+        step=getattr(args, "step", None),
         ledger=args.ledger, reference=args.reference, checkpoint=args.resume or args.checkpoint,
         checkpoint_every=args.checkpoint_every, resume=bool(args.resume), backend=backend,
         flower=flower)

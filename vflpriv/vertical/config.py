@@ -125,6 +125,21 @@ def check_logistic_path(path, algorithm, loss):
     return path
 
 
+def check_step(step, algorithm, loss, logistic_path):
+    """None (the default: "fw" where it applies), or "fw" / "pgd": how the parties of
+    dp-bcfw-secure's logistic glm path move on their noisy scores (docs/vertical.md)."""
+    glm = (algorithm, loss, logistic_path) == ("dp-bcfw-secure", "logistic", "glm")
+    if step is None:
+        return "fw" if glm else None
+    if step not in ("fw", "pgd"):
+        raise InputError(f"step must be 'fw' or 'pgd', got {step!r}")
+    if not glm and step != "fw":
+        raise InputError(f"step 'pgd' is for dp-bcfw-secure's logistic glm path (its parties "
+                         f"see their whole noisy scores every round), got {algorithm} / {loss}"
+                         + (f" / logistic_path {logistic_path!r}" if logistic_path else ""))
+    return step if glm else None
+
+
 def check_epsilon(epsilon, delta):
     """``epsilon`` as a float (``None``: inf, a non-private run); a finite one needs ``delta``."""
     if epsilon is None:
@@ -187,6 +202,7 @@ class VerticalConfig:
     fit_intercept: Any = None
     helper_party: Any = None
     logistic_path: str | None = None
+    step: str | None = None
 
     def __post_init__(self):
         self._check_algorithm()
@@ -235,6 +251,8 @@ class VerticalConfig:
         loss = get_loss(self.loss)
         self._set("logistic_path", check_logistic_path(self.logistic_path, self.algorithm,
                                                        loss.name))
+        self._set("step", check_step(self.step, self.algorithm, loss.name,
+                                     self.logistic_path))
         if self.logistic_path == "taylor" and self.helper_party is not None:
             raise InputError(f"logistic_path 'taylor' has no helper party (it runs the least-"
                              f"squares products), got helper_party {self.helper_party!r}")

@@ -116,8 +116,11 @@ class GlmParty:
 
     def __init__(self, k, A_k, y, eta, *, ring: RingPlan, series: SigmoidSeries, private,
                  feature_bound=None, row_clip=None, sigma=0.0, noise_seed=None,
-                 fit_intercept=False, prepared=None):
+                 fit_intercept=False, prepared=None, step="fw", lr=None):
         self.k, self.eta, self.ring, self.series = k, float(eta), ring, series
+        #: how the party moves on its noisy scores: "fw" (a Frank-Wolfe vertex, the server
+        #: moves the public iterate) or "pgd" (its own projected-gradient step of size ``lr``)
+        self.step, self.lr = step, (None if lr is None else float(lr))
         # the intercept b lives at the label party only (None elsewhere, or when not fitted)
         self.b = 0.0 if (fit_intercept and y is not None) else None
         self._g_b = None
@@ -155,6 +158,8 @@ class GlmParty:
 
     # -- the public iterate ---------------------------------------------------------------------
     def apply(self, msg: SM.Selections, gamma):
+        if self.step == "pgd":          # the party moved itself in its last select
+            return
         self.x *= 1.0 - gamma
         self.u *= 1.0 - gamma
         s = msg.signed[self.k]
@@ -295,6 +300,16 @@ class GlmParty:
         return decode(out, self.ring.score_bits) / self.n
 
     def select(self, g):
+        """The party's move on its noisy scores g: the Frank-Wolfe vertex (its signed index),
+        or (``step="pgd"``) x_k <- P(x_k - lr g), P the projection on its l1 ball, and its
+        new x_k (both post-processings of g)."""
+        if self.step == "pgd":
+            from ...optim.l1ball import project_l1_ball
+
+            self.x = project_l1_ball(self.x - self.lr * np.asarray(g, dtype=np.float64),
+                                     self.eta)
+            self.u = np.asarray(self.A_csc @ self.x).ravel()
+            return SM.Coefficients(self.x)
         j, sign = signed_argmax(-g, None, 0.0, None)
         return SM.SecureIndex(sign * (int(j) + 1))
 

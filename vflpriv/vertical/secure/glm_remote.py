@@ -115,7 +115,8 @@ class GlmPartyRole(PartySaves, SecurePartyRole):
         self.party = p = GlmParty(k, None, y, setup["eta"], ring=self.ring, series=self.series,
                                   private=private, sigma=float(setup["sigma"]),
                                   noise_seed=party_noise_seed(cfg, k),
-                                  fit_intercept=bool(setup["fit_intercept"]), prepared=blk)
+                                  fit_intercept=bool(setup["fit_intercept"]), prepared=blk,
+                                  step=setup.get("step", "fw"), lr=setup.get("lr"))
         p.gated = private          # its holder gate answers to its own ledger, open or not
         p.setup(SM.decode(bytes.fromhex(setup["setup_frame"]))[0])
         self.event = None
@@ -327,11 +328,13 @@ class LinkGlmParties(LinkParties):
             if k == L and word is not None:
                 entries.append((H, word))
             reqs.append((k, pack_bundle(entries), "glm_scores"))
+        from .glm_run import pick_of
+
         picks = []
         for k, f in enumerate(self.link.exchange(reqs, t)):
-            self.meter.record(k, "uplink", t, len(f), "SecureIndex")
-            s = SM.decode(f)[0].signed_index
-            picks.append((abs(s) - 1, 1 if s > 0 else -1))
+            msg = SM.decode(f)[0]
+            self.meter.record(k, "uplink", t, len(f), type(msg).__name__)
+            picks.append(pick_of(msg))
         return picks
 
     def step_intercept(self, loss, t):

@@ -96,11 +96,7 @@ class LocalGlmParties:
                 p.apply(msg, 2.0 / (t + 1.0))
             p.charge(t)
         g = round_scores(self.parties, dealer, keys, net, self.L, self.H, t)
-        picks = []
-        for p in self.parties:
-            s = net.up(p.k, p.select(g[p.k]), t).signed_index
-            picks.append((abs(s) - 1, 1 if s > 0 else -1))
-        return picks
+        return [pick_of(net.up(p.k, p.select(g[p.k]), t)) for p in self.parties]
 
     def step_intercept(self, loss, t):
         """L's intercept step after round t; returns the new b."""
@@ -122,8 +118,68 @@ class LocalGlmParties:
         return [None if p.budget is None else p.budget.ledger for p in self.parties]
 
 
+def pick_of(msg):
+    """A party's answer to its noisy scores: ``(local index, sign)`` of its Frank-Wolfe vertex,
+    or (step pgd) its new iterate x_k as an array."""
+    if isinstance(msg, SM.Coefficients):
+        return np.asarray(msg.x, dtype=np.float64)
+    s = msg.signed_index
+    return abs(s) - 1, 1 if s > 0 else -1
+
+
+#: the steps a party may take on its noisy scores (docs/vertical.md, "Projected-gradient steps")
+STEPS = ("fw", "pgd")
+
+
+def pgd_step_size(clips, fit_intercept):
+    """lr = 1 / L with L = (sum_k C_k^2 + [intercept]) / 4, the smoothness of the mean logistic
+    loss over rows of l2 norm at most sqrt(sum_k C_k^2) (plus the intercept's constant 1): its
+    Hessian is (1/n) sum_r s_r (1 - s_r) a_r a_r^T <= (max_r ||a_r||^2 / 4) I.  Public: it reads
+    the row clips only."""
+    total = sum(float(c) ** 2 for c in clips) + (1.0 if fit_intercept else 0.0)
+    return 4.0 / total
+
+
+def fw_or_pgd_step(x, blocks, picks, gamma, eta):
+    """The server's move of the public iterate: Frank-Wolfe toward every party's vertex, or
+    (every pick an array: step pgd) toward the parties' new iterates, x <- (1 - gamma) x +
+    gamma s with gamma = 2 / (t + 2), which makes x the average of the iterates weighted by
+    t + 1 (the averaged projected-gradient output).  Returns (selections, moves) as
+    ``protocol.fw_step``; a pgd selection is (party, column, s_g / eta) for every nonzero s_g,
+    so that a replay from the selections (gamma eta times the third field) is the same."""
+    if not isinstance(picks[0], np.ndarray):
+        return fw_step(x, blocks, picks, gamma, eta)
+    x *= 1.0 - gamma
+    sel, moves = [], []
+    for l, s in enumerate(picks):
+        cols = np.asarray(blocks[l], dtype=np.intp)
+        if s.shape[0] != cols.shape[0]:
+            raise InputError(f"party {l} sent {s.shape[0]} coefficients, its block has "
+                             f"{cols.shape[0]} columns")
+        x[cols] += gamma * s
+        for i in np.flatnonzero(s):
+            sel.append((l, int(cols[i]), float(s[i]) / eta))
+            moves.append((l, int(cols[i]), gamma * float(s[i])))
+    return sel, moves
+
+
+def model_intercepts(raw, step, before=None, t0=0):
+    """The model's intercept after each round from L's intercepts ``raw`` (rounds t0, t0 + 1,
+    ...): the same (fw); their running average weighted by t + 1, as the coefficients (pgd:
+    b_bar <- (1 - gamma_t) b_bar + gamma_t b_t, gamma_t = 2 / (t + 2); ``before``: b_bar
+    before round t0)."""
+    if step != "pgd":
+        return [float(b) for b in raw]
+    out, bar = [], 0.0 if before is None else float(before)
+    for i, b in enumerate(raw):
+        gamma = 2.0 / (t0 + i + 2.0)
+        bar = (1.0 - gamma) * bar + gamma * float(b)
+        out.append(bar)
+    return out
+
+
 def _local_parties(data, *, L, eta, ring, series, private, feature_bound, clips, sigma,
-                   noise_ss, fit_intercept, budget_filter, ev_round, T):
+                   noise_ss, fit_intercept, budget_filter, ev_round, T, step="fw", lr=None):
     """The K in-process :class:`~.glm.GlmParty` objects, each private one with its own
     in-memory ledger and filter (same budget and accountant as the server's), its whole plan
     checked."""
@@ -134,7 +190,7 @@ def _local_parties(data, *, L, eta, ring, series, private, feature_bound, clips,
         p = GlmParty(k, data.block(k), data.y if k == L else None, eta, ring=ring, series=series,
                      private=private, feature_bound=feature_bound,
                      row_clip=None if clips is None else clips[k], sigma=sigma,
-                     noise_seed=party_seeds[k], fit_intercept=fit_intercept)
+                     noise_seed=party_seeds[k], fit_intercept=fit_intercept, step=step, lr=lr)
         if private:
             from accounting import BudgetFilter
 
@@ -154,7 +210,7 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
                    sigma=0.0, budget_filter=None, feature_bound=None, clips=None, seed=None,
                    noise_key=None, callback=None, state=None, on_round=None,
                    fit_intercept=False, helper_party=None, ring=None,
-                   remote=None) -> GlmResult:
+                   remote=None, step="fw") -> GlmResult:
     """Run the GLM protocol (``glm.py``'s docstring).  ``sigma``: std of the Gaussian on each
     A_k^T d (sum units); ``clips``: per-party row clips C_k (private runs); ``ring``: the
     fixed-point plan (default: ``glm.ring_plan`` from the declared bound, or from the data
@@ -162,7 +218,10 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
     :class:`LocalGlmParties`' steps (``glm_remote.LinkGlmParties``); the objective is then
     left to the caller (``glm_remote.replay_objective``).  ``on_round`` and ``state``:
     checkpoints and resume, as :func:`~.loop.run_secure`'s (``state.py``); over a link
-    each party saves and restores its own state (``glm_remote.py``)."""
+    each party saves and restores its own state (``glm_remote.py``).  ``step``: "fw" (every
+    party picks a Frank-Wolfe vertex from its noisy scores) or "pgd" (every party takes a
+    projected-gradient step of size :func:`pgd_step_size` on them and reports its iterate; the
+    model is their weighted average, :func:`fw_or_pgd_step`)."""
     from ..engine import _seeds
     from .state import RoundState, Snapshot, restore, restore_keys
 
@@ -178,6 +237,19 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
 
         Ba = float(feature_bound) if private else (max_abs(data.A) or 1.0)
         ring = ring_plan(n, Ba, D, sigma, series)
+    if step not in STEPS:
+        raise InputError(f"step must be one of {STEPS}, got {step!r}")
+    lr = None
+    if step == "pgd":
+        from ..secure.privacy import row_clips
+
+        if clips is not None:
+            lr = pgd_step_size(clips, fit_intercept)
+        else:       # non-private: the bound B_a sqrt(p_k) of the data's own entries
+            from ...optim._checks import max_abs
+
+            lr = pgd_step_size(row_clips(max_abs(data.A) or 1.0, None,
+                                         [len(b) for b in data.blocks]), fit_intercept)
     t_setup = time.perf_counter()
     _, _, noise_ss = _seeds(seed, noise_key)
     # masks, triples and share keys from the OS, seeded run or not: they cancel in the ring, so
@@ -191,6 +263,7 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
                        "clips": None if clips is None else [float(c) for c in clips],
                        "label_party": L, "helper_party": H, "sigma": float(sigma),
                        "fit_intercept": bool(fit_intercept), "loss": loss.name,
+                       "step": step, "lr": lr,
                        "ring": [ring.fa, ring.fm, ring.fc, ring.h],
                        "series": [series.accurate, series.period_bits, series.terms,
                                   series.coef_bits],
@@ -202,7 +275,8 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
         parties = _local_parties(data, L=L, eta=eta, ring=ring, series=series, private=private,
                                  feature_bound=feature_bound, clips=clips, sigma=sigma,
                                  noise_ss=noise_ss, fit_intercept=fit_intercept,
-                                 budget_filter=budget_filter, ev_round=ev_round, T=T)
+                                 budget_filter=budget_filter, ev_round=ev_round, T=T,
+                                 step=step, lr=lr)
         # above store.SPILL_BYTES the received masked blocks live on disk, read chunk by chunk
         link = LocalGlmParties(parties, L, H,
                                SpillDirectory() if should_spill(n, sizes) else None)
@@ -238,10 +312,15 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
                                      note="secure glm: noisy scores")
             picks = link.round(run.prev, t, dealer, keys)
             gamma = 2.0 / (t + 2.0)
-            sel, moves = fw_step(x, data.blocks, picks, gamma, eta)
+            sel, moves = fw_or_pgd_step(x, data.blocks, picks, gamma, eta)
+            # L's intercept after the round (None over a link: L hands them over at close)
             b = link.step_intercept(loss, t) if fit_intercept else None
+            if b is not None:
+                b = model_intercepts([b], step, run.intercepts[-1] if run.intercepts
+                                     else None, t)[0]
+                run.intercepts.append(b)
             selections.append(sel)
-            run.prev = [sign * (i + 1) for i, sign in picks]
+            run.prev = [0] * K if step == "pgd" else [sign * (i + 1) for i, sign in picks]
             if ev is not None:
                 history.append(ev.advance(moves, gamma, b or 0.0))
             run.t = t + 1
@@ -250,12 +329,16 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
             if callback is not None:
                 callback(t, history[-1] if history else float("nan"))
         link.close()
-        return GlmResult(x=x, intercept=link.intercept, objective=history,
+        if fit_intercept and remote is not None:
+            run.intercepts = model_intercepts(link.intercepts, step)
+        return GlmResult(x=x, intercept=(run.intercepts[-1] if run.intercepts else 0.0)
+                         if fit_intercept else None, objective=history,
                          initial_objective=initial, meter=link.meter,
                          seconds=time.perf_counter() - t0 + setup_seconds, selections=selections,
                          peer_bytes=link.peer_bytes, setup_seconds=setup_seconds, ring=ring,
                          extra={"party_ledgers": link.ledgers(), "helper_party": H,
-                                "intercepts": list(link.intercepts)})
+                                "intercepts": list(run.intercepts), "step": step,
+                                "step_size": lr})
     finally:
         if remote is None:
             link.close()

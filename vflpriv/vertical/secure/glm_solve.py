@@ -149,7 +149,8 @@ def _rounds(data, run: SecureRun, series, noise, led, budget, run_dir):
                   private=run.private, sigma=0.0 if noise is None else noise.sigma,
                   feature_bound=cfg.feature_bound,
                   clips=None if noise is None else noise.clips,
-                  fit_intercept=bool(cfg.fit_intercept), helper_party=cfg.helper_party)
+                  fit_intercept=bool(cfg.fit_intercept), helper_party=cfg.helper_party,
+                  step=cfg.step or "fw")
     if cfg.backend != "inprocess":
         res, info = _on_flower(data, run, series, kwargs, led, budget, run_dir, noise_seed,
                                on_round)
@@ -236,6 +237,8 @@ def _solution(data, run: SecureRun, series, res, noise, led, budget, flower_info
                           "helper_party": res.extra["helper_party"],
                           "intercept_fitted": bool(run.cfg.fit_intercept),
                           "path": "glm", "sigmoid": series.describe(),
+                          "step": res.extra.get("step", "fw"),
+                          "step_size": res.extra.get("step_size"),
                           "defaults": list(run.defaults),
                           "backend": run.cfg.backend, "flower": flower_info})
     return finish(sol, data, run, led, budget, plan)

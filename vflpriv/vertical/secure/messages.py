@@ -29,6 +29,9 @@ Type codes start at 32 so that a frame of one protocol is never parsed as the ot
                                           and the party's p_k column sums, + Gaussian noise
                                           (float64 each; released once at setup)            8 + 8 p_k
 
+    49   Coefficients   party -> server   the party's iterate x_k after its projected-gradient
+                                          step (``step="pgd"``, logistic path), f64 each      8 p_k
+
 The intercept (``fit_intercept``): b = (sum y - sum_k s_k^T x_k) / n from the noisy sums of
 type 48 (public once released), clipped to [-B_b, B_b]; sent with the selections each round.
 
@@ -133,6 +136,23 @@ class NoisySums:
             raise InputError(f"a NoisySums payload of {len(b)} bytes is malformed")
         a = np.frombuffer(b, dtype="<f8")
         return cls(float(a[0]), a[1:].copy())
+
+
+@dataclass
+class Coefficients:
+    """A party's own iterate x_k after its projected-gradient step (logistic path, step pgd):
+    a post-processing of its noisy scores, like the Frank-Wolfe vertex it replaces."""
+    x: object
+    TYPE = 49
+
+    def payload(self):
+        return np.asarray(self.x, dtype="<f8").tobytes()
+
+    @classmethod
+    def parse(cls, b):
+        if len(b) % 8:
+            raise InputError(f"a Coefficients payload of {len(b)} bytes is malformed")
+        return cls(np.frombuffer(b, dtype="<f8").copy())
 
 
 @dataclass
@@ -344,7 +364,7 @@ MESSAGE_TYPES = {c.TYPE: c for c in (SecureSetup, Selections, SecureIndex, Maske
                                      TripleToHolder, TripleToPeer, MaskedVector, ResultShare,
                                      NewFeatures, MarginShare, MarginKey, MaskedFactors,
                                      FactorTriple, InterceptShare, SelectionsB,
-                                     NoisySums)}
+                                     NoisySums, Coefficients)}
 
 
 def decode(frame: bytes):

@@ -130,7 +130,7 @@ def _checkpoint_config(cfg, loss, label_party, chosen):
                 accountant=cfg.accountant, row_clip=cfg.row_clip,
                 max_features=chosen["feature_cap"], row_clips=chosen["row_clips"],
                 label_party=label_party, fit_intercept=bool(cfg.fit_intercept),
-                logistic_path=cfg.logistic_path)
+                logistic_path=cfg.logistic_path, step=cfg.step)
 
 
 def _logistic(data, run):

@@ -161,6 +161,7 @@ class Snapshot:
         if run.intercept_sums is not None:
             meta["intercept_label_sum"] = float(run.intercept_sums[0])
             arrays["intercept_sums"] = run.intercept_sums[1]
+        if run.intercepts:
             arrays["intercepts"] = np.asarray(run.intercepts, dtype=np.float64)
         if self.ev is not None:
             arrays["eval_u"] = self.ev.u
@@ -196,6 +197,7 @@ def restore(meta, arrays, run, parties, link, evaluation):
     if "intercept_sums" in arrays:
         run.intercept_sums = (float(meta["intercept_label_sum"]),
                               np.array(arrays["intercept_sums"], dtype=np.float64))
+    if "intercepts" in arrays:
         run.intercepts = [float(v) for v in arrays["intercepts"]]
     if evaluation is not None:
         evaluation.u = np.array(arrays["eval_u"], dtype=np.float64)

@@ -275,3 +275,24 @@ def test_audit_entry_holds_and_catches_a_quarter_of_the_noise():
     assert row["ok"] and row["lower_bound"] > 0.2                   # not vacuous
     bad = audit_mechanism(make_intercept(noise_factor=0.25), samples=20_000, seed=2)
     assert not bad["ok"] and bad["lower_bound"] > bad["claimed_epsilon"]
+
+
+@pytest.mark.slow
+def test_flower_sim_equals_the_in_process_run(tmp_path, request):
+    """On Flower's simulation runtime: the same frames, so the same intercept, x, history, bytes
+    and spend; party 0's own ledger holds the intercept releases."""
+    pytest.importorskip("flwr")
+    pytest.importorskip("ray")
+    request.getfixturevalue("one_ray")
+    A, y = _data("logistic", n=80)
+    data = VerticalData(A, y, BLOCKS)
+    kw = dict(algorithm="dp-bcfw", loss="logistic", eta=1.0, epsilon=4.0, delta=1e-5,
+              feature_bound=1.0, label_bound=1.0, iterations=4, seed=3)
+    ref = solve(data, ledger=str(tmp_path / "a.ledger"), **kw)
+    sol = solve(data, ledger=str(tmp_path / "b.ledger"), backend="flower-sim", **kw)
+    assert ref.intercept is not None and ref.intercept == sol.intercept
+    assert np.array_equal(ref.x, sol.x) and ref.objective == sol.objective
+    assert ref.uplink_framed == sol.uplink_framed and ref.downlink == sol.downlink
+    assert ref.privacy["epsilon_spent"] == sol.privacy["epsilon_spent"]
+    own = read_ledger(str(tmp_path / "b.ledger") + ".party0").records
+    assert sum(r.note == "intercept derivative" for r in own) == 4

@@ -418,7 +418,7 @@ def calibration_comparison(data, *, loss="squared", eta=1.0, iterations=100, eps
                            delta=1e-5, rnm="laplace", sketch="identity", sketch_dim=None,
                            split=0.5, feature_bound=None, label_bound=None, accountant="rdp",
                            sampling="elementary", seed=0, derivative_clip=None, sketch_seed=None,
-                           **_ignored) -> dict:
+                           fit_intercept=False, **_ignored) -> dict:
     """Both calibrations of the same run side by side: noise scales and what each really spends.
 
     ``accountant``: noise solved so that the worst-case plan meets (epsilon, delta) exactly;
@@ -426,7 +426,10 @@ def calibration_comparison(data, *, loss="squared", eta=1.0, iterations=100, eps
     in ``REPORT_ACCOUNTANTS`` but PLD, to keep this quick).  ``sketch_seed`` (a run's
     ``Solution.extra["sketch_seed"]``, public: it is sent in Setup) compares on that run's sketch;
     otherwise the sketch is derived from ``seed`` as :func:`solve` derives it.
+    ``fit_intercept``: the plans hold the intercept's releases, as the run's (sensitivity.md 3.1).
     """
+    from ..optim.intercept import bound as intercept_range
+
     loss = get_loss(loss)
     rnm = "laplace" if rnm is None else rnm
     split = 0.5 if split is None else split
@@ -435,7 +438,8 @@ def calibration_comparison(data, *, loss="squared", eta=1.0, iterations=100, eps
     sk = Sketch(sketch, data.n, sketch_dim,
                 _seeds(seed)[0] if sketch_seed is None else int(sketch_seed))
     sens = P.sensitivities(loss, feature_bound, label_bound, data.K * float(eta), data.n,
-                           sk.max_column_norm(), derivative_clip)
+                           sk.max_column_norm(), derivative_clip,
+                           intercept_range(loss, label_bound) if fit_intercept else None)
     T, K = int(iterations), smp.max_parties
     out = {}
     for name, plan in (

@@ -78,12 +78,13 @@ def test_nonprivate_run_reaches_the_joint_optimum(loss, algorithm):
     assert nob.intercept is None and nob.final_objective - f_star > 0.05
 
 
-def test_bcfw_with_elementary_sampling_is_central_fw_with_an_intercept():
+@pytest.mark.parametrize("loss", ["logistic", "smoothed-hinge", "squared"])
+def test_bcfw_with_elementary_sampling_is_central_fw_with_an_intercept(loss):
     """Every party every round, identity sketch: BCFW-AS is FW on the product of balls, and the
     intercept takes the same steps from the same derivatives (up to rounding)."""
-    A, y = _data("logistic")
+    A, y = _data("squared" if loss == "squared" else "logistic")
     data = VerticalData(A, y, BLOCKS)
-    kw = dict(loss="logistic", eta=1.0, iterations=200, fit_intercept=True)
+    kw = dict(loss=loss, eta=1.0, iterations=200, fit_intercept=True)
     a = solve(data, algorithm="bcfw", seed=0, **kw)
     b = solve(data, algorithm="fw", **kw)
     assert np.allclose(a.x, b.x, rtol=0, atol=1e-12)

@@ -133,6 +133,13 @@ def _expected_failures(est):
         return {"check_regressors_train":
                 "a DP fit on the check's ~200 rows: the noise is calibrated to one person's "
                 "influence (1/n) and dominates, so R^2 > 0.5 cannot hold"}
+    if est._private() and est.algorithm == "dp-bcfw":
+        return {"check_classifiers_train":
+                "DP-BCFW-AS on the check's 200 rows: the released features' noise (sigma ~ 128 "
+                "at epsilon 8) keeps the coefficients near 0 (margins within +-0.4), so the "
+                "jointly fitted intercept's noise (std ~ 0.5 here) flips most predictions; "
+                "accuracy > 0.83 held without an intercept only because b = 0 is optimal on "
+                "the check's standardized, balanced classes"}
     return {}
 
 

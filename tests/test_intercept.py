@@ -85,7 +85,8 @@ def test_intercept_refused_where_not_fitted():
     A, y = _imbalanced(n=50)
     data = VerticalData.from_arrays(A, y, "0,1,2;3,4,5")
     with pytest.raises(InputError, match="intercept"):
-        solve(data, loss="logistic", algorithm="bcfw", fit_intercept=True, iterations=2)
+        solve(data, loss="smoothed-hinge", algorithm="dp-bcfw-secure", fit_intercept=True,
+              iterations=2)
     with pytest.raises(InputError, match="fit_intercept"):
         solve(data, loss="logistic", algorithm="fw", fit_intercept="yes", iterations=2)
 

@@ -320,7 +320,7 @@ def test_cli_synthetic_data_with_the_logistic_loss_uses_the_signs(tmp_path):
     signs = np.where(y >= 0, 1.0, -1.0)
     sol = solve(VerticalData.from_arrays(A, signs, "balanced", parties=2), loss="logistic",
                 algorithm="bcfw", iterations=20)
-    m = classification_metrics(A, signs, sol.x)
+    m = classification_metrics(A, signs, sol.x, sol.intercept)
     assert res["accuracy"] == pytest.approx(m["accuracy"]) and res["accuracy"] > 0.6
     assert res["objective"] == pytest.approx(sol.objective)
 

@@ -24,10 +24,14 @@ party (duplicates and missing columns are refused), and ``coef_`` is in X's colu
 the order of the dict.  Predict checks the column names against ``feature_names_in_``.
 
 ``fit_intercept=True`` (the default, as in scikit-learn): where the algorithm fits an intercept
-jointly (``fw``, ``dpfw``, and ``dp-bcfw-secure``: with the logistic loss an unpenalized b held
-by the label party, moved every round with the coefficients and accounted in each round's
-release, docs/sensitivity.md 5.5; with least squares b = (sum y - sum_k s_k^T x_k) / n at every
-round from the noisy label and column sums released once, 4.7), ``intercept_`` is that b.  Elsewhere: without privacy, X's
+jointly (``dp-bcfw``, ``bcfw``, ``dfw``: an unpenalized b held by party 0, moved every round
+with the coefficients from its derivative, released with Gaussian noise in each private round,
+docs/sensitivity.md 3.1; ``fw``, ``dpfw``; and ``dp-bcfw-secure``: with the logistic loss b
+held by the label party, accounted in each round's release, 5.5; with least squares
+b = (sum y - sum_k s_k^T x_k) / n at every round from the noisy label and column sums released
+once, 4.7), ``intercept_`` is that b: every algorithm with both estimators' losses.  For a pair
+outside ``vflpriv.vertical.config.INTERCEPT_ALGORITHMS`` (none today) the older rule remains:
+without privacy, X's
 columns and y are centred for the fit (least squares; sparse X is densified) and
 ``intercept_ = mean(y) - mean(X) coef_``; for logistic regression the intercept is then the 1-D
 minimizer of the loss given ``coef_`` (after the fit: it does not repair the coefficients).  With

@@ -14,6 +14,13 @@ public aggregate puts the predictor of row 0 at the clipping radius R.  Then the
 moves by the full 2 B_a L / n (L = R + B_y for least squares) while the 2p - 2 other signed
 scores stay tied at 0, and the released column moves by 2 B_a along e_0.
 
+``dp_bcfw_intercept`` audits party 0's release of the intercept's derivative (a run with an
+intercept, docs/sensitivity.md 3.1): the same Party answers a ``RoundB`` that asks for the
+derivative alone and replies g_b + N(0, sigma_b^2), g_b = (1/n) sum_j clip(l'(u_j + b, y_j), +-L).
+Worst-case neighbours: logistic loss with a declared ``derivative_clip`` c = 1/2 (L = c), public
+predictors u = 0 and b = 0, so row 0's derivative is l'(0, -1) = +1/2 on D0 and l'(0, +1) = -1/2
+on D1: g_b moves by the full Delta_b = 2 L / n.  The score is the released value.
+
 Score of one run: +K if the D0-favoured vertex (column 0, sign -1) was chosen, -K for the
 D1-favoured one (column 0, sign +1), plus the released column's entry 0 when column 0 was chosen
 (K = 1e6 separates the index outcomes from the feature values).  Threshold tests on it cover the
@@ -104,3 +111,57 @@ def make_iteration(noise: str = "laplace", n: int = 8, p: int | None = None,
 
 
 register("dp_bcfw_iteration")(lambda: make_iteration("laplace"))
+
+
+def make_intercept(n: int = 4, epsilon: float = 1.0, derivative_clip: float = 0.5,
+                   noise_factor: float = 1.0) -> AuditMechanism:
+    """Party 0's noisy intercept derivative (module docstring); the claim is the event the engine
+    charges, ``intercept_event(sigma_b, Delta_b)``, with sigma_b calibrated to ``epsilon`` at
+    DELTA.  ``noise_factor`` < 1: a party drawing less noise than claimed."""
+    import numpy as np
+
+    from accounting import calibrate
+    from vflpriv.optim.intercept import bound
+    from vflpriv.optim.losses import LogisticLoss
+    from vflpriv.vertical import messages as M
+    from vflpriv.vertical.engine import Party
+    from vflpriv.vertical.privacy import intercept_event, sensitivities
+    from vflpriv.vertical.sampling import Sampling
+
+    loss, eta, Ba, By = LogisticLoss(), 1.0, 1.0, 1.0
+    sens = sensitivities(loss, Ba, By, eta, n, 1.0, derivative_clip, bound(loss, By))
+    sigma = calibrate(lambda s: intercept_event(s, sens.intercept), epsilon, DELTA,
+                      decreasing=True).value
+    event = intercept_event(sigma, sens.intercept)
+    setup = M.Setup(0, 0, n, n, "identity", 1)
+    ask = M.RoundB(np.zeros(n), 0.0, M.RELEASE_INTERCEPT)     # u = 0, b = 0: public
+
+    def make_party(y0):
+        y = np.ones(n)
+        y[0] = y0
+        party = Party(0, np.zeros((n, 1)), y, loss, eta, noise="laplace", index_scale=1.0,
+                      feature_sigma=1.0, clip=(Ba, By, sens.z_bound, sens.derivative_bound),
+                      noise_seed=0, intercept_sigma=sigma * noise_factor)
+        party.sampling = Sampling("elementary", [np.arange(1)])
+        party._K = 1
+        party.setup(setup, [np.arange(1)])
+        return party
+
+    parties = (make_party(-1.0), make_party(1.0))
+
+    def sample(k, rng):
+        outs = []
+        for party in parties:
+            party.rng = rng
+            outs.append(np.array([party.handle(ask, 0).g_b for _ in range(k)]))
+        return outs[0], outs[1]
+
+    return AuditMechanism(
+        "dp_bcfw_intercept", event, DELTA, sample, score=None,
+        description=f"party 0's intercept derivative in a DP-BCFW-AS round (engine Party, "
+        f"RoundB -> InterceptGrad): Gaussian sigma={sigma:.4g}, sensitivity "
+        f"{sens.intercept:.4g} (2 L / n, L = derivative_clip {derivative_clip:g}); y_0 flipped "
+        "at u = b = 0")
+
+
+register("dp_bcfw_intercept")(lambda: make_intercept())

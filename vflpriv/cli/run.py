@@ -98,8 +98,8 @@ def add_problem_arguments(p):
                         "for least squares (docs/vertical.md, 'Scale and intercept')")
     p.add_argument("--no-intercept", dest="fit_intercept", action="store_false", default=None,
                    help="fit no intercept (default: an unpenalized intercept, held by the label "
-                        "party and fitted with the coefficients, for the logistic and smoothed-"
-                        "hinge losses where the algorithm fits one: fw, dp-bcfw-secure)")
+                        "party (party 0 in dp-bcfw, bcfw, dfw) and fitted with the coefficients, "
+                        "for the logistic and smoothed-hinge losses)")
     p.add_argument("--iterations", type=int, default=100)
     p.add_argument("--sampling", default="elementary",
                    help="elementary | serial | nice:TAU | distributed:TAU | probs:P1,P2,...")
@@ -648,7 +648,8 @@ def _summary(sol, out):
       f"support {out['support_size']}\n")
     if sol.eta is not None:
         how = f"auto: {sol.eta_rule}" if sol.eta_rule else "as given"
-        icpt = "" if sol.intercept is None else f"; intercept {sol.intercept:.4g} (label party)"
+        holder = "party 0" if sol.algorithm in ("dp-bcfw", "bcfw", "dfw") else "label party"
+        icpt = "" if sol.intercept is None else f"; intercept {sol.intercept:.4g} ({holder})"
         w(f"  eta {sol.eta:.4g} per party ({how}){icpt}\n")
     if "reference_objective" in out:
         w(f"  reference {out['reference_objective']:.6g} (certified={out['reference_certified']}), "

@@ -24,7 +24,7 @@ from accounting import BudgetFilter, Ledger
 from accounting.ledger import ends_reservations
 
 from ..errors import InputError
-from ..optim import dp_frank_wolfe, frank_wolfe, get_loss, reference_optimum
+from ..optim import dp_frank_wolfe, frank_wolfe, get_loss
 from . import privacy as P
 from .engine import run_vertical
 from .sampling import parse_sampling
@@ -185,6 +185,11 @@ class _Run:
         self.noise_key = None if self.seed is not None else secrets.randbits(128)
         self.sk_seed = _seeds(self.noise_seed)[0]
         self.sk = Sketch(cfg.sketch, data.n, cfg.sketch_dim, self.sk_seed)
+        # B_b, the intercept's public range (None: no intercept): vflpriv.optim.intercept
+        from ..optim.intercept import bound as intercept_range
+
+        self.intercept_bound = intercept_range(cfg.loss_fn, cfg.label_bound) \
+            if cfg.fit_intercept else None
 
     def plan_noise(self):
         """Sensitivities from the declared bounds, and the noise: calibrated by the accountant,
@@ -193,7 +198,7 @@ class _Run:
         eps, delta, eta = cfg.epsilon, cfg.delta, float(cfg.eta)
         self.sens = sens = P.sensitivities(cfg.loss_fn, cfg.feature_bound, cfg.label_bound,
                                            data.K * eta, data.n, sk.max_column_norm(),
-                                           cfg.derivative_clip)
+                                           cfg.derivative_clip, self.intercept_bound)
         parties = self.smp.max_parties
         if cfg.calibration == "accountant":
             plan = P.calibrate_accountant(cfg.rnm, sens, eps, delta, T, parties, cfg.split,
@@ -210,6 +215,10 @@ class _Run:
                     "calibration='accountant')")
         plan.details.update(sens_index=sens.index, sens_feature=sens.feature,
                             z_bound=sens.z_bound, derivative_bound=sens.derivative_bound)
+        if sens.intercept is not None:
+            plan.details.update(sens_intercept=sens.intercept,
+                                intercept_sigma=P.intercept_sigma(plan.index_scale, sens),
+                                intercept_bound=sens.intercept_bound)
         self.noise_plan = plan
 
     def open_ledger(self):
@@ -296,7 +305,8 @@ class _Run:
                 cfg.private,
                 dict(algorithm=algorithm, sampling=self.smp, sketch=cfg.sketch,
                      sketch_dim=cfg.sketch_dim, seed=self.noise_seed, noise_plan=self.noise_plan,
-                     clip=self.clip, release_cache=cfg.release_cache),
+                     clip=self.clip, release_cache=cfg.release_cache,
+                     intercept_bound=self.intercept_bound),
                 self.led, self.budget, cfg.accountant, cfg.epsilon, cfg.delta,
                 None if self.seed is None else _seeds(self.noise_seed)[2], cfg.callback)
             if res is None:
@@ -311,7 +321,7 @@ class _Run:
                                seed=self.noise_seed, noise_key=self.noise_key,
                                noise_plan=self.noise_plan, budget_filter=self.budget,
                                clip=self.clip, release_cache=cfg.release_cache,
-                               callback=cfg.callback,
+                               intercept_bound=self.intercept_bound, callback=cfg.callback,
                                state=(ck["state"], ck["arrays"]) if ck else None,
                                on_round=on_round)
         if ck and cfg.private and self.budget.pending:
@@ -332,7 +342,8 @@ class _Run:
                        meter=res.meter, noise_plan=self.noise_plan, ledger=led,
                        extra={"p_min": res.p_min, "sketch": cfg.sketch, "m": res.m,
                               "sketch_seed": self.sk_seed, "selections": res.selections,
-                              "backend": cfg.backend, "flower": flower_info})
+                              "backend": cfg.backend, "flower": flower_info},
+                       intercept=res.intercept)
         if cfg.private:
             values, best = _privacy_report(led.event(), cfg.delta, cfg.report_accountants)
             sol.privacy = {"epsilon_spent": values, "best_accountant": best, "delta": cfg.delta,
@@ -342,8 +353,7 @@ class _Run:
                            "calibration": self.noise_plan.to_dict(),
                            "releases": len(led.records), "neighboring": "replace_one"}
         if cfg.reference:
-            sol.reference = reference_optimum(data.A, data.y, cfg.loss_fn, blocks=data.blocks,
-                                              eta=float(cfg.eta), on_failure="flag")
+            sol.reference = reference_for(data, cfg)
         return sol
 
 
@@ -408,7 +418,7 @@ def calibration_comparison(data, *, loss="squared", eta=1.0, iterations=100, eps
                            delta=1e-5, rnm="laplace", sketch="identity", sketch_dim=None,
                            split=0.5, feature_bound=None, label_bound=None, accountant="rdp",
                            sampling="elementary", seed=0, derivative_clip=None, sketch_seed=None,
-                           **_ignored) -> dict:
+                           fit_intercept=False, **_ignored) -> dict:
     """Both calibrations of the same run side by side: noise scales and what each really spends.
 
     ``accountant``: noise solved so that the worst-case plan meets (epsilon, delta) exactly;
@@ -416,7 +426,10 @@ def calibration_comparison(data, *, loss="squared", eta=1.0, iterations=100, eps
     in ``REPORT_ACCOUNTANTS`` but PLD, to keep this quick).  ``sketch_seed`` (a run's
     ``Solution.extra["sketch_seed"]``, public: it is sent in Setup) compares on that run's sketch;
     otherwise the sketch is derived from ``seed`` as :func:`solve` derives it.
+    ``fit_intercept``: the plans hold the intercept's releases, as the run's (sensitivity.md 3.1).
     """
+    from ..optim.intercept import bound as intercept_range
+
     loss = get_loss(loss)
     rnm = "laplace" if rnm is None else rnm
     split = 0.5 if split is None else split
@@ -425,7 +438,8 @@ def calibration_comparison(data, *, loss="squared", eta=1.0, iterations=100, eps
     sk = Sketch(sketch, data.n, sketch_dim,
                 _seeds(seed)[0] if sketch_seed is None else int(sketch_seed))
     sens = P.sensitivities(loss, feature_bound, label_bound, data.K * float(eta), data.n,
-                           sk.max_column_norm(), derivative_clip)
+                           sk.max_column_norm(), derivative_clip,
+                           intercept_range(loss, label_bound) if fit_intercept else None)
     T, K = int(iterations), smp.max_parties
     out = {}
     for name, plan in (

@@ -87,9 +87,9 @@ def check_label_party(label_party, algorithm, K):
 
 
 #: (algorithm, loss) pairs that fit an intercept (vflpriv.optim.intercept)
-INTERCEPT_ALGORITHMS = {("fw", "squared"), ("fw", "logistic"), ("fw", "smoothed-hinge"),
-                        ("dpfw", "squared"), ("dpfw", "logistic"), ("dpfw", "smoothed-hinge"),
-                        ("dp-bcfw-secure", "logistic"), ("dp-bcfw-secure", "squared")}
+INTERCEPT_ALGORITHMS = {(a, loss) for a in ("fw", "dpfw", "dp-bcfw", "bcfw", "dfw")
+                        for loss in ("squared", "logistic", "smoothed-hinge")} | \
+    {("dp-bcfw-secure", "logistic"), ("dp-bcfw-secure", "squared")}
 
 
 def check_fit_intercept(fit_intercept, algorithm, loss):

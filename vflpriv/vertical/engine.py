@@ -24,6 +24,16 @@ One round t of BCFW-AS / DP-BCFW-AS (every message serialized and metered, see m
 With epsilon = inf nothing is clipped or perturbed and no noise generator is touched, so the run
 equals BCFW-AS bit for bit under the same seed and sketch.
 
+With an intercept (``intercept_bound`` B_b given; docs/sensitivity.md 3.1): the margins are
+a_j^T x + b with b unpenalized and held by party 0 (every party holds y here).  The round message
+is ``RoundB(q_hat, b, flags)``; every party's predictors are u = clip(J^T q_hat, +-R) + b, and
+party 0 (asked even when it is not sampled) adds g_b = (1/n) sum_j r_j, plus Gaussian noise in a
+private run (charged with the round's indices, before any noise is drawn), to its reply
+(``IndexB``, ``IndexGapB``, or ``InterceptGrad`` alone).  After x moves, the server moves b with
+:func:`vflpriv.optim.intercept.update` (the damped Newton step of centralized FW, b in
+[-B_b, B_b]) and sends it with the next round: x and b are updated in the same round, both from
+derivatives at (x_t, b_t).
+
 dFW (Bellet et al. 2015) in the same engine: every party sends its best signed index and its
 block's FW gap <x_k - s_k, grad_k f>; the server moves only the block with the largest gap.  Its
 largest block gap is at least the average, so the uniform-serial analysis over K blocks applies and
@@ -50,7 +60,7 @@ class Party:
     """One data holder: its columns A_k (CSC or dense), the labels, and its private noise."""
 
     def __init__(self, k, A_k, y, loss, eta, *, noise=None, index_scale=0.0, feature_sigma=0.0,
-                 clip=None, noise_seed=None, dfw=False):
+                 clip=None, noise_seed=None, dfw=False, intercept_sigma=0.0):
         self.k, self.loss, self.eta = k, loss, float(eta)
         # CSC always: the sketch kernels read columns, and A_k^T r costs O(nnz(A_k)).
         A_k = sp.csc_matrix(A_k, dtype=np.float64)
@@ -67,6 +77,7 @@ class Party:
         self.A, self.y = A_k, y
         self.AT = A_k.T          # CSR view of the CSC block (no copy)
         self.noise, self.b, self.sigma = noise, float(index_scale), float(feature_sigma or 0.0)
+        self.sigma_b = float(intercept_sigma or 0.0)     # the intercept derivative's noise
         self.rng = np.random.default_rng(noise_seed) if self.private else None
         self.dfw = dfw
         self.x = np.zeros(self.p)          # own block (dFW needs it for the gap)
@@ -86,32 +97,63 @@ class Party:
             self._draw_round += 1
         return self._draw
 
-    def scores(self, q_hat):
-        """g = A_k^T r / n with r = l'(J^T q_hat, y), clipped to declared ranges when private."""
+    def derivatives(self, q_hat, b=None):
+        """r = l'(u, y) at u = J^T q_hat (+ b), clipped to declared ranges when private:
+        u to [-R, R] before b is added (|u + b| <= R + B_b), r to [-L, L]."""
         u = self.sketch.transpose_apply(q_hat)
         if self.private:
             u = np.clip(u, -self.R, self.R)
+        if b is not None:
+            u = u + b
         r = self.loss.derivative(u, self.y)
         if self.private:
             r = np.clip(r, -self.L, self.L)
-        return np.asarray(self.AT @ r).ravel() / self.n
+        return r
+
+    def scores(self, q_hat, b=None):
+        """g = A_k^T r / n with r = :meth:`derivatives`."""
+        return np.asarray(self.AT @ self.derivatives(q_hat, b)).ravel() / self.n
+
+    def _select(self, g, t):
+        cols = self._sampled(t)
+        sub = g if cols is ALL else g[cols]
+        j, sign = signed_argmax(-sub, self.noise if self.private else None,
+                                self.b if self.private else 0.0, self.rng)
+        i = j if cols is ALL else int(cols[j])
+        self._pending = (i, sign)
+        gap = float(self.x @ g + self.eta * abs(g[i])) if self.dfw else None
+        return M.signed_index(i, sign), gap
+
+    def intercept_derivative(self, r):
+        """g_b = (1/n) sum_j r_j, with N(0, sigma_b^2) added in a private run (drawn after the
+        round's index noise)."""
+        if self.private and not self.sigma_b > 0:
+            raise InputError(f"party {self.k} has no noise for the intercept's derivative (party "
+                             "0 of a private run with an intercept has); it releases none")
+        g_b = float(np.mean(r))
+        if self.private:
+            g_b += float(self.rng.normal(0.0, self.sigma_b))
+        return g_b
 
     def handle(self, msg, t):
         if isinstance(msg, M.Setup):
             return None
         if isinstance(msg, M.Round):
-            cols = self._sampled(t)
-            g = self.scores(msg.q_hat)
-            sub = g if cols is ALL else g[cols]
-            j, sign = signed_argmax(-sub, self.noise if self.private else None,
-                                          self.b if self.private else 0.0, self.rng)
-            i = j if cols is ALL else int(cols[j])
-            self._pending = (i, sign)
-            sidx = M.signed_index(i, sign)
-            if self.dfw:
-                gap = float(self.x @ g + self.eta * abs(g[i]))
-                return M.IndexGap(sidx, gap)
-            return M.Index(sidx)
+            sidx, gap = self._select(self.scores(msg.q_hat), t)
+            return M.IndexGap(sidx, gap) if self.dfw else M.Index(sidx)
+        if isinstance(msg, M.RoundB):
+            r = self.derivatives(msg.q_hat, msg.b)
+            sidx = gap = None
+            if msg.select:
+                sidx, gap = self._select(np.asarray(self.AT @ r).ravel() / self.n, t)
+            if not msg.release_intercept:
+                if sidx is None:
+                    raise InputError(f"party {self.k}: a RoundB that asks for nothing")
+                return M.IndexGap(sidx, gap) if self.dfw else M.Index(sidx)
+            g_b = self.intercept_derivative(r)
+            if sidx is None:
+                return M.InterceptGrad(g_b)
+            return M.IndexGapB(sidx, gap, g_b) if self.dfw else M.IndexB(sidx, g_b)
         if isinstance(msg, M.FeatureRequest):
             i, sign = self._pending
             if self.dfw:   # only the winning block moves
@@ -170,6 +212,8 @@ class RunResult:
     noise_plan: object = None
     p_min: float = 1.0
     extra: dict = field(default_factory=dict)
+    intercept: float | None = None  # b_T (None: no intercept fitted)
+    intercepts: list = field(default_factory=list)   # b_{t+1} after each round t
 
     @property
     def support_size(self):
@@ -191,11 +235,14 @@ class ObjectiveTracker:
         self.u_blocks = np.zeros((data.K, data.n))
         self._Acsc = data.A if sp.issparse(data.A) else None
 
-    def value(self):
-        return self.loss.objective(None, None, self.data.y, Ax=self.u_blocks.sum(axis=0))
+    def value(self, b=None):
+        """f(x, b) (``b`` None: no intercept)."""
+        z = self.u_blocks.sum(axis=0)
+        return self.loss.objective(None, None, self.data.y, Ax=z if b is None else z + b)
 
-    def advance(self, selections, gamma, eta):
-        """Apply one round's moves ``[(party, global column, sign), ...]``; returns f."""
+    def advance(self, selections, gamma, eta, b=None):
+        """Apply one round's moves ``[(party, global column, sign), ...]``; returns f (at the
+        round's new intercept ``b``, None: none)."""
         for k, gcol, sign in selections:
             step = gamma * eta * sign
             self.u_blocks[k] *= 1.0 - gamma
@@ -204,14 +251,17 @@ class ObjectiveTracker:
                 self.u_blocks[k][self._Acsc.indices[lo:hi]] += step * self._Acsc.data[lo:hi]
             else:
                 self.u_blocks[k] += step * self.data.A[:, gcol]
-        return self.value()
+        return self.value(b)
 
 
-def replay_objective(data, loss, eta, selections, gammas) -> tuple[float, list]:
-    """(f(0), [f(x^1), ..., f(x^T)]) of a run known by its selections and step sizes."""
+def replay_objective(data, loss, eta, selections, gammas, intercepts=None) -> tuple[float, list]:
+    """(f(0), [f(x^1), ..., f(x^T)]) of a run known by its selections and step sizes (and its
+    intercept after each round, None: none)."""
     tr = ObjectiveTracker(data, loss)
     first = tr.value()
-    return first, [tr.advance(sel, g, float(eta)) for sel, g in zip(selections, gammas)]
+    bs = [None] * len(gammas) if not intercepts else intercepts
+    return first, [tr.advance(sel, g, float(eta), b)
+                   for sel, g, b in zip(selections, gammas, bs)]
 
 
 def _seeds(seed, noise_key=None):
@@ -241,12 +291,15 @@ class Server:
     and ``clip = (B_a, B_y, R, L)`` make the run private; all three or none.  ``seed`` derives
     the public seeds (sketch, sampling) and, unless ``noise_key`` is given, the parties' noise;
     ``noise_key`` (e.g. 128 bits of OS entropy) seeds the noise independently of anything sent.
+    ``intercept_bound`` B_b (None: no intercept) fits an unpenalized intercept b in [-B_b, B_b]
+    held by party 0 (module docstring); a private run's plan must then hold its noise
+    (``noise_plan.details["intercept_sigma"]``, ``["sens_intercept"]``).
     """
 
     def __init__(self, data, loss, eta, *, algorithm="bcfw", sampling=None, sketch="identity",
                  sketch_dim=None, seed=0, noise_plan=None, budget_filter=None, clip=None,
                  release_cache=True, transport_factory=InProcessTransport, noise_key=None,
-                 remote=None, track_objective=True):
+                 remote=None, track_objective=True, intercept_bound=None):
         if algorithm not in ("bcfw", "dfw"):
             raise InputError(f"algorithm must be 'bcfw' or 'dfw' here, got {algorithm!r}")
         if isinstance(eta, bool) or not (isinstance(eta, (int, float, np.integer, np.floating))
@@ -256,6 +309,11 @@ class Server:
         if self.private and (budget_filter is None or clip is None):
             raise InputError("a private run needs a noise plan, a budget filter and clipping bounds")
         self.data, self.loss, self.eta, self.algorithm = data, loss, float(eta), algorithm
+        self.intercept_bound = None if intercept_bound is None else float(intercept_bound)
+        if self.private and self.intercept_bound is not None and \
+                "intercept_sigma" not in noise_plan.details:
+            raise InputError("a private run with an intercept needs its noise in the plan "
+                             "(noise_plan.details['intercept_sigma'], ['sens_intercept'])")
         self.K, self.n = K, n = data.K, data.n
         self.sampling = sampling = sampling or Sampling("elementary", data.blocks)
         if algorithm == "dfw" and sampling.kind != "elementary":
@@ -278,7 +336,9 @@ class Server:
                                   index_scale=noise_plan.index_scale if private else 0.0,
                                   feature_sigma=noise_plan.feature_sigma if private else 0.0,
                                   clip=clip if private else None, noise_seed=party_seeds[k],
-                                  dfw=algorithm == "dfw") for k in range(K)]
+                                  dfw=algorithm == "dfw",
+                                  intercept_sigma=self._intercept_sigma() if k == 0 else 0.0)
+                            for k in range(K)]
             self.transport = transport_factory(self.parties)
             for p in self.parties:
                 p.sampling = sampling
@@ -298,10 +358,21 @@ class Server:
         self.selections = []
         self.gammas = []
         self.history = []
+        self.b = 0.0                         # the intercept (party 0's; public: post-processing)
+        self.intercepts = []                 # b after each round
         # f(x^t) needs every party's columns: computed here in process, and after a Flower run
         # by replay_objective where the data can be joined (the ServerApp never holds them).
         self.tracker = ObjectiveTracker(data, loss) if track_objective else None
         self.initial_objective = self.tracker.value() if track_objective else None
+
+    @property
+    def fit_intercept(self) -> bool:
+        return self.intercept_bound is not None
+
+    def _intercept_sigma(self) -> float:
+        if not (self.private and self.fit_intercept):
+            return 0.0
+        return float(self.noise_plan.details["intercept_sigma"])
 
     def public_setup(self, setup, clip) -> dict:
         """Everything a remote party needs besides its own data (all public: seeds of the public
@@ -321,11 +392,15 @@ class Server:
                 "feature_sigma": plan.feature_sigma if self.private else 0.0,
                 "sens_index": plan.details["sens_index"] if self.private else None,
                 "sens_feature": plan.details["sens_feature"] if self.private else None,
-                "clip": list(clip) if self.private else None}
+                "clip": list(clip) if self.private else None,
+                "intercept": self.fit_intercept, "intercept_sigma": self._intercept_sigma(),
+                "sens_intercept": plan.details["sens_intercept"]
+                if self.private and self.fit_intercept else None}
 
     def step(self) -> dict:
         """Run round t and return ``{"round", "selections", "gamma", "new", "objective"}``."""
-        from .privacy import feature_event, index_event
+        from ..optim import intercept as IC
+        from .privacy import feature_event, index_event, intercept_event
 
         t, K, n, data, tr = self.t, self.K, self.n, self.data, self.transport
         plan, eta = self.noise_plan, self.eta
@@ -341,9 +416,27 @@ class Server:
                                                   plan.details["sens_index"], len(active)),
                                       party=",".join(map(str, active)), round=t,
                                       note="signed index")
+        icpt = self.fit_intercept
+        if self.private and icpt:
+            # party 0's noisy intercept derivative, charged with the indices, before any noise
+            self.budget_filter.charge(intercept_event(plan.details["intercept_sigma"],
+                                                      plan.details["sens_intercept"]),
+                                      party="0", round=t, note="intercept derivative")
         picks, gaps = {}, {}
-        replies = tr.request_many([(k, M.Round(q_hat)) for k in active], t)
-        for k, reply in zip(active, replies):
+        if icpt:
+            asked = sorted(set(active) | {0})
+            requests = [(k, M.RoundB(q_hat, self.b, (M.SELECT if k in active else 0)
+                                     | (M.RELEASE_INTERCEPT if k == 0 else 0)))
+                        for k in asked]
+        else:
+            requests = [(k, M.Round(q_hat)) for k in active]
+        replies = tr.request_many(requests, t)
+        g_b = None
+        for (k, _), reply in zip(requests, replies):
+            if k == 0 and icpt:
+                g_b = reply.g_b
+            if k not in active:
+                continue
             picks[k] = M.unsign_index(reply.signed_index)
             if self.algorithm == "dfw":
                 gaps[k] = reply.gap
@@ -379,14 +472,19 @@ class Server:
             self.x[gcol] += step
             self.q_blocks[k] *= 1.0 - gamma
             self.q_blocks[k] += step * a_hat
+        if icpt:     # b_t -> b_{t+1} from g_b at (x_t, b_t), a post-processing of the release
+            self.b = IC.update(self.loss, self.b, g_b, t, self.intercept_bound)
+            self.intercepts.append(self.b)
         sel = [(k, int(data.blocks[k][picks[k][0]]), picks[k][1]) for k in movers]
         self.selections.append(sel)
         self.gammas.append(gamma)
         if self.tracker is not None:
-            self.history.append(self.tracker.advance(sel, gamma, eta))
+            self.history.append(self.tracker.advance(sel, gamma, eta,
+                                                     self.b if icpt else None))
         self.t += 1
         return {"round": t, "selections": sel, "gamma": gamma, "new": new,
-                "objective": self.history[-1] if self.history else None}
+                "objective": self.history[-1] if self.history else None,
+                "intercept": self.b if icpt else None}
 
     def get_state(self):
         """Everything that changes between rounds, as ``(meta, arrays)``: ``meta`` is JSON-able
@@ -397,6 +495,7 @@ class Server:
         keys = sorted(self.cache)
         arrays = {"x": self.x, "u_blocks": self.tracker.u_blocks, "q_blocks": self.q_blocks,
                   "history": np.asarray(self.history, dtype=np.float64),
+                  "intercepts": np.asarray(self.intercepts, dtype=np.float64),
                   "cache_keys": np.asarray(keys, dtype=np.int64).reshape(len(keys), 2),
                   "cache_values": (np.stack([self.cache[k] for k in keys]) if keys
                                    else np.zeros((0, self.m)))}
@@ -406,7 +505,7 @@ class Server:
             pmeta.pop("pending")              # taken between rounds: nothing is pending
             parties.append(pmeta)
             arrays[f"party{p.k}_x"] = parrays["x"]
-        meta = {"t": self.t, "released": self.released, "naive": self.naive,
+        meta = {"t": self.t, "b": self.b, "released": self.released, "naive": self.naive,
                 "fullgrad": self.fullgrad, "gammas": [float(g) for g in self.gammas],
                 "selections": [[[int(k), int(i), int(s)] for k, i, s in sel]
                                for sel in self.selections],
@@ -423,6 +522,8 @@ class Server:
         self.tracker.u_blocks = np.array(arrays["u_blocks"], dtype=np.float64)
         self.q_blocks = np.array(arrays["q_blocks"], dtype=np.float64)
         self.history = [float(v) for v in arrays["history"]]
+        self.b = float(meta.get("b", 0.0))
+        self.intercepts = [float(v) for v in arrays.get("intercepts", ())]
         self.cache = {(int(k), int(i)): np.array(v) for (k, i), v in
                       zip(arrays["cache_keys"], arrays["cache_values"])}
         self.released, self.naive = list(meta["released"]), list(meta["naive"])
@@ -447,7 +548,9 @@ class Server:
                          full_gradient_uplink=list(self.fullgrad),
                          ledger=self.budget_filter.ledger if self.budget_filter is not None else None,
                          noise_plan=self.noise_plan,
-                         p_min=self.sampling.p_min if self.algorithm == "bcfw" else 1.0 / self.K)
+                         p_min=self.sampling.p_min if self.algorithm == "bcfw" else 1.0 / self.K,
+                         intercept=self.b if self.fit_intercept else None,
+                         intercepts=list(self.intercepts))
 
 
 def run_vertical(data, loss, eta, iterations, *, callback=None, state=None, on_round=None,

@@ -24,6 +24,15 @@ Payloads (m = sketch dimension; m = n for the identity sketch):
     5    Feature          up    a_hat = J a_i + xi: m float64                     8 m
     6    IndexGap         up    signed local index int32, local FW gap float64    12
 
+With an intercept b (held by party 0, docs/sensitivity.md 3.1) the round message carries b and
+says what to release, and party 0's reply carries the (noisy) derivative g_b = df/db:
+
+    7    RoundB           down  q_hat: m float64, b float64, flags u8 (bit 0: select
+                                a vertex, bit 1: release g_b)                    8 m + 9
+    8    IndexB           up    signed local index int32, g_b float64             12
+    9    IndexGapB        up    signed local index int32, gap float64, g_b f64    20
+    10   InterceptGrad    up    g_b float64 (party 0 not sampled this round)      8
+
 So the uplink of one party in one round of DP-BCFW-AS is 4 bytes of payload (its signed index)
 plus 8 m bytes when the selected feature was not released before (paper 004, Section IV-B2:
 "1 bit for the sign and one unsigned integer for the index" + the m-vector), and one or two frame
@@ -135,7 +144,86 @@ class IndexGap:
         return cls(i, g)
 
 
-MESSAGE_TYPES = {c.TYPE: c for c in (Setup, Round, Index, FeatureRequest, Feature, IndexGap)}
+#: RoundB flags
+SELECT, RELEASE_INTERCEPT = 1, 2
+
+
+@dataclass
+class RoundB:
+    q_hat: np.ndarray
+    b: float              # the intercept the scores add to the predictors
+    flags: int            # SELECT | RELEASE_INTERCEPT
+    TYPE = 7
+    _S = struct.Struct("<dB")
+
+    def payload(self):
+        return np.ascontiguousarray(self.q_hat, dtype="<f8").tobytes() + \
+            self._S.pack(self.b, self.flags)
+
+    @classmethod
+    def parse(cls, b):
+        if len(b) < cls._S.size or (len(b) - cls._S.size) % 8:
+            raise InputError(f"RoundB payload of {len(b)} bytes is not 8 m + {cls._S.size}")
+        cut = len(b) - cls._S.size
+        icpt, flags = cls._S.unpack(b[cut:])
+        return cls(np.frombuffer(b[:cut], dtype="<f8").copy(), icpt, flags)
+
+    @property
+    def select(self):
+        return bool(self.flags & SELECT)
+
+    @property
+    def release_intercept(self):
+        return bool(self.flags & RELEASE_INTERCEPT)
+
+
+@dataclass
+class IndexB:
+    signed_index: int
+    g_b: float
+    TYPE = 8
+    _S = struct.Struct("<id")
+
+    def payload(self):
+        return self._S.pack(self.signed_index, self.g_b)
+
+    @classmethod
+    def parse(cls, b):
+        return cls(*cls._S.unpack(b))
+
+
+@dataclass
+class IndexGapB:
+    signed_index: int
+    gap: float
+    g_b: float
+    TYPE = 9
+    _S = struct.Struct("<idd")
+
+    def payload(self):
+        return self._S.pack(self.signed_index, self.gap, self.g_b)
+
+    @classmethod
+    def parse(cls, b):
+        return cls(*cls._S.unpack(b))
+
+
+@dataclass
+class InterceptGrad:
+    g_b: float
+    TYPE = 10
+    _S = struct.Struct("<d")
+
+    def payload(self):
+        return self._S.pack(self.g_b)
+
+    @classmethod
+    def parse(cls, b):
+        return cls(cls._S.unpack(b)[0])
+
+
+MESSAGE_TYPES = {c.TYPE: c for c in (Setup, Round, Index, FeatureRequest, Feature, IndexGap,
+                                     RoundB, IndexB, IndexGapB, InterceptGrad)}
 
 
 def encode(msg, party: int, round: int) -> bytes:

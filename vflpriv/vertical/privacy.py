@@ -9,6 +9,11 @@ The derivation is in ``docs/sensitivity.md``; in short, with declared bounds |a_
                               declared ``derivative_clip`` c (per-sample derivatives clipped)
 * score sensitivity           Delta_idx = 2 B_a L / n  (score_i = a_i^T r / n, r_j = l'(u_j, y_j))
 * feature sensitivity         Delta_feat = 2 B_a max_j ||J e_j||  (per party and round)
+* with an intercept b (|b| <= B_b, ``vflpriv.optim.intercept.bound``; docs/sensitivity.md 3.1):
+  L is taken at |u + b| <= R + B_b, and party 0's derivative g_b = (1/n) sum_j r_j has
+  Delta_b = 2 L / n; it is released with Gaussian noise sigma_b = sqrt(2) b Delta_b / Delta_idx
+  (``intercept_sigma``: the standard deviation of a Laplace(b) score noise, in units of its
+  sensitivity), once per round
 
 One round with K_t sampled parties releases K_t report-noisy-max selections (one event each,
 composed as ``SelfComposed(ReportNoisyMax, K_t)``) and, for the K' parties whose selected
@@ -62,23 +67,29 @@ BOUND_RANGE = (1e-100, 1e100)
 
 @dataclass
 class Sensitivity:
-    z_bound: float          # R
+    z_bound: float          # R (the predictors' clip; the margins are within R + B_b)
     derivative_bound: float  # L
     index: float            # Delta_idx (each score, replace-one)
     feature: float          # Delta_feat (one party's released vector, L2, replace-one)
+    intercept: float | None = None   # Delta_b = 2 L / n (the intercept's derivative); None: none
+    intercept_bound: float = 0.0     # B_b (0 without an intercept)
 
 
 def sensitivities(loss, feature_bound, label_bound, radius_sum, n, max_column_norm,
-                  derivative_clip=None) -> Sensitivity:
+                  derivative_clip=None, intercept_bound=None) -> Sensitivity:
     """Declared-bound sensitivities (docs/sensitivity.md).  ``derivative_clip`` c clips the
-    per-sample derivatives to [-c, c] (a robustified objective where |l'| > c), so L = min(c, L)."""
+    per-sample derivatives to [-c, c] (a robustified objective where |l'| > c), so L = min(c, L).
+    ``intercept_bound`` B_b (None: no intercept): L is taken at |z| <= R + B_b and the intercept's
+    derivative has Delta_b = 2 L / n (docs/sensitivity.md 3.1)."""
     Ba = check_bound("feature_bound", feature_bound)
     By = check_bound("label_bound", label_bound)
     R = Ba * radius_sum
-    L = float(loss.derivative_bound(R, By))
+    Bb = 0.0 if intercept_bound is None else float(intercept_bound)
+    L = float(loss.derivative_bound(R + Bb, By))
     if derivative_clip is not None:
         L = min(L, check_bound("derivative_clip", derivative_clip))
-    return Sensitivity(R, L, 2.0 * Ba * L / n, 2.0 * Ba * float(max_column_norm))
+    return Sensitivity(R, L, 2.0 * Ba * L / n, 2.0 * Ba * float(max_column_norm),
+                       None if intercept_bound is None else 2.0 * L / n, Bb)
 
 
 def index_event(noise, scale, sens, count=1):
@@ -91,10 +102,26 @@ def feature_event(sigma, sens, count=1):
     return Gaussian(sigma, math.sqrt(count) * sens, neighboring=REPLACE_ONE)
 
 
+def intercept_sigma(b, sens: Sensitivity) -> float:
+    """sigma_b = sqrt(2) b Delta_b / Delta_idx: the intercept derivative's Gaussian noise, tied
+    to the index noise scale b (so one calibration factor scales both; a Laplace(b) score noise
+    has standard deviation sqrt(2) b).  In RDP it costs an eighth of one Laplace selection."""
+    return math.sqrt(2.0) * float(b) * sens.intercept / sens.index
+
+
+def intercept_event(sigma_b, sens_b):
+    """Party 0's release of the intercept's derivative in one round: one Gaussian."""
+    return Gaussian(sigma_b, sens_b, neighboring=REPLACE_ONE)
+
+
 def plan_event(noise, b, sigma, sens: Sensitivity, rounds, parties, feature_rounds=None,
                features=True):
-    """The worst-case plan: every round ``parties`` selections and ``parties`` new features."""
+    """The worst-case plan: every round ``parties`` selections and ``parties`` new features,
+    and with an intercept (``sens.intercept``) one release of its derivative."""
     parts = [SelfComposed(index_event(noise, b, sens.index, parties), rounds)]
+    if sens.intercept is not None:
+        parts.append(SelfComposed(intercept_event(intercept_sigma(b, sens), sens.intercept),
+                                  rounds))
     if features:
         fr = rounds if feature_rounds is None else feature_rounds
         if fr > 0:
@@ -147,9 +174,15 @@ def _calibrate_accountant(noise, sens, epsilon, delta, rounds, parties, split, a
     n_idx = rounds * parties
     fr = rounds if feature_rounds is None else feature_rounds
     eps_i = epsilon * split if features else epsilon
-    b0 = calibrate(lambda b: index_event(noise, b, sens.index, n_idx), eps_i,
-                   delta / 2 if features else delta, guess=2 * sens.index * n_idx / eps_i,
-                   accountant=accountant, decreasing=True).value
+
+    def index_share(b):          # the releases at scale b: the selections (and the intercept's)
+        if sens.intercept is None:
+            return index_event(noise, b, sens.index, n_idx)
+        return plan_event(noise, b, None, sens, rounds, parties, features=False)
+
+    b0 = calibrate(index_share, eps_i, delta / 2 if features else delta,
+                   guess=2 * sens.index * n_idx / eps_i, accountant=accountant,
+                   decreasing=True).value
     if not features:
         ev = plan_event(noise, b0, None, sens, rounds, parties, features=False)
         eps = get_accountant(accountant).epsilon(ev, delta)

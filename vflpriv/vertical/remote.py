@@ -64,7 +64,8 @@ class VerticalParty(PartyRole):
                            noise=setup["noise"], index_scale=setup["index_scale"],
                            feature_sigma=setup["feature_sigma"],
                            clip=tuple(setup["clip"]) if private else None, noise_seed=seed,
-                           dfw=setup["algorithm"] == "dfw")
+                           dfw=setup["algorithm"] == "dfw",
+                           intercept_sigma=setup.get("intercept_sigma", 0.0) if k == 0 else 0.0)
         s = setup["sampling"]
         blocks = [np.asarray(b, dtype=np.int64) for b in s["blocks"]]
         self.party.sampling = Sampling(s["kind"], blocks, tau=s["tau"], probs=s["probs"])
@@ -74,11 +75,13 @@ class VerticalParty(PartyRole):
         self.budget = own_budget(cfg, setup) if private else None
 
     def _events(self):
-        from .privacy import feature_event, index_event
+        from .privacy import feature_event, index_event, intercept_event
 
         s = self.setup
+        icpt = intercept_event(s["intercept_sigma"], s["sens_intercept"]) \
+            if s.get("intercept") and self.k == 0 else None
         return (index_event(s["noise"], s["index_scale"], s["sens_index"], 1),
-                feature_event(s["feature_sigma"], s["sens_feature"], 1))
+                feature_event(s["feature_sigma"], s["sens_feature"], 1), icpt)
 
     def handle(self, kind, frame, round):
         from accounting import Composed, SelfComposed
@@ -86,16 +89,25 @@ class VerticalParty(PartyRole):
         if kind == "setup":
             if self.budget is not None:
                 T = int(self.setup["iterations"])
-                idx, feat = self._events()
-                # at most one selection and one new feature of its own per round
-                self.budget.check_plan(Composed((SelfComposed(idx, T), SelfComposed(feat, T))),
+                idx, feat, icpt = self._events()
+                # at most one selection and one new feature of its own per round (party 0 with
+                # an intercept: and one release of its derivative)
+                parts = (idx, feat) if icpt is None else (idx, feat, icpt)
+                self.budget.check_plan(Composed(tuple(SelfComposed(e, T) for e in parts)),
                                        party=f"party {self.k}")
             return "ok", b""
         msg, _, t = M.decode(frame)
         if self.budget is not None:
-            idx, feat = self._events()
-            if isinstance(msg, M.Round):          # charged before the index noise is drawn
+            idx, feat, icpt = self._events()
+            select = isinstance(msg, M.Round) or (isinstance(msg, M.RoundB) and msg.select)
+            if select:                              # charged before the index noise is drawn
                 self.budget.charge(idx, party=f"party {self.k}", round=t, note="signed index")
+            if isinstance(msg, M.RoundB) and msg.release_intercept:
+                if icpt is None:
+                    raise Refused(f"party {self.k} does not hold the intercept (party 0 does); "
+                                  "it releases no derivative of it")
+                self.budget.charge(icpt, party=f"party {self.k}", round=t,
+                                   note="intercept derivative")
             elif isinstance(msg, M.FeatureRequest) and msg.release:
                 self.budget.charge(feat, party=f"party {self.k}", round=t, note="active feature")
         reply = self.party.handle(msg, t)
@@ -183,6 +195,7 @@ def serve(connect, spec, progress=None) -> dict:
     srv = out.pop("server", None)
     if srv is not None:
         out.update(x=srv.x, selections=srv.selections, gammas=srv.gammas,
+                   intercept=srv.b if srv.fit_intercept else None, intercepts=srv.intercepts,
                    released=srv.released, naive=srv.naive, fullgrad=srv.fullgrad,
                    meter=srv.meter, m=srv.m, p_min=srv.sampling.p_min if
                    srv.algorithm == "bcfw" else 1.0 / srv.K)
@@ -284,12 +297,14 @@ def run(backend, data, loss, eta, iterations, *, server_kwargs, private, run_dir
     flower = run_info(backend, out, cfgs, private)
     if "x" not in out:
         return None, flower
-    first, history = replay_objective(data, loss, eta, out["selections"], out["gammas"])
+    first, history = replay_objective(data, loss, eta, out["selections"], out["gammas"],
+                                      out.get("intercepts"))
     res = RunResult(algorithm="dfw" if server_kwargs.get("algorithm") == "dfw" else
                     ("dp-bcfw" if private else "bcfw"), x=out["x"], objective=history,
                     initial_objective=first, meter=out["meter"], K=data.K, n=data.n, m=out["m"],
                     blocks=data.blocks, seconds=0.0, released=out["released"],
                     selections=out["selections"], naive_uplink=out["naive"],
                     full_gradient_uplink=out["fullgrad"], ledger=None,
-                    noise_plan=server_kwargs.get("noise_plan"), p_min=out["p_min"])
+                    noise_plan=server_kwargs.get("noise_plan"), p_min=out["p_min"],
+                    intercept=out.get("intercept"), intercepts=list(out.get("intercepts") or []))
     return res, flower

@@ -72,6 +72,9 @@ def register(sub):
                    checkpoint=None, checkpoint_every=1, resume=None, reference=False,
                    compare_calibration=False, json=None, plot=None, split_seed=None)
 
+    from .flower_predict import register_spec as register_predict
+
+    register_predict(ssub)
     register_schema(fsub)
     n = fsub.add_parser("node", help="start a client's SuperNode from its node<i>.toml",
                         description="Read a node config written by vflpriv flower spec and start "

@@ -13,12 +13,14 @@ The server role (:func:`serve`) runs, over the one link the run has:
    reads its new rows (the model's columns of that party; other columns ignored) and keeps its
    rows of the common IDs, in L's order, on its own disk; the server relays and meters the
    frames and learns n = |C|;
-2. the secure sum of :mod:`.scoring`, its three steps each on its party's node (three
-   exchanges): every party j != L makes a key pair and answers its public key (``ScoreKey``),
-   which the server forwards to the other parties j' != L; each j answers its masked partial
-   margin (``MaskedMargin``), which the server forwards to L; L adds them, adds its own margin
-   and the intercept, and writes the ids and scores to its ``scores-file`` (and answers them
-   only if its node config says ``release-scores = true``).
+2. the secure sum of :mod:`.scoring`, its three steps each on its party's node (two more
+   exchanges): every party j != L makes a key pair and answers its public key (``ScoreKey``)
+   with the PSI's last reply, and the server forwards it to the other parties j' != L; each j
+   answers its masked partial margin (``MaskedMargin``), which the server forwards to L; L adds
+   them, adds its own margin and the intercept, and writes the ids and scores to its
+   ``scores-file`` (and answers them only if its node config says ``release-scores = true``).
+   Each party deletes its aligned rows after their last use; after a failure the server asks
+   every party that still answers to delete them (``close``).
 
 The server sees the public keys, the masked words (uniform in Z_2^64 when K - 1 >= 2: it holds
 no mask key) and, only if L releases them, the scores.  A party j refuses to send its margin
@@ -94,25 +96,25 @@ def serve(connect, spec, progress=None) -> dict:
                                             {d: after[d] - before[d] for d in after})
         out["n"] = psi["n"]
         phase = "scoring"
-        out["scoring"], released = serve_scoring(link, K, L)
+        out["scoring"], released = serve_scoring(link, K, L, psi["tail"])
         if released is not None:
             out.update(released, released=True)
-        phase = "close"
-        _close(link)
         out["t"] = 1
     except Exception as exc:
         out["error"] = error_record(exc, 0)
         out["error"]["phase"] = phase
-        if phase not in (None, "close"):
+        if phase is not None:
             _close(link, exc)
     out["flower"] = link.meter.summary(K)
     out["flower_totals"] = link.meter.totals()
     return out
 
 
-def serve_scoring(link, K, L) -> tuple:
-    """The secure sum's three exchanges over ``link``, every frame relayed and metered as in
-    process (:func:`vflpriv.model.scoring.secure_scores`); returns ``(report, released)``
+def serve_scoring(link, K, L, offers) -> tuple:
+    """The secure sum over ``link``, every frame relayed and metered as in process
+    (:func:`vflpriv.model.scoring.secure_scores`); ``offers``: each party j's answer to the
+    PSI's last exchange, which carries its key offer (``ScoreKey``) when K - 1 >= 2, so the sum
+    takes two exchanges more (the masked margins, L's sum).  Returns ``(report, released)``
     (``released``: L's ids and scores if it released them, else None)."""
     from ..vertical.transport import DOWN, UP, Meter
     from . import messages as M
@@ -143,11 +145,12 @@ def serve_scoring(link, K, L) -> tuple:
         return frame
 
     public = {}
-    if len(others) > 1:                       # pairwise keys among the parties other than L
-        replies = link.exchange([(j, b"", "score_key") for j in others], 0)
-        for j, r in zip(others, replies):
-            (f,) = split(j, r)
-            public[j] = relayed(j, [b for b in others if b != j], f, M.ScoreKey)
+    for j in others:                          # pairwise keys among the parties other than L
+        if len(offers.get(j, [])) != (len(others) > 1):
+            raise RuntimeError(f"party {j} answered {len(offers.get(j, []))} key offers to its "
+                               f"positions, not {int(len(others) > 1)}")
+        if len(others) > 1:
+            public[j] = relayed(j, [b for b in others if b != j], offers[j][0], M.ScoreKey)
     replies = link.exchange([(j, pack([(b, public[b]) for b in others if b in public and b != j]),
                               "score_margin") for j in others], 0)
     masked = []
@@ -181,7 +184,9 @@ def _close(link, exc=None):
 # -- party side --------------------------------------------------------------------------------
 class _ScoringPsi(PsiPhase):
     """The PSI phase on new rows: the party's file read with the model's columns of that party
-    (others ignored, as in process); the common rows' columns (and, at L, their IDs) kept."""
+    (others ignored, as in process); the common rows' columns (and, at L, their IDs) kept.  A
+    party j != L answers its positions with its key offer for the secure sum when there is a
+    peer to mask with (one exchange fewer than a separate key round)."""
 
     def table(self):
         from ..align.tables import read_party_table
@@ -189,6 +194,17 @@ class _ScoringPsi(PsiPhase):
         k = self.k
         return read_party_table(k, self.cfg["data"], self.cfg.get("id-column"),
                                 columns=list(self.setup["columns"][k]))
+
+    def _psi_rows(self, frame):
+        from . import messages as M
+        from .scoring import key_pair
+
+        super()._psi_rows(frame)
+        if len(self.setup["columns"]) - 1 < 2:
+            return []
+        private, public = key_pair()
+        self.state["score_key"] = private
+        return [(self.k, M.encode(M.ScoreKey(public), self.k, 0))]
 
     def _keep(self, t, rows):
         path = aligned_path(self.cfg, self.setup.get("run_id"), self.k)
@@ -264,7 +280,7 @@ class ScoringParty(PartyRole):
                 self._check_outputs()
         if kind in PSI_KINDS:
             return self.psi.handle(kind, frame)
-        if kind not in ("score_key", "score_margin", "score_sum"):
+        if kind not in ("score_margin", "score_sum"):
             raise Refused(f"party {self.k}: no message {kind!r} in a scoring run")
         t0 = time.perf_counter()
         entries = getattr(self, "_" + kind)(frame)
@@ -278,16 +294,6 @@ class ScoringParty(PartyRole):
                           f"{self.setup.get('run_id')!r} (the alignment did not reach it)")
         with np.load(self.path, allow_pickle=False) as z:
             return z["X"], [str(v) for v in z["ids"]]
-
-    def _score_key(self, frame):
-        from . import messages as M
-        from .scoring import key_pair
-
-        if self.k == self.leader:
-            raise Refused("the label party makes no scoring key")
-        private, public = key_pair()
-        self.state["score_key"] = private
-        return [(self.k, M.encode(M.ScoreKey(public), self.k, 0))]
 
     def _score_margin(self, frame):
         from . import messages as M
@@ -313,6 +319,7 @@ class ScoringParty(PartyRole):
         X, _ = self._aligned()
         word = masked_margin(X, self.model()["coef"], self.k, self.state.get("score_key"),
                              public)
+        os.remove(self.path)                   # its last use: no close message needed
         return [(self.k, M.encode(M.MaskedMargin(word), self.k, 0))]
 
     def _score_sum(self, frame):
@@ -341,6 +348,7 @@ class ScoringParty(PartyRole):
             out["probabilities"] = [float(p) for p in 1.0 / (1.0 + np.exp(-scores))]
         if self.cfg.get("scores-file"):
             write_scores(self.cfg["scores-file"], out)
+        os.remove(self.path)
         if _release(self.cfg):
             return [(self.k, json.dumps(out).encode())]
         return []

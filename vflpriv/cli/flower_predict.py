@@ -20,7 +20,7 @@ import os
 from ..errors import InputError
 
 
-def register_spec(ssub):
+def register_spec(ssub, func):
     p = ssub.add_parser("predict", help="score new rows with a split model, each party on its "
                         "own machine (vflpriv predict across machines)",
                         description="Write the description of a scoring run for separate "
@@ -45,7 +45,7 @@ def register_spec(ssub):
                    "are then in the run's result); default: they stay on its machine")
     p.add_argument("--connect-timeout", type=float, default=600.0, metavar="S",
                    help="seconds the ServerApp waits for every party's SuperNode (default 600)")
-    p.set_defaults(func=spec_predict, ledger=None)
+    p.set_defaults(func=func, ledger=None)
 
 
 def _checked(args):
@@ -79,16 +79,17 @@ def _checked(args):
     return man, schemas
 
 
-def spec_predict(args) -> int:
+def spec_predict(args, checked_spec_options, written) -> int:
+    """``vflpriv flower spec predict``; ``checked_spec_options`` and ``written``: what every
+    ``flower spec`` checks first and prints last (``cli/flower.py``)."""
     import uuid
 
     from ..flower import require_flwr
     from ..flower.deploy import write_app
     from ..flower.spec import write_description
     from ..model.deployed import make_spec, party_config
-    from .flower import _checked_spec_options, _written
 
-    _checked_spec_options(args)
+    checked_spec_options(args)
     man, schemas = _checked(args)
     require_flwr("flower")
     out, L = args.out, int(man["label_party"])
@@ -109,5 +110,5 @@ def spec_predict(args) -> int:
 
         shutil.rmtree(out, ignore_errors=True)      # nothing half-written is left
         raise
-    return _written(desc, out, "scoring", who="party",
+    return written(desc, out, "scoring", who="party",
                     files="its own file of new rows and its party<i>.json")

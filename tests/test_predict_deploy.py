@@ -198,3 +198,25 @@ def test_spec_predict_and_predict_on_flower_refuse_bad_input_with_one_line(tmp_p
     with open(os.path.join(model, "party1.json"), "w") as fh:
         json.dump(body, fh)
     _bad(capsys, [*base, "--model", model, *ps], "party1.json", "'zz'", out=out)
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("one_ray")                  # conftest: one Ray for all runs
+def test_predict_on_flower_sim_equals_predict_in_process(tmp_path):
+    """``vflpriv predict --backend flower-sim``: each party a ClientApp with its own files, the
+    label party writing the scores on its side; the JSON of the in-process command, bit for
+    bit, with the Flower bytes added."""
+    paths, model, _ = party_files(tmp_path, seed=4)
+    ref = in_process(tmp_path, paths, model)
+    js = tmp_path / "sim.json"
+    assert main(["predict", "--model", model, *[f for k, p in enumerate(paths)
+                                                for f in ("--party-data", f"{k}={p}")],
+                 "--id", "cid", "--json", str(js), "--backend", "flower-sim"]) == 0
+    got = json.loads(js.read_text())
+    assert got["ids"] == ref["ids"] and got["scores"] == ref["scores"]
+    assert got["probabilities"] == ref["probabilities"]
+    assert got["alignment"]["bytes"] == ref["alignment"]["bytes"]
+    assert got["scoring"]["bytes"] == ref["scoring"]["bytes"]
+    f = got["flower"]
+    assert f["backend"] == "flower-sim" and f["totals"]["uplink_frames"] >= \
+        sum(ref["alignment"]["bytes"]["uplink"]) + sum(ref["scoring"]["bytes"]["uplink"])

@@ -39,6 +39,10 @@ SKIP = {
     "--root-certificates ca.crt":
         "separate machines: a SuperLink at server.example.org with TLS certificates "
         "(tests/test_flower_align_deploy.py starts SuperNodes from such files on loopback)",
+    "vflpriv flower node scoring/node1.toml --superlink server.example.org:9092 "
+    "--root-certificates ca.crt":
+        "separate machines: a SuperLink at server.example.org with TLS certificates "
+        "(tests/test_flower_predict_deploy.py starts SuperNodes from such files on loopback)",
     "vflpriv ledger release run.ledger 3f2a9c1e":
         "3f2a9c1e stands for the id of a run that died holding a reservation "
         "(tests/test_ledger_reservations.py)",

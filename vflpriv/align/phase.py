@@ -191,8 +191,10 @@ class PsiPhase:
 # -- server side -------------------------------------------------------------------------------
 def serve_psi(link, setup: dict, meter: Meter | None = None) -> dict:
     """The four exchanges over ``link`` (connected), relayed and metered by the server; returns
-    ``{"n", "sizes", "meter", "party_seconds"}`` (``setup``: the public setup of the phase,
-    family ``align``)."""
+    ``{"n", "sizes", "meter", "party_seconds", "tail"}`` (``setup``: the public setup of the
+    phase; ``tail``: what each party j != L answered to its positions besides its seconds, by
+    party: nothing in the PSI itself, a next phase's first frames if the party's role adds
+    them, as a scoring party its key offer)."""
     import json
 
     pack, unpack = _bundle()
@@ -242,6 +244,7 @@ def serve_psi(link, setup: dict, meter: Meter | None = None) -> dict:
     for j in others:
         msg = relayed(L, [j], rows[j], M.PsiRows)
         n = msg.rows.size if n is None else n
+    tail = {}
     for j, r in zip(others, link.exchange([(j, rows[j], "psi_rows") for j in others], 0)):
-        split(j, r)
-    return {"n": int(n), "sizes": sizes, "meter": meter, "party_seconds": secs}
+        tail[j] = split(j, r)
+    return {"n": int(n), "sizes": sizes, "meter": meter, "party_seconds": secs, "tail": tail}

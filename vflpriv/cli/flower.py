@@ -72,6 +72,9 @@ def register(sub):
                    checkpoint=None, checkpoint_every=1, resume=None, reference=False,
                    compare_calibration=False, json=None, plot=None, split_seed=None)
 
+    from .flower_predict import register_spec as register_predict
+
+    register_predict(ssub, spec_predict)
     register_schema(fsub)
     n = fsub.add_parser("node", help="start a client's SuperNode from its node<i>.toml",
                         description="Read a node config written by vflpriv flower spec and start "
@@ -207,6 +210,12 @@ def spec_run(args) -> int:
         shutil.rmtree(args.out, ignore_errors=True)      # nothing half-written is left
         raise
     return _written(desc, args.out, args.algorithm, who="party", files="party<i>.npz")
+
+
+def spec_predict(args) -> int:
+    from .flower_predict import spec_predict as describe
+
+    return describe(args, _checked_spec_options, _written)
 
 
 def node(args) -> int:

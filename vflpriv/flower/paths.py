@@ -7,7 +7,8 @@ import os
 
 #: keys whose values are file paths: made absolute before they reach another process (a deployed
 #: ServerApp or ClientApp runs in another working directory)
-PATH_KEYS = ("data", "ledger", "out", "progress", "identity-key", "spill-dir")
+PATH_KEYS = ("data", "ledger", "out", "progress", "identity-key", "spill-dir",
+             "model-file", "scores-file")
 
 
 def absolute_paths(obj):

@@ -31,7 +31,8 @@ import os
 from ..errors import InputError
 
 #: node config keys whose values are paths
-NODE_PATHS = ("data", "ledger", "identity-key", "spill-dir")
+NODE_PATHS = ("data", "ledger", "identity-key", "spill-dir", "model-file",
+              "scores-file")
 #: run description keys whose values are paths (nested dicts too)
 SPEC_PATHS = ("ledger", "out", "progress")
 

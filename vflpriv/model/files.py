@@ -105,6 +105,60 @@ def _read_json(path, what):
         raise InputError(f"{what} {path!r} cannot be read: {exc}") from None
 
 
+def read_manifest(path) -> dict:
+    """The public manifest of the model in directory ``path``, checked: its format, at least
+    two parties numbered 0..K-1 each with a list of column names, a label party among them.
+    What a deployment's description is written from (the party files stay with the parties)."""
+    if not os.path.isdir(str(path)):
+        raise InputError(f"--model {str(path)!r} is not a directory written by --model-out")
+    man = _read_json(os.path.join(path, MANIFEST), "--model manifest")
+    if not isinstance(man, dict) or man.get("format") != FORMAT:
+        got = man.get("format") if isinstance(man, dict) else None
+        raise InputError(f"--model {str(path)!r}: manifest format {got!r} is not {FORMAT!r}")
+    parties = man.get("parties")
+    if not (isinstance(parties, list) and len(parties) >= 2 and all(
+            isinstance(e, dict) and e.get("party") == k and isinstance(e.get("file"), str)
+            and isinstance(e.get("columns"), list) and e["columns"]
+            and all(isinstance(c, str) for c in e["columns"]) for k, e in enumerate(parties))):
+        raise InputError(f"--model {str(path)!r}: the manifest's parties are not a list of "
+                         "parties 0..K-1 (K >= 2) with their files and column names")
+    lp = man.get("label_party")
+    if not (isinstance(lp, int) and 0 <= lp < len(parties)):
+        raise InputError(f"--model {str(path)!r}: the manifest's label party {lp!r} is not one "
+                         f"of its parties 0..{len(parties) - 1}")
+    return man
+
+
+def read_party_model(path, party: int, columns=None, intercept=False) -> dict:
+    """Party ``party``'s own model file (``party<k>.json``): ``{"columns", "coef"}`` and, with
+    ``intercept`` (the label party), ``"intercept"``; checked against the run's ``columns`` of
+    that party.  Each error names the file."""
+    what = f"party {party}'s model file"
+    body = _read_json(str(path), what)
+    if not isinstance(body, dict):
+        body = {}
+    cols, coef = body.get("columns"), body.get("coef")
+    if (body.get("format") != FORMAT or body.get("party") != party
+            or not isinstance(cols, list) or not isinstance(coef, list)
+            or len(cols) != len(coef)):
+        raise InputError(f"{what} {str(path)!r} does not hold party {party}'s columns and "
+                         f"coefficients ({FORMAT})")
+    c = np.asarray(coef, dtype=np.float64)
+    if not np.all(np.isfinite(c)):
+        raise InputError(f"{what} {str(path)!r}: its coefficients are not finite")
+    if columns is not None and [str(x) for x in cols] != list(columns):
+        raise InputError(f"{what} {str(path)!r} holds the columns {cols[:8]}, not the model's "
+                         f"columns of party {party} {list(columns)[:8]}")
+    out = {"columns": [str(x) for x in cols], "coef": c}
+    if intercept:
+        b = body.get("intercept")
+        if not isinstance(b, (int, float)) or not math.isfinite(b):
+            raise InputError(f"{what} {str(path)!r} (the label party's) has no finite "
+                             "intercept")
+        out["intercept"] = float(b)
+    return out
+
+
 def read_split_model(path) -> SplitModel:
     """The model in directory ``path`` (every file checked: format, party numbers, columns)."""
     if not os.path.isdir(str(path)):

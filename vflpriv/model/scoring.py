@@ -49,19 +49,51 @@ def partial_margin(X, coef) -> np.ndarray:
     return z
 
 
+def key_pair() -> tuple:
+    """Step 1 at party j != L: ``(private key bytes, public key bytes)``, a fresh X25519 pair
+    for this scoring (OS entropy); the private key never leaves party j."""
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
+    key = X25519PrivateKey.generate()
+    return key.private_bytes_raw(), key.public_key().public_bytes_raw()
+
+
+def masked_margin(X, coef, me: int, private: bytes | None, public: dict) -> np.ndarray:
+    """Step 2 at party ``me`` != L: its partial margin X w in fixed point plus its pairwise
+    masks, ``+ m_{me,b}`` for each peer b > me and ``- m_{a,me}`` for each a < me (``public``:
+    the peers' public keys by party, empty when ``me`` is the only party besides L)."""
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
+    word = encode_round(partial_margin(X, coef), SCALE_BITS)
+    n = word.shape[0]
+    mine = X25519PrivateKey.from_private_bytes(private) if public else None
+    for b in sorted(public):
+        m = Prg(_pair_key(mine, public[b], me, b)).uint64(n)
+        word = word + m if me < b else word - m
+    return word
+
+
+def unmasked_scores(X, coef, intercept, masked) -> np.ndarray:
+    """Step 3 at L: the masked margins (a list of uint64 arrays) added (the masks cancel),
+    decoded, plus L's own partial margin and the intercept."""
+    total = np.zeros(X.shape[0], dtype=np.uint64)
+    for words in masked:
+        total += words
+    return partial_margin(X, coef) + decode(total, SCALE_BITS) + intercept
+
+
 def secure_scores(blocks, model, *, meter=None) -> tuple:
     """``(scores, report)``: each party's aligned feature block ``blocks[k]`` (rows in the label
     party's order, the model's columns in order) scored under ``model`` with the secure sum
-    above; every message a real frame, relayed through the server and metered."""
-    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
-
+    above; every message a real frame, relayed through the server and metered.  The parties
+    are objects of this process; ``vflpriv.model.deployed`` runs the same three steps, each
+    party on its own node, over a run's link."""
     from ..vertical.transport import Meter
     from ..vertical.transport import relay as relayed
     from . import messages as M
 
     meter = Meter() if meter is None else meter
     K, L = model.K, model.label_party
-    n = blocks[L].shape[0]
     others = [j for j in range(K) if j != L]
     secs = [0.0] * K
     t_start = time.perf_counter()
@@ -69,33 +101,23 @@ def secure_scores(blocks, model, *, meter=None) -> tuple:
     def relay(src, dst, msg):
         return relayed(meter, msg, src, dst, M.decode)
 
+    def timed(k, fn, *a):
+        t0 = time.perf_counter()
+        out = fn(*a)
+        secs[k] += time.perf_counter() - t0
+        return out
+
     keys, public = {}, {}
     if len(others) > 1:                          # pairwise keys among the parties other than L
         for j in others:
-            t0 = time.perf_counter()
-            keys[j] = X25519PrivateKey.generate()
-            pub = keys[j].public_key().public_bytes_raw()
-            secs[j] += time.perf_counter() - t0
-            peers = [b for b in others if b != j]
-            public[j] = relay(j, peers, M.ScoreKey(pub)).public
-    masked_sum = np.zeros(n, dtype=np.uint64)
+            keys[j], pub = timed(j, key_pair)
+            public[j] = relay(j, [b for b in others if b != j], M.ScoreKey(pub)).public
+    masked = []
     for j in others:
-        t0 = time.perf_counter()
-        word = encode_round(partial_margin(blocks[j], model.coef[j]), SCALE_BITS)
-        for b in others:
-            if b == j:
-                continue
-            m = Prg(_pair_key(keys[j], public[b], j, b)).uint64(n)
-            word = word + m if j < b else word - m
-        secs[j] += time.perf_counter() - t0
-        got = relay(j, L, M.MaskedMargin(word)).words
-        t0 = time.perf_counter()
-        masked_sum += got
-        secs[L] += time.perf_counter() - t0
-    t0 = time.perf_counter()
-    scores = partial_margin(blocks[L], model.coef[L]) + decode(masked_sum, SCALE_BITS) \
-        + model.intercept
-    secs[L] += time.perf_counter() - t0
+        peers = {b: public[b] for b in public if b != j}
+        word = timed(j, masked_margin, blocks[j], model.coef[j], j, keys.get(j), peers)
+        masked.append(relay(j, L, M.MaskedMargin(word)).words)
+    scores = timed(L, unmasked_scores, blocks[L], model.coef[L], model.intercept, masked)
     report = {"bytes": meter.framed_bytes(K),
               "seconds": round(time.perf_counter() - t_start, 4),
               "party_seconds": [round(s, 4) for s in secs],

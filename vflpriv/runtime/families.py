@@ -23,12 +23,16 @@ FAMILIES = {
     "horizontal": ("vflpriv.horizontal.remote", "serve", "StrategyParty"),
     "fedp3": ("vflpriv.horizontal.fedp3_remote", "serve", "FedP3Party"),
     "align": ("vflpriv.align.deployed", "serve", "AlignedParty"),
+    "predict": ("vflpriv.model.deployed", "serve", "ScoringParty"),
 }
 
 #: a node config naming an ID column holds the party's own table, to be aligned by private set
 #: intersection first: every message of its run goes to the ``align`` family's party role, which
 #: runs the intersection and then hosts the training family's role on the aligned rows
 ALIGNED_NODE_KEY = "id-column"
+#: a node config naming a model file (its party's ``party<k>.json``) is a scoring party: every
+#: message goes to the ``predict`` family's party role, which takes part in no other run
+SCORING_NODE_KEY = "model-file"
 
 
 def register(family: str, module: str, serve: str = "serve", party: str = "Party") -> None:
@@ -48,6 +52,8 @@ def roles(family: str):
 
 def build_party(cfg: dict, setup: dict):
     """The party role of ``setup["family"]`` for the party whose own config is ``cfg`` (the
-    ``align`` family's for a config that names an ID column, :data:`ALIGNED_NODE_KEY`)."""
-    family = "align" if cfg.get(ALIGNED_NODE_KEY) else setup.get("family", "vertical")
+    ``predict`` family's for a config that names a model file, :data:`SCORING_NODE_KEY`; the
+    ``align`` family's for one that names an ID column, :data:`ALIGNED_NODE_KEY`)."""
+    family = ("predict" if cfg.get(SCORING_NODE_KEY) else
+              "align" if cfg.get(ALIGNED_NODE_KEY) else setup.get("family", "vertical"))
     return roles(family)[1](cfg, setup)

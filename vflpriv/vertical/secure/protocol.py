@@ -133,7 +133,9 @@ class SecureParty:
         self.y = b.y
         self.ty = None                            # A_k^T y + noise, released once (no label)
         self.noise, self.b, self.sigma = noise, float(index_scale), float(sigma)
-        self.rng = np.random.default_rng(noise_seed) if private else None
+        from ...noise import generator as noise_generator
+
+        self.rng = noise_generator(noise_seed) if private else None
         self.x = np.zeros(self.p)
         self.u = np.zeros(self.n)                 # A_k x_k (own block, clipped data)
         self.c = np.zeros(self.p)                 # sum_l sum_j x_j c_kj (released cross terms)

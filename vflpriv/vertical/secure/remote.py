@@ -348,7 +348,9 @@ class SecurePartyRole(PartyRole):
     def get_state(self):
         p = self.party
         st = {a: getattr(p, a) for a in _STATE}
-        st["rng"] = None if p.rng is None else p.rng.bit_generator.state
+        from ...noise import state as noise_state
+
+        st["rng"] = noise_state(p.rng)
         st["keys"] = (self.private_key, self.public_key, self.peers)
         st["block_dir"] = self.block_dir
         return st
@@ -359,7 +361,9 @@ class SecurePartyRole(PartyRole):
             if a in st:
                 setattr(p, a, st[a])
         if st["rng"] is not None:
-            p.rng.bit_generator.state = st["rng"]
+            from ...noise import restore as noise_restore
+
+            noise_restore(p.rng, st["rng"])
         self.private_key, self.public_key, self.peers = st["keys"]
         self.block_dir = st.get("block_dir")
 

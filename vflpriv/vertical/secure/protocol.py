@@ -284,8 +284,8 @@ class SecureParty:
         shares = {}
         for k, tr in triples.items():
             s = holder_shares(self.masked[k], v, tr.share)
-            if self.private and self.sigma > 0:
-                s = s + _noise(self.rng, self.sigma, s.shape[0], 2 * self.f)
+            if self.private and self.sigma > 0:     # exact discrete Gaussian (sensitivity.md 4.7)
+                s = s + ring_noise(self.rng, self.sigma, 2 * self.f, s.shape[0])
             shares[k] = SM.ResultShare(self.k, i, s)
         return z, shares
 
@@ -296,6 +296,12 @@ class SecureParty:
             self.ty = decode(out, 2 * self.f)
         else:
             self.cross[(z.holder, z.index)] = decode(out, 2 * self.f)
+
+
+def ring_noise(rng, sigma, scale_bits, size):
+    from ...noise.discrete import ring_noise as exact
+
+    return exact(rng, sigma, scale_bits, size)
 
 
 def _noise(rng, sigma, size, scale_bits):

@@ -220,7 +220,8 @@ class SecurePartyRole(PartyRole):
                                                  int(self.setup["iterations"]),
                                                  int(self.setup["K"]),
                                                  feature_rounds=int(self.setup["feature_cap"])
-                                                 + int(self.setup.get("label_rounds") or 0)),
+                                                 + int(self.setup.get("label_rounds") or 0),
+                                                 discrete=True),
                                     party=self.k)
             self.private_key, self.public_key = new_key_pair()
             return "key", self._offer()

@@ -109,6 +109,42 @@ class Gaussian(DpEvent):
 
 
 @dataclass(frozen=True)
+class DiscreteGaussian(DpEvent):
+    """Discrete Gaussian mechanism: f(D) + Y with f integer-valued (in Z^d, any d) and
+    Y_j ~ N_Z(0, sigma^2) independent (pmf proportional to exp(-y^2 / (2 sigma^2)) on Z), with
+    declared L2 sensitivity ||f(D) - f(D')||_2 <= sensitivity.  Scaled to a lattice g Z^d (a
+    value held in fixed point at scale 2^s: g = 2^-s) it is f(D) in g Z^d plus g N_Z(0,
+    (sigma / g)^2) per coordinate, sigma and sensitivity then in the values' units: the guarantee
+    below depends on sensitivity / sigma only, so both descriptions are the same event.
+
+    Its Renyi divergence of order alpha is at most alpha sensitivity^2 / (2 sigma^2), the
+    continuous Gaussian's, for every d (Canonne, Kamath, Steinke 2020, Proposition 5 for one
+    coordinate with an integer shift; independent coordinates add: docs/sensitivity.md,
+    "Discrete Gaussian noise in the ring").  That is all that is proven for a vector: its
+    privacy loss distribution is NOT the continuous Gaussian's (at small sigma it is worse), so
+    only the accountants that use the Renyi bound support it (``rdp``, hence ``best``); it is not
+    a :class:`Gaussian` and never pooled with one."""
+
+    sigma: float
+    sensitivity: float = 1.0
+    neighboring: str = ADD_REMOVE
+    kind = "discrete_gaussian"
+
+    def __post_init__(self):
+        object.__setattr__(self, "sigma", _check_positive("sigma", self.sigma))
+        object.__setattr__(self, "sensitivity", _check_positive("sensitivity", self.sensitivity))
+        _check_relation(self.neighboring)
+        if self.sensitivity / self.sigma < 1e-150:
+            raise ValueError(f"sigma={self.sigma!r} is too large for sensitivity="
+                             f"{self.sensitivity!r}: their ratio underflows in the accountants")
+
+    @property
+    def mu(self) -> float:
+        """sensitivity / sigma: the Renyi curve is alpha mu^2 / 2 (mu^2 / 2-zCDP)."""
+        return self.sensitivity / self.sigma
+
+
+@dataclass(frozen=True)
 class PoissonSubsampledGaussian(DpEvent):
     """One step of DP-SGD: each record joins the batch with probability ``sample_rate``, the
     clipped sum (L2 sensitivity 1 after clipping) gets N(0, noise_multiplier^2)."""
@@ -262,7 +298,7 @@ class Composed(DpEvent):
         object.__setattr__(self, "events", evs)
 
 
-LEAF_TYPES = {cls.kind: cls for cls in (Laplace, Gaussian, PoissonSubsampledGaussian,
+LEAF_TYPES = {cls.kind: cls for cls in (Laplace, Gaussian, DiscreteGaussian, PoissonSubsampledGaussian,
                                          ReportNoisyMax, Exponential, PureDP, ApproxDP, ZCDP)}
 
 

@@ -59,7 +59,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from .accountants import get_accountant
-from .events import Composed, DpEvent, Gaussian, SelfComposed, event_from_dict, flatten
+from .events import (Composed, DiscreteGaussian, DpEvent, Gaussian, SelfComposed, event_from_dict,
+                     flatten)
 
 FORMAT = "vflpriv-ledger"
 VERSION = 3
@@ -174,7 +175,7 @@ def dominates(big, small) -> bool:
 
     if type(big) is not type(small) or big.neighboring != small.neighboring:
         return False
-    if isinstance(big, Gaussian):
+    if isinstance(big, (Gaussian, DiscreteGaussian)):
         return small.mu <= big.mu
     if isinstance(big, ReportNoisyMax):
         return small.noise == big.noise and small.epsilon <= big.epsilon
@@ -190,12 +191,28 @@ def dominates(big, small) -> bool:
     return False
 
 
+#: leaves held as a pool of mu^2: Gaussians (exact composition, mu-GDP) and, apart from them,
+#: discrete Gaussians (their Renyi curves alpha mu^2 / 2 add: the only analysis they have)
+_POOLED = (Gaussian, DiscreteGaussian)
+
+
+def _pooled(leaf) -> bool:
+    return type(leaf) in _POOLED
+
+
+def _pool_key(leaf):
+    return ("mu2", leaf.neighboring) if type(leaf) is Gaussian else \
+        (f"mu2:{leaf.kind}", leaf.neighboring)
+
+
 def _gaussian_pools(leaves: dict) -> dict:
-    """{neighbouring relation: sum of n mu^2} of the Gaussian leaves, exactly (fractions)."""
+    """{pool key: sum of n mu^2} of the Gaussian leaves (one pool per kind and neighbouring
+    relation; a discrete Gaussian never draws on a Gaussian's pool), exactly (fractions)."""
     pools: dict = {}
     for leaf, n in leaves.items():
-        if isinstance(leaf, Gaussian):
-            pools[leaf.neighboring] = pools.get(leaf.neighboring, 0) + n * Fraction(leaf.mu) ** 2
+        if _pooled(leaf):
+            key = _pool_key(leaf)
+            pools[key] = pools.get(key, 0) + n * Fraction(leaf.mu) ** 2
     return pools
 
 
@@ -516,17 +533,18 @@ class Ledger:
                 continue
             per = used.get(p, {})
             for leaf, n in leaves.items():
-                if isinstance(leaf, Gaussian):
+                if _pooled(leaf):
                     continue
                 n -= per.get(leaf, 0)
                 if n > 0:
                     total[leaf] = total.get(leaf, 0) + n
-            for rel, pool in _gaussian_pools(leaves).items():
-                left = pool - per.get(("mu2", rel), 0)
+            for key, pool in _gaussian_pools(leaves).items():
+                left = pool - per.get(key, 0)
                 if left > 0:
-                    pools[rel] = pools.get(rel, 0) + left
-        for rel, left in pools.items():
-            g = Gaussian(1.0 / math.sqrt(float(left)), neighboring=rel)
+                    pools[key] = pools.get(key, 0) + left
+        for (name, rel), left in pools.items():
+            cls = Gaussian if name == "mu2" else DiscreteGaussian
+            g = cls(1.0 / math.sqrt(float(left)), neighboring=rel)
             total[g] = total.get(g, 0) + 1
         return total
 
@@ -554,12 +572,12 @@ class Ledger:
                 [p for p in held if party is None or p != str(party)]
         covered = True
         for leaf, n in _leaf_counts(event).items():
-            if isinstance(leaf, Gaussian):
+            if _pooled(leaf):
                 need = n * Fraction(leaf.mu) ** 2
+                key = _pool_key(leaf)
                 for p in order:
-                    pool = _gaussian_pools(held[p][0]).get(leaf.neighboring, 0)
+                    pool = _gaussian_pools(held[p][0]).get(key, 0)
                     per = used.setdefault(p, {})
-                    key = ("mu2", leaf.neighboring)
                     take = min(need, pool - per.get(key, 0))
                     if take > 0:
                         per[key] = per.get(key, 0) + take

@@ -22,13 +22,15 @@ from dataclasses import dataclass, field
 
 from .accountants import ACCOUNTANT_NAMES, report
 from .calibration import calibrate
-from .events import (NEIGHBORING_RELATIONS, ApproxDP, Composed, Exponential, Gaussian, Laplace,
+from .events import (NEIGHBORING_RELATIONS, ApproxDP, Composed, DiscreteGaussian, Exponential,
+                     Gaussian, Laplace,
                      PoissonSubsampledGaussian, PureDP, ReportNoisyMax, SelfComposed, ZCDP)
 
 #: mechanism -> (event class, required parameters, optional parameters with defaults)
 MECHANISMS = {
     "laplace": (Laplace, ("scale",), {"sensitivity": 1.0}),
     "gaussian": (Gaussian, ("sigma",), {"sensitivity": 1.0}),
+    "discrete_gaussian": (DiscreteGaussian, ("sigma",), {"sensitivity": 1.0}),
     "poisson_subsampled_gaussian": (PoissonSubsampledGaussian, ("noise_multiplier", "sample_rate"), {}),
     "report_noisy_max": (ReportNoisyMax, ("noise", "scale"), {"sensitivity": 1.0}),
     "exponential": (Exponential, ("epsilon",), {}),

@@ -141,7 +141,7 @@ def _cycles(edges):
 #: layer of each top-level part (higher imports lower, never the reverse)
 LAYERS = {"accounting": 0,
           "vflpriv": 1, "vflpriv.errors": 1, "vflpriv.outputs": 1, "vflpriv.data": 1,
-          "vflpriv.optim": 1, "vflpriv.kernels": 1, "vflpriv.runtime": 1,
+          "vflpriv.optim": 1, "vflpriv.kernels": 1, "vflpriv.runtime": 1, "vflpriv.noise": 1,
           "vflpriv.vertical": 2, "vflpriv.sparse": 2, "vflpriv.horizontal": 2,
           "vflpriv.estimators": 3, "vflpriv.flower": 3, "vflpriv.align": 3, "vflpriv.model": 3,
           "vflpriv.audit": 4, "vflpriv.bench": 4, "vflpriv.examples": 4,

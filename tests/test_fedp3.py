@@ -195,7 +195,7 @@ def test_per_sample_gradients_match_a_loop_and_clipping_bounds_them(make):
     torch.testing.assert_close(after[~small], torch.full_like(after[~small], C))
     # z = 0: the private gradient is the sum of the clipped gradients over b
     g0 = private_gradient(net, tr, fx, X, y, clip=C, noise_multiplier=0.0, expected_batch=16,
-                          generator=torch.Generator())
+                          generator=np.random.default_rng(0))
     for k in tr:
         torch.testing.assert_close(g0[k], clipped[k].sum(0) / 16)
 
@@ -205,7 +205,7 @@ def test_no_clip_no_noise_equals_nonprivate_gradient():
     net = MLP(64, 10)
     X, y, tr, fx = _setup(net, n=9, seed=2)
     a = private_gradient(net, tr, fx, X, y, clip=math.inf, noise_multiplier=0.0,
-                         expected_batch=16, generator=torch.Generator())
+                         expected_batch=16, generator=np.random.default_rng(0))
     b = nonprivate_gradient(net, tr, fx, X, y, expected_batch=16)
     for k in tr:
         torch.testing.assert_close(a[k], b[k], rtol=1e-5, atol=1e-7)
@@ -220,7 +220,7 @@ def test_noise_has_the_calibrated_scale():
     X, y, tr, fx = _setup(net)
     z, C, b = 1.7, 0.8, 16
     draws = [private_gradient(net, tr, fx, X[:0], y[:0], clip=C, noise_multiplier=z,
-                              expected_batch=b, generator=torch.Generator().manual_seed(s))
+                              expected_batch=b, generator=np.random.default_rng(s))
              for s in range(10)]
     v = torch.cat([g.reshape(-1) for d in draws for g in d.values()]).double()
     N, sd = v.numel(), z * C / b
@@ -429,7 +429,7 @@ def test_train_layers_all_is_one_sgd_step_on_every_layer_keeping_pruned_zeros(ti
     est, params, plan = _one_step_setup("all")
     L_i = ("fc1", "ffc")
     local, sent = est._train_client(params, L_i, tiny[0], plan, np.random.default_rng(0),
-                                    torch.Generator().manual_seed(0))
+                                    np.random.default_rng(0))
     # reference: plain autograd on a module holding the received weights, full batch (q = 1)
     net = tiny_model()
     with torch.no_grad():
@@ -449,7 +449,7 @@ def test_train_layers_all_is_one_sgd_step_on_every_layer_keeping_pruned_zeros(ti
 def test_train_layers_selected_leaves_the_other_layers_alone(tiny):
     est, params, plan = _one_step_setup("selected")
     local, sent = est._train_client(params, ("fc1", "ffc"), tiny[0], plan,
-                                    np.random.default_rng(0), torch.Generator().manual_seed(0))
+                                    np.random.default_rng(0), np.random.default_rng(0))
     assert torch.equal(local["fc3.weight"], params["fc3.weight"])
     assert not torch.equal(local["fc1.weight"], params["fc1.weight"])
     assert set(sent) == {"fc1.weight", "fc1.bias", "ffc.weight", "ffc.bias"}

@@ -11,7 +11,7 @@ import pytest
 import scipy.sparse as sp
 from scipy import stats
 
-from accounting import BudgetExceeded, BudgetFilter, Gaussian, get_accountant
+from accounting import BudgetExceeded, BudgetFilter, DiscreteGaussian, Gaussian, get_accountant
 from vflpriv.data import VerticalData, make_synthetic
 from vflpriv.errors import InputError
 from vflpriv.vertical import solve
@@ -338,11 +338,12 @@ def test_releases_stay_inside_the_reservation_when_the_worst_case_is_reached(tmp
     ends = [x for x in lines if x.get("type") == "end"]
     assert len(reserved) == 1 and len(ends) == 1
     assert "outside" not in ends[0]["note"]
-    # the releases' mu^2 reach the reserved Gaussian pool to within the 1e-9 rounding
+    # the releases' mu^2 reach the reserved pool of (discrete: the ring noise) Gaussians to
+    # within the 1e-9 rounding
     mu2 = sum((r.event.sensitivity / r.event.sigma) ** 2 for r in sol.ledger.records
-              if isinstance(r.event, Gaussian))
+              if isinstance(r.event, DiscreteGaussian))
     planned = [e for e in sol.noise_plan.event.events if hasattr(e, "count") and
-               isinstance(e.event, Gaussian)][0]
+               isinstance(e.event, DiscreteGaussian)][0]
     pool = planned.count * (planned.event.sensitivity / planned.event.sigma) ** 2
     assert mu2 <= pool and mu2 == pytest.approx(pool, rel=1e-8)
 

@@ -77,11 +77,13 @@ page.run("run", "--data", f"synthetic:n={n},d=40,seed=1", "--parties", 2, "--alg
 page.text("""
 ## 3. A ledger that was edited
 
-Someone makes the noise look larger after the fact (sigma x 10 in the first Gaussian record).
+Someone makes the noise look larger after the fact (sigma x 10 in the first Gaussian record;
+the secure path's ring noise is a discrete Gaussian).
 The record's checksum no longer matches: `verify` stops with exit code 2 and names the line.
 """)
 for i, ln in enumerate(lines):
-    if '"kind":"gaussian"' in ln and '"type"' not in ln:      # a release, not a reservation
+    if ('"kind":"gaussian"' in ln or '"kind":"discrete_gaussian"' in ln) and \
+            '"type"' not in ln:                                # a release, not a reservation
         rec = json.loads(ln)
         rec["event"]["sigma"] *= 10
         lines[i] = json.dumps(rec, separators=(",", ":"), sort_keys=True)

@@ -91,7 +91,7 @@ def make_local_step(q: float = SAMPLE_RATE, epsilon: float = TARGET_EPSILON,
             for side in (0, 1):
                 X, y = data[side]
                 m = X.shape[0]
-                noise_gen = torch.Generator().manual_seed(int(rng.integers(2 ** 62)))
+                noise_gen = np.random.default_rng(int(rng.integers(2 ** 62)))
                 sums = {}                      # batch -> clipped sum (deterministic given it)
                 rows = np.empty((k, u.numel()))
                 for r in range(k):
@@ -156,7 +156,7 @@ def make_runtime_step(q: float = SAMPLE_RATE, epsilon: float = TARGET_EPSILON,
             outs = []
             for side in (0, 1):
                 X, y = data[side]
-                gen = torch.Generator().manual_seed(int(rng.integers(2 ** 62)))
+                gen = np.random.default_rng(int(rng.integers(2 ** 62)))
                 cache: dict = {}
                 rows = np.empty((k, u.numel()))
                 for r in range(k):

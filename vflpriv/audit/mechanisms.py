@@ -9,6 +9,10 @@ per side has power (a claim of 10 could not be tested, a claim of 0.01 would tes
 * ``gaussian``: f(D0) = 0, f(D1) = 1, sigma calibrated by the accountant to (1, 1e-5); the audit
   uses the (epsilon, delta) form ln((TPR_lo - delta) / FPR_hi).  The Gaussian's privacy loss at
   delta = 1e-5 is reached only in far tails, so 1e5 samples audit well below the claim.
+* ``discrete_gaussian``: the exact discrete Gaussian of the secure path's ring noise
+  (:mod:`vflpriv.noise.discrete`), f(D0) = 0, f(D1) = 1 on the integers (sensitivity 1),
+  sigma calibrated by the accountant to (1, 1e-5) (its Renyi bound: the only one it has); the
+  same (epsilon, delta) test.  Its claim is not Gaussian DP, so no trade-off refutation applies.
 * ``rnm_laplace`` / ``rnm_gumbel`` / ``rnm_exponential``: report-noisy-max over k candidates with
   scale 2 (claim 2 * 1 / 2 = 1), scores (0, ..., 0) on D0 and (1, -1, ..., -1) on D1 (every score
   moves by the sensitivity 1, the target up and the rest down); score = [output == 0] (the tests
@@ -28,6 +32,10 @@ per side has power (a claim of 10 could not be tested, a claim of 0.01 would tes
   f(D0) = 0, f(D1) = 1, its claim from Mironov's theorem.
 """
 from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
 
 from . import AuditMechanism, register
 
@@ -78,6 +86,26 @@ def gaussian_mechanism() -> AuditMechanism:
 
     return AuditMechanism("gaussian", event, DELTA_GAUSS, sample,
                           description=f"Gaussian, f(D0)=0 vs f(D1)=1, sigma {sigma:.6g}")
+
+
+@register("discrete_gaussian")
+def discrete_gaussian_mechanism() -> AuditMechanism:
+    from accounting import DiscreteGaussian, calibrate
+
+    from ..noise.discrete import discrete_gaussian
+
+    sigma = calibrate(lambda s: DiscreteGaussian(sigma=s, sensitivity=1.0), TARGET_EPSILON,
+                      DELTA_GAUSS, decreasing=True).value
+    event = DiscreteGaussian(sigma=sigma, sensitivity=1.0)
+    s2 = Fraction(sigma) ** 2
+
+    def sample(n, rng):
+        draw = lambda: discrete_gaussian(rng, s2, n).astype(np.float64)
+        return 0.0 + draw(), 1.0 + draw()
+
+    return AuditMechanism("discrete_gaussian", event, DELTA_GAUSS, sample,
+                          description=f"discrete Gaussian (exact sampler), f(D0)=0 vs f(D1)=1 on "
+                                      f"Z, sigma {sigma:.6g}")
 
 
 def rnm_scores(k: int):

@@ -10,7 +10,8 @@
   Beaver product between two parties (``holder_messages`` / ``peer_output``, real masks and
   dealer).  Neighbours: row 0 of the peer's block is C e_0 (norm C), the holder's column has
   +B_a (D0) or -B_a (D1) in row 0, zeros elsewhere: the released entry 0 moves by 2 B_a C, the
-  declared sensitivity.  Claim: ``Gaussian(sigma, 2 B_a C)``.  Score: the released entry 0.
+  declared sensitivity.  Claim: ``DiscreteGaussian(sigma, 2 B_a C)`` (ring noise).  Score: the
+  released entry 0.
 * ``dp_bcfw_secure_intercept``: the least-squares intercept's release, once: the label party's
   noisy label sum and column sums and the other party's noisy column sums
   (``SecureParty.noisy_sums``), K = 2, one column each.  Neighbours: row 0 is (C_0, C_1) with
@@ -134,7 +135,7 @@ def make_release(n: int = 4, p: int = 2, feature_bound: float = 1.0, row_clip: f
     return AuditMechanism(
         "dp_bcfw_secure_release", event, DELTA, sample, score=None,
         description=f"one dp-bcfw-secure cross-product release through the Beaver product "
-        f"(holder_messages / peer_output): Gaussian sigma={sigma:.4g}, sensitivity "
+        f"(holder_messages / peer_output): discrete Gaussian sigma={sigma:.4g}, sensitivity "
         f"{event.sensitivity:.4g} (2 B_a C); holder's row 0 flipped")
 
 

@@ -61,11 +61,16 @@ def clipped_gradient_sum(model, trainable, fixed, X, y, *, clip: float) -> dict:
 
 def noisy_average(total: dict, *, clip: float, noise_multiplier: float, expected_batch: float,
                   generator) -> dict:
-    """(total + N(0, z^2 C^2 I)) / b: the release of one DP-SGD step given its clipped sum."""
+    """(total + N(0, z^2 C^2 I)) / b: the release of one DP-SGD step given its clipped sum.
+    ``generator``: a ``numpy.random.Generator`` (the runs pass :func:`vflpriv.noise.generator`'s
+    ChaCha20; torch's CPU generator is a Mersenne Twister, predictable from its outputs)."""
+    if not isinstance(generator, np.random.Generator):
+        raise TypeError(f"generator must be a numpy.random.Generator (vflpriv.noise.generator), "
+                        f"got {type(generator).__name__}")
     if noise_multiplier > 0:
         std = noise_multiplier * clip
-        total = {k: g + std * torch.randn(g.shape, generator=generator, dtype=g.dtype)
-                 for k, g in total.items()}
+        total = {k: g + std * torch.from_numpy(generator.standard_normal(tuple(g.shape)))
+                 .to(g.dtype) for k, g in total.items()}
     return {k: g / expected_batch for k, g in total.items()}
 
 

@@ -476,9 +476,10 @@ class FedP3:
     def client_update(self, i, t, down):
         L_i, client = self._L[i], self._clients[i]
         params, _ = self._unpack(down)                 # what the client reconstructs
-        rng = np.random.default_rng([self._client_key, t, i, 3])
-        gen = torch.Generator().manual_seed(int(rng.integers(2 ** 62)))
-        local, trained = self._train_client(params, L_i, client, self._plans[i], rng, gen)
+        from ..noise import generator as noise_generator
+
+        rng = noise_generator([self._client_key, t, i, 3])     # secret: batches and DP noise
+        local, trained = self._train_client(params, L_i, client, self._plans[i], rng, rng)
         self.client_accuracy_[i] = self._accuracy(local, client.X_test, client.y_test)
         self._trained_once[i] = True
         return self._uplink(trained, L_i)

@@ -97,9 +97,10 @@ class FedP3Party(PartyRole):
                                    note=f"FedP3 round {round}: {self.plan.steps} DP-SGD steps")
             except BudgetExceeded as exc:
                 return REFUSED, str(exc).encode()
-        rng = np.random.default_rng([self.key, round, self.k, 3])
-        gen = torch.Generator().manual_seed(int(rng.integers(2 ** 62)))
-        local, trained = est._train_client(params, L_i, self.client, self.plan, rng, gen)
+        from ..noise import generator as noise_generator
+
+        rng = noise_generator([self.key, round, self.k, 3])     # secret: batches and DP noise
+        local, trained = est._train_client(params, L_i, self.client, self.plan, rng, rng)
         acc = est._accuracy(local, self.client.X_test, self.client.y_test)
         return "update", _ACC.pack(acc) + est._uplink(trained, L_i)
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ..noise import generator as noise_generator
 from . import wire
 from .config import OPTIONS, SAMPLERS, HorizontalConfig, LocalConfig  # noqa: F401
 from .local import FlatModel, local_train
@@ -173,11 +174,10 @@ def client_step(strategy, model, local, X, y, state, k, t, down, client_key, noi
     ``(clip, noise multiplier)``."""
     received = [torch.from_numpy(v) for v in wire.decode_vectors(down)]
     corr, lam1, lam2 = strategy.local_objective(k, state, received)
-    rng = np.random.default_rng([client_key, t, k, 3])
+    rng = noise_generator([client_key, t, k, 3])       # secret: batches and DP noise
     dp = None
     if noise is not None:
-        gen = torch.Generator().manual_seed(int(rng.integers(2 ** 62)))
-        dp = (noise[0], noise[1], gen)
+        dp = (noise[0], noise[1], rng)
     theta_k, steps = local_train(model, received[0], X, y, local, correction=corr,
                                  lambda1=lam1, lambda2=lam2, rng=rng, dp=dp)
     reply = strategy.client_reply(k, state, received, theta_k, steps, local.lr)

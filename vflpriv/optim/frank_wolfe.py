@@ -48,6 +48,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import InputError
+from ..noise import generator as noise_generator
 from ._checks import add_column, check_data, check_positive, check_positive_int, round_down
 from .l1ball import _lmo_blocks, check_blocks, check_radii, fw_gap
 from .losses import ClippedLoss, get_loss
@@ -211,7 +212,8 @@ def dp_frank_wolfe(A, y, loss="squared", eta=1.0, *, iterations=100, feature_bou
     ``epsilon=inf`` runs without noise and spends nothing (exactly the Frank-Wolfe iterates).
     ``budget_filter`` (an ``accounting.BudgetFilter``) is charged for each selection before its
     noise is drawn; it raises ``BudgetExceeded`` and the run stops with nothing released.
-    ``rng``: a seed or ``numpy.random.Generator``.
+    ``rng``: a seed (the noise generator is then ChaCha20, :func:`vflpriv.noise.generator`) or a
+    ``numpy.random.Generator`` (used as given).
 
     Returns :class:`FWResult` whose ``privacy`` dict holds ``noise_scale``, ``sensitivity``,
     ``selections``, ``event`` (the composed event, as a dict), ``epsilon`` (the accountant's
@@ -235,7 +237,7 @@ def dp_frank_wolfe(A, y, loss="squared", eta=1.0, *, iterations=100, feature_bou
         raise InputError(f"neighboring must be 'add_remove' or 'replace_one', got {neighboring!r}")
     if (epsilon is None) == (noise_scale is None):
         raise InputError("give exactly one of epsilon (with delta) or noise_scale")
-    rng = np.random.default_rng(rng)
+    rng = rng if isinstance(rng, np.random.Generator) else noise_generator(rng)
 
     def make_event(b):
         sel = accounting.SelfComposed(

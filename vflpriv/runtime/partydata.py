@@ -51,13 +51,14 @@ def load_cached(path):
     return _CACHE[key]
 
 
-def party_noise_seed(cfg, k) -> np.random.SeedSequence:
+def party_noise_seed(cfg, k) -> np.random.SeedSequence | None:
     """Party k's noise seed is its own: from its config's ``noise-entropy`` (seeded test runs:
-    the in-process ``noise_root.spawn(K)[k]``, see :func:`noise_entropy_of`) or from OS
-    entropy.  Used at setup only; afterwards the generator's state lives in the party's state."""
+    the in-process ``noise_root.spawn(K)[k]``, see :func:`noise_entropy_of`), or None: its
+    ChaCha20 noise generator is then keyed from ``os.urandom`` (:func:`vflpriv.noise.generator`).
+    Used at setup only; afterwards the generator's state lives in the party's state."""
     ent = cfg.get("noise-entropy")
     if ent in (None, ""):
-        return np.random.SeedSequence()
+        return None
     parent = tuple(int(v) for v in str(cfg.get("noise-spawn-key", "")).split(",") if v)
     return np.random.SeedSequence(int(ent), spawn_key=parent + (k,))
 

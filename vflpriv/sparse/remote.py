@@ -9,7 +9,7 @@ server noise, aggregation, the strategy's server step) with :class:`LinkClients`
 (:mod:`vflpriv.sparse.wire`) inside a Flower message, and each participant's ClientApp
 (:class:`SparseParty`) answers with its wire-encoded reply, computed by the same
 :func:`~vflpriv.sparse.runtime.client_replies` on its own rows alone.  Since a client's randomness
-is its own generator ``default_rng([root, t, i, 7])`` and its shapes depend only on the public
+is its own generator (ChaCha20 keyed from ``[root, t, i, 7]``) and its shapes depend only on the public
 padded length n_max, a seeded run ends at the same model, bit for bit, with the same privacy
 spend (tests/test_flower_sparse.py).
 

@@ -18,7 +18,8 @@ Weights (P000-2): ``uniform`` p_i = 1/N (000's experiments, 003's Theorem 8) or 
 p_i = n_i / n (ERM).  The objective reported is sum_i p_i f_i(x) with the run's own weights.
 
 Randomness: the server has one generator for its public choices (participants) and one for its
-secret (the client-level noise); each client has one per round, ``default_rng([root, t, i, 7])``
+secret (the client-level noise, ChaCha20: :mod:`vflpriv.noise`); each client has one per round,
+ChaCha20 keyed from ``[root, t, i, 7]``
 (:func:`client_generators`), for its minibatches, its record sample and its DP-SGD noise.  So a
 client's numbers depend only on (root, round, client): the vectorized path, the per-client loop
 and the Flower backends (each client alone in its ClientApp) compute the same replies.  Everything
@@ -36,6 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..noise import generator as noise_generator
 from . import wire
 from .ops import relative_error, support_scores
 
@@ -149,7 +151,8 @@ CLIENT_STREAM = 7        # tag of the clients' generators (the server's use [see
 
 
 def client_generators(root, t, clients):
-    """One generator per participant for round t: client i's is ``default_rng([root, t, i, 7])``.
+    """One generator per participant for round t: client i's is ChaCha20 keyed from
+    ``SeedSequence([root, t, i, 7])`` (:func:`vflpriv.noise.generator`).
 
     A client draws everything random it does in a round (minibatches, its Poisson record sample,
     its DP-SGD noise) from its own generator, derived from (root, round, client) alone, so that
@@ -158,7 +161,7 @@ def client_generators(root, t, clients):
     is the run's seed (reproducible runs) or fresh OS entropy; on a deployment each client draws
     its own root, so no one else can predict its noise.
     """
-    return [np.random.default_rng([int(root), int(t), int(i), CLIENT_STREAM]) for i in clients]
+    return [noise_generator([int(root), int(t), int(i), CLIENT_STREAM]) for i in clients]
 
 
 class ClientContext:
@@ -259,7 +262,7 @@ def serve(strategy, clients, *, N, d, p, rounds, participation, privacy=None, se
     (:meth:`Participation.public_count`), never by how many answered (docs/flower.md, "A lost
     client")."""
     public_rng = np.random.default_rng(seed)
-    secret_rng = np.random.default_rng(None if seed is None else [int(seed), 1])
+    secret_rng = noise_generator(None if seed is None else [int(seed), 1])
     if federation is None:
         from types import SimpleNamespace
 

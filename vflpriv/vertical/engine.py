@@ -49,6 +49,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import InputError
+from ..noise import generator as noise_generator
+from ..noise import restore as noise_restore
+from ..noise import state as noise_state
 from . import messages as M
 from .clipshare import warn_if_clipped
 from .sampling import ALL, Sampling
@@ -78,7 +81,7 @@ class Party:
         self.AT = A_k.T          # CSR view of the CSC block (no copy)
         self.noise, self.b, self.sigma = noise, float(index_scale), float(feature_sigma or 0.0)
         self.sigma_b = float(intercept_sigma or 0.0)     # the intercept derivative's noise
-        self.rng = np.random.default_rng(noise_seed) if self.private else None
+        self.rng = noise_generator(noise_seed) if self.private else None
         self.dfw = dfw
         self.x = np.zeros(self.p)          # own block (dFW needs it for the gap)
         self.sketch = self.sampling = None
@@ -172,7 +175,7 @@ class Party:
         """What changes between rounds: ``(meta, arrays)`` (generator states, the sampling replay
         position, the pending selection and the own block).  As secret as the data."""
         draw = self._draw
-        meta = {"noise_rng": None if self.rng is None else self.rng.bit_generator.state,
+        meta = {"noise_rng": noise_state(self.rng),
                 "sampling_rng": self.sampling_rng.bit_generator.state,
                 "draw_round": self._draw_round,
                 "draw": draw if draw is None or isinstance(draw, str) else
@@ -182,7 +185,7 @@ class Party:
 
     def set_state(self, meta, arrays):
         if meta["noise_rng"] is not None:
-            self.rng.bit_generator.state = meta["noise_rng"]
+            noise_restore(self.rng, meta["noise_rng"])
         self.sampling_rng.bit_generator.state = meta["sampling_rng"]
         self._draw_round = int(meta["draw_round"])
         d = meta["draw"]

@@ -97,9 +97,13 @@ def index_event(noise, scale, sens, count=1):
     return e if count == 1 else SelfComposed(e, int(count))
 
 
-def feature_event(sigma, sens, count=1):
-    """One round's feature releases by ``count`` parties: one Gaussian, sqrt(count) x sensitivity."""
-    return Gaussian(sigma, math.sqrt(count) * sens, neighboring=REPLACE_ONE)
+def feature_event(sigma, sens, count=1, discrete=False):
+    """One round's feature releases by ``count`` parties: one Gaussian, sqrt(count) x sensitivity
+    (``discrete``: a ``DiscreteGaussian``, the secure path's exact ring noise)."""
+    from accounting import DiscreteGaussian
+
+    return (DiscreteGaussian if discrete else Gaussian)(sigma, math.sqrt(count) * sens,
+                                                        neighboring=REPLACE_ONE)
 
 
 def intercept_sigma(b, sens: Sensitivity) -> float:
@@ -115,9 +119,10 @@ def intercept_event(sigma_b, sens_b):
 
 
 def plan_event(noise, b, sigma, sens: Sensitivity, rounds, parties, feature_rounds=None,
-               features=True):
+               features=True, discrete=False):
     """The worst-case plan: every round ``parties`` selections and ``parties`` new features,
-    and with an intercept (``sens.intercept``) one release of its derivative."""
+    and with an intercept (``sens.intercept``) one release of its derivative (``discrete``: the
+    features' releases are ``DiscreteGaussian``, the secure path's exact ring noise)."""
     parts = [SelfComposed(index_event(noise, b, sens.index, parties), rounds)]
     if sens.intercept is not None:
         parts.append(SelfComposed(intercept_event(intercept_sigma(b, sens), sens.intercept),
@@ -125,7 +130,7 @@ def plan_event(noise, b, sigma, sens: Sensitivity, rounds, parties, feature_roun
     if features:
         fr = rounds if feature_rounds is None else feature_rounds
         if fr > 0:
-            parts.append(SelfComposed(feature_event(sigma, sens.feature, parties), fr))
+            parts.append(SelfComposed(feature_event(sigma, sens.feature, parties, discrete), fr))
     return parts[0] if len(parts) == 1 else Composed(tuple(parts))
 
 
@@ -148,14 +153,15 @@ class NoisePlan:
 
 
 def calibrate_accountant(noise, sens, epsilon, delta, rounds, parties, split=0.5, accountant="rdp",
-                         features=True, feature_rounds=None) -> NoisePlan:
+                         features=True, feature_rounds=None, discrete=False) -> NoisePlan:
     """Calibration by the accountant (module docstring); a target no noise meets (a delta far
-    below what the accountant resolves) is one InputError naming --epsilon and --delta."""
+    below what the accountant resolves) is one InputError naming --epsilon and --delta.
+    ``discrete``: the feature releases are discrete Gaussians (the secure path's ring noise)."""
     from ..errors import uncalibrated
 
     try:
         return _calibrate_accountant(noise, sens, epsilon, delta, rounds, parties, split,
-                                     accountant, features, feature_rounds)
+                                     accountant, features, feature_rounds, discrete)
     except InputError:
         raise
     except ValueError as exc:
@@ -168,7 +174,7 @@ def calibrate_accountant(noise, sens, epsilon, delta, rounds, parties, split=0.5
 
 
 def _calibrate_accountant(noise, sens, epsilon, delta, rounds, parties, split, accountant,
-                          features, feature_rounds) -> NoisePlan:
+                          features, feature_rounds, discrete=False) -> NoisePlan:
     if not (0 < split < 1) and features:
         raise InputError(f"split must be in (0, 1) (share of epsilon for the index releases), got {split!r}")
     n_idx = rounds * parties
@@ -188,13 +194,14 @@ def _calibrate_accountant(noise, sens, epsilon, delta, rounds, parties, split, a
         eps = get_accountant(accountant).epsilon(ev, delta)
         return NoisePlan("accountant", noise, b0, None, eps, delta, accountant, ev,
                          {"split": None, "scale_factor": 1.0})
-    s0 = calibrate(lambda s: SelfComposed(feature_event(s, sens.feature, parties), fr),
+    s0 = calibrate(lambda s: SelfComposed(feature_event(s, sens.feature, parties, discrete), fr),
                    epsilon * (1 - split), delta / 2, guess=sens.feature * math.sqrt(parties * fr) / epsilon,
                    accountant=accountant, decreasing=True).value
-    joint = calibrate(lambda c: plan_event(noise, c * b0, c * s0, sens, rounds, parties, fr),
+    joint = calibrate(lambda c: plan_event(noise, c * b0, c * s0, sens, rounds, parties, fr,
+                                           discrete=discrete),
                       epsilon, delta, guess=1.0, accountant=accountant, decreasing=True)
     c = joint.value
-    ev = plan_event(noise, c * b0, c * s0, sens, rounds, parties, fr)
+    ev = plan_event(noise, c * b0, c * s0, sens, rounds, parties, fr, discrete=discrete)
     return NoisePlan("accountant", noise, c * b0, c * s0, joint.epsilon, delta, joint.accountant,
                      ev, {"split": split, "scale_factor": c, "index_scale_alone": b0,
                           "feature_sigma_alone": s0})

@@ -44,6 +44,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ...errors import InputError
+from ...noise import generator as noise_generator
 from ..clipshare import warn_if_clipped
 from ..sketch import signed_argmax
 from . import messages as SM
@@ -136,7 +137,7 @@ class GlmParty:
         # y in {-1, +1} -> y01 in {0, 1}; None for every party but the label party
         self.y01 = None if y is None else (np.asarray(y, dtype=np.float64) > 0).astype(np.int64)
         self.sigma = float(sigma)
-        self.rng = np.random.default_rng(noise_seed) if private else None
+        self.rng = noise_generator(noise_seed) if private else None
         self.keys = KeySource(None)              # margin masks: OS entropy, never a seed
         self.x = np.zeros(self.p)
         self.u = np.zeros(self.n)

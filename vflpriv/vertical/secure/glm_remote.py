@@ -37,6 +37,8 @@ import os
 
 import numpy as np
 
+from ...noise import restore as noise_restore
+from ...noise import state as noise_state
 from ...runtime.roles import Refused
 from . import messages as SM
 from .glm import GlmParty, RingPlan, _factor_correction, offline_receivers, round_event
@@ -238,7 +240,7 @@ class GlmPartyRole(PartySaves, SecurePartyRole):
     def get_state(self):
         p = self.party
         st = {a: getattr(p, a, None) for a in _STATE}
-        st["rng"] = None if p.rng is None else p.rng.bit_generator.state
+        st["rng"] = noise_state(p.rng)
         st["keys"] = (self.private_key, self.public_key, self.peers)
         st["block_dir"] = self.block_dir
         st["d_own"], st["intercepts"] = self.d_own, self.intercepts
@@ -250,7 +252,7 @@ class GlmPartyRole(PartySaves, SecurePartyRole):
         for a in _STATE:
             setattr(p, a, st[a])
         if st["rng"] is not None:
-            p.rng.bit_generator.state = st["rng"]
+            noise_restore(p.rng, st["rng"])
         self.private_key, self.public_key, self.peers = st["keys"]
         self.block_dir = st.get("block_dir")
         self.d_own, self.intercepts = st["d_own"], st["intercepts"]

@@ -13,6 +13,8 @@ import os
 
 import numpy as np
 
+from ...noise import restore as noise_restore
+from ...noise import state as noise_state
 from ...runtime.roles import Refused, own_budget
 
 
@@ -71,7 +73,7 @@ class PartySaves:
             pending = 0 if self.replay is None else self.replay[1] - self.replay[0]
             n = len(self._own_records(bf)) - pending
         meta = {"run_id": self.setup.get("run_id"), "party": self.k, "t": int(t),
-                "rng": None if p.rng is None else p.rng.bit_generator.state, "b": p.b,
+                "rng": noise_state(p.rng), "b": p.b,
                 "intercepts": list(self.intercepts), "run_records": n}
         try:
             write_checkpoint(self._save_path(t), meta, {"x": p.x, "u": p.u})
@@ -104,7 +106,7 @@ class PartySaves:
         p.u = np.array(arrays["u"], dtype=np.float64)
         p.b = meta["b"]
         if p.rng is not None:
-            p.rng.bit_generator.state = meta["rng"]
+            noise_restore(p.rng, meta["rng"])
         self.intercepts = [float(v) for v in meta["intercepts"]]
         self.saved = [t]
         if p.private:

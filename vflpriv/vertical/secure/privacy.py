@@ -10,7 +10,8 @@ Neighbours replace one person's row (``replace_one``); n is public.
       Delta_sel = 2 B_a (B_a eta + B_y) / n
 * one newly selected feature j of party l: the K - 1 released vectors (A_k^T a_j + N_k)_{k != l}
   together have L2 sensitivity  Delta_feat(l) = 2 B_a sqrt(sum_{k != l} C_k^2);
-  a round releasing features j_1..j_m is one Gaussian with sqrt(sum_i Delta_feat(l_i)^2).
+  a round releasing features j_1..j_m is one discrete Gaussian (the exact ring noise,
+  docs/sensitivity.md 4.9) with sqrt(sum_i Delta_feat(l_i)^2).
 
 * label at one party L: the K - 1 vectors (A_k^T y + N_k)_{k != L}, released once, have L2
   sensitivity Delta_y = 2 B_y sqrt(sum_{k != L} C_k^2) (same sigma as the features).
@@ -22,8 +23,8 @@ Neighbours replace one person's row (``replace_one``); n is public.
   the selection's residual bound grows by B_b: Delta_sel = 2 B_a (B_a eta + B_y + B_b) / n.
 
 Worst-case plan: T rounds x K selections, K F feature releases of sensitivity max_l Delta_feat(l):
-``Composed(SelfComposed(SelfComposed(RNM, K), T), SelfComposed(Gaussian(sigma, sqrt(K) Delta), F))``
-(F Gaussians of sensitivity sqrt(K) Delta compose exactly as K F of sensitivity Delta), calibrated
+``Composed(SelfComposed(SelfComposed(RNM, K), T), SelfComposed(DiscreteGaussian(sigma, sqrt(K) Delta), F))``
+(their Renyi curves: F of sensitivity sqrt(K) Delta compose exactly as K F of sensitivity Delta), calibrated
 by ``vflpriv.vertical.privacy.calibrate_accountant`` with the split between the two parts.
 """
 from __future__ import annotations
@@ -85,9 +86,11 @@ def label_sensitivity(label_bound, clips, holder):
 
 
 def label_release_event(sigma, label_bound, clips, holder):
-    from accounting import REPLACE_ONE, Gaussian
+    """A discrete Gaussian: the holder's ring noise (docs/sensitivity.md 4.9)."""
+    from accounting import REPLACE_ONE, DiscreteGaussian
 
-    return Gaussian(sigma, label_sensitivity(label_bound, clips, holder), neighboring=REPLACE_ONE)
+    return DiscreteGaussian(sigma, label_sensitivity(label_bound, clips, holder),
+                            neighboring=REPLACE_ONE)
 
 
 def label_feature_rounds(sens, label_bound, clips, holder, parties):
@@ -128,12 +131,13 @@ def calibrate(noise, sens, epsilon, delta, rounds, parties, feature_cap, split, 
     """Noise (b, sigma) for the worst-case plan; see the module docstring.  ``label_rounds``:
     the label release as extra feature rounds (:func:`label_feature_rounds`)."""
     return P.calibrate_accountant(noise, sens, epsilon, delta, rounds, parties, split, accountant,
-                                  feature_rounds=feature_cap + int(label_rounds))
+                                  feature_rounds=feature_cap + int(label_rounds), discrete=True)
 
 
 def round_feature_event(sigma, feature_bound, clips, holders):
-    """One Gaussian for the round's new features (holders: the party of each)."""
-    from accounting import REPLACE_ONE, Gaussian
+    """One discrete Gaussian (the ring noise, docs/sensitivity.md 4.9) for the round's new
+    features (holders: the party of each)."""
+    from accounting import REPLACE_ONE, DiscreteGaussian
 
     s2 = sum(feature_sensitivity(feature_bound, clips, l) ** 2 for l in holders)
-    return Gaussian(sigma, math.sqrt(s2), neighboring=REPLACE_ONE)
+    return DiscreteGaussian(sigma, math.sqrt(s2), neighboring=REPLACE_ONE)

@@ -133,7 +133,9 @@ class SecureParty:
         self.y = b.y
         self.ty = None                            # A_k^T y + noise, released once (no label)
         self.noise, self.b, self.sigma = noise, float(index_scale), float(sigma)
-        self.rng = np.random.default_rng(noise_seed) if private else None
+        from ...noise import generator as noise_generator
+
+        self.rng = noise_generator(noise_seed) if private else None
         self.x = np.zeros(self.p)
         self.u = np.zeros(self.n)                 # A_k x_k (own block, clipped data)
         self.c = np.zeros(self.p)                 # sum_l sum_j x_j c_kj (released cross terms)
@@ -216,7 +218,7 @@ class SecureParty:
     def noisy_sums(self, release_label):
         """The intercept's release (once, after its own ledger charged it): the column sums of
         its block and, at the party that releases it, the sum of the labels, each plus
-        N(0, sigma^2) (docs/sensitivity.md 4.7)."""
+        N(0, sigma^2) (docs/sensitivity.md 4.9)."""
         if (self.budget is not None or self.gated) and not self._owed_sums:
             raise InputError(f"party {self.k}: refused to release its column sums: its own "
                              "ledger charged no (further) intercept release")
@@ -321,8 +323,8 @@ class SecureParty:
         shares = {}
         for k, tr in triples.items():
             s = holder_shares(self.masked[k], v, tr.share)
-            if self.private and self.sigma > 0:
-                s = s + _noise(self.rng, self.sigma, s.shape[0], 2 * self.f)
+            if self.private and self.sigma > 0:     # exact discrete Gaussian (sensitivity.md 4.9)
+                s = s + ring_noise(self.rng, self.sigma, 2 * self.f, s.shape[0])
             shares[k] = SM.ResultShare(self.k, i, s)
         return z, shares
 
@@ -333,6 +335,12 @@ class SecureParty:
             self.ty = decode(out, 2 * self.f)
         else:
             self.cross[(z.holder, z.index)] = decode(out, 2 * self.f)
+
+
+def ring_noise(rng, sigma, scale_bits, size):
+    from ...noise.discrete import ring_noise as exact
+
+    return exact(rng, sigma, scale_bits, size)
 
 
 def _noise(rng, sigma, size, scale_bits):

@@ -220,7 +220,8 @@ class SecurePartyRole(PartyRole):
                                                  int(self.setup["iterations"]),
                                                  int(self.setup["K"]),
                                                  feature_rounds=int(self.setup["feature_cap"])
-                                                 + int(self.setup.get("label_rounds") or 0)),
+                                                 + int(self.setup.get("label_rounds") or 0),
+                                                 discrete=True),
                                     party=self.k)
             self.private_key, self.public_key = new_key_pair()
             return "key", self._offer()
@@ -350,7 +351,9 @@ class SecurePartyRole(PartyRole):
     def get_state(self):
         p = self.party
         st = {a: getattr(p, a) for a in _STATE}
-        st["rng"] = None if p.rng is None else p.rng.bit_generator.state
+        from ...noise import state as noise_state
+
+        st["rng"] = noise_state(p.rng)
         st["keys"] = (self.private_key, self.public_key, self.peers)
         st["block_dir"] = self.block_dir
         return st
@@ -361,7 +364,9 @@ class SecurePartyRole(PartyRole):
             if a in st:
                 setattr(p, a, st[a])
         if st["rng"] is not None:
-            p.rng.bit_generator.state = st["rng"]
+            from ...noise import restore as noise_restore
+
+            noise_restore(p.rng, st["rng"])
         self.private_key, self.public_key, self.peers = st["keys"]
         self.block_dir = st.get("block_dir")
 

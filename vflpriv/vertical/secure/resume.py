@@ -64,7 +64,7 @@ def remaining_plan(noise_plan, sens, T, K, F, label_rounds, state):
     sensitivity Delta sqrt(sum_l (F - r_l)).  With what was already released (the label release
     included) this is at most the whole run's plan, which was checked when the run started.
     Before the setup (stage ``start``) the whole plan remains.  None when nothing remains."""
-    from accounting import REPLACE_ONE, Composed, Gaussian
+    from accounting import REPLACE_ONE, Composed, DiscreteGaussian
 
     from .. import privacy as P
 
@@ -78,8 +78,8 @@ def remaining_plan(noise_plan, sens, T, K, F, label_rounds, state):
     units = sum(max(F - int(r), 0) for r in state["released"])
     if units == 0:
         return index
-    return Composed((index, Gaussian(noise_plan.feature_sigma, sens.feature * units ** 0.5,
-                                     neighboring=REPLACE_ONE)))
+    return Composed((index, DiscreteGaussian(noise_plan.feature_sigma, sens.feature * units ** 0.5,
+                                             neighboring=REPLACE_ONE)))
 
 
 def open_ledger_for(ledger, ck, checkpoint, epsilon, delta, accountant):

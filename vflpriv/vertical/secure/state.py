@@ -31,6 +31,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import InputError
+from ...noise import restore as noise_restore
+from ...noise import state as noise_state
 
 
 class RoundState:
@@ -90,12 +92,12 @@ def party_state(p):
     (least squares) or a :class:`~.glm.GlmParty` (logistic: no cross-products; its own key
     counter instead)."""
     if not hasattr(p, "cross"):
-        meta = {"rng": None if p.rng is None else p.rng.bit_generator.state,
+        meta = {"rng": noise_state(p.rng),
                 "key_counter": int(p.keys._counter), "ledger": _ledger_state(p.budget),
                 "intercept": p.b}
         return meta, {"x": p.x, "u": p.u}
     keys = sorted(p.cross)
-    meta = {"rng": None if p.rng is None else p.rng.bit_generator.state,
+    meta = {"rng": noise_state(p.rng),
             "selected": [int(i) for i in p.selected], "has_ty": p.ty is not None,
             "ledger": _ledger_state(p.budget), "intercept": float(p.intercept)}
     arrays = {"x": p.x, "u": p.u, "c": p.c,
@@ -112,7 +114,7 @@ def set_party_state(p, meta, arrays):
         raise InputError("resume: the checkpoint's party noise generators do not match the run "
                          "(private or not)")
     if p.rng is not None:
-        p.rng.bit_generator.state = meta["rng"]
+        noise_restore(p.rng, meta["rng"])
     if not hasattr(p, "cross"):                       # GlmParty
         p.keys._counter = int(meta["key_counter"])
         p.x, p.u = (np.array(arrays[a], dtype=np.float64) for a in ("x", "u"))

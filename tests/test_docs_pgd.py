@@ -1,0 +1,37 @@
+"""docs/vertical.md's projected-gradient table is docs/peers_pgd.json, written by
+`vflpriv bench peers --tables flights,caravan,default,oj --systems dp-bcfw-secure,
+dp-bcfw-secure-pgd --json docs/peers_pgd.json --markdown docs/peers_pgd.md`, and peers_pgd.md
+is what that command renders from it."""
+import json
+import os
+import re
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _read(name):
+    with open(os.path.join(ROOT, "docs", name)) as fh:
+        return fh.read()
+
+
+def test_the_table_and_the_count_are_the_json():
+    doc = json.loads(_read("peers_pgd.json"))
+    page = re.sub(r"\s+", " ", _read("vertical.md"))
+    S = {(s["table"], s["system"], s["epsilon"]): s for s in doc["summary"]}
+    better = total = 0
+    for t in doc["settings"]["tables"]:
+        for e in sorted({s["epsilon"] for s in doc["summary"]}):
+            a, b = S[(t, "dp-bcfw-secure", e)], S[(t, "dp-bcfw-secure-pgd", e)]
+            d = b["test_auc"] - a["test_auc"]
+            total, better = total + 1, better + (d > 0)
+            row = (f"| {t} | {e:g} | {a['test_auc']:.3f} ± {a['test_auc_sd']:.3f} | "
+                   f"{b['test_auc']:.3f} ± {b['test_auc_sd']:.3f} | {d:+.3f} |")
+            assert row in page, row
+    assert f"ahead in {better} of {total} cells" in page
+    assert doc["command"] in page
+
+
+def test_peers_pgd_md_is_rendered_from_its_json():
+    from vflpriv.bench.peers_report import render
+
+    assert _read("peers_pgd.md") == render(json.loads(_read("peers_pgd.json"))) + "\n"

@@ -195,3 +195,33 @@ def test_schema_and_spec_refuse_bad_input_with_one_line(tmp_path, capsys):
     _bad(capsys, ["flower", "spec", "run", "--out", out, "--party-schema", f"0={paths[0]}",
                   "--party-schema", f"1={s[1]}", *base], "party0.csv", "cannot be read as JSON",
          out=out)
+
+
+def test_the_server_writes_the_split_model_that_predict_then_uses(tmp_path):
+    """``spec run --model-out``: the ServerApp writes each party's own coefficients (and the
+    label party's intercept) at the end; the files equal the in-process run's --model-out, and
+    a wrong place is refused before anything is written."""
+    paths, _ = party_files(tmp_path, classes=True)
+    opts = ["--loss", "logistic", "--epsilon", "4", "--delta", "1e-5", "--iterations", "4",
+            "--seed", "3"]
+    model = tmp_path / "deployed_model"
+    run, cfgs = write_run(tmp_path, paths, opts + ["--model-out", str(model)])
+    spec = load_description(run)
+    assert spec["model_out"] == str(model) and not model.exists()
+    res = run_local(spec, seeded(cfgs, 3))
+    assert res["error"] is None and res["model_out"] == str(model)
+    _, x, b = in_process(tmp_path, paths, opts)
+    parts = [json.loads((model / f"party{k}.json").read_text()) for k in range(3)]
+    assert np.array_equal(np.concatenate([p["coef"] for p in parts]), x)
+    assert parts[0]["intercept"] == pytest.approx(b, abs=1e-5)
+    assert "intercept" not in parts[1] and "intercept" not in parts[2]
+    assert [p["columns"] for p in parts] == [[f"f{3 * k + j}" for j in range(3)]
+                                             for k in range(3)]
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "x").write_text("")
+    schemas = [f for k in range(3) for f in ("--party-schema", f"{k}={tmp_path}/schema{k}.json")]
+    assert main(["flower", "spec", "run", "--out", str(tmp_path / "desc2"), *schemas, "--label",
+                 "y", "--label-party", "0", "--algorithm", "dp-bcfw-secure", *BOUNDS, *opts,
+                 "--model-out", str(busy)]) == 2
+    assert not (tmp_path / "desc2").exists()

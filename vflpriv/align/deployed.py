@@ -90,11 +90,32 @@ def serve(connect, spec, progress=None) -> dict:
     res = serve_training(lambda K: _Connected(link), inner, progress)
     res["alignment"] = report
     res["n"] = psi["n"]
+    if spec.get("model_out") and res.get("error") is None and "x" in res:
+        res["model_out"] = _write_model(spec, res)
     res["family"] = inner["family"]
     plan = inner.get("secure", {}).get("noise_plan")
     res["calibration"] = plan.to_dict() if plan is not None else {
         "sigma": inner["glm"]["sigma"], "row_clips": inner["glm"]["clips"]}
     return res
+
+
+def _write_model(spec, res):
+    """The trained split model, written by the server at the end of the run (``spec
+    ["model_out"]``, ``vflpriv flower spec run --model-out``): each party's own coefficients in
+    ``party<k>.json`` (the label party's also the intercept) and the public manifest; every
+    coefficient is already known to the server (the Frank-Wolfe selections are public, 4.2 /
+    5.4), so nothing new is released.  A folder that cannot be written is reported in the
+    result, never a lost run."""
+    from ..model.files import write_split_model
+
+    names = [c for cols in spec["columns"] for c in cols]
+    try:
+        return write_split_model(spec["model_out"], coef=res["x"], blocks=spec["blocks"],
+                                 names=names, intercept=res.get("intercept"),
+                                 label_party=spec["leader"], loss=spec["config"]["loss"],
+                                 extra={"run_id": spec["run_id"]})
+    except Exception as exc:                   # the run's result is kept either way
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 def _close(link, exc):

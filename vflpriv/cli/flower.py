@@ -67,6 +67,11 @@ def register(sub):
 
     add_problem_arguments(r)
     add_spec_arguments(r)
+    r.add_argument("--model-out", metavar="DIR", default=None,
+                   help="with --party-schema: the ServerApp writes the trained split model "
+                        "there at the end (party<k>.json, each party's own coefficients, the "
+                        "label party's also the intercept, and manifest.json; "
+                        "docs/alignment.md): a new or empty folder on the server's machine")
     add_backend(r, who="party", family="vertical", deployment=True)
     r.set_defaults(func=spec_run, ledger=None, test_fraction=None, log_releases=False,
                    checkpoint=None, checkpoint_every=1, resume=None, reference=False,
@@ -188,6 +193,10 @@ def spec_run(args) -> int:
 
         return spec_from_schemas(args, _checked_spec_options, _written)
     _checked_spec_options(args)
+    if getattr(args, "model_out", None):
+        raise InputError("vflpriv flower spec run --model-out is for a run described from the "
+                         "parties' schemas (--party-schema); here each party's coefficients "
+                         "come back to the command that runs it (vflpriv run --model-out)")
     if getattr(args, "party_data", None):
         raise InputError("vflpriv flower spec run --party-data: a description never reads the "
                          "parties' files; give each party's schema instead (--party-schema "

@@ -135,6 +135,10 @@ def spec_from_schemas(args, checked_spec_options, written) -> int:
     from . import run as R
 
     checked_spec_options(args)
+    if getattr(args, "model_out", None):
+        from ..model import check_model_out
+
+        check_model_out(args.model_out)          # a new or empty folder, before anything
     schemas, epsilon, lp = _checked(args)
     opts = FlowerOptions(spec_dir=args.out, on_client_loss=args.on_client_loss,
                          connect_timeout=args.connect_timeout)
@@ -159,6 +163,8 @@ def spec_from_schemas(args, checked_spec_options, written) -> int:
     spec = make_spec(columns=columns, leader=lp, config=options,
                      ledger=os.path.join(out, "server.ledger"), run_id=uuid.uuid4().hex,
                      connect_timeout=args.connect_timeout)
+    if getattr(args, "model_out", None):
+        spec["model_out"] = os.path.abspath(args.model_out)
     cfgs = []
     for k, s in sorted(schemas.items()):
         c = {"party": k, "data": s["file"], "id-column": s["id"]}

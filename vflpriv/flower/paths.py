@@ -8,7 +8,7 @@ import os
 #: keys whose values are file paths: made absolute before they reach another process (a deployed
 #: ServerApp or ClientApp runs in another working directory)
 PATH_KEYS = ("data", "ledger", "out", "progress", "identity-key", "spill-dir",
-             "model-file", "scores-file")
+             "model-file", "scores-file", "model_out")
 
 
 def absolute_paths(obj):

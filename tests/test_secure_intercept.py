@@ -261,3 +261,11 @@ def test_the_classifier_takes_the_taylor_path_and_the_helper_party():
     assert clone(m).get_params()["logistic_path"] == "taylor"
     with pytest.raises(InputError, match="no helper"):
         VerticalDPLogisticRegression(logistic_path="taylor", helper_party=1, **kw).fit(X, y)
+
+
+def test_an_accountant_that_cannot_account_the_ring_noise_is_refused_by_name():
+    A, y = _shifted(n=60)
+    with pytest.raises(InputError, match="--accountant pld"):
+        solve(VerticalData(A, y, BLOCKS), algorithm="dp-bcfw-secure", label_party=0,
+              iterations=2, epsilon=1.0, delta=1e-5, feature_bound=1.0, label_bound=3.0,
+              accountant="pld")

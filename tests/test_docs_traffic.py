@@ -42,8 +42,8 @@ def test_the_ratios_and_differences_quoted_are_the_json():
     assert m and int(m.group(1)) == round(ratio("flights"))
     assert int(m.group(2)) == round(ratio("synthetic"))
     m = re.search(r"\((-?\d\.\d+) and\s+(-?\d\.\d+)\)\.\s+At eps 1 and 0\.5 it is worse "
-                  r"\(flights (-?\d\.\d+) and (-?\d\.\d+); synthetic (-?\d\.\d+) and "
-                  r"(-?\d\.\d+)\)", page)
+                  r"\(flights\s+(-?\d\.\d+)\s+and\s+(-?\d\.\d+);\s+synthetic\s+(-?\d\.\d+)\s+"
+                  r"and\s+(-?\d\.\d+)\)", page)
     assert m
     want = [diff("flights", 4.0), diff("synthetic", 4.0), diff("flights", 1.0),
             diff("flights", 0.5), diff("synthetic", 1.0), diff("synthetic", 0.5)]

@@ -34,3 +34,58 @@ def test_readme_flights_line_is_readme_flights_json():
             f"{d['excess_risk']:.4f} against the certified optimum of the same problem, and "
             f"epsilon {d['epsilon_spent']['best']:.4f} spent of the 1 asked for "
             f"({d['seconds']:.0f} s in the recorded run") in text
+
+
+def _ms_or_s(seconds):
+    return f"{seconds * 1e3:.1f} ms" if seconds < 1 else f"{seconds:.1f} s"
+
+
+def test_dependencies_md_accountant_table_is_accounting_bench_json():
+    """docs/dependencies.md's accountant comparison: docs/accounting_bench.json (`vflpriv bench
+    accounting --repeats 1 --json docs/accounting_bench.json`), epsilons, sigmas and times."""
+    d = _json("accounting_bench.json")
+    t = _ms_or_s
+    v, da, op = d["vflpriv"], d["dp_accounting"], d["opacus"]
+    gaussians = next(c for c in d["cases"] if c["case"].startswith("100 Gaussians sigma 2"))
+    sgd = next(c for c in d["cases"] if c["case"].startswith("DP-SGD q=0.01 sigma=1 T=1000"))
+    assert (d["problem"]["noise_multiplier"], d["problem"]["steps"], d["problem"]["delta"]) == \
+        (1.1, 14100, 1e-5)
+    page = _text("docs", "dependencies.md")
+    rows = [
+        f"| RDP epsilon, DP-SGD example | {v['rdp']['epsilon']:.6f} ({t(v['rdp']['seconds'])}) | "
+        f"{da['rdp']['epsilon']:.6f} ({t(da['rdp']['seconds'])}) | {op['rdp']['epsilon']:.6f} "
+        f"({t(op['rdp']['seconds'])}) |",
+        f"| PLD / PRV epsilon | {v['pld']['epsilon']:.6f} ({t(v['pld']['seconds'])}) | "
+        f"{da['pld']['epsilon']:.6f} ({t(da['pld']['seconds'])}) | PRV {op['prv']['epsilon']:.6f} "
+        f"({t(op['prv']['seconds'])}) |",
+        f"| GDP (CLT) | - | - | {op['gdp (CLT, not a bound)']['epsilon']:.6f} |",
+        f"| sigma for epsilon 3, PLD / PRV | {v['calibrate_pld']['sigma']:.5f} "
+        f"({t(v['calibrate_pld']['seconds'])}) | {da['calibrate_pld']['sigma']:.5f} "
+        f"({t(da['calibrate_pld']['seconds'])}) | PRV {op['calibrate_prv']['sigma']:.5f} "
+        f"({t(op['calibrate_prv']['seconds'])}) |",
+        f"| q = 0.01, sigma 1, T = 1000: PLD / PRV / GDP | {sgd['vflpriv']['pld']['epsilon']:.6f} | "
+        f"{sgd['dp_accounting']['pld']['epsilon']:.6f} | {sgd['opacus']['prv']['epsilon']:.6f} / "
+        f"{sgd['opacus']['gdp']['epsilon']:.6f} |",
+        f"| 100 Gaussians sigma 2 (exact {gaussians['exact']:.6f}) | "
+        f"{gaussians['vflpriv']['best']['epsilon']:.6f} ({gaussians['vflpriv']['best']['used']}; "
+        f"PLD {gaussians['vflpriv']['pld']['epsilon']:.6f}) | "
+        f"{gaussians['dp_accounting']['pld']['epsilon']:.6f} | PRV "
+        f"{gaussians['opacus']['prv']['epsilon']:.6f}, GDP {gaussians['opacus']['gdp']['epsilon']:.6f} |"]
+    for row in rows:
+        assert "  " + row in page, row
+    text = _unwrapped("docs", "dependencies.md")
+    assert f"({v['pld']['epsilon']:.6f} against {da['pld']['epsilon']:.6f} here)" in text
+    assert (f"importing `accounting` took {d['import_accounting_seconds'] * 1e3:.0f} ms and its RDP "
+            f"calibration of the DP-SGD example {v['calibrate_rdp']['seconds'] * 1e3:.1f} ms") in text
+    assert (f"PLD calibration {v['calibrate_pld']['seconds']:.1f} s against dp-accounting's "
+            f"{da['calibrate_pld']['seconds']:.1f} s (one PLD epsilon alone, with the proven error "
+            f"bounds added since, {v['pld']['seconds']:.2f} s against {da['pld']['seconds']:.2f} s)"
+            ) in text
+
+
+def test_dependencies_md_kernel_speedups_are_kernels_bench_json():
+    rows = [r for r in _json("kernels_bench.json")["noisy_argmax"] if r["d"] == 10 ** 6]
+    sp = [r["speedup"] for r in rows]
+    fl = max(r["compiled_over_uniform_floor"] for r in rows)
+    assert (f"Ours is {min(sp):.1f}-{max(sp):.1f}x faster than numpy at d = 1e6 and within "
+            f"{fl:.1f}x of the cost of drawing d uniforms") in _unwrapped("docs", "dependencies.md")

@@ -89,3 +89,51 @@ def test_dependencies_md_kernel_speedups_are_kernels_bench_json():
     fl = max(r["compiled_over_uniform_floor"] for r in rows)
     assert (f"Ours is {min(sp):.1f}-{max(sp):.1f}x faster than numpy at d = 1e6 and within "
             f"{fl:.1f}x of the cost of drawing d uniforms") in _unwrapped("docs", "dependencies.md")
+
+
+# ---- docs/fedp3.md "Accuracy vs epsilon": docs/fedp3/*.json (the page's command, seeds 0-2)
+
+_EPS = ("inf", "8", "4", "1")
+
+
+def _fedp3(name):
+    d = _json(os.path.join("fedp3", name + ".json"))
+    assert (d["data"], d["clients"], d["scheme"], d["local_pruning"], d["keep_ratio"],
+            d["clip"], d["batch_size"]) == ("digits", 10, "opu2", "fixed", 0.9, 1.0, 16)
+    return d
+
+
+def test_fedp3_md_accuracy_tables_are_the_json():
+    page = _text("docs", "fedp3.md")
+    for e in _EPS:
+        d = _fedp3(f"eps_{e}_seed0")
+        assert (d["rounds"], d["seed"], d["accountant"]) == (15, 0, "rdp")
+        h, z = d["accuracy_history"], d["noise_multiplier"]
+        spent = "-" if e == "inf" else f"{max(d['epsilon_spent']):.3f}"
+        row = (f"| {e} | {d['accuracy']:.3f} | "
+               f"{' '.join(f'{h[i]:.3f}' for i in (0, 3, 6, 9, 12))} | {spent} | "
+               f"{min(z):.2f}-{max(z):.2f} |")
+        assert row in page, row
+        acc = [_fedp3(f"eps_{e}_seed{s}")["accuracy"] for s in (0, 1, 2)]
+        row = f"| {e} | {' / '.join(f'{a:.3f}' for a in acc)} | {sum(acc) / 3:.3f} |"
+        assert row in page, row
+
+
+def test_fedp3_md_rounds8_pld_spend_and_implied_c_are_the_json():
+    text = _unwrapped("docs", "fedp3.md")
+    r8 = [_fedp3(f"rounds8_eps_{e}_seed0") for e in _EPS]
+    assert all(d["rounds"] == 8 for d in r8)
+    four = " / ".join(f"{d['accuracy']:.3f}" for d in r8)
+    assert f"the four values are {four} (inf / 8 / 4 / 1)" in text
+    rdp, pld = _fedp3("eps_4_seed0"), _fedp3("pld_eps_4_seed0")
+    assert pld["accountant"] == "pld" and pld["rounds"] == 15
+    cut = [100 * (1 - b / a) for a, b in zip(rdp["noise_multiplier"], pld["noise_multiplier"])]
+    assert (f"z {min(cut):.1f}-{max(cut):.1f}% smaller over the clients; slower to calibrate) "
+            f"epsilon = 4 gives {pld['accuracy']:.3f} instead of {rdp['accuracy']:.3f}") in text
+    gaps = [float(e) - x for e in _EPS[1:] for s in (0, 1, 2)
+            for x in _fedp3(f"eps_{e}_seed{s}")["epsilon_spent"]]
+    assert min(gaps) >= 0 and max(gaps) < 1.4e-6
+    assert "is within 1.4e-6 below its target in these runs" in text
+    c = {e: _fedp3(f"eps_{e}_seed0")["implied_c"] for e in _EPS[1:]}
+    assert (f"is {min(c['8']):.2f}-{max(c['8']):.2f} at epsilon = 8, {min(c['4']):.2f}-"
+            f"{max(c['4']):.2f} at 4 and {min(c['1']):.2f}-{max(c['1']):.2f} at 1") in text

@@ -137,3 +137,53 @@ def test_fedp3_md_rounds8_pld_spend_and_implied_c_are_the_json():
     c = {e: _fedp3(f"eps_{e}_seed0")["implied_c"] for e in _EPS[1:]}
     assert (f"is {min(c['8']):.2f}-{max(c['8']):.2f} at epsilon = 8, {min(c['4']):.2f}-"
             f"{max(c['4']):.2f} at 4 and {min(c['1']):.2f}-{max(c['1']):.2f} at 1") in text
+
+
+# ---- docs/vertical.md
+
+def test_vertical_md_n1e5_paragraph_is_the_frontier_json():
+    """The n = 1e5, eps = 4 run of "Measured on the issue's setting" is that point of
+    docs/utility_frontier.json (`vflpriv bench utility`, the settings of the command shown)."""
+    doc = _json("utility_frontier.json")
+    c = doc["config"]
+    assert (c["d"], c["density"], c["sparsity"], c["parties"], c["iterations"], c["delta"],
+            c["bound"], c["rnm"], c["row_clip"], c["max_features"], c["derivative_clip"],
+            c["seed"]) == (2000, 0.05, 0.01, 4, 200, 1e-6, 1.0, "gumbel", 4.0, 10, 1.0, 0)
+    R = {r["algorithm"]: r for r in doc["rows"] if r["n"] == 100000 and r["epsilon"] == 4.0}
+    s, fw, bc = R["dp-bcfw-secure"], R["dpfw"], R["dp-bcfw"]
+    text = _unwrapped("docs", "vertical.md")
+    assert (f"f goes {s['f0']:.6f} -> {s['final']:.6f} against the certified optimum "
+            f"{s['reference']:.6f} (from `--reference` on the same data): "
+            f"{100 * s['gap_removed']:.1f}% of the gap removed, excess {s['excess']:.4f}, in "
+            f"{s['seconds']:.0f} s on the shared machine, the ledger's spend "
+            f"{s['epsilon_spent']:.1f} under RDP") in text
+    assert (f"with `--derivative-clip 1`: excess {fw['excess']:.4f} "
+            f"({100 * fw['gap_removed']:.1f}%).") in text
+    assert f"as in the frontier below): {100 * bc['gap_removed']:.1f}% removed." in text
+
+
+def test_vertical_md_checkpoint_and_locallink_figures_are_secure_bench_json():
+    """docs/vertical.md "Checkpoints of dp-bcfw-secure": docs/secure_bench.json (`vflpriv bench
+    secure --json docs/secure_bench.json`)."""
+    from vflpriv.units import format_bytes
+
+    d = _json("secure_bench.json")
+    ip, cp, rs, sb, lo = d["inprocess"], d["checkpoint"], d["resume"], d["saved_blocks"], d["local"]
+    assert cp["same_x"] and rs["same_x"] and lo["same_x"]
+    text = _unwrapped("docs", "vertical.md")
+    assert (f"a round takes {ip['seconds_per_round']:.4f} s without checkpoints and "
+            f"{cp['seconds_per_round']:.4f} s with one after every round; a checkpoint is "
+            f"{format_bytes(cp['file_bytes'])} (mostly the parties' u_k, n floats each) and takes "
+            f"{cp['seconds_per_write'] * 1e3:.1f} ms to write; a resume from round 5 reaches its "
+            f"first round in {rs['seconds_to_first_round']:.3f} s, of which the setup with the "
+            f"offline phase recomputed {rs['setup_seconds']:.3f} s.") in text
+    assert (f"would be a {format_bytes(sb['bytes'])} file (8 n d bytes; 16 GB at n = 1e6, d = 2000), "
+            f"{sb['seconds_write']:.3f} s to write and fsync and {sb['seconds_read']:.3f} s to read "
+            "back") in text
+    assert sb["seconds_write"] >= rs["setup_seconds"]            # "no faster than recomputing"
+    assert (f"In the run above: {lo['seconds_per_round']:.4f} s per round "
+            f"({lo['seconds_per_round'] / ip['seconds_per_round']:.1f}x the in-process path), "
+            f"{lo['seconds_to_first_round']:.2f} s to the first round, the same iterate; "
+            f"{lo['seconds_pickling']:.2f} s of {lo['seconds_hosting']:.2f} s in the roles "
+            f"({lo['messages']} messages) is pickling, "
+            f"{format_bytes(lo['state_bytes_per_message'])} per message on average.") in text

@@ -208,3 +208,41 @@ def test_sparse_md_smoothness_figures_are_computed_from_the_data():
         f"1/{g:.0f}" in text
     assert (f"a top eigenvalue of {round(min(L), -2):.0f} to {round(max(L), -3):.0f} while the "
             f"average objective's is {g:.0f}") in text
+
+
+# ---- docs/audit.md
+
+def test_audit_md_laplace_validity_table_is_the_json():
+    """docs/audit.md's Laplace validity table: docs/audit/laplace_validity.json (`python
+    docs/audit/laplace_validity.py docs/audit/laplace_validity.json`)."""
+    import numpy as np
+
+    d = _json(os.path.join("audit", "laplace_validity.json"))
+    R = {(r["samples"], r["method"]): r for r in d["rows"]}
+    assert {(n, R[(n, "split")]["seeds"]) for n, _ in R} == {(10 ** 4, 100), (10 ** 5, 100),
+                                                             (10 ** 6, 10)}
+    cell = lambda b: f"{np.mean(b):.3f} [{min(b):.3f}, {max(b):.3f}]"  # noqa: E731
+    page = _text("docs", "audit.md")
+    for n, label in ((10 ** 4, "1e4"), (10 ** 5, "1e5"), (10 ** 6, "1e6")):
+        row = (f"| {label} | {cell(R[(n, 'split')]['bounds'])} | "
+               f"{cell(R[(n, 'bonferroni')]['bounds'])} |")
+        assert row in page, row
+    runs = [b for r in d["rows"] for b in r["bounds"]]
+    assert max(runs) <= 1.0
+    assert f"In these {len(runs)} runs no bound exceeded 1" in _unwrapped("docs", "audit.md")
+
+
+def test_audit_md_rnm_k_table_is_the_json():
+    """docs/audit.md's report-noisy-max k table: docs/audit/rnm_pairs.json (`python
+    docs/audit/rnm_pairs.py docs/audit/rnm_pairs.json`), in the script's own format."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("rnm_pairs", os.path.join(ROOT, "docs", "audit",
+                                                                            "rnm_pairs.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    d = _json(os.path.join("audit", "rnm_pairs.json"))
+    block = "\n".join(mod.line(n, d["pairs"][n]) for n in mod.NOISES)
+    assert "```\n" + block + "\n```" in _text("docs", "audit.md")
+    g = dict(d["pairs"]["gumbel"])
+    assert 0 < g[16] - g[32] < 0.01

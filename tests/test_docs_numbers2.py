@@ -246,3 +246,23 @@ def test_audit_md_rnm_k_table_is_the_json():
     assert "```\n" + block + "\n```" in _text("docs", "audit.md")
     g = dict(d["pairs"]["gumbel"])
     assert 0 < g[16] - g[32] < 0.01
+
+
+def test_audit_md_miscalibrated_gaussian_figures_are_recomputed():
+    """docs/audit.md "What it buys": the Gaussian drawing 0.7 sigma, audited at 1e5 samples with
+    seeds 1-3 (tests/test_audit_tradeoff.py's mechanism): threshold bounds and mu bounds."""
+    import importlib.util
+
+    from vflpriv.audit import audit_mechanism
+
+    spec = importlib.util.spec_from_file_location(
+        "audit_tradeoff_for_docs", os.path.join(ROOT, "tests", "test_audit_tradeoff.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rows = [audit_mechanism(mod.weak_gaussian(0.7), samples=100_000, seed=s) for s in (1, 2, 3)]
+    lb = [r["lower_bound"] for r in rows]
+    mu = [r["tradeoff"]["mu_lower"] for r in rows]
+    text = _unwrapped("docs", "audit.md")
+    assert (f"audits at {min(lb):.2f}-{max(lb):.2f} < 1 with threshold tests, which miss it. The "
+            f"trade-off audit bounds its mu at {min(mu):.3f}-{max(mu):.3f} > "
+            f"{rows[0]['tradeoff']['mu_claimed']:.3f} and fails it (1e5 samples, seeds 1-3;") in text

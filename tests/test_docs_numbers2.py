@@ -266,3 +266,14 @@ def test_audit_md_miscalibrated_gaussian_figures_are_recomputed():
     assert (f"audits at {min(lb):.2f}-{max(lb):.2f} < 1 with threshold tests, which miss it. The "
             f"trade-off audit bounds its mu at {min(mu):.3f}-{max(mu):.3f} > "
             f"{rows[0]['tradeoff']['mu_claimed']:.3f} and fails it (1e5 samples, seeds 1-3;") in text
+
+
+def test_alignment_md_cpu_per_operation_and_load_are_the_1e6_json():
+    d = _json("align_bench_1e6.json")
+    r = d["rows"][0]
+    assert (r["size"], r["parties"]) == (1000000, 3)
+    text = _unwrapped("docs", "alignment.md")
+    per_op = r["cpu_seconds"] / (7 * r["size"]) * 1e6                 # 7 n X25519 operations
+    assert (f"the 1e6 run below spent {r['cpu_seconds']:.1f} s of CPU in all, about "
+            f"{per_op:.0f} microseconds per X25519 operation") in text
+    assert f"(load average {d['load_average']:.1f} at its end" in text

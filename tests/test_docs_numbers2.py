@@ -277,3 +277,59 @@ def test_alignment_md_cpu_per_operation_and_load_are_the_1e6_json():
     assert (f"the 1e6 run below spent {r['cpu_seconds']:.1f} s of CPU in all, about "
             f"{per_op:.0f} microseconds per X25519 operation") in text
     assert f"(load average {d['load_average']:.1f} at its end" in text
+
+
+def test_network_md_prose_is_network_bench_json():
+    """docs/network.md "What it says" restates docs/network_bench.json (whose table
+    tests/test_docs_numbers.py checks): each figure here from the same runs."""
+    runs = {(r["loss"], r["rate"]): r for r in _json("network_bench.json")["runs"]}
+    P = {k: r["phases"] for k, r in runs.items()}
+    ls1, ls100 = P[("squared", "1gbit")], P[("squared", "100mbit")]
+    lo1, lo100 = P[("logistic", "1gbit")], P[("logistic", "100mbit")]
+    model = lambda p: p["setup"]["wire_seconds_model"] + p["rounds"]["wire_seconds_model"]  # noqa
+    per_exchange = [p[k]["seconds_in_exchanges"] / p[k]["exchanges"] for p in P.values()
+                    for k in ("setup", "rounds")]
+    text = _unwrapped("docs", "network.md")
+    mb = lambda b: f"{b / 1e6:.0f} MB"  # noqa: E731
+    for s in (
+        f"At 1 Gbit/s the model puts {ls1['setup']['wire_seconds_model']:.1f} s of the least-squares "
+        f"setup and {ls1['rounds']['wire_seconds_model']:.1f} s of its rounds on the wire; the "
+        f"measured phases took {ls1['setup']['seconds']:.0f} s and {ls1['rounds']['seconds']:.0f} s.",
+        f"A deployed exchange costs {min(per_exchange):.0f} to {max(per_exchange):.0f} s here "
+        f"({ls1['setup']['exchanges']} exchanges in the setup, {ls1['rounds']['exchanges']} in the "
+        f"10 rounds of least squares; {lo1['setup']['exchanges']} and {lo1['rounds']['exchanges']} "
+        "for logistic)",
+        f"Logistic: the model adds {model(lo100) - model(lo1):.0f} s at 100 Mbit/s (setup "
+        f"{lo100['setup']['wire_seconds_model']:.1f} s against {lo1['setup']['wire_seconds_model']:.1f}"
+        f" s, rounds {lo100['rounds']['wire_seconds_model']:.1f} s against "
+        f"{lo1['rounds']['wire_seconds_model']:.1f} s: {mb(lo1['rounds']['flower_uplink_bytes'])} up "
+        "in the rounds)",
+        f"the measured wall grew by {runs[('logistic', '100mbit')]['wall_seconds'] - runs[('logistic', '1gbit')]['wall_seconds']:.0f}"
+        f" s ({runs[('logistic', '1gbit')]['wall_seconds']:.0f} s to "
+        f"{runs[('logistic', '100mbit')]['wall_seconds']:.0f} s; load average "
+        f"{runs[('logistic', '1gbit')]['load_average_before']:.1f} to "
+        f"{runs[('logistic', '100mbit')]['load_average_after']:.1f}).",
+        f"Least squares: the model adds {model(ls100) - model(ls1):.0f} s (the setup's "
+        f"{mb(ls1['setup']['flower_uplink_bytes'])} each way: "
+        f"{ls100['setup']['wire_seconds_model']:.1f} s against "
+        f"{ls1['setup']['wire_seconds_model']:.1f} s), yet the 100 Mbit/s run was the faster "
+        f"({runs[('squared', '100mbit')]['wall_seconds']:.0f} s against "
+        f"{runs[('squared', '1gbit')]['wall_seconds']:.0f} s)",
+        f"{ls1['setup']['exchanges'] + ls1['rounds']['exchanges']} exchanges x 20 ms = "
+        f"{(ls1['setup']['exchanges'] + ls1['rounds']['exchanges']) * 0.02:.1f} s for least squares",
+        f"and {mb(ls1['rounds']['flower_uplink_bytes'])} in the rounds",
+        f"round: {mb(lo1['rounds']['flower_uplink_bytes'])} up and "
+        f"{mb(lo1['rounds']['flower_downlink_bytes'])} down in 10 rounds",
+        f"at the {min(per_exchange):.0f} to {max(per_exchange):.0f} s an exchange costs here"):
+        assert s in text, s
+    over = max(max(r["flower_uplink_bytes"] / r["frame_uplink_bytes"],
+                   r["flower_downlink_bytes"] / r["frame_downlink_bytes"]) - 1
+               for r in runs.values())
+    assert over <= 0.0002 and "most 0.02% overhead here" in text
+    tcp = max(max(sum(v["uplink"] for v in r["link_tcp_bytes"].values()) / r["flower_uplink_bytes"],
+                  sum(v["downlink"] for v in r["link_tcp_bytes"].values()) /
+                  r["flower_downlink_bytes"]) - 1 for r in runs.values())
+    assert 0 <= tcp < 0.01 and "is under 1% more" in text
+    ls = runs[("squared", "1gbit")]
+    share = ls1["setup"]["flower_uplink_bytes"] / ls["flower_uplink_bytes"]
+    assert f"squares sends {100 * share:.0f}% of its bytes in the setup" in text

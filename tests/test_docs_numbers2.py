@@ -367,3 +367,20 @@ def test_sparse_md_paper_claims_table_is_papers_json():
     page = _text("docs", "sparse.md")
     for cell in _sparse_paper_cells(_json(os.path.join("sparse", "papers.json"))):
         assert "| " + cell in page, cell
+
+
+def test_dependencies_md_diffprivlib_comparison_is_the_json():
+    """docs/dependencies.md's diffprivlib paragraph: docs/dependencies_utility.json (`vflpriv bench
+    utility --n 10000 --d 200 --epsilons 1,8 --iterations 50 --seed 0 --json ...`)."""
+    d = _json("dependencies_utility.json")
+    c = d["config"]
+    assert (c["n"], c["d"], c["epsilons"], c["iterations"], c["seed"]) == ("10000", 200, "1,8", 50, 0)
+    R = {(r["algorithm"], r["epsilon"]): r for r in d["rows"]}
+    text = _unwrapped("docs", "dependencies.md")
+    assert (f"Its final objective was {R[('dpl-linreg', 1.0)]['final']:.1e} at epsilon 1 and "
+            f"{R[('dpl-linreg', 8.0)]['final']:.1e} at epsilon 8, against f(0) = "
+            f"{R[('dpl-linreg', 1.0)]['f0']:.3f}.").replace("e+0", "e") in text
+    assert (f"At epsilon 8 dpfw removed {100 * R[('dpfw', 8.0)]['gap_removed']:.1f}% of the gap; "
+            f"dp-bcfw-secure, at this small n and T = 50 with its default row clip, removed "
+            f"{100 * R[('dp-bcfw-secure', 8.0)]['gap_removed']:.1f}% (nothing)") in text
+    assert R[("dp-bcfw-secure", 8.0)]["gap_removed"] <= 0

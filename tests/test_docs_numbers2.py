@@ -384,3 +384,28 @@ def test_dependencies_md_diffprivlib_comparison_is_the_json():
             f"dp-bcfw-secure, at this small n and T = 50 with its default row clip, removed "
             f"{100 * R[('dp-bcfw-secure', 8.0)]['gap_removed']:.1f}% (nothing)") in text
     assert R[("dp-bcfw-secure", 8.0)]["gap_removed"] <= 0
+
+
+def test_vertical_md_default_rules_run_is_the_json():
+    """docs/vertical.md "Measured on the issue's case, no tuning flags": the command with
+    `--json docs/vertical_defaults_T200.json` (and T = 100, and DP-FW at T = 100)."""
+    a, b = _json("vertical_defaults_T200.json"), _json("vertical_defaults_T100.json")
+    f0, f1 = _json("vertical_dpfw_T100.json"), _json("vertical_dpfw_T100_clip1.json")
+    assert (a["iterations"], b["iterations"], f0["iterations"], f1["iterations"]) == \
+        (200, 100, 100, 100)
+    assert a["reference_certified"] is True
+    ref, f = a["reference_objective"], a["initial_objective"]
+    assert all(d["initial_objective"] == f for d in (b, f0, f1))           # the same data
+    rem = lambda d: 100 * (f - d["final_objective"]) / (f - ref)  # noqa: E731
+    ex = lambda d: d["final_objective"] - ref  # noqa: E731
+    fw200 = next(r for r in _json("utility_frontier.json")["rows"] if r["n"] == 100000 and
+                 r["algorithm"] == "dpfw" and r["epsilon"] == 4.0)["excess"]
+    text = _unwrapped("docs", "vertical.md")
+    for s in (
+        f"removes {rem(a):.1f}% of the gap ({f:.6f} -> {a['final_objective']:.6f} against {ref:.6f}; "
+        f"excess {ex(a):.4f}; spend {a['epsilon_spent']['best']:.2f} by RDP; {a['seconds']:.0f} s;",
+        f"With `--iterations 100`: {rem(b):.1f}% (excess {ex(b):.4f}, {b['seconds']:.0f} s;",
+        f"excess {ex(f0):.4f} with its defaults, {ex(f1):.4f} with `--derivative-clip 1`, so the "
+        f"default dp-bcfw-secure run at T = 100 is within {ex(b) / ex(f1):.2f}x of the better DP-FW "
+        f"(T = 200: {ex(a):.4f} against {fw200:.4f} for DP-FW with clip 1 in the frontier below)."):
+        assert s in text, s

@@ -409,3 +409,20 @@ def test_vertical_md_default_rules_run_is_the_json():
         f"default dp-bcfw-secure run at T = 100 is within {ex(b) / ex(f1):.2f}x of the better DP-FW "
         f"(T = 200: {ex(a):.4f} against {fw200:.4f} for DP-FW with clip 1 in the frontier below)."):
         assert s in text, s
+
+
+def test_fedp3_md_bytes_table_is_the_json():
+    """docs/fedp3.md "Bytes per scheme": docs/fedp3/bytes/M_S_G.json, one run per row."""
+    lines = [x for x in _text("docs", "fedp3.md").splitlines()
+             if x.startswith("| cnn |") or x.startswith("| mlp |")]
+    assert len(lines) == 26
+    for line in lines:
+        M, S, G = [c.strip() for c in line.strip("|").split("|")[:3]]
+        d = _json(os.path.join("fedp3", "bytes", f"{M}_{S}_{G}.json"))
+        assert (d["model"], d["scheme"], d["global_pruning"], d["rounds"], d["private"]) == \
+            (M, S, G, 10, False)
+        c = d["clients"] * d["rounds"]
+        U, Uf, D, Df = (sum(d[k]) for k in ("uplink_bytes", "uplink_bytes_full", "downlink_bytes",
+                                             "downlink_bytes_full"))
+        assert line == (f"| {M} | {S} | {G} | {U / c:.0f} | {100 * U / Uf:.1f}% | {D / c:.0f} | "
+                        f"{100 * D / Df:.1f}% | {d['accuracy']:.3f} |"), line

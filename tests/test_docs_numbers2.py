@@ -426,3 +426,16 @@ def test_fedp3_md_bytes_table_is_the_json():
                                              "downlink_bytes_full"))
         assert line == (f"| {M} | {S} | {G} | {U / c:.0f} | {100 * U / Uf:.1f}% | {D / c:.0f} | "
                         f"{100 * D / Df:.1f}% | {d['accuracy']:.3f} |"), line
+
+
+def test_certify_md_issue35_example_is_recomputed():
+    """docs/certify.md's issue-35 example (tests/test_accounting_proven.py's first plan),
+    recomputed: RDP against the PLD and the share paid by skipping the PLD."""
+    from accounting import Composed, ReportNoisyMax, SelfComposed, report
+
+    ev = Composed([SelfComposed(ReportNoisyMax("gumbel", 20.0, 1.0), 50),
+                   SelfComposed(ReportNoisyMax("exponential", 20.0, 1.0), 50)])
+    v = report(ev, delta=1e-5).values
+    assert (f"paying +{100 * (v['rdp'] / v['pld'] - 1):.1f}% on Gumbel x50 + exponential-noise RNM "
+            f"x50 (scale 20, sensitivity 1, delta 1e-5), {v['rdp']:.6f} by RDP where the PLD gives "
+            f"{v['pld']:.6f}).") in _unwrapped("docs", "certify.md")

@@ -30,9 +30,8 @@ from __future__ import annotations
 import os
 import time
 
-from ..runtime.link import error_record
 from ..runtime.roles import PartyRole
-from .phase import PsiPhase, aligned_path, serve_psi
+from .phase import PsiPhase, aligned_path, record_failure, serve_psi
 
 FAMILY = "align"
 
@@ -79,10 +78,7 @@ def serve(connect, spec, progress=None) -> dict:
                            run_id=spec["run_id"], connect_timeout=spec["connect_timeout"],
                            reply_timeout=spec["reply_timeout"])
     except Exception as exc:
-        out["error"] = error_record(exc, 0)
-        out["error"]["phase"] = phase
-        if phase is not None:
-            _close(link, exc)
+        record_failure(out, exc, phase, link)
         out["flower"] = link.meter.summary(K)
         out["flower_totals"] = link.meter.totals()
         return out
@@ -116,19 +112,6 @@ def _write_model(spec, res):
                                  extra={"run_id": spec["run_id"]})
     except Exception as exc:                   # the run's result is kept either way
         return {"error": f"{type(exc).__name__}: {exc}"}
-
-
-def _close(link, exc):
-    """After a failure before the training: every party that still answers deletes its
-    aligned file (a lost party is not asked)."""
-    from ..runtime.link import PartyLost
-
-    skip = {exc.party} if isinstance(exc, PartyLost) else set()
-    try:
-        link.exchange([(k, b"", "close") for k in range(link.K) if k not in skip], 0,
-                      tolerate=True)
-    except Exception:           # cleanup only: the run's own error is what is reported
-        pass
 
 
 def alignment_report(psi, leader, seconds, flower) -> dict:

@@ -248,3 +248,28 @@ def serve_psi(link, setup: dict, meter: Meter | None = None) -> dict:
     for j, r in zip(others, link.exchange([(j, rows[j], "psi_rows") for j in others], 0)):
         tail[j] = split(j, r)
     return {"n": int(n), "sizes": sizes, "meter": meter, "party_seconds": secs, "tail": tail}
+
+
+def close_parties(link, exc=None):
+    """After a failure: every party that still answers deletes its aligned rows (a lost party
+    is not asked: its host may never answer)."""
+    from ..runtime.link import PartyLost
+
+    skip = {exc.party} if isinstance(exc, PartyLost) else set()
+    try:
+        link.exchange([(k, b"", "close") for k in range(link.K) if k not in skip], 0,
+                      tolerate=True)
+    except Exception:           # cleanup only: the run's own error is what is reported
+        pass
+
+
+def record_failure(out, exc, phase, link):
+    """``out`` of a deployed server role that failed in ``phase`` (None: before any party was
+    reached): the error record naming the phase, and the parties told to clean up."""
+    from ..runtime.link import error_record
+
+    out["error"] = error_record(exc, 0)
+    out["error"]["phase"] = phase
+    if phase is not None:
+        close_parties(link, exc)
+    return out

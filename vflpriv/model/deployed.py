@@ -36,9 +36,8 @@ import time
 
 import numpy as np
 
-from ..align.phase import SECONDS, PsiPhase, aligned_path
+from ..align.phase import SECONDS, PsiPhase, aligned_path, record_failure
 from ..errors import InputError
-from ..runtime.link import error_record
 from ..runtime.roles import PartyRole, Refused
 
 FAMILY = "predict"
@@ -101,10 +100,7 @@ def serve(connect, spec, progress=None) -> dict:
             out.update(released, released=True)
         out["t"] = 1
     except Exception as exc:
-        out["error"] = error_record(exc, 0)
-        out["error"]["phase"] = phase
-        if phase is not None:
-            _close(link, exc)
+        record_failure(out, exc, phase, link)
     out["flower"] = link.meter.summary(K)
     out["flower_totals"] = link.meter.totals()
     return out
@@ -167,18 +163,6 @@ def serve_scoring(link, K, L, offers) -> tuple:
               "masked": len(others) > 1,
               "messages_by_type": {k: list(v) for k, v in meter.by_type.items()}}
     return report, (json.loads(got[0].decode()) if got else None)
-
-
-def _close(link, exc=None):
-    """Every party that still answers deletes its aligned rows (a lost party is not asked)."""
-    from ..runtime.link import PartyLost
-
-    skip = {exc.party} if isinstance(exc, PartyLost) else set()
-    try:
-        link.exchange([(k, b"", "close") for k in range(link.K) if k not in skip], 0,
-                      tolerate=True)
-    except Exception:           # cleanup only: the run's own error is what is reported
-        pass
 
 
 # -- party side --------------------------------------------------------------------------------

@@ -125,11 +125,15 @@ def _child(cmd, limit_bytes=None, tree=False):
     peak, used, done = [0], [used0], threading.Event()
 
     def sample():
-        while not done.wait(0.5):
+        # the first sample at once (a short run may end before the first interval), then every
+        # 0.5 s until the child is reaped
+        while True:
             peak[0] = max(peak[0], _tree_rss(proc.pid))
             now = _used_memory()
             if used[0] is not None and now is not None:
                 used[0] = max(used[0], now)
+            if done.wait(0.5):
+                break
 
     sampler = threading.Thread(target=sample, daemon=True)
     if tree:
@@ -137,6 +141,8 @@ def _child(cmd, limit_bytes=None, tree=False):
     err = proc.stderr.read()
     _, status, ru = os.wait4(proc.pid, 0)
     done.set()
+    if tree:
+        sampler.join()
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
     proc.stderr.close()

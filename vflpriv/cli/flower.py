@@ -107,7 +107,7 @@ def register(sub):
 
 def spec_sparse(args) -> int:
     from ..flower import FlowerOptions, on_client_loss
-    from ..flower.deploy import write_app
+    from .described import description_folder
     from ..sparse.api import fit
     from . import sparse as S
 
@@ -116,15 +116,8 @@ def spec_sparse(args) -> int:
     opts = FlowerOptions(spec_dir=args.out, on_client_loss=args.on_client_loss,
                          connect_timeout=args.connect_timeout)
     cfg = S.config(args, backend="flower", flower=opts)     # checks every option, and flwr
-    os.makedirs(args.out, exist_ok=True)
-    try:
+    with description_folder(args.out):
         desc = fit(args.data, config=cfg)
-        write_app(os.path.join(args.out, "app"))
-    except BaseException:
-        import shutil
-
-        shutil.rmtree(args.out, ignore_errors=True)      # nothing half-written is left
-        raise
     return _written(desc, args.out, "sparse")
 
 
@@ -158,7 +151,7 @@ def _written(desc, out, what, who="client", files="client<i>.npz") -> int:
 
 def spec_horizontal(args) -> int:
     from ..flower import FlowerOptions, on_client_loss, require_flwr
-    from ..flower.deploy import write_app
+    from .described import description_folder
     from . import horizontal as H
 
     _checked_spec_options(args)
@@ -169,22 +162,15 @@ def spec_horizontal(args) -> int:
     on_client_loss(opts, family)
     require_flwr("flower")
     H.require_torch()
-    os.makedirs(args.out, exist_ok=True)
-    try:
+    with description_folder(args.out):
         desc = (H._run_fedp3 if family == "fedp3" else H._run_elastic)(s, args, None, "flower",
                                                                         opts)
-        write_app(os.path.join(args.out, "app"))
-    except BaseException:
-        import shutil
-
-        shutil.rmtree(args.out, ignore_errors=True)      # nothing half-written is left
-        raise
     return _written(desc, args.out, s["algorithm"])
 
 
 def spec_run(args) -> int:
     from ..flower import FlowerOptions, on_client_loss
-    from ..flower.deploy import write_app
+    from .described import description_folder
     from ..vertical import solve
     from . import run as R
 
@@ -210,14 +196,8 @@ def spec_run(args) -> int:
     data, _ = R._load_data(args, chunk_rows)
     if args.algorithm == "dp-bcfw-secure":
         R._print_defaults(args, data, epsilon)
-    try:
+    with description_folder(args.out):
         desc = solve(data, config=cfg)
-        write_app(os.path.join(args.out, "app"))
-    except BaseException:
-        import shutil
-
-        shutil.rmtree(args.out, ignore_errors=True)      # nothing half-written is left
-        raise
     return _written(desc, args.out, args.algorithm, who="party", files="party<i>.npz")
 
 

@@ -127,7 +127,7 @@ def spec_from_schemas(args, checked_spec_options, written) -> int:
     what every ``flower spec`` checks first and prints last (``cli/flower.py``)."""
     from ..align.deployed import make_spec
     from ..flower import FlowerOptions, on_client_loss
-    from ..flower.deploy import write_app
+    from .described import description_folder
     from ..flower.spec import write_description
     from ..vertical.scale import auto_eta
     from ..vertical.secure import planned
@@ -174,15 +174,8 @@ def spec_from_schemas(args, checked_spec_options, written) -> int:
                   "budget-epsilon": float(epsilon), "budget-delta": float(args.delta),
                   "accountant": args.accountant})
         cfgs.append(c)
-    os.makedirs(out, exist_ok=True)
-    try:
+    with description_folder(out):
         pin_identities(out, cfgs)
         desc = write_description(out, spec, cfgs)
-        write_app(os.path.join(out, "app"))
-    except BaseException:
-        import shutil
-
-        shutil.rmtree(out, ignore_errors=True)      # nothing half-written is left
-        raise
     return written(desc, out, "aligned dp-bcfw-secure", who="party",
                     files="its own data file")

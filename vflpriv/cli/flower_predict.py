@@ -85,7 +85,7 @@ def spec_predict(args, checked_spec_options, written) -> int:
     import uuid
 
     from ..flower import require_flwr
-    from ..flower.deploy import write_app
+    from .described import description_folder
     from ..flower.spec import write_description
     from ..model.deployed import make_spec, party_config
 
@@ -101,14 +101,7 @@ def spec_predict(args, checked_spec_options, written) -> int:
                          model=os.path.join(model, os.path.basename(man["parties"][k]["file"])),
                          leader=L, scores=scores, release=args.release_scores)
             for k, s in sorted(schemas.items())]
-    os.makedirs(out, exist_ok=True)
-    try:
+    with description_folder(out):
         desc = write_description(out, spec, cfgs)
-        write_app(os.path.join(out, "app"))
-    except BaseException:
-        import shutil
-
-        shutil.rmtree(out, ignore_errors=True)      # nothing half-written is left
-        raise
     return written(desc, out, "scoring", who="party",
                     files="its own file of new rows and its party<i>.json")

@@ -247,7 +247,9 @@ def _round(t, link, dealer, run, opts, data, ev):
                                               plan.details["sens_index"], K),
                                   party=",".join(map(str, range(K))), round=t,
                                   note="secure: signed index")
-    b = _intercept(run, opts, data.n) if opts.fit_intercept else None
+    b = None
+    if opts.fit_intercept:          # b at this round's x: the last round's, or computed at x^0
+        b = run.intercepts[-1] if run.intercepts else _intercept(run, opts, data.n)
     picks = link.select(run.prev, t, b)
     new = [(l, i) for l, (i, _) in enumerate(picks) if i not in run.chosen[l]]
     if new and K > 1:

@@ -101,8 +101,13 @@ def label_feature_rounds(sens, label_bound, clips, holder, parties):
     event)."""
     if holder is None:
         return 0
-    dy = label_sensitivity(label_bound, clips, holder)
-    return int(math.ceil(dy * dy / (parties * sens.feature ** 2) - 1e-12))
+    return _as_feature_rounds(label_sensitivity(label_bound, clips, holder), sens, parties)
+
+
+def _as_feature_rounds(delta, sens, parties):
+    """ceil(Delta^2 / (K Delta_feat^2)): rounds of K feature releases whose Gaussians (one sigma)
+    compose to at least one Gaussian of sensitivity Delta."""
+    return int(math.ceil(delta * delta / (parties * sens.feature ** 2) - 1e-12))
 
 
 def intercept_sensitivity(label_bound, clips):
@@ -122,8 +127,7 @@ def intercept_feature_rounds(sens, label_bound, clips, parties, intercept):
     an upper bound for calibrating and checking the plan; the ledger gets the exact event)."""
     if not intercept:
         return 0
-    db = intercept_sensitivity(label_bound, clips)
-    return int(math.ceil(db * db / (parties * sens.feature ** 2) - 1e-12))
+    return _as_feature_rounds(intercept_sensitivity(label_bound, clips), sens, parties)
 
 
 def calibrate(noise, sens, epsilon, delta, rounds, parties, feature_cap, split, accountant,

@@ -36,6 +36,7 @@ is in ``local.py``.  Checkpoint/resume (``state.py``, ``resume.py``) is for the 
 """
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 
@@ -200,9 +201,10 @@ class SecureParty:
             else:
                 self.c += step * self.cross[(l, i)]
 
-    @property
+    @functools.cached_property
     def column_sums(self):
-        """s_k = A_k^T 1 of the block as the protocol reads it (clipped, fixed-point exact)."""
+        """s_k = A_k^T 1 of the block as the protocol reads it (clipped, fixed-point exact);
+        the block is read-only, so once per party object (the scores read it every round)."""
         return np.asarray(self.A_csc.sum(axis=0)).ravel()
 
     def scores(self):

@@ -9,7 +9,7 @@ only when an accountant needs them, so ``import accounting`` stays cheap).
 2.600343
 """
 from .events import (ADD_REMOVE, REPLACE_ONE, ApproxDP, Composed, DpEvent, Exponential,
-                     DiscreteGaussian, Gaussian, Laplace, PoissonSubsampledGaussian, PureDP, ReportNoisyMax,
+                     DiscreteGaussian, DistributedDiscreteGaussian, Gaussian, Laplace, PoissonSubsampledGaussian, PureDP, ReportNoisyMax,
                      SelfComposed, ZCDP, event_from_dict, flatten)
 from .accountants import (ACCOUNTANT_NAMES, Accountant, AdvancedComposition, BasicComposition,
                           BestAccountant, OptimalComposition, PLDAccountant, RDPAccountant,
@@ -19,7 +19,8 @@ from .ledger import Ledger, LedgerBusy, LedgerCorrupt, read_ledger
 from .budget import BudgetExceeded, BudgetFilter
 
 __all__ = [
-    "ADD_REMOVE", "REPLACE_ONE", "DpEvent", "Laplace", "Gaussian", "DiscreteGaussian", "PoissonSubsampledGaussian",
+    "ADD_REMOVE", "REPLACE_ONE", "DpEvent", "Laplace", "Gaussian", "DiscreteGaussian",
+    "DistributedDiscreteGaussian", "PoissonSubsampledGaussian",
     "ReportNoisyMax", "Exponential", "PureDP", "ApproxDP", "ZCDP", "SelfComposed", "Composed",
     "event_from_dict", "flatten", "Accountant", "BasicComposition", "AdvancedComposition",
     "OptimalComposition", "RDPAccountant", "PLDAccountant", "BestAccountant",

@@ -145,6 +145,77 @@ class DiscreteGaussian(DpEvent):
 
 
 @dataclass(frozen=True)
+class DistributedDiscreteGaussian(DpEvent):
+    """The distributed discrete Gaussian: f(D) + Y with f integer-valued on the lattice
+    ``granularity`` Z^d and each coordinate's noise either one N_Z(0, s^2) or the sum of
+    ``summands`` independent N_Z(0, s^2 / summands) drawn by different holders (s = sigma /
+    granularity in lattice units; ``dimension`` counts the summed coordinates).  Declared L2
+    sensitivity ``sensitivity`` (values' units).  A sum of discrete Gaussians is not a discrete
+    Gaussian; Kairouz, Liu and Steinke (2021, "The Distributed Discrete Gaussian Mechanism for
+    Federated Learning with Secure Aggregation", Proposition 14) bound its Renyi divergence at
+    every order alpha >= 1 by each of
+
+        alpha mu^2 / 2 + tau d,   alpha / 2 (mu + tau sqrt(d))^2,   with mu = sensitivity / sigma,
+        tau = 10 sum_{k=1}^{m-1} exp(-2 pi^2 (s^2 / m) k / (k + 1))   (m summands, s^2/m >= 1/4),
+
+    and its arXiv version by alpha / 2 (mu^2 + tau d / 2).  ``mu`` below is the proven
+    sqrt(mu^2 + 2 tau d + 2 mu tau sqrt(d) + tau^2 d), rounded up, whose curve alpha mu^2 / 2
+    is above all three for alpha >= 1; the coordinates holding a single discrete Gaussian add
+    alpha mu_i^2 / 2 (CKS Proposition 5), which the same curve covers (docs/sensitivity.md 5.7).
+    Where a summand's s^2 / m is below 1/4 the bound is not proven and ``mu`` is infinite.  Like
+    :class:`DiscreteGaussian`, only the Renyi accountant (hence ``best``) supports it; the
+    ledger pools it with the discrete Gaussians (the same curve alpha mu^2 / 2)."""
+
+    sigma: float
+    sensitivity: float = 1.0
+    summands: int = 2
+    dimension: int = 1
+    granularity: float = 1.0
+    neighboring: str = ADD_REMOVE
+    kind = "distributed_discrete_gaussian"
+
+    def __post_init__(self):
+        object.__setattr__(self, "sigma", _check_positive("sigma", self.sigma))
+        object.__setattr__(self, "sensitivity", _check_positive("sensitivity", self.sensitivity))
+        object.__setattr__(self, "granularity", _check_positive("granularity", self.granularity))
+        for name in ("summands", "dimension"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+        _check_relation(self.neighboring)
+        if self.sensitivity / self.sigma < 1e-150:
+            raise ValueError(f"sigma={self.sigma!r} is too large for sensitivity="
+                             f"{self.sensitivity!r}: their ratio underflows in the accountants")
+
+    @property
+    def tau(self) -> float:
+        """KLS's tau for ``summands`` draws of variance (sigma / granularity)^2 / summands,
+        rounded up (a term below the smallest double is counted as that double); inf where a
+        summand's variance is below 1/4 (outside the proposition)."""
+        m = self.summands
+        var = (self.sigma / self.granularity) ** 2 / m
+        if var < 0.25:
+            return math.inf
+        total = 0.0
+        for k in range(1, m):
+            exponent = -2.0 * math.pi ** 2 * var * k / (k + 1)
+            term = math.exp(exponent) if exponent > -700.0 else 5e-324
+            total = math.nextafter(total + math.nextafter(term, math.inf), math.inf)
+        return math.nextafter(10.0 * total, math.inf)
+
+    @property
+    def mu(self) -> float:
+        """The Renyi curve is alpha mu^2 / 2 with this mu (class docstring; rounded up)."""
+        base = self.sensitivity / self.sigma
+        tau = self.tau
+        if math.isinf(tau):
+            return math.inf
+        d = self.dimension
+        extra = 2.0 * tau * d + 2.0 * base * tau * math.sqrt(d) + tau * tau * d
+        return math.nextafter(math.sqrt(math.nextafter(base * base + extra, math.inf)), math.inf)
+
+
+@dataclass(frozen=True)
 class PoissonSubsampledGaussian(DpEvent):
     """One step of DP-SGD: each record joins the batch with probability ``sample_rate``, the
     clipped sum (L2 sensitivity 1 after clipping) gets N(0, noise_multiplier^2)."""
@@ -298,7 +369,8 @@ class Composed(DpEvent):
         object.__setattr__(self, "events", evs)
 
 
-LEAF_TYPES = {cls.kind: cls for cls in (Laplace, Gaussian, DiscreteGaussian, PoissonSubsampledGaussian,
+LEAF_TYPES = {cls.kind: cls for cls in (Laplace, Gaussian, DiscreteGaussian,
+                                         DistributedDiscreteGaussian, PoissonSubsampledGaussian,
                                          ReportNoisyMax, Exponential, PureDP, ApproxDP, ZCDP)}
 
 

@@ -59,7 +59,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from .accountants import get_accountant
-from .events import (Composed, DiscreteGaussian, DpEvent, Gaussian, SelfComposed, event_from_dict,
+from .events import (Composed, DiscreteGaussian, DistributedDiscreteGaussian, DpEvent, Gaussian, SelfComposed, event_from_dict,
                      flatten)
 
 FORMAT = "vflpriv-ledger"
@@ -175,7 +175,7 @@ def dominates(big, small) -> bool:
 
     if type(big) is not type(small) or big.neighboring != small.neighboring:
         return False
-    if isinstance(big, (Gaussian, DiscreteGaussian)):
+    if isinstance(big, (Gaussian, DiscreteGaussian, DistributedDiscreteGaussian)):
         return small.mu <= big.mu
     if isinstance(big, ReportNoisyMax):
         return small.noise == big.noise and small.epsilon <= big.epsilon
@@ -192,8 +192,9 @@ def dominates(big, small) -> bool:
 
 
 #: leaves held as a pool of mu^2: Gaussians (exact composition, mu-GDP) and, apart from them,
-#: discrete Gaussians (their Renyi curves alpha mu^2 / 2 add: the only analysis they have)
-_POOLED = (Gaussian, DiscreteGaussian)
+#: discrete Gaussians (their Renyi curves alpha mu^2 / 2 add: the only analysis they have),
+#: distributed ones in the discrete pool (the same curve, with their proven mu)
+_POOLED = (Gaussian, DiscreteGaussian, DistributedDiscreteGaussian)
 
 
 def _pooled(leaf) -> bool:
@@ -202,7 +203,7 @@ def _pooled(leaf) -> bool:
 
 def _pool_key(leaf):
     return ("mu2", leaf.neighboring) if type(leaf) is Gaussian else \
-        (f"mu2:{leaf.kind}", leaf.neighboring)
+        (f"mu2:{DiscreteGaussian.kind}", leaf.neighboring)
 
 
 def _gaussian_pools(leaves: dict) -> dict:

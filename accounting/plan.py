@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 
 from .accountants import ACCOUNTANT_NAMES, report
 from .calibration import calibrate
-from .events import (NEIGHBORING_RELATIONS, ApproxDP, Composed, DiscreteGaussian, Exponential,
+from .events import (NEIGHBORING_RELATIONS, ApproxDP, Composed, DiscreteGaussian,
+                     DistributedDiscreteGaussian, Exponential,
                      Gaussian, Laplace,
                      PoissonSubsampledGaussian, PureDP, ReportNoisyMax, SelfComposed, ZCDP)
 
@@ -31,6 +32,9 @@ MECHANISMS = {
     "laplace": (Laplace, ("scale",), {"sensitivity": 1.0}),
     "gaussian": (Gaussian, ("sigma",), {"sensitivity": 1.0}),
     "discrete_gaussian": (DiscreteGaussian, ("sigma",), {"sensitivity": 1.0}),
+    "distributed_discrete_gaussian": (DistributedDiscreteGaussian, ("sigma",),
+                                      {"sensitivity": 1.0, "summands": 2, "dimension": 1,
+                                       "granularity": 1.0}),
     "poisson_subsampled_gaussian": (PoissonSubsampledGaussian, ("noise_multiplier", "sample_rate"), {}),
     "report_noisy_max": (ReportNoisyMax, ("noise", "scale"), {"sensitivity": 1.0}),
     "exponential": (Exponential, ("epsilon",), {}),

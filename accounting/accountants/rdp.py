@@ -5,6 +5,8 @@ RDP curves per event, each a valid upper bound at every order alpha > 1:
 * Gaussian, L2 sensitivity D, noise sigma: alpha D^2 / (2 sigma^2)                 (Mironov 2017, Prop 7)
 * discrete Gaussian on Z^d, integer-valued query, L2 sensitivity D: alpha D^2 / (2 sigma^2), an upper
   bound (Canonne, Kamath, Steinke 2020, Prop 5, per coordinate; coordinates add; docs/sensitivity.md)
+* distributed discrete Gaussian (coordinates summed from several holders' discrete Gaussians):
+  alpha mu'^2 / 2 with mu' the event's ``mu`` (Kairouz, Liu, Steinke 2021, Prop 14; events.py)
 * Laplace, L1 sensitivity D, scale b, lambda = b / D:                              (Mironov 2017, Prop 6)
       1/(alpha-1) log( alpha/(2 alpha - 1) e^{(alpha-1)/lambda} + (alpha-1)/(2 alpha - 1) e^{-alpha/lambda} )
 * Poisson-subsampled Gaussian: log A_alpha / (alpha - 1), add/remove relation     (Mironov, Talwar, Zhang 2019)
@@ -29,7 +31,8 @@ import math
 import numpy as np
 
 from .. import _native
-from ..events import (ADD_REMOVE, REPLACE_ONE, ApproxDP, DiscreteGaussian, Exponential, Gaussian, Laplace,
+from ..events import (ADD_REMOVE, REPLACE_ONE, ApproxDP, DiscreteGaussian,
+                      DistributedDiscreteGaussian, Exponential, Gaussian, Laplace,
                       PoissonSubsampledGaussian, PureDP, ReportNoisyMax, ZCDP)
 from .base import Accountant
 from .bounded_range import rdp_bounded_range_exact
@@ -69,7 +72,7 @@ def rdp_subsampled_gaussian(q: float, sigma: float, orders: np.ndarray) -> np.nd
 
 
 def rdp_curve(leaf, orders: np.ndarray) -> np.ndarray:
-    if isinstance(leaf, (Gaussian, DiscreteGaussian)):
+    if isinstance(leaf, (Gaussian, DiscreteGaussian, DistributedDiscreteGaussian)):
         return rdp_gaussian(leaf.mu, orders)
     if isinstance(leaf, Laplace):
         return rdp_laplace(leaf.epsilon, orders)
@@ -122,7 +125,7 @@ class RDPAccountant(Accountant):
             return neighboring == ADD_REMOVE or leaf.sample_rate == 1.0
         if isinstance(leaf, ApproxDP):
             return leaf.delta == 0
-        return isinstance(leaf, (Gaussian, DiscreteGaussian, Laplace, ReportNoisyMax, Exponential,
+        return isinstance(leaf, (Gaussian, DiscreteGaussian, DistributedDiscreteGaussian, Laplace, ReportNoisyMax, Exponential,
                                  PureDP, ZCDP))
 
     def rdp(self, leaves) -> np.ndarray:

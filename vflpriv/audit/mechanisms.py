@@ -13,6 +13,8 @@ per side has power (a claim of 10 could not be tested, a claim of 0.01 would tes
   (:mod:`vflpriv.noise.discrete`), f(D0) = 0, f(D1) = 1 on the integers (sensitivity 1),
   sigma calibrated by the accountant to (1, 1e-5) (its Renyi bound: the only one it has); the
   same (epsilon, delta) test.  Its claim is not Gaussian DP, so no trade-off refutation applies.
+* ``distributed_discrete_gaussian``: the same with the noise a party outside {L, H} gets in the
+  logistic path, the sum of two holders' N_Z(0, s^2 / 2) (claim: ``DistributedDiscreteGaussian``).
 * ``rnm_laplace`` / ``rnm_gumbel`` / ``rnm_exponential``: report-noisy-max over k candidates with
   scale 2 (claim 2 * 1 / 2 = 1), scores (0, ..., 0) on D0 and (1, -1, ..., -1) on D1 (every score
   moves by the sensitivity 1, the target up and the rest down); score = [output == 0] (the tests
@@ -106,6 +108,33 @@ def discrete_gaussian_mechanism() -> AuditMechanism:
     return AuditMechanism("discrete_gaussian", event, DELTA_GAUSS, sample,
                           description=f"discrete Gaussian (exact sampler), f(D0)=0 vs f(D1)=1 on "
                                       f"Z, sigma {sigma:.6g}")
+
+
+@register("distributed_discrete_gaussian")
+def distributed_discrete_gaussian_mechanism() -> AuditMechanism:
+    """The noise a party outside {L, H} gets on its scores in the logistic path: the sum of two
+    holders' exact N_Z(0, s^2 / 2), f(D0) = 0, f(D1) = 1 on Z; claim
+    ``DistributedDiscreteGaussian(s, 1, summands=2)`` (Kairouz, Liu, Steinke 2021 Prop 14;
+    docs/sensitivity.md 5.7), s calibrated by the accountant to (1, 1e-5)."""
+    from accounting import DistributedDiscreteGaussian, calibrate
+
+    from ..noise.discrete import discrete_gaussian
+
+    def make(s):
+        return DistributedDiscreteGaussian(sigma=s, sensitivity=1.0, summands=2)
+
+    sigma = calibrate(make, TARGET_EPSILON, DELTA_GAUSS, decreasing=True).value
+    event = make(sigma)
+    half = Fraction(sigma) ** 2 / 2
+
+    def sample(n, rng):
+        draw = lambda: (discrete_gaussian(rng, half, n) +                   # noqa: E731
+                        discrete_gaussian(rng, half, n)).astype(np.float64)
+        return 0.0 + draw(), 1.0 + draw()
+
+    return AuditMechanism("distributed_discrete_gaussian", event, DELTA_GAUSS, sample,
+                          description=f"sum of two holders' discrete Gaussians (exact "
+                                      f"sampler), f(D0)=0 vs f(D1)=1 on Z, sigma {sigma:.6g}")
 
 
 def rnm_scores(k: int):

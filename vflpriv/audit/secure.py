@@ -199,7 +199,7 @@ def make_glm_scores(epsilon: float = 1.0, n: int = 2, feature_bound: float = 1.0
     (-a, b) on D1 with a^2 + b^2 = C^2, a = margin / x (x = the public iterate on party 1's
     column 0); y_0 = -1 on D0, +1 on D1.  So the margin is +margin / -margin and the derivative
     d_0 ~ sigma(margin) - 0 / sigma(-margin) - 1: the released scores of party 0's column and party
-    1's column 1 move by about 2 sigma(margin) (C, b) / n.  Claim: ``Gaussian(sigma, 2 D sqrt(C^2 +
+    1's column 1 move by about 2 sigma(margin) (C, b) / n.  Claim: ``DiscreteGaussian(sigma, 2 D sqrt(C^2 +
     C^2))`` (D = 1/2 + sum |b_j| bounds |d| whatever the shares); the share of the claim this
     neighbour pair can reach is about sigma(margin) sqrt(C^2 + b^2) / (D sqrt(2) C) = 0.81.
     Score: the projection of the two moving scores on (C, b), the most powerful test of a
@@ -207,16 +207,16 @@ def make_glm_scores(epsilon: float = 1.0, n: int = 2, feature_bound: float = 1.0
 
     ``intercept=True`` (``dp_bcfw_secure_glm_intercept``): the label party fits the intercept, so
     the round also releases sum_r d_r + N to it (``GlmParty.intercept_share``); the claim is
-    ``Gaussian(sigma, 2 D sqrt(C^2 + C^2 + 1))`` and the score projects the three moving
+    ``DiscreteGaussian(sigma, 2 D sqrt(C^2 + C^2 + 1))`` and the score projects the three moving
     values on (C, b, 1)."""
     import numpy as np
 
-    from accounting import REPLACE_ONE, Gaussian, calibrate
+    from accounting import calibrate
     from vflpriv.vertical.secure import messages as SM
     from vflpriv.vertical.secure.beaver import Dealer
     from vflpriv.vertical.secure.fourier import SigmoidSeries
     from vflpriv.vertical.secure.glm import (CHUNK_ROWS, GlmParty, glm_sensitivity,
-                                             ring_plan, round_scores)
+                                             ring_plan, round_event, round_scores)
     from vflpriv.vertical.secure.protocol import Network
     from vflpriv.vertical.secure.ring import KeySource
 
@@ -224,9 +224,12 @@ def make_glm_scores(epsilon: float = 1.0, n: int = 2, feature_bound: float = 1.0
     D, C, Ba = series.derivative_bound, float(row_clip), float(feature_bound)
     clips = [C, C]
     sens = glm_sensitivity(D, clips, intercept)
-    sigma = calibrate(lambda s: Gaussian(s, sens, neighboring=REPLACE_ONE), epsilon, DELTA,
+    # two parties: no score carries two holders' noise, so the round is one exact discrete
+    # Gaussian (docs/sensitivity.md 5.7), calibrated and claimed as the run charges it
+    sigma = calibrate(lambda s: round_event(s, D, clips, intercept), epsilon, DELTA,
                       decreasing=True).value
-    event = Gaussian(sigma, sens, neighboring=REPLACE_ONE)
+    event = round_event(sigma, D, clips, intercept)
+    assert event.sensitivity == sens
     ring = ring_plan(n, Ba, D, sigma * noise_factor, series)
     a = 0.1 * C
     b = math.sqrt(C * C - a * a)

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 import scipy.sparse as sp
@@ -50,7 +51,7 @@ from ..sketch import signed_argmax
 from . import messages as SM
 from .beaver import holder_shares, masked_block_chunks, peer_output
 from .fourier import SigmoidSeries, unit_factors
-from .protocol import CHUNK_ROWS, _noise, clip_block
+from .protocol import CHUNK_ROWS, clip_block
 from .ring import KeySource, Prg, decode, encode
 
 #: fractional bits of the shared margins (their precision 2^-20 is far below what matters)
@@ -59,6 +60,11 @@ FRAC_MARGIN = 20
 FRAC_FEATURE = 12
 #: noise beyond this many standard deviations is treated as impossible when sizing the ring
 _NOISE_RANGE = 40.0
+#: the fewest fractional bits of the unit factors (``ring_plan`` refuses fewer)
+MIN_FACTOR_BITS = 6
+#: the coarsest lattice a score A_k^T d can sit on (2^-(fa + 2 f_c + h) with f_c >= 6, h >= 0):
+#: the distributed discrete Gaussian's bound is charged at it, valid for every finer ring plan
+SCORE_LATTICE = 2.0 ** -(FRAC_FEATURE + 2 * MIN_FACTOR_BITS)
 
 
 @dataclass(frozen=True)
@@ -85,7 +91,7 @@ def ring_plan(n, feature_bound, D, sigma, series: SigmoidSeries) -> RingPlan:
     mag = n * float(feature_bound) * D + _NOISE_RANGE * sigma + 1.0
     fc = int(math.floor((61 - math.log2(mag) - FRAC_FEATURE - series.coef_bits) / 2))
     fc = min(fc, 16)
-    if fc < 6:
+    if fc < MIN_FACTOR_BITS:
         raise InputError(f"the scores can reach {mag:.3g}: too large for 64-bit fixed point with "
                          "6-bit unit factors; lower feature_bound or n")
     return RingPlan(FRAC_FEATURE, FRAC_MARGIN, fc, series.coef_bits)
@@ -245,7 +251,7 @@ class GlmParty:
         self._gate("intercept")
         s = np.array([d_share.sum(dtype=np.uint64)], dtype=np.uint64)   # arrays wrap silently
         if self.private and self.sigma > 0:
-            s = s + _noise(self.rng, self.sigma, 1, self.ring.d_bits)
+            s = s + _ring_noise(self.rng, self.sigma, 1, 1, self.ring.d_bits)
         return SM.InterceptShare(int(s[0]))
 
     def intercept_derivative(self, d_share, theirs: SM.InterceptShare):
@@ -282,8 +288,7 @@ class GlmParty:
             s = holder_shares(self.masked[k], v, tr.share)
             part = 1.0 if noisy is None else noisy.get(k, 0.0)
             if self.private and self.sigma > 0 and part > 0:
-                s = s + _noise(self.rng, self.sigma * math.sqrt(part), s.shape[0],
-                               self.ring.score_bits)
+                s = s + _ring_noise(self.rng, self.sigma, part, s.shape[0], self.ring.score_bits)
             shares[k] = SM.ResultShare(self.k, tr.index, s)
         return z, shares
 
@@ -315,12 +320,49 @@ class GlmParty:
         return SM.SecureIndex(sign * (int(j) + 1))
 
 
-def round_event(sigma, D, clips, intercept=False):
-    """One round's K noisy score vectors (and, with ``intercept``, the noisy sum of the
-    derivatives) as one Gaussian: sensitivity sqrt(sum_k (2 C_k D)^2 (+ (2 D)^2))."""
-    from accounting import REPLACE_ONE, Gaussian
+#: the share of the noise variance each holder of d adds to a party outside {L, H}
+HALF = Fraction(1, 2)
 
-    return Gaussian(sigma, glm_sensitivity(D, clips, intercept), neighboring=REPLACE_ONE)
+
+def _ring_noise(rng, sigma, part, size, scale_bits):
+    """Exact N_Z(0, part (sigma 2^scale_bits)^2) in Z_{2^64} (``part`` 1 or 1/2, exactly):
+    the discrete Gaussian of docs/sensitivity.md 4.9, no floating-point sampler."""
+    from ...noise.discrete import discrete_gaussian
+
+    s2 = Fraction(sigma) ** 2 * Fraction(part) * (1 << (2 * int(scale_bits)))
+    z = discrete_gaussian(rng, s2, size)
+    if z.size and max(abs(int(v)) for v in (z.max(), z.min())) >= 1 << 63:
+        raise InputError("discrete Gaussian noise beyond 2^63 in ring units: sigma is too "
+                         "large for Z_{2^64}")
+    return z.astype(np.int64).view(np.uint64)
+
+
+def noise_parts(peers, L, H):
+    """{peer: the share of sigma^2 a holder of d adds to its scores}: all of it for L and H
+    (each has only the other holder's noise), half for a party outside {L, H} (half from each
+    holder, so that it and either holder together still face half the variance)."""
+    return {k: 1 if k in (L, H) else HALF for k in peers}
+
+
+def summed_dimension(block_sizes, L, H):
+    """How many released scores carry the sum of two holders' noise: the features of the
+    parties outside {L, H} (L's scores carry H's noise only, H's L's)."""
+    return int(sum(p for k, p in enumerate(block_sizes) if k not in (L, H)))
+
+
+def round_event(sigma, D, clips, intercept=False, summed=0):
+    """One round's K noisy score vectors (and, with ``intercept``, the noisy sum of the
+    derivatives), sensitivity sqrt(sum_k (2 C_k D)^2 (+ (2 D)^2)), with exact discrete
+    Gaussian noise: a ``DistributedDiscreteGaussian`` (two summands on the ``summed`` scores
+    of the parties outside {L, H}; docs/sensitivity.md 5.7), or a ``DiscreteGaussian`` where
+    no score is summed (K = 2)."""
+    from accounting import REPLACE_ONE, DiscreteGaussian, DistributedDiscreteGaussian
+
+    sens = glm_sensitivity(D, clips, intercept)
+    if int(summed) == 0:
+        return DiscreteGaussian(sigma, sens, neighboring=REPLACE_ONE)
+    return DistributedDiscreteGaussian(sigma, sens, summands=2, dimension=int(summed),
+                                       granularity=SCORE_LATTICE, neighboring=REPLACE_ONE)
 
 
 def glm_sensitivity(D, clips, intercept=False):
@@ -363,7 +405,7 @@ def round_scores(parties, dealer, keys, net, L, H, t):
     products = {k: [] for k in range(K)}
     for holder, vec in ((H, dH), (L, dL)):
         peers = [k for k in range(K) if k != holder]
-        noisy = {k: 1.0 if k in (L, H) else 0.5 for k in peers}
+        noisy = noise_parts(peers, L, H)
         to_holder, to_peer = dealer.triples(holder, t, peers)
         trip = {k: net.down(holder, to_holder[k], t) for k in peers}
         z, shares = parties[holder].holder_messages(vec, trip, noisy)

@@ -41,7 +41,8 @@ from ...noise import restore as noise_restore
 from ...noise import state as noise_state
 from ...runtime.roles import Refused
 from . import messages as SM
-from .glm import GlmParty, RingPlan, _factor_correction, offline_receivers, round_event
+from .glm import (GlmParty, RingPlan, _factor_correction, noise_parts, offline_receivers,
+                  round_event, summed_dimension)
 from .glm_saves import PartySaves
 from .remote import LinkParties, SecurePartyRole, new_key_pair, pack_bundle, unpack_bundle
 
@@ -125,7 +126,7 @@ class GlmPartyRole(PartySaves, SecurePartyRole):
         if private:
             D = self.series.derivative_bound
             self.event = round_event(float(setup["sigma"]), D, setup["clips"],
-                                     bool(setup["fit_intercept"]))
+                                     bool(setup["fit_intercept"]), int(setup["summed"]))
         self.private_key = self.public_key = None
         self.peers = {}
         self.block_dir = None
@@ -207,7 +208,7 @@ class GlmPartyRole(PartySaves, SecurePartyRole):
                     # the intercept's derivative sum_r d_r + N reaches L only (H adds the noise)
                     out.append(sealed(L, p.intercept_share(d)))
             p._pending, self.d_own = None, d
-            noisy = {q: 1.0 if q in (L, H) else 0.5 for q in triples}
+            noisy = noise_parts(triples, L, H)
             z, shares = p.holder_messages(d, triples, noisy)
             for q in sorted(triples):
                 out += [sealed(q, z), sealed(q, shares[q])]

@@ -27,7 +27,8 @@ from ...errors import InputError
 from . import messages as SM
 from .beaver import Dealer
 from .fourier import SigmoidSeries
-from .glm import GlmParty, helper_of, offline_receivers, ring_plan, round_event, round_scores
+from .glm import (GlmParty, helper_of, offline_receivers, ring_plan, round_event, round_scores,
+                  summed_dimension)
 from .local import Network
 from .protocol import CHUNK_ROWS, Evaluation, fw_step
 from .ring import KeySource
@@ -255,13 +256,15 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
     # masks, triples and share keys from the OS, seeded run or not: they cancel in the ring, so
     # a seed would buy no reproducibility and a reused seed would be a two-time pad (issue 32)
     keys = KeySource(None)
-    ev_round = round_event(sigma, D, clips, fit_intercept) if private else None
     sizes = [len(b) for b in data.blocks]
+    summed = summed_dimension(sizes, L, H)
+    ev_round = round_event(sigma, D, clips, fit_intercept, summed) if private else None
     if remote is not None:
         link = remote({"K": K, "n": n, "eta": float(eta), "private": bool(private),
                        "feature_bound": feature_bound,
                        "clips": None if clips is None else [float(c) for c in clips],
                        "label_party": L, "helper_party": H, "sigma": float(sigma),
+                       "summed": summed,
                        "fit_intercept": bool(fit_intercept), "loss": loss.name,
                        "step": step, "lr": lr,
                        "ring": [ring.fa, ring.fm, ring.fc, ring.h],

@@ -28,12 +28,15 @@ def check_binary_labels(y):
                          f"{shown}")
 
 
-def calibrate_sigma(epsilon, delta, T, sens, accountant):
-    """sigma with T Gaussian rounds of sensitivity ``sens`` at (epsilon, delta), by the
-    accountant (conservative: its epsilon of the returned sigma is <= the target)."""
+def calibrate_sigma(epsilon, delta, T, sens, accountant, make_round=None):
+    """sigma with T rounds of ``make_round(sigma)`` (default: a Gaussian of sensitivity
+    ``sens``) at (epsilon, delta), by the accountant (conservative: its epsilon of the returned
+    sigma is <= the target)."""
     from accounting import REPLACE_ONE, Gaussian, SelfComposed, calibrate
 
-    res = calibrate(lambda s: SelfComposed(Gaussian(s, sens, neighboring=REPLACE_ONE), T),
+    if make_round is None:
+        make_round = lambda s: Gaussian(s, sens, neighboring=REPLACE_ONE)   # noqa: E731
+    res = calibrate(lambda s: SelfComposed(make_round(s), T),
                     epsilon, delta, guess=sens * math.sqrt(T) / epsilon, accountant=accountant,
                     decreasing=True)
     return res.value, res.epsilon
@@ -62,10 +65,12 @@ def check_margin_range(data, cfg, series):
 
 
 class _Noise(NamedTuple):
-    """The noise of a private logistic run: its plan, sigma and the row clips C_k."""
+    """The noise of a private logistic run: its plan, sigma, the row clips C_k and how many
+    scores carry two holders' noise."""
     plan: object
     sigma: float
     clips: list
+    summed: int = 0
 
 
 def solve_glm(data, run: SecureRun, series=None):
@@ -102,17 +107,29 @@ def _plan_noise(data, run: SecureRun, series) -> _Noise:
     clips = (list(run.row_clips) if run.row_clips is not None
              else SP.row_clips(cfg.feature_bound, cfg.row_clip, [len(b) for b in data.blocks]))
     sens = glm_sensitivity(D, clips, cfg.fit_intercept)
-    sigma, eps_plan = calibrate_sigma(cfg.epsilon, cfg.delta, T, sens, cfg.accountant)
-    ev = SelfComposed(round_event(sigma, D, clips, cfg.fit_intercept), T)
-    plan = NoisePlan("accountant", "gaussian-scores", 0.0, sigma, eps_plan, cfg.delta,
+    summed = _summed(data, run)
+    sigma, eps_plan = calibrate_sigma(
+        cfg.epsilon, cfg.delta, T, sens, cfg.accountant,
+        lambda s: round_event(s, D, clips, cfg.fit_intercept, summed))
+    ev = SelfComposed(round_event(sigma, D, clips, cfg.fit_intercept, summed), T)
+    plan = NoisePlan("accountant", "discrete-gaussian-scores", 0.0, sigma, eps_plan, cfg.delta,
                      cfg.accountant, ev,
                      {"algorithm": "dp-bcfw-secure", "loss": "logistic",
                       "sens_scores": sens, "derivative_bound": D, "row_clips": clips,
                       "label_party": run.label_party,
                       "intercept": bool(cfg.fit_intercept),
                       "score_noise_std": sigma / data.n,
+                      "summed_scores": summed,
                       "selection": "argmax of Gaussian-noised scores (post-processing)"})
-    return _Noise(plan, sigma, clips)
+    return _Noise(plan, sigma, clips, summed)
+
+
+def _summed(data, run):
+    """The scores that carry two holders' noise (``glm.summed_dimension``)."""
+    from .glm import helper_of, summed_dimension
+
+    H = helper_of(run.label_party, data.K, run.cfg.helper_party)
+    return summed_dimension([len(b) for b in data.blocks], run.label_party, H)
 
 
 def _open_budget(run: SecureRun, noise: _Noise, series):
@@ -132,7 +149,8 @@ def _open_budget(run: SecureRun, noise: _Noise, series):
 
     def remaining():
         t0 = 0 if run.ck["state"]["stage"] == "start" else int(run.ck["state"]["t"])
-        return SelfComposed(round_event(noise.sigma, D, noise.clips, run.cfg.fit_intercept),
+        return SelfComposed(round_event(noise.sigma, D, noise.clips, run.cfg.fit_intercept,
+                                        noise.summed),
                             T - t0) if t0 < T else None
 
     return (*open_budget(run, ledger, noise.plan.event, remaining), run_dir)

@@ -92,11 +92,11 @@ def _check_options(cfg, loss):
         # the bounds first: every default and sensitivity below is read from them
         SP.P.check_bound("feature_bound", cfg.feature_bound)
         SP.P.check_bound("label_bound", cfg.label_bound)
-        if loss.name == "squared" and cfg.accountant not in ("rdp", "best"):
-            raise InputError(f"dp-bcfw-secure with the squared loss (and the logistic loss's "
-                             f"taylor path) adds exact discrete Gaussian noise in the ring, which "
-                             f"only the rdp accountant accounts for (best includes it; "
-                             f"docs/sensitivity.md 4.9); got --accountant {cfg.accountant}")
+        if cfg.accountant not in ("rdp", "best"):
+            raise InputError(f"dp-bcfw-secure adds exact discrete Gaussian noise in the ring "
+                             f"(both losses), which only the rdp accountant accounts for (best "
+                             f"includes it; docs/sensitivity.md 4.9, 5.7); got --accountant "
+                             f"{cfg.accountant}")
     if cfg.row_clip is not None:
         SP.check_row_clip(cfg.row_clip)
 

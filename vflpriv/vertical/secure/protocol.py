@@ -345,12 +345,6 @@ def ring_noise(rng, sigma, scale_bits, size):
     return exact(rng, sigma, scale_bits, size)
 
 
-def _noise(rng, sigma, size, scale_bits):
-    from .ring import encode_round
-
-    return encode_round(rng.normal(0.0, sigma, size), scale_bits)
-
-
 @dataclass
 class SecureResult:
     x: np.ndarray

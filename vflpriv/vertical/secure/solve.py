@@ -65,7 +65,7 @@ def settle(data, cfg, loss, label_party) -> SecureRun:
     config = _checkpoint_config(cfg, loss, label_party, chosen)
     # the taylor path's checkpoint is its least-squares run's: read when taylor.py settles that
     taylor = loss.name == "logistic" and cfg.logistic_path == "taylor"
-    ck = SC.read_resume(cfg.checkpoint, config, cfg.seed, data) if (
+    ck = SC.read_resume(cfg.checkpoint, config, cfg.seed, data, cfg.backend) if (
         config is not None and cfg.resume and not taylor) else None
     return SecureRun(cfg=cfg, loss=loss, label_party=label_party, checkpoint_config=config,
                      ck=ck, seed=cfg.seed if ck is None else ck["seed"], **chosen)

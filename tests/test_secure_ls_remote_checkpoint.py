@@ -162,6 +162,26 @@ def test_resumed_from_before_the_setup_replays_the_label_release(tmp_path, monke
     _same_as(ref, ref_led, sol, led)
 
 
+def test_taylor_path_resumes_in_process_too(tmp_path):
+    """The taylor path's checkpoint is its least-squares run's (labels 2y): its resume reads it
+    with that run's options (it was read with the logistic loss's and refused, in process
+    too), and ends as the uninterrupted run."""
+    data, led, ck = _data(binary=True), tmp_path / "l.ledger", tmp_path / "c.ckpt"
+    ref = solve(data, ledger=str(tmp_path / "ref.ledger"), **TAYLOR)
+
+    def crash(t, _):
+        if t == 2:
+            raise _Crash
+
+    with pytest.raises(_Crash):
+        solve(data, ledger=str(led), checkpoint=str(ck), checkpoint_every=2, callback=crash,
+              **TAYLOR)
+    sol = solve(data, ledger=str(led), checkpoint=str(ck), resume=True, **TAYLOR)
+    assert np.array_equal(sol.x, ref.x) and sol.objective == ref.objective
+    assert sol.intercept == ref.intercept
+    assert _keys(led) == _keys(tmp_path / "ref.ledger")
+
+
 def test_checkpoints_on_a_link_are_no_longer_refused_and_bad_resumes_are(tmp_path):
     """The squared loss on a remote backend takes --checkpoint (it used to be refused: "for the
     in-process run").  Refused before any release: a private checkpointed run without a ledger

@@ -228,12 +228,10 @@ class VerticalConfig:
                 raise InputError(f"--backend {backend} runs the federated vertical methods "
                                  f"(dp-bcfw, bcfw, dfw, dp-bcfw-secure); {algorithm!r} runs in "
                                  "process only")
-            if (self.checkpoint is not None or self.resume) and not (
-                    algorithm == "dp-bcfw-secure" and get_loss(self.loss).name == "logistic"):
+            if (self.checkpoint is not None or self.resume) and algorithm != "dp-bcfw-secure":
                 raise InputError(f"checkpoints are for the in-process backend, not {backend!r} "
                                  "(each party's ledger keeps what was spent; see docs/flower.md); "
-                                 "dp-bcfw-secure with the logistic loss has them on every "
-                                 "backend")
+                                 "dp-bcfw-secure has them on every backend")
             require_flwr(backend)
             self._set("flower", self.flower or FlowerOptions())
         if algorithm in ("fw", "dpfw"):

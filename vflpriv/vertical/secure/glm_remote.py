@@ -42,8 +42,8 @@ from ...noise import state as noise_state
 from ...runtime.roles import Refused
 from . import messages as SM
 from .glm import (GlmParty, RingPlan, _factor_correction, noise_parts, offline_receivers,
-                  round_event, summed_dimension)
-from .glm_saves import PartySaves
+                  round_event)
+from .glm_saves import GlmSaves
 from .remote import LinkParties, SecurePartyRole, new_key_pair, pack_bundle, unpack_bundle
 
 #: prepared blocks kept by this process (a host serving many messages for a party): key -> block
@@ -97,10 +97,10 @@ def _prepared(cfg, setup, k, ring):
 _STATE = ("x", "u", "b", "_g_b", "_allowed", "masked", "_pending")
 
 
-class GlmPartyRole(PartySaves, SecurePartyRole):
+class GlmPartyRole(GlmSaves, SecurePartyRole):
     """Party k of a logistic dp-bcfw-secure run: its :class:`~.glm.GlmParty`, its own ledger
     and channel keys (the key exchange, the offline phase in pieces and the clean-up are the
-    least-squares role's; its own saves for a resume: :class:`~.glm_saves.PartySaves`)."""
+    least-squares role's; its own saves for a resume: ``glm_saves.GlmSaves``)."""
 
     #: the messages charged to, or checked against, the party's own ledger (only these open it)
     CHARGED = ("setup", "glm_round")
@@ -146,16 +146,14 @@ class GlmPartyRole(PartySaves, SecurePartyRole):
             self._remove_blocks()
             return "intercepts", np.asarray(self.intercepts, dtype="<f8").tobytes()
         if kind == "setup":
-            t0 = self.setup.get("resume_round")
-            if t0 is not None:
-                self._restore(int(t0))
+            t0 = self._resume_at_setup()
             if p.private:
                 from accounting import SelfComposed
 
                 self._open_budget()
                 # every round's release touches this party's people: T rounds of one Gaussian
                 # (on resume the rounds still to run, its records to replay excluded)
-                T = int(self.setup["iterations"]) - (0 if t0 is None else int(t0))
+                T = int(self.setup["iterations"]) - t0
                 if T > 0:
                     p.budget.check_plan(SelfComposed(self.event, T), party=k,
                                         exclude=getattr(p.budget, "pending", ()))
@@ -367,9 +365,10 @@ def serve(connect, spec, progress=None) -> dict:
     from ..remote import PublicShape
     from .glm_run import run_secure_glm
     from .remote import _Shape, serve_run
+    from .saves import check_replayed, server_checkpoints
 
     def loop(remote, on_round, budget):
-        budget, ck_hook, ck_state = _checkpoints(spec, budget)
+        budget, ck_hook, ck_state = server_checkpoints(spec, budget)
         g = dict(spec["glm"])
         res = run_secure_glm(_Shape(PublicShape(spec["n"], spec["blocks"])),
                              get_loss(g.pop("loss")), remote=remote, callback=on_round,
@@ -377,39 +376,13 @@ def serve(connect, spec, progress=None) -> dict:
                              ring=RingPlan(*(int(v) for v in g.pop("ring"))),
                              on_round=ck_hook, state=ck_state,
                              **{a: v for a, v in g.items() if a != "series"})
-        if ck_state is not None and getattr(budget, "pending", None):
-            raise Refused(f"the ledger holds {len(budget.pending)} records of this run beyond "
-                          f"its {spec['iterations']} rounds; it does not belong to this "
-                          "checkpoint")
+        check_replayed(spec, budget)
         return dict(x=res.x, selections=res.selections, intercept=res.intercept,
                     intercepts=res.extra["intercepts"], meter=res.meter,
                     peer_bytes=res.peer_bytes, setup_seconds=res.setup_seconds,
                     helper_party=res.extra["helper_party"])
 
     return serve_run(connect, spec, progress, LinkGlmParties, "glm", loop)
-
-
-def _checkpoints(spec, budget):
-    """The server's checkpoints over a link (``spec["checkpoint"]``: its path, interval and
-    the run's metadata as JSON, as the command's ``resume.checkpointer`` made them): ``(budget filter,
-    on_round hook, state to resume from)``.  On resume (``spec["resume"]``) the checkpoint is
-    read here, where the ServerApp runs, and the ledger's records charged after it are
-    replayed (``checkpoint.ReplayFilter``), as in process."""
-    ck = spec.get("checkpoint")
-    if not ck:
-        return budget, None, None
-    from ..checkpoint import Checkpointer, ReplayFilter, pending_records, read_checkpoint
-
-    state = None
-    if spec.get("resume"):
-        meta, arrays = read_checkpoint(ck["path"])
-        state = (meta["state"], arrays)
-        if budget is not None and meta["state"]["stage"] == "ready":
-            budget = ReplayFilter(budget, pending_records(budget.ledger, meta, ck["path"]))
-    import json
-
-    return budget, Checkpointer(ck["path"], int(ck["every"]), int(spec["iterations"]),
-                                json.loads(ck["meta"]), budget), state
 
 
 def make_spec(data, *, glm_kwargs, private, ledger=None, budget=None, accountant="rdp",
@@ -455,6 +428,7 @@ def run(backend, data, loss, *, glm_kwargs, private, run_dir, ledger=None, budge
     from ...runtime.partydata import noise_entropy_of
     from ..remote import party_configs, run_info
     from .remote import pin_identities
+    from .saves import party_checkpoints
 
     if data.K < 2:
         raise InputError("dp-bcfw-secure needs at least 2 parties")
@@ -466,11 +440,7 @@ def run(backend, data, loss, *, glm_kwargs, private, run_dir, ledger=None, budge
                          noise_entropy=None if noise_root is None else noise_entropy_of(noise_root),
                          label_party=glm_kwargs["label_party"],
                          bounds=(glm_kwargs.get("feature_bound"), None))
-    if checkpoint:
-        for c in cfgs:
-            k = int(c["party"])
-            c["checkpoint"] = os.path.join(spec_dir, f"party{k}.ckpt") if spec_dir else \
-                f"{checkpoint['path']}.party{k}"
+    party_checkpoints(cfgs, checkpoint, spec_dir)
     if spec_dir:
         pin_identities(run_dir, cfgs)
         return None, describe(run_dir, spec, cfgs)

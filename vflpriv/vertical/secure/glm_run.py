@@ -13,8 +13,8 @@ the protocol; docs/vertical.md, "Classification with the label at one party").
   party-to-party messages are sealed end to end and relayed by the server (``remote.Channel``).
 
 Both meter the same frames, so a seeded run gives the same model, objective and frame bytes
-per message kind on every backend (tests/test_flower_glm.py).  Checkpoints are for the
-in-process loop.
+per message kind on every backend (tests/test_flower_glm.py).  Checkpoints on every backend:
+over a link each party saves and restores its own state (``saves.py``).
 """
 from __future__ import annotations
 
@@ -290,7 +290,9 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
     run = RoundState(K, data.d)
     ev = Evaluation(data, loss) if remote is None else None
     if remote is not None and on_round is not None:
-        on_round = _saving(on_round, link, run)
+        from .saves import saving
+
+        on_round = saving(on_round, link, run)
     snap = None if on_round is None else Snapshot(run, parties, link, keys, dealer, ev)
     if snap is not None and not resumed:
         on_round(snap)           # nothing charged yet
@@ -345,17 +347,6 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
     finally:
         if remote is None:
             link.close()
-
-
-def _saving(checkpointer, link, run):
-    """Over a link the server's checkpoint holds no party state: before it is written (once
-    the parties are set up) every party saves its own, on its own disk (``link.save``), so
-    that a server checkpoint of round t always has every party's save of round t beside it."""
-    def on_round(snap):
-        if run.stage == "ready" and checkpointer.due(run.t):
-            link.save(run.t)
-        checkpointer(snap)
-    return on_round
 
 
 def _plan(ev, T):

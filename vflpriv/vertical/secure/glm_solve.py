@@ -2,7 +2,6 @@
 the Solution of the GLM path (``glm.py``)."""
 from __future__ import annotations
 
-import json
 import math
 import os
 from typing import NamedTuple
@@ -141,7 +140,7 @@ def _open_budget(run: SecureRun, noise: _Noise, series):
 
     T, D = run.T, series.derivative_bound
     ledger, run_dir = run.cfg.ledger, None
-    if run.cfg.backend != "inprocess" and ledger is None:
+    if run.cfg.backend != "inprocess" and ledger is None and run.cfg.checkpoint is None:
         from ..hosted import run_dir_for
 
         run_dir = run_dir_for(run.cfg.flower)
@@ -194,6 +193,7 @@ def _on_flower(data, run: SecureRun, series, kwargs, led, budget, run_dir, noise
     from . import glm_remote as GR
     from .glm import helper_of, ring_plan
     from .glm_run import GlmResult
+    from .saves import checkpoint_spec
 
     cfg, backend = run.cfg, run.cfg.backend
     Ba = float(cfg.feature_bound) if run.private else (max_abs(data.A) or 1.0)
@@ -203,11 +203,7 @@ def _on_flower(data, run: SecureRun, series, kwargs, led, budget, run_dir, noise
                               series.coef_bits],
                       helper_party=helper_of(run.label_party, data.K, cfg.helper_party))
 
-    # the metadata as one JSON string: the hosts make path-like keys of a spec absolute
-    # (flower/paths.py), and the saved command line's --data is not a path of theirs
-    ck = None if checkpointer is None else {
-        "path": os.path.abspath(checkpointer.path), "every": checkpointer.every,
-        "meta": json.dumps(checkpointer.meta, allow_nan=True)}
+    ck = checkpoint_spec(checkpointer)
 
     def runner(**kw):
         out, info = GR.run(backend, data, run.loss, glm_kwargs=glm_kwargs, checkpoint=ck,

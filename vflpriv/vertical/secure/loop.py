@@ -60,10 +60,12 @@ def run_secure(data, options: SecureOptions | None = None, *, callback=None, rem
     """Run the protocol (``protocol.py``) with ``options`` (or the keyword arguments of
     :class:`SecureOptions`).  ``remote(public)``: parties elsewhere (Flower), returning an
     object with :class:`~.local.LocalParties`' steps; the objective is then left to
-    :func:`~.protocol.replay_objective`.  ``on_round(snapshot)`` (in process; for
+    :func:`~.protocol.replay_objective`.  ``on_round(snapshot)`` (for
     ``checkpoint.Checkpointer``) is called before anything is charged, once the parties are set
     up and after every round; ``state`` (a checkpoint's ``(meta, arrays)``) continues an
-    interrupted run: the offline phase is recomputed, the rest restored (``state.py``)."""
+    interrupted run: the offline phase is recomputed, the rest restored (``state.py``).  Over a
+    link the snapshot holds the server's state only: each party saves its own before it is
+    written, and restores it at setup (``saves.py``)."""
     from .ring import KeySource
     from .state import RoundState, Snapshot, restore, restore_keys
 
@@ -76,14 +78,16 @@ def run_secure(data, options: SecureOptions | None = None, *, callback=None, rem
     # pad that unmasks a person's row (issue 32); a seed fixes only the DP noise of a test run
     keys = KeySource(None)
     sizes = [len(b) for b in data.blocks]
-    link, parties = _parties(data, opts, remote, chunk)
+    link, parties = _parties(data, opts, remote, chunk, state)
     dealer = Dealer(keys, sizes, n, chunk)
     resumed = state is not None and state[0]["stage"] == "ready"
-    if remote is not None and (state is not None or on_round is not None):
-        raise InputError("checkpoints of dp-bcfw-secure are for the in-process run")
     if state is not None:
         restore_keys(state[0], keys, dealer)       # before the run draws any key again
     run = RoundState(K, data.d)
+    if remote is not None and on_round is not None:
+        from .saves import saving
+
+        on_round = saving(on_round, link, run)     # every party saves its own state first
     ev = Evaluation(data) if remote is None else None
     snap = None if on_round is None else Snapshot(run, parties, link, keys, dealer, ev)
     if snap is not None and not resumed:
@@ -125,10 +129,14 @@ def run_secure(data, options: SecureOptions | None = None, *, callback=None, rem
                         intercepts=run.intercepts if opts.fit_intercept else None)
 
 
-def _public(data, opts) -> dict:
-    """What a remote party needs to build its role (public: sizes, bounds, the noise plan)."""
+def _public(data, opts, state=None) -> dict:
+    """What a remote party needs to build its role (public: sizes, bounds, the noise plan;
+    on a resumed run the round it resumes from, ``saves.resume_fields``)."""
+    from .saves import resume_fields
+
     plan = opts.noise_plan
     return {"K": data.K, "n": data.n, "eta": float(opts.eta), "frac": int(opts.frac),
+            **resume_fields(state),
             "feature_cap": int(opts.feature_cap), "private": bool(opts.private),
             "feature_bound": opts.feature_bound, "label_bound": opts.label_bound,
             "clips": None if opts.clips is None else [float(c) for c in opts.clips],
@@ -141,7 +149,7 @@ def _public(data, opts) -> dict:
              plan.details["sens_feature"]]}
 
 
-def _parties(data, opts, remote, chunk):
+def _parties(data, opts, remote, chunk, state=None):
     """``(link, parties)``: the parties reached through ``remote`` (parties None), or made in
     this process, each with its own noise stream and, private, its own ledger and filter with
     the server's budget and accountant (each gates its own releases)."""
@@ -150,7 +158,7 @@ def _parties(data, opts, remote, chunk):
     from .store import SpillDirectory, should_spill
 
     if remote is not None:
-        return remote(_public(data, opts)), None
+        return remote(_public(data, opts, state)), None
     K, plan, lp = data.K, opts.noise_plan, opts.label_party
     _, _, noise_ss = _seeds(opts.seed, opts.noise_key)
     party_seeds = noise_ss.spawn(K)

@@ -32,7 +32,8 @@ block gradients (to fixed-point precision) and picks the BCFW-AS vertices.
 The loop (:func:`~.loop.run_secure`) talks to the parties through five steps (setup, offline, select,
 new_features, product) of an object handed to it: :class:`~.local.LocalParties` in process,
 :class:`~.remote.LinkParties` over a runtime link; how each carries the party-to-party messages
-is in ``local.py``.  Checkpoint/resume (``state.py``, ``resume.py``) is for the in-process path.
+is in ``local.py``.  Checkpoint/resume: ``state.py``, ``resume.py``; over a link each party
+saves and restores its own state (``saves.py``).
 """
 from __future__ import annotations
 

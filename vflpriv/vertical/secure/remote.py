@@ -34,6 +34,8 @@ from ...runtime.partydata import load_party_data, party_noise_seed
 from ...runtime.roles import PartyRole, Refused, own_budget
 from ..transport import DOWN, UP, Meter
 from . import messages as SM
+from .phased import PhasedLink
+from .saves import SecureSaves
 from .store import SpilledBlocks
 
 _NONCE = 12
@@ -168,9 +170,9 @@ _STATE = ("x", "u", "c", "cross", "masked", "selected", "ty", "intercept", "_pic
           "_owed", "_owed_label", "_owed_sums")
 
 
-class SecurePartyRole(PartyRole):
+class SecurePartyRole(SecureSaves, PartyRole):
     """Party k of a dp-bcfw-secure run: its :class:`~.protocol.SecureParty`, budget and channel
-    keys."""
+    keys; its own saves for a resume (:class:`~.saves.SecureSaves`)."""
 
     def __init__(self, cfg, setup):
         from .protocol import SecureParty
@@ -194,6 +196,8 @@ class SecurePartyRole(PartyRole):
         self.private_key = self.public_key = None
         self.peers = {}
         self.block_dir = None
+        self.saved = []              # the rounds of this party's own saves on its disk
+        self.replay = None           # [next, end] of its ledger's records to replay on resume
 
     def _channel(self):
         return Channel(self.k, self.private_key, self.peers, self.setup.get("run_id") or "")
@@ -205,26 +209,18 @@ class SecurePartyRole(PartyRole):
 
     def handle(self, kind, frame, t):
         p = self.party
+        t0 = self._resume_at_setup() if kind == "setup" else None
         if kind in self.CHARGED and p.private:
-            p.budget = own_budget(self.cfg, self.setup)
+            # on a resumed run its records of the redone rounds are replayed (saves.py)
+            p.budget = self._replaying(own_budget(self.cfg, self.setup))
         if kind == "setup":
             if p.budget is not None:
-                # the server's worst-case plan (every release of the run touches this party's
-                # people): K selections per round, at most F rounds of K new features
-                from .. import privacy as P
-
-                plan = self.setup["plan"]
-                sens = P.Sensitivity(z_bound=0.0, derivative_bound=0.0, index=plan[2],
-                                     feature=plan[4])
-                p.budget.check_plan(P.plan_event(plan[0], plan[1], plan[3], sens,
-                                                 int(self.setup["iterations"]),
-                                                 int(self.setup["K"]),
-                                                 feature_rounds=int(self.setup["feature_cap"])
-                                                 + int(self.setup.get("label_rounds") or 0),
-                                                 discrete=True),
-                                    party=self.k)
+                self.check_own_plan(t0)
             self.private_key, self.public_key = new_key_pair()
             return "key", self._offer()
+        if kind == "save":
+            self._save(int(frame.decode()))
+            return "ok", b""
         if kind == "keys":           # pinned peers' offers are checked (vflpriv.runtime.keys)
             from ...runtime.keys import KeyRefused, accept_offers, parse_pins
 
@@ -245,9 +241,11 @@ class SecurePartyRole(PartyRole):
             msg = SM.decode(frame)[0]
             p.apply(msg, 2.0 / (t + 1.0) if t > 0 else None)
             p.charge_selections(t)
+            self._replayed(p.budget)
             return "index", SM.encode(p.select(), self.k, t)
         if kind == "new_features":
             p.charge_features(SM.decode(frame)[0], t)
+            self._replayed(p.budget)
             return "ok", b""
         if kind == "sums":            # the intercept's release (its charge came before)
             releaser = struct.unpack("<H", frame)[0]
@@ -356,6 +354,7 @@ class SecurePartyRole(PartyRole):
         st["rng"] = noise_state(p.rng)
         st["keys"] = (self.private_key, self.public_key, self.peers)
         st["block_dir"] = self.block_dir
+        st["saved"], st["replay"] = self.saved, self.replay
         return st
 
     def set_state(self, st):
@@ -369,62 +368,10 @@ class SecurePartyRole(PartyRole):
             noise_restore(p.rng, st["rng"])
         self.private_key, self.public_key, self.peers = st["keys"]
         self.block_dir = st.get("block_dir")
+        self.saved, self.replay = st.get("saved", []), st.get("replay")
 
 
 # -- server side --------------------------------------------------------------------------------
-class PhasedLink:
-    """``link`` with each exchange timed and its Flower bytes counted by phase: ``setup`` (key
-    exchange, masked blocks, the label products: everything before the first round's
-    selection, or the logistic path's first round), ``rounds`` and ``close`` (the parties delete
-    their blocks).  Per phase:
-    exchanges (request/reply rounds, one after the other), seconds spent in them, wall-clock
-    start and end (``time.time()``), Flower message bytes each way, and the sum over exchanges
-    of the largest party's bytes each way (what one party's link carries on the critical path:
-    ``vflpriv bench network`` turns it into a time on the wire)."""
-
-    def __init__(self, link):
-        self.link = link
-        self.meter = link.meter
-        self.phases = {}
-        self._rounds = False
-
-    def __getattr__(self, name):
-        return getattr(self.link, name)
-
-    #: the request that opens a round: least squares' selection, the logistic path's round
-    ROUND_KINDS = frozenset({"select", "glm_round"})
-
-    def _phase(self, requests):
-        kinds = {kind for _, _, kind in requests}
-        if kinds & self.ROUND_KINDS:
-            self._rounds = True
-        if "close" in kinds:
-            return "close"
-        return "rounds" if self._rounds else "setup"
-
-    def exchange(self, requests, round, **kw):
-        import time
-
-        phase = self._phase(requests)
-        before = dict(self.meter.flower)
-        t0, w0 = time.perf_counter(), time.time()
-        try:
-            return self.link.exchange(requests, round, **kw)
-        finally:
-            p = self.phases.setdefault(phase, {
-                "exchanges": 0, "seconds": 0.0, "start": w0, "end": w0, "uplink_bytes": 0,
-                "downlink_bytes": 0, "max_party_uplink_bytes": 0,
-                "max_party_downlink_bytes": 0})
-            p["exchanges"] += 1
-            p["seconds"] += time.perf_counter() - t0
-            p["end"] = time.time()
-            for dr, key in ((UP, "uplink"), (DOWN, "downlink")):
-                deltas = [v - before.get(pk, 0) for pk, v in self.meter.flower.items()
-                          if pk[1] == dr]
-                p[key + "_bytes"] += sum(deltas)
-                p[f"max_party_{key}_bytes"] += max(deltas, default=0)
-
-
 class LinkParties:
     """The five steps of :class:`~vflpriv.vertical.secure.local.LocalParties` over a
     runtime link.  ``meter`` counts the protocol's frames as in process (a relayed
@@ -534,6 +481,11 @@ class LinkParties:
         self.link.exchange([(k, pack_bundle([(k, self._down(k, to_peer[k], t)), (l, z[k]),
                                              (l, r[k])]), "peer") for k in others], t)
 
+    def save(self, t):
+        """Every party saves its own state after round t, on its own disk (before the
+        server's checkpoint of round t is written; ``saves.saving``)."""
+        self.link.exchange([(k, str(int(t)).encode(), "save") for k in range(self.K)], t)
+
     def ledgers(self):
         return None
 
@@ -543,10 +495,14 @@ def serve(connect, spec, progress=None) -> dict:
     ``connect(K)`` is the run's link to its K parties."""
     from ..remote import PublicShape
     from .loop import run_secure
+    from .saves import check_replayed, server_checkpoints
 
     def loop(remote, on_round, budget):
+        budget, ck_hook, ck_state = server_checkpoints(spec, budget)
         res = run_secure(_Shape(PublicShape(spec["n"], spec["blocks"])), remote=remote,
-                         callback=on_round, budget_filter=budget, **spec["secure"])
+                         callback=on_round, budget_filter=budget, on_round=ck_hook,
+                         state=ck_state, **spec["secure"])
+        check_replayed(spec, budget)
         return dict(x=res.x, selections=res.selections, released=res.released,
                     products=res.products, meter=res.meter, peer_bytes=res.peer_bytes,
                     setup_seconds=res.setup_seconds, intercept=res.intercept,
@@ -621,13 +577,17 @@ class _Shape:
 
 
 def make_spec(data, *, secure_kwargs, private, ledger=None, budget=None, accountant="rdp",
-              run_id=None, connect_timeout=60.0, reply_timeout=600.0) -> dict:
+              run_id=None, connect_timeout=60.0, reply_timeout=600.0, checkpoint=None,
+              resume=False) -> dict:
+    """The server's run description.  ``checkpoint``: ``{"path", "every", "meta"}`` of the
+    server's checkpoints (``saves.checkpoint_spec``; ``resume``: continue from it)."""
     return {"family": "secure", "n": int(data.n),
             "blocks": [[int(v) for v in b] for b in data.blocks],
             "iterations": int(secure_kwargs["iterations"]), "secure": dict(secure_kwargs),
             "private": bool(private), "ledger": ledger, "budget": budget,
             "accountant": accountant, "run_id": run_id,
-            "connect_timeout": float(connect_timeout), "reply_timeout": float(reply_timeout)}
+            "connect_timeout": float(connect_timeout), "reply_timeout": float(reply_timeout),
+            "checkpoint": checkpoint, "resume": bool(resume)}
 
 
 def pin_identities(run_dir, cfgs):
@@ -656,26 +616,31 @@ def pin_identities(run_dir, cfgs):
 
 def run(backend, data, *, secure_kwargs, private, run_dir, ledger=None, budget=None,
         accountant="rdp", run_id=None, party_ledgers=None, party_budget=None, noise_root=None,
-        connect_timeout=60.0, reply_timeout=600.0, progress=None, quiet=True, spec_dir=None):
+        connect_timeout=60.0, reply_timeout=600.0, progress=None, quiet=True, spec_dir=None,
+        checkpoint=None, resume=False):
     """Run dp-bcfw-secure on ``backend``; returns ``(out, flower info)`` (``out`` as the
     ServerApp's result, with the objective history replayed here from the selections).
     ``spec_dir``: the description for separate machines is written there instead, and
-    ``(None, what was written)`` returned."""
+    ``(None, what was written)`` returned.  ``checkpoint`` (``make_spec``): each party saves
+    its own state beside it (``saves.party_checkpoints``) and resumes from it."""
     from ...runtime.partydata import noise_entropy_of
     from ..remote import party_configs, run_info
     from .protocol import replay_objective
+    from .saves import party_checkpoints
 
     if data.K < 2:
         raise InputError("dp-bcfw-secure needs at least 2 parties")
     spec = make_spec(data, secure_kwargs=secure_kwargs, private=private, ledger=ledger,
                      budget=budget, accountant=accountant, run_id=run_id,
-                     connect_timeout=connect_timeout, reply_timeout=reply_timeout)
+                     connect_timeout=connect_timeout, reply_timeout=reply_timeout,
+                     checkpoint=checkpoint, resume=resume)
     cfgs = party_configs(data, run_dir, private=private, budget=party_budget or budget,
                          accountant=accountant, ledgers=party_ledgers,
                          noise_entropy=None if noise_root is None else noise_entropy_of(noise_root),
                          label_party=secure_kwargs.get("label_party"),
                          bounds=(secure_kwargs.get("feature_bound"),
                                  secure_kwargs.get("label_bound")))
+    party_checkpoints(cfgs, checkpoint, spec_dir)
     from ...runtime.backends import describe, launch
 
     if spec_dir:

@@ -1,6 +1,7 @@
-"""Resuming an interrupted dp-bcfw-secure run (in process): the checkpoint is read and checked
+"""Resuming an interrupted dp-bcfw-secure run: the checkpoint is read and checked
 against the run's options and data, its ledger reopened under the same run id, and the spend the
-rest of the run may still make checked before anything is released.
+rest of the run may still make checked before anything is released (over a link the parties'
+side of it, each with its own save and its own ledger: ``saves.py``).
 
 Why a resume cannot re-spend (docs/vertical.md, "Checkpoints of dp-bcfw-secure"): the
 server charges every release to the budget filter before any party draws its noise, and the
@@ -19,14 +20,23 @@ import os
 from ...errors import InputError
 
 
-def read_resume(path, config, seed, data) -> dict:
+def read_resume(path, config, seed, data, backend="inprocess") -> dict:
     """The checkpoint at ``path``, checked against this run's options, seed and data (the same
-    checks as the other vertical algorithms' resume)."""
+    checks as the other vertical algorithms' resume), and against where the parties' states
+    are: in the checkpoint (an in-process run's), or each in its party's own saves (a run on a
+    remote backend's, ``saves.py``), so that ``backend`` must be of the same kind."""
     from ..checkpoint import resume_checkpoint
 
     ck = resume_checkpoint(path, config, seed, data)
     if ck["config"].get("algorithm") != "dp-bcfw-secure" or "stage" not in ck["state"]:
         raise InputError(f"resume: {str(path)!r} is not a checkpoint of a dp-bcfw-secure run")
+    held = bool(ck["state"].get("parties"))
+    if held != (backend == "inprocess"):
+        raise InputError(
+            f"resume: {str(path)!r} was written by an in-process run (it holds every party's "
+            f"state), not by a run on --backend {backend}: resume it in process" if held else
+            f"resume: {str(path)!r} was written by a run on a remote backend (each party "
+            "saved its own state beside it), not in process: resume it on flower-sim or flower")
     return ck
 
 

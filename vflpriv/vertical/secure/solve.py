@@ -63,8 +63,10 @@ def settle(data, cfg, loss, label_party) -> SecureRun:
     _check_options(cfg, loss)
     chosen = _choose(data, cfg, loss)
     config = _checkpoint_config(cfg, loss, label_party, chosen)
-    ck = SC.read_resume(cfg.checkpoint, config, cfg.seed, data) if (
-        config is not None and cfg.resume) else None
+    # the taylor path's checkpoint is its least-squares run's: read when taylor.py settles that
+    taylor = loss.name == "logistic" and cfg.logistic_path == "taylor"
+    ck = SC.read_resume(cfg.checkpoint, config, cfg.seed, data, cfg.backend) if (
+        config is not None and cfg.resume and not taylor) else None
     return SecureRun(cfg=cfg, loss=loss, label_party=label_party, checkpoint_config=config,
                      ck=ck, seed=cfg.seed if ck is None else ck["seed"], **chosen)
 
@@ -119,14 +121,11 @@ def _choose(data, cfg, loss) -> dict:
 
 def _checkpoint_config(cfg, loss, label_party, chosen):
     """What the run's checkpoint records and a resume compares, the chosen defaults included
-    (None without ``cfg.checkpoint``).  A checkpoint off the in-process backend, or a bad
-    interval, is refused before any file is touched."""
+    (None without ``cfg.checkpoint``).  A bad interval is refused before any file is touched.
+    Every backend has them: over a link the ServerApp writes the server's checkpoint and each
+    party saves its own state (``saves.py``)."""
     if cfg.checkpoint is None:
         return None
-    if cfg.backend != "inprocess" and loss.name != "logistic":
-        raise InputError(f"checkpoints of dp-bcfw-secure with the squared loss are for the "
-                         f"in-process run, not --backend {cfg.backend} (the logistic loss has "
-                         "them on every backend)")
     check_every(cfg.checkpoint_every)     # bad input before any file is touched
     return dict(loss=loss.name, eta=float(cfg.eta), iterations=int(cfg.iterations),
                 algorithm="dp-bcfw-secure", sampling=str(cfg.sampling), epsilon=cfg.epsilon,
@@ -198,8 +197,9 @@ def _open_accounts(data, run, plan: _Plan) -> _Accounts:
     """The server's ledger and budget filter (``run.open_budget``), the plan checked against
     them; on resume the worst case of the rounds still to run (``resume.remaining_plan``)."""
     cfg, ledger, run_dir = run.cfg, run.cfg.ledger, None
-    if cfg.backend != "inprocess" and ledger is None:
-        # the ServerApp may be another process: its ledger must be a file
+    if cfg.backend != "inprocess" and ledger is None and cfg.checkpoint is None:
+        # the ServerApp may be another process: its ledger must be a file (with a checkpoint
+        # the caller's or the checkpoint's, never one in a temporary run folder)
         from ..hosted import run_dir_for
 
         run_dir = run_dir_for(cfg.flower)
@@ -230,8 +230,8 @@ def _frac_bits(data, run, plan) -> int:
 
 
 def _rounds(data, run, plan, accounts: _Accounts, frac):
-    """The T rounds, in process (checkpointed; on resume from the checkpoint's state, the
-    charges made after it replayed) or on a Flower backend: ``(SecureResult, or None when a
+    """The T rounds, checkpointed (on resume from the checkpoint's state, the charges made
+    after it replayed), in process or on a Flower backend: ``(SecureResult, or None when a
     description was written; flower info or None; the accounts as the run left them)``."""
     cfg, ck = run.cfg, run.ck
     noise_key, noise_seed, on_round = seeds_and_checkpointer(run, data, accounts.led,
@@ -243,7 +243,7 @@ def _rounds(data, run, plan, accounts: _Accounts, frac):
                   feature_cap=run.feature_cap, seed=noise_seed, noise_key=noise_key,
                   label_party=run.label_party, fit_intercept=bool(cfg.fit_intercept))
     if cfg.backend != "inprocess":
-        res, flower_info = _on_flower(data, run, kwargs, accounts, noise_seed)
+        res, flower_info = _on_flower(data, run, kwargs, accounts, noise_seed, on_round)
         if res is not None and run.private:
             accounts = _server_accounts(run, flower_info, accounts)
         return res, flower_info, accounts
@@ -286,17 +286,22 @@ def _solution(data, run, res, plan, accounts: _Accounts, frac, flower_info):
     return finish(sol, data, run, accounts.led, accounts.budget, noise_plan)
 
 
-def _on_flower(data, run, kwargs, accounts: _Accounts, noise_seed):
-    """dp-bcfw-secure on a remote backend (its roles: :mod:`.remote`), as a SecureResult."""
+def _on_flower(data, run, kwargs, accounts: _Accounts, noise_seed, checkpointer=None):
+    """dp-bcfw-secure on a remote backend (its roles: :mod:`.remote`), as a SecureResult.
+    ``checkpointer`` (``resume.checkpointer``'s): its path, interval and metadata go to the
+    ServerApp, which writes the server's checkpoints; each party saves its own state."""
     from ..hosted import run_hosted
     from . import remote as FS
     from ..engine import _seeds
     from .protocol import SecureResult
+    from .saves import checkpoint_spec
 
     cfg, backend = run.cfg, run.cfg.backend
+    ck = checkpoint_spec(checkpointer)
 
     def runner(**kw):
-        out, info = FS.run(backend, data, secure_kwargs=kwargs, **kw)
+        out, info = FS.run(backend, data, secure_kwargs=kwargs, checkpoint=ck,
+                           resume=bool(run.ck), **kw)
         if out is None or "x" not in out:          # a description written, or no result
             return None, info
         res = SecureResult(x=out["x"], objective=out["objective"],

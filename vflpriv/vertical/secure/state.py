@@ -24,7 +24,9 @@ consistent with the checkpoint (481 kB).
 The checkpoint holds every party's noise generator state and the dealer's keys: whoever reads
 it can remove the noise of every release and unmask every masked block.  It is as secret as the
 data (the file is written with mode 0600).  In process the server and the parties are one
-program, so one file holds them all.
+program, so one file holds them all.  Over a link (``backend`` local, flower-sim, flower) the
+server's checkpoint holds the server's part only, and each party saves its own part (without its
+ledger, which stays in its own file) on its own disk: ``saves.py``.
 """
 from __future__ import annotations
 

@@ -38,7 +38,6 @@ saves and restores its own state (``saves.py``).
 from __future__ import annotations
 
 import functools
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -49,7 +48,7 @@ from ..clipshare import warn_if_clipped
 from ..sketch import signed_argmax
 from ..transport import Meter
 from . import messages as SM
-from .beaver import Dealer, holder_shares, masked_block_chunks, peer_output
+from .beaver import holder_shares, masked_block_chunks, peer_output
 from .local import LocalParties, Network  # noqa: F401  (the in-process link; re-exported)
 from .ring import Prg, decode, encode
 

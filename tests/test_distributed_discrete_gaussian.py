@@ -143,3 +143,20 @@ def test_audit_entry_stays_below_its_claim():
     assert row["claimed_epsilon"] == pytest.approx(1.0, abs=1e-3)
     assert row["ok"] and row["lower_bound"] <= row["claimed_epsilon"]
     assert row["lower_bound"] > 0.1         # the sampler adds the noise it claims, not more
+
+
+def test_audit_md_quotes_the_committed_audit():
+    """docs/audit.md's figure is docs/audit/distributed_discrete_gaussian.json."""
+    import json
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    d = json.loads((root / "docs/audit/distributed_discrete_gaussian.json").read_text())
+    m = d["mechanisms"][0]
+    assert (m["name"], m["samples"], d["seed"]) == ("distributed_discrete_gaussian", 100000, 0)
+    page = " ".join((root / "docs/audit.md").read_text().split())
+    assert (f"docs/audit/distributed_discrete_gaussian.json`: lower bound "
+            f"{m['lower_bound']:.4f} against the claim {m['claimed_epsilon']:.1f} "
+            f"({m['seconds']:.1f} s)") in page
+    page = " ".join((root / "docs/sensitivity.md").read_text().split())
+    assert f"lower bound {m['lower_bound']:.4f} against the claim 1.0" in page

@@ -282,8 +282,8 @@ def make_glm_scores(epsilon: float = 1.0, n: int = 2, feature_bound: float = 1.0
         "dp_bcfw_secure_glm_intercept" if intercept else "dp_bcfw_secure_glm_scores", event,
         DELTA, sample, score=None,
         description=f"one round of the logistic path's noisy scores{what[0] if intercept else ''}"
-        f" (glm.round_scores, sigmoid series on shares, Beaver score products): Gaussian "
-        f"sigma={sigma:.4g}, sensitivity {sens:.4g} (2 D sqrt(sum C_k^2"
+        f" (glm.round_scores, sigmoid series on shares, Beaver score products): discrete "
+        f"Gaussian sigma={sigma:.4g}, sensitivity {sens:.4g} (2 D sqrt(sum C_k^2"
         f"{what[1] if intercept else ''})); row 0's margin and label flipped")
 
 

@@ -43,6 +43,8 @@ MECHANISMS = {
     "zcdp": (ZCDP, ("rho",), {}),
 }
 
+#: parameters kept as declared (the event checks they are integers)
+INTEGER_PARAMETERS = ("summands", "dimension")
 #: parameters whose growth lowers epsilon (noise); the others raise it
 NOISE_PARAMETERS = ("noise_multiplier", "sigma", "scale")
 TOP_LEVEL_KEYS = ("name", "delta", "epsilon", "target_epsilon", "target_delta", "neighboring",
@@ -208,7 +210,8 @@ def parse_plan(data: dict, source: str = "<plan>") -> Plan:
                 raise ValueError(f"{where}.{key} is missing (required for {mech})")
         for key in set(required) | set(optional):
             if key in r:
-                params[key] = r[key] if key == "noise" else _number(f"{where}.{key}", r[key])
+                params[key] = (r[key] if key == "noise" or key in INTEGER_PARAMETERS
+                               else _number(f"{where}.{key}", r[key]))
         count = r.get("count", 1)
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise ValueError(f"{where}.count must be an integer >= 1, got {count!r}")

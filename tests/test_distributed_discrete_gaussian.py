@@ -160,3 +160,26 @@ def test_audit_md_quotes_the_committed_audit():
             f"({m['seconds']:.1f} s)") in page
     page = " ".join((root / "docs/sensitivity.md").read_text().split())
     assert f"lower bound {m['lower_bound']:.4f} against the claim 1.0" in page
+
+
+def test_a_plan_file_with_it_is_certified_by_rdp(tmp_path, capsys):
+    """`vflpriv certify` reads the mechanism from a plan file (integers kept as integers) and
+    certifies by the RDP bound of the same event; a fractional summand count exits 2 naming
+    it, before anything is computed."""
+    from vflpriv.cli.main import main
+
+    plan = tmp_path / "p.toml"
+    body = ('name = "logistic path"\ndelta = 1e-6\ntarget_epsilon = 1.0\n'
+            'neighboring = "replace_one"\n\n[[release]]\n'
+            'mechanism = "distributed_discrete_gaussian"\nsigma = 548.18\nsensitivity = 8.555\n'
+            'summands = {m}\ndimension = 10\ngranularity = 5.9604644775390625e-08\ncount = 200\n')
+    plan.write_text(body.format(m=2))
+    assert main(["certify", str(plan)]) == 0
+    out = capsys.readouterr().out
+    ev = DistributedDiscreteGaussian(548.18, 8.555, summands=2, dimension=10,
+                                     granularity=2.0 ** -24, neighboring="replace_one")
+    want = get_accountant("rdp").epsilon(SelfComposed(ev, 200), 1e-6)
+    assert f"best          {want:.6f}   (rdp)" in out and "CERTIFIED" in out
+    plan.write_text(body.format(m=2.5))
+    assert main(["certify", str(plan)]) == 2
+    assert "summands must be an integer >= 1, got 2.5" in capsys.readouterr().err

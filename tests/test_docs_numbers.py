@@ -466,6 +466,8 @@ def test_vertical_md_on_flower_table_is_the_glm_runs():
     gdep = _json("flower_glm_deploy.json")
     assert (f"took {gdep['seconds']:.0f} s, about {gdep['seconds'] / gdep['iterations']:.0f} s a "
             "round") in text
+    assert (f"include the {gdep['secure']['setup_seconds']:.0f} s setup "
+            "(`secure.setup_seconds`)") in text
 
 
 # ---- docs/sparse.md: Flower bytes and seconds, utility, audit, speed (docs/sparse/*.json)

@@ -48,3 +48,21 @@ def test_the_ratios_and_differences_quoted_are_the_json():
     want = [diff("flights", 4.0), diff("synthetic", 4.0), diff("flights", 1.0),
             diff("flights", 0.5), diff("synthetic", 1.0), diff("synthetic", 0.5)]
     assert [float(g) for g in m.groups()] == [round(w, 3) + 0.0 for w in want]
+
+
+def test_the_ten_seed_comparison_is_its_json():
+    """The ten-seed eps 1 comparison on flights: docs/secure_traffic_flights_eps1.json."""
+    import statistics
+
+    with open(os.path.join(ROOT, "docs", "secure_traffic_flights_eps1.json")) as fh:
+        doc = json.load(fh)
+    page = re.sub(r"\s+", " ", _load()[1])
+    assert doc["seeds"] == list(range(10)) and doc["epsilons"] == [1.0]
+    S = {s["path"]: s for s in doc["summary"]}
+    g = {r["seed"]: r["test_auc"] for r in doc["runs"] if r["path"] == "glm"}
+    t = {r["seed"]: r["test_auc"] for r in doc["runs"] if r["path"] == "taylor"}
+    d = [t[s] - g[s] for s in g]
+    assert (f"glm {S['glm']['test_auc']:.3f} ± {S['glm']['test_auc_sd']:.3f}, taylor "
+            f"{S['taylor']['test_auc']:.3f} ± {S['taylor']['test_auc_sd']:.3f}, a paired "
+            f"difference of {statistics.mean(d):.3f} (sd {statistics.stdev(d):.3f}, from "
+            f"{min(d):.3f} to {max(d):+.3f})") in page

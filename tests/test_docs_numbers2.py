@@ -448,3 +448,15 @@ def test_dependencies_md_seed_spread_is_the_json():
     text = _unwrapped("docs", "dependencies.md")
     assert (f"the same run at seeds 0, 1, 2 removes {g[0]:.1f}%, {g[1]:.1f}% and {g[2]:.1f}%"
             in text)
+
+
+def test_vertical_md_flights_eps4_run_is_its_json():
+    """docs/vertical.md's eps 4, T = 50 flights run: docs/flights_eps4_T50.json."""
+    d = _json("flights_eps4_T50.json")
+    assert (d["algorithm"], d["seed"], d["iterations"], d["eta"]) == \
+        ("dp-bcfw-secure", 0, 50, 2.0)
+    gap = (d["initial_objective"] - d["final_objective"]) / \
+        (d["initial_objective"] - d["reference_objective"])
+    assert (f"--reference --json docs/flights_eps4_T50.json` reached {d['accuracy']:.3f} and "
+            f"{d['auc']:.3f} ({100 * gap:.1f}% of the gap, {d['seconds']:.0f} s)") in \
+        _unwrapped("docs/vertical.md")

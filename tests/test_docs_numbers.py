@@ -265,9 +265,13 @@ def test_audit_md_quotes_the_full_audit():
                 f"{s['rnm_gumbel']}, {s['rnm_exponential']} | - |",
                 f"| gaussian | {s['gaussian']} (split test alone: "
                 f"{gauss['split_epsilon'] / gauss['claimed_epsilon']:.2f}) | {g['gaussian']} |",
-                f"| sketch_gaussian, dp_bcfw_secure_release | {s['sketch_gaussian']}, "
-                f"{s['dp_bcfw_secure_release']} | {g['sketch_gaussian']}, "
-                f"{g['dp_bcfw_secure_release']} |"):
+                f"| sketch_gaussian, dp_bcfw_intercept, dp_bcfw_secure_intercept | "
+                f"{s['sketch_gaussian']}, {s['dp_bcfw_intercept']}, "
+                f"{s['dp_bcfw_secure_intercept']} | {g['sketch_gaussian']}, "
+                f"{g['dp_bcfw_intercept']}, {g['dp_bcfw_secure_intercept']} |",
+                f"| discrete_gaussian, distributed_discrete_gaussian, dp_bcfw_secure_release | "
+                f"{s['discrete_gaussian']}, {s['distributed_discrete_gaussian']}, "
+                f"{s['dp_bcfw_secure_release']} | - (Renyi claims) |"):
         assert row in page, row
     it = M["dp_bcfw_iteration"]
     assert f"the engine records ({it['claimed_epsilon']:.4f} at delta 1e-5)" in page
@@ -283,11 +287,11 @@ def test_audit_md_quotes_the_full_audit():
     lap = M["laplace"]
     assert (f"(laplace {lap['split_epsilon']:.3f} against {lap['tradeoff']['epsilon']:.3f})"
             in page)
-    gl = ["gaussian", "sketch_gaussian", "dp_bcfw_secure_release"]
+    gl = ["gaussian", "sketch_gaussian", "dp_bcfw_intercept", "dp_bcfw_secure_intercept"]
     gd = [M[n]["tradeoff"]["gdp_share"] for n in gl]
     ep = [M[n]["share"] for n in gl]
     assert (f"the Gaussian entries reach {min(gd):.2f}-{max(gd):.2f} of their claim in GDP terms "
-            f"(gaussian, sketch_gaussian, dp_bcfw_secure_release), against "
+            f"(gaussian, sketch_gaussian, dp_bcfw_intercept, dp_bcfw_secure_intercept), against "
             f"{min(ep):.2f}-{max(ep):.2f} as epsilon bounds") in page
     # the envelope's epsilon over the claim (the logistic path's claims are discrete
     # Gaussians, not GDP claims, so the JSON's gdp_share is empty for them)

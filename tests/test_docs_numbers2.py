@@ -476,3 +476,28 @@ def test_certify_md_pld_is_the_exact_value_to_1e_6():
     assert f"composed numerically (pessimistic discretization, and a proven bound on the float " \
         f"error added to every delta): {pld:.6f}, the exact value to 1e-6 here." in text
     assert f"| optimal | **{exact:.3f}** |" in text and f"| pld | {pld:.3f} |" in text
+
+
+def test_alignment_md_scoring_deployment_is_the_json():
+    """docs/alignment.md "Scoring across machines": the deployed scoring run's figures are
+    docs/alignment_predict_deploy.json (`python docs/alignment_predict_deploy.py ...`: the run of
+    tests/test_flower_predict_deploy.py, once, its scores checked against `vflpriv predict`)."""
+    from vflpriv.units import format_bytes
+
+    d = _json("alignment_predict_deploy.json")
+    al, sc, tot = d["alignment"], d["scoring"], d["flower_totals"]
+    assert (d["parties"], d["ids"]) == (3, 160) and sc["masked"] is True
+    ps = al["party_seconds"]
+    (nk, kb), (nm, mb) = sc["messages_by_type"]["ScoreKey"], sc["messages_by_type"]["MaskedMargin"]
+    text = _unwrapped("docs", "alignment.md")
+    assert (f"3 parties holding {', '.join(map(str, al['party_rows'][:-1]))} and "
+            f"{al['party_rows'][-1]} of {d['ids']} IDs, {al['intersection_size']} in common; the "
+            f"shared 2-core machine, load average {d['load_average']['before']:.1f} before and "
+            f"{d['load_average']['after']:.1f} after): {d['seconds']:.1f} s of wall time in all, "
+            f"start-up included. The alignment took {al['seconds']:.1f} s for its 4 exchanges (the "
+            f"parties' own work {min(ps):.1f}-{max(ps):.1f} s each) and "
+            f"{format_bytes(al['bytes']['total'])} of PSI frames. The secure sum took "
+            f"{sc['seconds']:.1f} s for its 2 exchanges and {format_bytes(sc['bytes']['total'])} of "
+            f"frames ({nk} key offers of {kb // nk} B, {nm} masked margins of {mb // nm} B). In all, "
+            f"{format_bytes(tot['uplink'])} of Flower messages went up and "
+            f"{format_bytes(tot['downlink'])} down.") in text

@@ -501,3 +501,24 @@ def test_alignment_md_scoring_deployment_is_the_json():
             f"frames ({nk} key offers of {kb // nk} B, {nm} masked margins of {mb // nm} B). In all, "
             f"{format_bytes(tot['uplink'])} of Flower messages went up and "
             f"{format_bytes(tot['downlink'])} down.") in text
+
+
+def test_vertical_md_dpbcfw_larger_budgets_table_is_the_json():
+    """docs/vertical.md "Where DP-BCFW-AS learns": the T = 50 / 200 rows are
+    docs/dpbcfw_budgets_T50.json and _T200.json (`vflpriv bench utility --algorithms dp-bcfw
+    --epsilons 8,16,32,64,128 --iterations T`): share removed and the warning's ratio."""
+    lines = _text("docs", "vertical.md").splitlines()
+    for T in (50, 200):
+        d = _json(f"dpbcfw_budgets_T{T}.json")
+        c = d["config"]
+        assert (c["n"], c["iterations"], c["epsilons"], c["algorithms"], c["seed"]) == \
+            ("100000", T, "8,16,32,64,128", "dp-bcfw", 0)
+        rows = sorted(d["rows"], key=lambda r: r["epsilon"])
+        line = next(x for x in lines if x.startswith(f"| {T} ") and "%" in x)
+        cells = [x.strip() for x in line.strip().strip("|").split("|")][1:]
+        want = [f"{100 * r['gap_removed']:.1f}% ({'ratio ' if T == 50 and i == 0 else ''}"
+                f"{r['outlook_ratio']:.2g})" for i, r in enumerate(rows)]
+        assert cells == want, (T, cells, want)
+    t50 = _json("dpbcfw_budgets_T50.json")["rows"]
+    spent32 = next(r["epsilon_spent"] for r in t50 if r["epsilon"] == 32.0)
+    assert f"e.g. {spent32:.1f} of 32 at T = 50" in _unwrapped("docs", "vertical.md")

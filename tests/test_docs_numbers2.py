@@ -460,3 +460,75 @@ def test_vertical_md_flights_eps4_run_is_its_json():
     assert (f"--reference --json docs/flights_eps4_T50.json` reached {d['accuracy']:.3f} and "
             f"{d['auc']:.3f} ({100 * gap:.1f}% of the gap, {d['seconds']:.0f} s)") in \
         _unwrapped("docs/vertical.md")
+def test_certify_md_pld_is_the_exact_value_to_1e_6():
+    """docs/certify.md section 3: 100 x 0.1-DP at delta 1e-5, the PLD row "4.306791, the exact value
+    to 1e-6 here": the accountant's PLD against the exact optimum computed here independently (the
+    Kairouz-Oh-Viswanath delta, term by term at 40 digits with mpmath, solved by bisection; not
+    accounting's closed form)."""
+    import mpmath
+
+    from accounting import PureDP, SelfComposed, get_accountant
+
+    k, eps, delta = 100, mpmath.mpf("0.1"), mpmath.mpf("1e-5")
+    with mpmath.workdps(40):
+        def kov_delta(eg):
+            return sum(mpmath.binomial(k, j) * max(mpmath.mpf(0), mpmath.exp((k - j) * eps) -
+                                                   mpmath.exp(eg + j * eps))
+                       for j in range(k + 1)) / (1 + mpmath.exp(eps)) ** k
+        lo, hi = mpmath.mpf(0), k * eps                  # delta(lo) > 1e-5 >= delta(hi) = 0
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if kov_delta(mid) > delta else (lo, mid)
+        exact = float(hi)
+    pld = get_accountant("pld").epsilon(SelfComposed(PureDP(0.1), 100), 1e-5)
+    assert exact - 1e-12 <= pld <= exact + 1e-6           # an upper bound, and exact to 1e-6
+    text = _unwrapped("docs", "certify.md")
+    assert f"composed numerically (pessimistic discretization, and a proven bound on the float " \
+        f"error added to every delta): {pld:.6f}, the exact value to 1e-6 here." in text
+    assert f"| optimal | **{exact:.3f}** |" in text and f"| pld | {pld:.3f} |" in text
+
+
+def test_alignment_md_scoring_deployment_is_the_json():
+    """docs/alignment.md "Scoring across machines": the deployed scoring run's figures are
+    docs/alignment_predict_deploy.json (`python docs/alignment_predict_deploy.py ...`: the run of
+    tests/test_flower_predict_deploy.py, once, its scores checked against `vflpriv predict`)."""
+    from vflpriv.units import format_bytes
+
+    d = _json("alignment_predict_deploy.json")
+    al, sc, tot = d["alignment"], d["scoring"], d["flower_totals"]
+    assert (d["parties"], d["ids"]) == (3, 160) and sc["masked"] is True
+    ps = al["party_seconds"]
+    (nk, kb), (nm, mb) = sc["messages_by_type"]["ScoreKey"], sc["messages_by_type"]["MaskedMargin"]
+    text = _unwrapped("docs", "alignment.md")
+    assert (f"3 parties holding {', '.join(map(str, al['party_rows'][:-1]))} and "
+            f"{al['party_rows'][-1]} of {d['ids']} IDs, {al['intersection_size']} in common; the "
+            f"shared 2-core machine, load average {d['load_average']['before']:.1f} before and "
+            f"{d['load_average']['after']:.1f} after): {d['seconds']:.1f} s of wall time in all, "
+            f"start-up included. The alignment took {al['seconds']:.1f} s for its 4 exchanges (the "
+            f"parties' own work {min(ps):.1f}-{max(ps):.1f} s each) and "
+            f"{format_bytes(al['bytes']['total'])} of PSI frames. The secure sum took "
+            f"{sc['seconds']:.1f} s for its 2 exchanges and {format_bytes(sc['bytes']['total'])} of "
+            f"frames ({nk} key offers of {kb // nk} B, {nm} masked margins of {mb // nm} B). In all, "
+            f"{format_bytes(tot['uplink'])} of Flower messages went up and "
+            f"{format_bytes(tot['downlink'])} down.") in text
+
+
+def test_vertical_md_dpbcfw_larger_budgets_table_is_the_json():
+    """docs/vertical.md "Where DP-BCFW-AS learns": the T = 50 / 200 rows are
+    docs/dpbcfw_budgets_T50.json and _T200.json (`vflpriv bench utility --algorithms dp-bcfw
+    --epsilons 8,16,32,64,128 --iterations T`): share removed and the warning's ratio."""
+    lines = _text("docs", "vertical.md").splitlines()
+    for T in (50, 200):
+        d = _json(f"dpbcfw_budgets_T{T}.json")
+        c = d["config"]
+        assert (c["n"], c["iterations"], c["epsilons"], c["algorithms"], c["seed"]) == \
+            ("100000", T, "8,16,32,64,128", "dp-bcfw", 0)
+        rows = sorted(d["rows"], key=lambda r: r["epsilon"])
+        line = next(x for x in lines if x.startswith(f"| {T} ") and "%" in x)
+        cells = [x.strip() for x in line.strip().strip("|").split("|")][1:]
+        want = [f"{100 * r['gap_removed']:.1f}% ({'ratio ' if T == 50 and i == 0 else ''}"
+                f"{r['outlook_ratio']:.2g})" for i, r in enumerate(rows)]
+        assert cells == want, (T, cells, want)
+    t50 = _json("dpbcfw_budgets_T50.json")["rows"]
+    spent32 = next(r["epsilon_spent"] for r in t50 if r["epsilon"] == 32.0)
+    assert f"e.g. {spent32:.1f} of 32 at T = 50" in _unwrapped("docs", "vertical.md")

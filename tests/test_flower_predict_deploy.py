@@ -4,9 +4,9 @@ its ID column and its own model file.  The run aligns the new rows by private se
 over the Flower link, then sums the partial margins securely at the label party, every frame
 relayed by the ServerApp and metered; the label party writes the ids and scores on its side
 (not released to the server).  They equal ``vflpriv predict`` in process, bit for bit, with the
-same frame bytes.  About a minute (six exchanges, a ClientApp process per message: 62.6 s of
-deployment on the shared 2-core machine at load average 5-8, 158 s at 14); it runs from the
-session's start (conftest.py)."""
+same frame bytes.  About a minute (six exchanges, a ClientApp process per message; the run measured
+once by docs/alignment_predict_deploy.py took 48 s on the shared 2-core machine); it runs from
+the session's start (conftest.py)."""
 import contextlib
 import io
 import json

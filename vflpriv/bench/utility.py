@@ -213,6 +213,9 @@ def run(args) -> int:
                        "epsilon_spent": sol.privacy["epsilon_spent"]["best"],
                        "seconds": sec, "label_party": sol.extra.get("label_party"),
                        "uplink_bytes": None if sol.uplink is None else int(sum(sol.uplink))}
+                outlook = ((sol.privacy or {}).get("calibration") or {}).get("outlook")
+                if outlook:          # dp-bcfw's predictor-noise ratio (its warning's figure)
+                    row["outlook_ratio"] = outlook["ratio"]
                 rows.append(row)
                 print(f"{n:>8} {algo:>15} {e:>5g} {f0:>9.5f} {fT:>9.5f} {ref.objective:>9.5f} "
                       f"{removed:>7.1%} {fT - ref.objective:>9.4g} "

@@ -532,3 +532,32 @@ def test_vertical_md_dpbcfw_larger_budgets_table_is_the_json():
     t50 = _json("dpbcfw_budgets_T50.json")["rows"]
     spent32 = next(r["epsilon_spent"] for r in t50 if r["epsilon"] == 32.0)
     assert f"e.g. {spent32:.1f} of 32 at T = 50" in _unwrapped("docs", "vertical.md")
+
+
+def test_vertical_md_intercept_figures_are_intercept_effect_json():
+    """docs/vertical.md's intercept figures: docs/intercept_effect.json (`python
+    docs/intercept_effect.py`), sklearn's from docs/peers.json."""
+    J = _json("intercept_effect.json")
+    R = {(r["table"], r["seed"], r["system"]): r for r in J["rows"]}
+    S = {(r["table"], r["seed"]): r["test_auc"] for r in _json("peers.json")["rows"]
+         if r["system"] == "sklearn"}
+    W, N = "fw, intercept, eta auto", "fw, no intercept, eta 1"
+
+    def pair(t, sy):
+        return f"{R[(t, 0, sy)]['test_auc']:.3f} / {R[(t, 1, sy)]['test_auc']:.3f}"
+
+    page = _unwrapped("docs/vertical.md")
+    assert (f"test AUC on Default (3.3% positives) {pair('default', W)} against "
+            f"{pair('default', N)}, Caravan {pair('caravan', W)} against {pair('caravan', N)}, "
+            f"flights {pair('flights', W)} against {pair('flights', N)}") in page
+    di = R[("default", 0, "dp-bcfw eps 4, intercept")]
+    dn = R[("default", 0, "dp-bcfw eps 4, no intercept")]
+    assert (f"b = {di['intercept']:g}, held-out log-loss {di['test_log_loss']:.3f} against "
+            f"{dn['test_log_loss']:.3f} without an intercept (AUCs {di['test_auc']:.2f} and "
+            f"{dn['test_auc']:.2f}, both below chance)") in page
+    assert (f"(Caravan, 2 parties) {pair('caravan', W)} with the intercept and eta auto, "
+            f"{pair('caravan', N)} without an intercept (eta 1); scikit-learn's") in page
+    assert (f"docs/peers.json) {S[('caravan', 0)]:.3f} / {S[('caravan', 1)]:.3f}. Default (3 "
+            f"columns, 3.3% positives): {pair('default', W)} against {S[('default', 0)]:.3f} / "
+            f"{S[('default', 1)]:.3f}. flights (40k sample, 3 parties): {pair('flights', W)} "
+            f"against {S[('flights', 0)]:.3f} / {S[('flights', 1)]:.3f}.") in page

@@ -151,7 +151,8 @@ def add_problem_arguments(p):
     O.add_privacy(p, epsilon="text", epsilon_note=" (required for dp-bcfw, dpfw and "
                   "dp-bcfw-secure)", accountants=O.ALL_ACCOUNTANTS,
                   accountant_note="; basic, advanced and optimal only for dpfw, whose releases "
-                  "are all noisy-max selections")
+                  "are all noisy-max selections; dp-bcfw-secure takes rdp or best (its ring "
+                  "noise is the exact discrete Gaussian)")
 
 
 _PARSER = None
@@ -252,11 +253,16 @@ _NO_GAUSSIAN = {
 
 def _check_accountant(args, epsilon):
     """Refuse an accountant that cannot account for the run's releases, before any work: dpfw
-    releases report-noisy-max selections only (every accountant works); dp-bcfw and
-    dp-bcfw-secure also release Gaussian vectors."""
+    releases report-noisy-max selections only (every accountant works); dp-bcfw also releases
+    Gaussian vectors; dp-bcfw-secure's ring noise is the exact discrete Gaussian, whose only
+    proven analysis is its Renyi curve (docs/sensitivity.md 4.9, 5.7)."""
     acc = args.accountant
-    if acc == "optimal" and args.algorithm == "dp-bcfw-secure" and args.loss == "logistic":
-        return          # its releases are Gaussians only, which optimal composes exactly
+    if (acc not in ("rdp", "best") and math.isfinite(epsilon)
+            and args.algorithm == "dp-bcfw-secure"):
+        raise InputError(f"--accountant {acc} cannot guard --algorithm dp-bcfw-secure: its ring "
+                         f"noise is the exact discrete Gaussian, which only the rdp accountant "
+                         f"accounts for (best includes it; docs/sensitivity.md 4.9, 5.7); use "
+                         f"rdp or best")
     if (acc in _NO_GAUSSIAN and math.isfinite(epsilon)
             and args.algorithm in ("dp-bcfw", "dp-bcfw-secure")):
         raise InputError(f"--accountant {acc} cannot guard --algorithm {args.algorithm}: it "

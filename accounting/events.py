@@ -48,6 +48,17 @@ def _check_relation(value) -> str:
     return value
 
 
+def _check_gaussian_fields(event) -> None:
+    """sigma and sensitivity positive and finite, the relation known, and their ratio not so
+    small that mu^2 underflows to 0 in the accountants (the Gaussian family's shared checks)."""
+    object.__setattr__(event, "sigma", _check_positive("sigma", event.sigma))
+    object.__setattr__(event, "sensitivity", _check_positive("sensitivity", event.sensitivity))
+    _check_relation(event.neighboring)
+    if event.sensitivity / event.sigma < 1e-150:
+        raise ValueError(f"sigma={event.sigma!r} is too large for sensitivity="
+                         f"{event.sensitivity!r}: their ratio underflows in the accountants")
+
+
 class DpEvent:
     """Base class of every privacy event."""
 
@@ -95,12 +106,7 @@ class Gaussian(DpEvent):
     kind = "gaussian"
 
     def __post_init__(self):
-        object.__setattr__(self, "sigma", _check_positive("sigma", self.sigma))
-        object.__setattr__(self, "sensitivity", _check_positive("sensitivity", self.sensitivity))
-        _check_relation(self.neighboring)
-        if self.sensitivity / self.sigma < 1e-150:     # mu**2 would underflow to 0
-            raise ValueError(f"sigma={self.sigma!r} is too large for sensitivity="
-                             f"{self.sensitivity!r}: their ratio underflows in the accountants")
+        _check_gaussian_fields(self)
 
     @property
     def mu(self) -> float:
@@ -131,12 +137,7 @@ class DiscreteGaussian(DpEvent):
     kind = "discrete_gaussian"
 
     def __post_init__(self):
-        object.__setattr__(self, "sigma", _check_positive("sigma", self.sigma))
-        object.__setattr__(self, "sensitivity", _check_positive("sensitivity", self.sensitivity))
-        _check_relation(self.neighboring)
-        if self.sensitivity / self.sigma < 1e-150:
-            raise ValueError(f"sigma={self.sigma!r} is too large for sensitivity="
-                             f"{self.sensitivity!r}: their ratio underflows in the accountants")
+        _check_gaussian_fields(self)
 
     @property
     def mu(self) -> float:
@@ -175,17 +176,12 @@ class DistributedDiscreteGaussian(DpEvent):
     kind = "distributed_discrete_gaussian"
 
     def __post_init__(self):
-        object.__setattr__(self, "sigma", _check_positive("sigma", self.sigma))
-        object.__setattr__(self, "sensitivity", _check_positive("sensitivity", self.sensitivity))
+        _check_gaussian_fields(self)
         object.__setattr__(self, "granularity", _check_positive("granularity", self.granularity))
         for name in ("summands", "dimension"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
-        _check_relation(self.neighboring)
-        if self.sensitivity / self.sigma < 1e-150:
-            raise ValueError(f"sigma={self.sigma!r} is too large for sensitivity="
-                             f"{self.sensitivity!r}: their ratio underflows in the accountants")
 
     @property
     def tau(self) -> float:

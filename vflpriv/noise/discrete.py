@@ -232,11 +232,12 @@ def _gaussian_chunk(rng, t, a, b, den, size):
     return out
 
 
-def ring_noise(rng, sigma, scale_bits: int, size: int) -> np.ndarray:
-    """Exact N_Z(0, (sigma 2^scale_bits)^2) as ring elements of Z_{2^64} (uint64, two's
+def ring_noise(rng, sigma, scale_bits: int, size: int, part=1) -> np.ndarray:
+    """Exact N_Z(0, part (sigma 2^scale_bits)^2) as ring elements of Z_{2^64} (uint64, two's
     complement): the noise a party adds to its share of a value held at scale 2^scale_bits.
-    ``sigma`` (real units) is read as the exact rational its float holds."""
-    s2 = Fraction(sigma) ** 2 * (1 << (2 * int(scale_bits)))
+    ``sigma`` (real units) is read as the exact rational its float holds; ``part`` (a rational,
+    e.g. 1/2 for one of two holders' halves) scales the variance exactly."""
+    s2 = Fraction(sigma) ** 2 * Fraction(part) * (1 << (2 * int(scale_bits)))
     z = discrete_gaussian(rng, s2, size)
     if z.size and max(abs(int(v)) for v in (z.max(), z.min())) >= 1 << 63:
         raise InputError("discrete Gaussian noise beyond 2^63 in ring units: sigma or the scale "

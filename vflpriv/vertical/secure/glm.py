@@ -46,6 +46,7 @@ import scipy.sparse as sp
 
 from ...errors import InputError
 from ...noise import generator as noise_generator
+from ...noise.discrete import ring_noise
 from ..clipshare import warn_if_clipped
 from ..sketch import signed_argmax
 from . import messages as SM
@@ -251,7 +252,7 @@ class GlmParty:
         self._gate("intercept")
         s = np.array([d_share.sum(dtype=np.uint64)], dtype=np.uint64)   # arrays wrap silently
         if self.private and self.sigma > 0:
-            s = s + _ring_noise(self.rng, self.sigma, 1, 1, self.ring.d_bits)
+            s = s + ring_noise(self.rng, self.sigma, self.ring.d_bits, 1)
         return SM.InterceptShare(int(s[0]))
 
     def intercept_derivative(self, d_share, theirs: SM.InterceptShare):
@@ -288,7 +289,7 @@ class GlmParty:
             s = holder_shares(self.masked[k], v, tr.share)
             part = 1.0 if noisy is None else noisy.get(k, 0.0)
             if self.private and self.sigma > 0 and part > 0:
-                s = s + _ring_noise(self.rng, self.sigma, part, s.shape[0], self.ring.score_bits)
+                s = s + ring_noise(self.rng, self.sigma, self.ring.score_bits, s.shape[0], part)
             shares[k] = SM.ResultShare(self.k, tr.index, s)
         return z, shares
 
@@ -322,19 +323,6 @@ class GlmParty:
 
 #: the share of the noise variance each holder of d adds to a party outside {L, H}
 HALF = Fraction(1, 2)
-
-
-def _ring_noise(rng, sigma, part, size, scale_bits):
-    """Exact N_Z(0, part (sigma 2^scale_bits)^2) in Z_{2^64} (``part`` 1 or 1/2, exactly):
-    the discrete Gaussian of docs/sensitivity.md 4.9, no floating-point sampler."""
-    from ...noise.discrete import discrete_gaussian
-
-    s2 = Fraction(sigma) ** 2 * Fraction(part) * (1 << (2 * int(scale_bits)))
-    z = discrete_gaussian(rng, s2, size)
-    if z.size and max(abs(int(v)) for v in (z.max(), z.min())) >= 1 << 63:
-        raise InputError("discrete Gaussian noise beyond 2^63 in ring units: sigma is too "
-                         "large for Z_{2^64}")
-    return z.astype(np.int64).view(np.uint64)
 
 
 def noise_parts(peers, L, H):

@@ -27,14 +27,12 @@ def check_binary_labels(y):
                          f"{shown}")
 
 
-def calibrate_sigma(epsilon, delta, T, sens, accountant, make_round=None):
-    """sigma with T rounds of ``make_round(sigma)`` (default: a Gaussian of sensitivity
-    ``sens``) at (epsilon, delta), by the accountant (conservative: its epsilon of the returned
-    sigma is <= the target)."""
-    from accounting import REPLACE_ONE, Gaussian, SelfComposed, calibrate
+def calibrate_sigma(epsilon, delta, T, sens, accountant, make_round):
+    """sigma with T rounds of ``make_round(sigma)`` (one round's release, sensitivity ``sens``,
+    which seeds the search) at (epsilon, delta), by the accountant (conservative: its epsilon of
+    the returned sigma is <= the target)."""
+    from accounting import SelfComposed, calibrate
 
-    if make_round is None:
-        make_round = lambda s: Gaussian(s, sens, neighboring=REPLACE_ONE)   # noqa: E731
     res = calibrate(lambda s: SelfComposed(make_round(s), T),
                     epsilon, delta, guess=sens * math.sqrt(T) / epsilon, accountant=accountant,
                     decreasing=True)

@@ -44,6 +44,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ...errors import InputError
+from ...noise.discrete import ring_noise
 from ..clipshare import warn_if_clipped
 from ..sketch import signed_argmax
 from ..transport import Meter
@@ -337,12 +338,6 @@ class SecureParty:
             self.ty = decode(out, 2 * self.f)
         else:
             self.cross[(z.holder, z.index)] = decode(out, 2 * self.f)
-
-
-def ring_noise(rng, sigma, scale_bits, size):
-    from ...noise.discrete import ring_noise as exact
-
-    return exact(rng, sigma, scale_bits, size)
 
 
 @dataclass

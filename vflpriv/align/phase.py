@@ -189,6 +189,32 @@ class PsiPhase:
 
 
 # -- server side -------------------------------------------------------------------------------
+def split_seconds(parts, secs, k) -> list:
+    """The frames of party k's bundled reply (``parts``: its ``(tag, bytes)`` pairs), its
+    reported seconds (tag ``SECONDS``) added to ``secs[k]`` on the way."""
+    out = []
+    for p, b in parts:
+        if p == SECONDS:
+            secs[k] += struct.unpack("<d", b)[0]
+        else:
+            out.append(b)
+    return out
+
+
+def relay(meter, decode, src, dst, frame, expect, *, own=False):
+    """The server's check of a frame party ``src`` hands it for ``dst``: a message of type
+    ``expect`` (with ``own``: also sent in ``src``'s own name), metered up from src and down to
+    each receiver; returns the decoded message."""
+    msg, party, _ = decode(frame)
+    if not isinstance(msg, expect) or (own and party != src):
+        what = f" of party {party}, not its" if own else ", not a"
+        raise RuntimeError(f"party {src} sent a {type(msg).__name__}{what} {expect.__name__}")
+    meter.record(src, UP, 0, len(frame), type(msg).__name__)
+    for d in dst:
+        meter.record(d, DOWN, 0, len(frame), None)
+    return msg
+
+
 def serve_psi(link, setup: dict, meter: Meter | None = None) -> dict:
     """The four exchanges over ``link`` (connected), relayed and metered by the server; returns
     ``{"n", "sizes", "meter", "party_seconds", "tail"}`` (``setup``: the public setup of the
@@ -204,23 +230,10 @@ def serve_psi(link, setup: dict, meter: Meter | None = None) -> dict:
     secs = [0.0] * K
 
     def split(k, reply):
-        out = []
-        for p, b in unpack(reply):
-            if p == SECONDS:
-                secs[k] += struct.unpack("<d", b)[0]
-            else:
-                out.append(b)
-        return out
+        return split_seconds(unpack(reply), secs, k)
 
     def relayed(src, dst, frame, expect):
-        msg = M.decode(frame)[0]
-        if not isinstance(msg, expect):
-            raise RuntimeError(f"party {src} sent a {type(msg).__name__}, not a "
-                               f"{expect.__name__}")
-        meter.record(src, UP, 0, len(frame), type(msg).__name__)
-        for d in dst:
-            meter.record(d, DOWN, 0, len(frame), None)
-        return msg
+        return relay(meter, M.decode, src, dst, frame, expect)
 
     blob = json.dumps(setup).encode()
     replies = link.exchange([(k, blob, "setup") for k in range(K)], 0)

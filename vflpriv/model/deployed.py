@@ -36,7 +36,8 @@ import time
 
 import numpy as np
 
-from ..align.phase import SECONDS, PsiPhase, aligned_path, record_failure
+from ..align.phase import (SECONDS, PsiPhase, aligned_path, record_failure, relay,
+                           split_seconds)
 from ..errors import InputError
 from ..runtime.roles import PartyRole, Refused
 
@@ -112,7 +113,7 @@ def serve_scoring(link, K, L, offers) -> tuple:
     PSI's last exchange, which carries its key offer (``ScoreKey``) when K - 1 >= 2, so the sum
     takes two exchanges more (the masked margins, L's sum).  Returns ``(report, released)``
     (``released``: L's ids and scores if it released them, else None)."""
-    from ..vertical.transport import DOWN, UP, Meter
+    from ..vertical.transport import Meter
     from . import messages as M
 
     pack, unpack = _bundle()
@@ -122,22 +123,10 @@ def serve_scoring(link, K, L, offers) -> tuple:
     before = _flower_bytes(link.meter)
 
     def split(k, reply):
-        out = []
-        for p, b in unpack(reply):
-            if p == SECONDS:
-                secs[k] += float(np.frombuffer(b, "<f8")[0])
-            else:
-                out.append(b)
-        return out
+        return split_seconds(unpack(reply), secs, k)
 
     def relayed(src, dst, frame, expect):
-        msg, party, _ = M.decode(frame)
-        if not isinstance(msg, expect) or party != src:
-            raise RuntimeError(f"party {src} sent a {type(msg).__name__} of party {party}, not "
-                               f"its {expect.__name__}")
-        meter.record(src, UP, 0, len(frame), type(msg).__name__)
-        for d in dst:
-            meter.record(d, DOWN, 0, len(frame), None)
+        relay(meter, M.decode, src, dst, frame, expect, own=True)
         return frame
 
     public = {}

@@ -18,6 +18,7 @@ from accounting import (Composed, Exponential, Gaussian, Laplace, PureDP, Report
                         SelfComposed, report)
 from accounting.accountants import BestAccountant
 from accounting.gaussian import gaussian_epsilon
+from laplace_reference import laplace_delta_bounds
 
 SETTINGS = settings(max_examples=8, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -260,6 +261,38 @@ def test_huge_count_laplace_within_1_percent_of_kov_when_eps_is_tiny():
     ev = SelfComposed(Laplace(scale=1e6), 10 ** 10)
     value = BestAccountant().epsilon(ev, 1e-6)
     assert kov_delta_any_count(10 ** 10, 1e-6, value / 1.01) > 1e-6
+
+
+def test_laplace_any_count_reference_agrees_with_the_direct_sum():
+    """tests/laplace_reference.py (conditioned on the number of continuous outcomes, its sums done
+    as exact integer convolutions) against laplace_delta_exact above (a triple sum), to 40
+    digits, across counts, epsilons and thresholds on both sides of the atoms."""
+    for k, eps, g in [(1, 0.7, 0.3), (2, 0.5, 0.0), (3, 0.5, 0.1), (5, 0.5, 1.0), (8, 1.0, 2.0),
+                      (10, 0.2, 0.5), (12, 0.3, 0.1), (24, 0.2, 3.0)]:
+        lower, upper = laplace_delta_bounds(k, eps, g)
+        exact = laplace_delta_exact(k, eps, g)
+        with mp.workdps(60):
+            assert lower <= exact * (1 + mp.mpf(10) ** -40), (k, eps, g)
+            assert upper >= exact * (1 - mp.mpf(10) ** -40), (k, eps, g)
+            assert upper - lower < mp.mpf(10) ** -30
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scale,count,delta,exact", [
+    (5.0, 1000, 1e-12, 60.5357117),     # issue 32: pld 60.521260 was below the exact value
+    (50.0, 10_000, 1e-15, None),
+])
+def test_laplace_counts_to_1e4_against_the_exact_profile(scale, count, delta, exact):
+    """Issue 32: Laplace k-fold at counts to 1e4 and deltas to 1e-15 against its exact profile
+    (tests/laplace_reference.py): the lowest finite row of the report, hence every row and best,
+    is a proven bound (the true delta there is at most the delta asked for), and best is within
+    1.01x of the exact epsilon."""
+    rep = report(SelfComposed(Laplace(scale=scale), count), delta=delta)
+    lowest = min(v for v in rep.values.values() if v is not None and math.isfinite(v))
+    assert laplace_delta_bounds(count, 1 / scale, lowest * (1 + FLOAT_SLACK))[1] <= delta
+    assert laplace_delta_bounds(count, 1 / scale, rep.best_value / 1.01)[0] > delta
+    if exact is not None:
+        assert rep.best_value > exact
 
 
 @pytest.mark.slow

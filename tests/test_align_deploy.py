@@ -99,7 +99,9 @@ def test_a_run_from_schemas_equals_the_run_on_the_joined_intersection(tmp_path, 
     ref, x, b = in_process(tmp_path, paths, opts)
     assert np.array_equal(res["x"], x)
     if loss == "logistic":
-        assert res["intercept"] == pytest.approx(b, abs=1e-5)
+        # the shares' truncation differs in the last unit between runs (OS-entropy masks) and
+        # the intercept's step carries it on: 1.2e-5 was seen; 1e-4 as in test_flower_glm
+        assert res["intercept"] == pytest.approx(b, abs=1e-4)
     al, ra = res["alignment"], ref["alignment"]
     assert al["intersection_size"] == ra["intersection_size"] == res["n"] == ref["n"] == c
     assert al["party_rows"] == ra["party_rows"]
@@ -213,7 +215,7 @@ def test_the_server_writes_the_split_model_that_predict_then_uses(tmp_path):
     _, x, b = in_process(tmp_path, paths, opts)
     parts = [json.loads((model / f"party{k}.json").read_text()) for k in range(3)]
     assert np.array_equal(np.concatenate([p["coef"] for p in parts]), x)
-    assert parts[0]["intercept"] == pytest.approx(b, abs=1e-5)
+    assert parts[0]["intercept"] == pytest.approx(b, abs=1e-4)      # as above
     assert "intercept" not in parts[1] and "intercept" not in parts[2]
     assert [p["columns"] for p in parts] == [[f"f{3 * k + j}" for j in range(3)]
                                              for k in range(3)]

@@ -210,3 +210,39 @@ def test_the_audit_entry_runs_and_holds():
     row = res["mechanisms"][0]
     assert res["ok"] and 0 < row["lower_bound"] <= row["claimed_epsilon"]
     assert row["event"]["kind"] == "discrete_gaussian" and row["tradeoff"]["mu_claimed"] is None
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 2 ** 32), size=st.integers(1, 40),
+       s2=st.sampled_from([Fraction(1, 4), Fraction(19, 2), Fraction(13, 7) * (1 << 60)]))
+def test_the_few_draws_path_is_the_vectorized_path(seed, size, s2):
+    """Few pending draws go through a plain-Python twin of the vectorized Bernoulli(exp(-r))
+    step; it must make the same calls to the generator in the same order: the same draws and the
+    same generator state after them, so seeded runs and the chi-square tests above carry over.
+    Sizes up to 40 cross the threshold (32) inside a call; r = 1 (the geometric's trials) takes
+    the exact undecided branch."""
+    import vflpriv.noise.discrete as D
+
+    runs, default = [], D._FEW
+    try:
+        for few in (default, 0):
+            D._FEW = few
+            g = noise.generator(seed)
+            z = discrete_gaussian(g, s2, size).tolist()
+            b = D._bernoulli_exp_fraction(g, np.array([1, 3, 0, 5] * 3, dtype=object),
+                                          np.array([1, 7, 9, 5] * 3, dtype=object)).tolist()
+            runs.append((z, b, int(g.bit_generator.random_raw())))
+    finally:
+        D._FEW = default
+    assert runs[0] == runs[1]
+
+
+def test_few_draws_path_bernoulli_exp_is_exact_in_distribution():
+    """Bernoulli(exp(-1/3)) one draw per call (the few-draws path), chi-square at 1e-6."""
+    g = noise.generator(12)
+    n = 20_000
+    hits = sum(bool(bernoulli_exp(g, np.array([1], dtype=object), np.array([3], dtype=object))[0])
+               for _ in range(n))
+    p = math.exp(-1 / 3)
+    stat, limit = _chi2_ok([hits, n - hits], [p, 1 - p])
+    assert stat < limit

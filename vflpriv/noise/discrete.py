@@ -39,6 +39,8 @@ _W = 64
 _LIMIT = 1 << _W
 #: draws made together (larger object arrays only run slower)
 _CHUNK = 1 << 14
+#: at most this many pending draws go through the plain-Python twin of a vectorized step
+_FEW = 32
 
 
 def _words(rng, m) -> np.ndarray:
@@ -107,6 +109,8 @@ def _bernoulli_exp_fraction(rng, num, den) -> np.ndarray:
     out = np.zeros(m, dtype=bool)
     if m == 0:
         return out
+    if m <= _FEW:
+        return _bernoulli_exp_fraction_few(rng, num, den)
     R = ((num * _LIMIT) // den)                      # floor(r 2^64) < 2^64 for r < 1
     full = R >= _LIMIT                               # r = 1 exactly
     R = np.where(full, _LIMIT - 1, R).astype(np.uint64)
@@ -135,6 +139,52 @@ def _bernoulli_exp_fraction(rng, num, den) -> np.ndarray:
         out[stop] = (k[stop] % 2) == 1
         k[idx[yes]] += np.uint64(1)
         idx = idx[yes]
+    return out
+
+
+def _bernoulli_exp_fraction_few(rng, num, den) -> np.ndarray:
+    """:func:`_bernoulli_exp_fraction` on a few draws in plain Python integers: the same
+    decisions from the same calls to ``rng`` in the same order (the words of one round drawn
+    together, the rare undecided ones passed together to :func:`bernoulli_rational`), so the
+    draws and the generator's state after them are identical (tests/test_noise.py); numpy's
+    per-call overhead dominates arrays this small."""
+    num, den = [int(v) for v in num], [int(v) for v in den]
+    m = len(num)
+    R = [(a * _LIMIT) // b for a, b in zip(num, den)]
+    full = [r >= _LIMIT for r in R]
+    R = [_LIMIT - 1 if f else r for r, f in zip(R, full)]
+    k = [1] * m
+    out = np.zeros(m, dtype=bool)
+    idx = list(range(m))
+    while idx:
+        w = rng.bit_generator.random_raw(len(idx)).tolist()
+        yes = [False] * len(idx)
+        und = []
+        for pos, i in enumerate(idx):
+            q = R[i] // k[i]
+            if w[pos] < q:
+                yes[pos] = True
+            elif not (w[pos] > q and not full[i]):
+                und.append(pos)
+        if und:
+            rest = [(num[idx[p]] * _LIMIT - w[p] * k[idx[p]] * den[idx[p]], k[idx[p]] * den[idx[p]])
+                    for p in und]
+            mid = [j for j, (a, b) in enumerate(rest) if 0 <= a < b]
+            for j, (a, b) in enumerate(rest):
+                yes[und[j]] = a >= b
+            if mid:
+                got = bernoulli_rational(rng, np.array([rest[j][0] for j in mid], dtype=object),
+                                         np.array([rest[j][1] for j in mid], dtype=object))
+                for j, g in zip(mid, got):
+                    yes[und[j]] = bool(g)
+        nxt = []
+        for pos, i in enumerate(idx):
+            if yes[pos]:
+                k[i] += 1
+                nxt.append(i)
+            else:
+                out[i] = k[i] % 2 == 1
+        idx = nxt
     return out
 
 

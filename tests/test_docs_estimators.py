@@ -39,7 +39,7 @@ def test_block_runs_and_prints_what_the_page_says(i, tmp_path):
     assert r.stdout.strip() == said
     if "cv.ledger" in code:          # the page's next command: the auditor's view of all folds
         v = subprocess.run([sys.executable, "-m", "vflpriv", "ledger", "verify", "cv.ledger"],
-                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
         assert v.returncode == 0, v.stderr
         shown = re.search(r"\$ vflpriv ledger verify cv.ledger\n(.*?)```", open(PAGE).read(),
                           re.S).group(1)

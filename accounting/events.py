@@ -394,8 +394,11 @@ class PrivateSelection(DpEvent):
       gamma), the Liu-Talwar (2019) case.  E[K] = eta (1 - gamma) / (gamma (1 - gamma^eta)),
       and (1 / gamma - 1) / log(1 / gamma) at eta = 0 (PS22, after Definition 1; the same
       formula as dp-accounting's ``_truncated_negative_binomial_mean``).  K >= 1 always.
-    * ``stopping="poisson"`` with ``mu`` > 0: K ~ Poisson(mu) (PS22 Theorem 6); when K = 0 the
-      release is a fixed output that does not depend on the data.  E[K] = mu.
+    * ``stopping="poisson"`` with ``mu`` >= 1: K ~ Poisson(mu) (PS22 Theorem 6); when K = 0 the
+      release is a fixed output that does not depend on the data.  E[K] = mu.  Below mu = 1 the
+      theorem's bound goes negative (log mu / (lambda - 1)) and the exact divergence is above
+      it (tests/test_private_selection.py), so mu < 1 is refused, as dp-accounting refuses a
+      mean below 1.
 
     The guarantee (Renyi DP only, so only the ``rdp`` accountant, hence ``best``, supports it;
     ``accounting.accountants.rdp.rdp_private_selection`` has the formulas) holds for any base
@@ -427,7 +430,15 @@ class PrivateSelection(DpEvent):
                                      f"{getattr(self, name)!r}")
             if self.mu is None:
                 raise ValueError("poisson stopping needs mu (the mean number of runs)")
-            object.__setattr__(self, "mu", _check_positive("mu", self.mu))
+            mu = _check_positive("mu", self.mu)
+            if mu < 1:
+                # Theorem 6's log(mu) / (lambda - 1) term is negative below 1 and the bound
+                # fails there (tests/test_private_selection.py: mu = 0.5 with a Gaussian base
+                # gives a negative "bound" at lambda = 1.25 against an exact divergence of
+                # 0.25); dp-accounting also requires a mean of at least 1
+                raise ValueError(f"mu must be >= 1 (a mean of at least one run; PS22 Theorem 6's "
+                                 f"bound does not hold below), got {self.mu!r}")
+            object.__setattr__(self, "mu", mu)
         else:
             if self.mu is not None:
                 raise ValueError(f"mu is the poisson parameter; truncated_negative_binomial "

@@ -418,6 +418,17 @@ def test_ledger_charges_and_refuses(tmp_path):
     assert led.spend(1e-6) == pytest.approx(eps1, rel=1e-14)
 
 
+def test_ledger_show_names_the_selection(tmp_path, capsys):
+    from vflpriv.cli.main import main
+
+    path = str(tmp_path / "l")
+    Ledger(path).append(SEL, note="tuning")
+    assert main(["ledger", "show", path]) == 0
+    assert ("private_selection(truncated_negative_binomial, eta=1, gamma=0.1; best of K runs of "
+            "[200 x poisson_subsampled_gaussian(noise_multiplier=1.1, sample_rate=0.01) + "
+            "gaussian(sigma=10, sensitivity=1)])") in capsys.readouterr().out
+
+
 def test_ledger_reserves_and_covers(tmp_path):
     led = Ledger(str(tmp_path / "l"))
     cheaper = PrivateSelection(SEL.base, TNB, eta=0.5, gamma=0.2)

@@ -423,7 +423,7 @@ def test_ledger_show_names_the_selection(tmp_path, capsys):
 
     path = str(tmp_path / "l")
     Ledger(path).append(SEL, note="tuning")
-    assert main(["ledger", "show", path]) == 0
+    assert main(["ledger", "show", path, "--delta", "1e-6"]) == 0
     assert ("private_selection(truncated_negative_binomial, eta=1, gamma=0.1; best of K runs of "
             "[200 x poisson_subsampled_gaussian(noise_multiplier=1.1, sample_rate=0.01) + "
             "gaussian(sigma=10, sensitivity=1)])") in capsys.readouterr().out

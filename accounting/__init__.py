@@ -9,8 +9,9 @@ only when an accountant needs them, so ``import accounting`` stays cheap).
 2.600343
 """
 from .events import (ADD_REMOVE, REPLACE_ONE, ApproxDP, Composed, DpEvent, Exponential,
-                     DiscreteGaussian, DistributedDiscreteGaussian, Gaussian, Laplace, PoissonSubsampledGaussian, PureDP, ReportNoisyMax,
-                     SelfComposed, ZCDP, event_from_dict, flatten)
+                     DiscreteGaussian, DistributedDiscreteGaussian, Gaussian, Laplace, PoissonSubsampledGaussian,
+                     PrivateSelection, PureDP, ReportNoisyMax, SelfComposed, ZCDP,
+                     event_from_dict, flatten)
 from .accountants import (ACCOUNTANT_NAMES, Accountant, AdvancedComposition, BasicComposition,
                           BestAccountant, OptimalComposition, PLDAccountant, RDPAccountant,
                           UnsupportedEventError, get_accountant, report)
@@ -20,7 +21,7 @@ from .budget import BudgetExceeded, BudgetFilter
 
 __all__ = [
     "ADD_REMOVE", "REPLACE_ONE", "DpEvent", "Laplace", "Gaussian", "DiscreteGaussian",
-    "DistributedDiscreteGaussian", "PoissonSubsampledGaussian",
+    "DistributedDiscreteGaussian", "PoissonSubsampledGaussian", "PrivateSelection",
     "ReportNoisyMax", "Exponential", "PureDP", "ApproxDP", "ZCDP", "SelfComposed", "Composed",
     "event_from_dict", "flatten", "Accountant", "BasicComposition", "AdvancedComposition",
     "OptimalComposition", "RDPAccountant", "PLDAccountant", "BestAccountant",

@@ -168,10 +168,11 @@ def dominates(big, small) -> bool:
     """Whether the leaf release ``big`` is at least as private-costly as ``small`` for every
     accountant's analysis: same kind and neighbouring relation, and a privacy parameter at least
     as large (Gaussian mu, Laplace / selection epsilon, zCDP rho, (eps, delta)), or the same
-    sampling rate with at most the noise.  A run may spend a reserved unit of ``big`` on
-    ``small`` (e.g. a round that releases fewer features than its worst case)."""
+    sampling rate with at most the noise; a private selection with the same stopping rule, a
+    covered base and stopping parameters at least as costly.  A run may spend a reserved unit of
+    ``big`` on ``small`` (e.g. a round that releases fewer features than its worst case)."""
     from .events import (ApproxDP, Exponential, Gaussian, Laplace, PoissonSubsampledGaussian,
-                         PureDP, ReportNoisyMax, ZCDP)
+                         PrivateSelection, PureDP, ReportNoisyMax, ZCDP)
 
     if type(big) is not type(small) or big.neighboring != small.neighboring:
         return False
@@ -188,6 +189,16 @@ def dominates(big, small) -> bool:
     if isinstance(big, PoissonSubsampledGaussian):
         return (small.sample_rate == big.sample_rate
                 and small.noise_multiplier >= big.noise_multiplier)
+    if isinstance(big, PrivateSelection):
+        # the Renyi bound (its only analysis, rdp.rdp_private_selection) grows with the base's
+        # curve, with mu (Poisson), and with eta and 1/gamma (E[K] and the (1 + eta) log(1/gamma)
+        # term both do); a base is covered by an equal base or a dominating leaf
+        if big.stopping != small.stopping or not (
+                big.base == small.base or dominates(big.base, small.base)):
+            return False
+        if big.stopping == "poisson":
+            return small.mu <= big.mu
+        return small.eta <= big.eta and small.gamma >= big.gamma
     return False
 
 

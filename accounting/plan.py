@@ -12,7 +12,28 @@ A plan names the releases a deployment will make and the guarantee it must meet:
     sample_rate = 0.004266666666666667
     count = 14100                    # default 1
 
-Every field is checked; an error names the field (``release[0].noise_multiplier``).
+Private selection (hyperparameter tuning with random stopping, Papernot & Steinke 2022; the
+event ``PrivateSelection``) is a release whose base, one training run with its DP score, is a
+list of nested release tables composed together::
+
+    [[release]]
+    mechanism = "private_selection"
+    stopping = "truncated_negative_binomial"     # eta > -1, gamma in (0, 1); or "poisson", mu
+    eta = 1.0                                    # 1: geometric, E[K] = 1 / gamma
+    gamma = 0.1
+    [[release.base]]                             # what one run releases
+    mechanism = "poisson_subsampled_gaussian"
+    noise_multiplier = 1.1
+    sample_rate = 0.004266666666666667
+    count = 1000
+    [[release.base]]                             # its DP validation score
+    mechanism = "gaussian"
+    sigma = 20.0
+
+A base entry takes every field of a release except another private selection.
+
+Every field is checked; an error names the field (``release[0].noise_multiplier``,
+``release[0].base[1].sigma``).
 """
 from __future__ import annotations
 
@@ -25,7 +46,8 @@ from .calibration import calibrate
 from .events import (NEIGHBORING_RELATIONS, ApproxDP, Composed, DiscreteGaussian,
                      DistributedDiscreteGaussian, Exponential,
                      Gaussian, Laplace,
-                     PoissonSubsampledGaussian, PureDP, ReportNoisyMax, SelfComposed, ZCDP)
+                     PoissonSubsampledGaussian, PrivateSelection, PureDP, ReportNoisyMax,
+                     SelfComposed, ZCDP)
 
 #: mechanism -> (event class, required parameters, optional parameters with defaults)
 MECHANISMS = {
@@ -41,7 +63,11 @@ MECHANISMS = {
     "pure_dp": (PureDP, ("epsilon",), {}),
     "approx_dp": (ApproxDP, ("epsilon", "delta"), {}),
     "zcdp": (ZCDP, ("rho",), {}),
+    # its base is the nested [[release.base]] list (parse_plan); eta/gamma or mu by stopping
+    "private_selection": (PrivateSelection, ("stopping",), {}),
 }
+#: the private selection's stopping parameters (each optional; the event says which it needs)
+SELECTION_PARAMETERS = ("eta", "gamma", "mu")
 
 #: parameters kept as declared (the event checks they are integers)
 INTEGER_PARAMETERS = ("summands", "dimension")
@@ -133,19 +159,83 @@ class Plan:
                         count = int(value)
                     else:
                         params[key] = value
-            cls = MECHANISMS[rel["mechanism"]][0]
-            try:
-                ev = cls(**params, neighboring=self.neighboring)
-                if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-                    raise ValueError(f"count must be an integer >= 1, got {count!r}")
-            except ValueError as exc:
-                raise ValueError(f"release[{i}] ({rel['mechanism']}): {exc}") from None
-            parts.append(ev if count == 1 else SelfComposed(ev, count))
+            parts.append(_release_event(f"release[{i}]", dict(rel, params=params, count=count),
+                                        self.neighboring))
         return parts[0] if len(parts) == 1 else Composed(tuple(parts))
 
     def parameter_sites(self, name: str) -> list[int]:
         return [i for i, rel in enumerate(self.releases)
                 if name in rel["params"] or (name == "count")]
+
+
+def _release_event(where: str, rel: dict, neighboring: str):
+    """One parsed release (its base too, for a private selection) as an event; a ValueError
+    names the release (``release[0].base[1] (gaussian): ...``)."""
+    count = rel["count"]
+    try:
+        if rel["mechanism"] == "private_selection":
+            base = [_release_event(f"{where}.base[{j}]", b, neighboring)
+                    for j, b in enumerate(rel["base"])]
+            ev = PrivateSelection(base[0] if len(base) == 1 else Composed(tuple(base)),
+                                  **rel["params"])
+        else:
+            ev = MECHANISMS[rel["mechanism"]][0](**rel["params"], neighboring=neighboring)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError(f"count must be an integer >= 1, got {count!r}")
+    except ValueError as exc:
+        if str(exc).startswith(f"{where}."):          # a base entry's error, already named
+            raise
+        raise ValueError(f"{where} ({rel['mechanism']}): {exc}") from None
+    return ev if count == 1 else SelfComposed(ev, count)
+
+
+def _parse_release(where: str, r, *, nested: bool = False) -> dict:
+    """One [[release]] table (or a selection's [[release.base]] entry), every field checked."""
+    if not isinstance(r, dict):
+        raise ValueError(f"{where} must be a table")
+    mech = r.get("mechanism")
+    if mech not in MECHANISMS:
+        raise ValueError(f"{where}.mechanism must be one of {', '.join(MECHANISMS)}, got {mech!r}")
+    if nested and mech == "private_selection":
+        raise ValueError(f"{where}.mechanism: a private selection's base cannot itself be a "
+                         "private_selection in a plan file")
+    _, required, optional = MECHANISMS[mech]
+    selection = mech == "private_selection"
+    extra_keys = set(SELECTION_PARAMETERS) | {"base"} if selection else set()
+    allowed = set(required) | set(optional) | {"mechanism", "count"} | extra_keys
+    extra = [k for k in r if k not in allowed]
+    if extra:
+        expects = required + tuple(optional) + (SELECTION_PARAMETERS + ("base",) if selection
+                                                 else ())
+        raise ValueError(f"{where}: unknown parameter(s) {', '.join(map(repr, extra))} for "
+                         f"{mech} (expects {', '.join(expects)})")
+    params = dict(optional)
+    for key in required:
+        if key not in r:
+            raise ValueError(f"{where}.{key} is missing (required for {mech})")
+    for key in set(required) | set(optional) | (set(SELECTION_PARAMETERS) if selection else set()):
+        if key in r:
+            params[key] = (r[key] if key in ("noise", "stopping") or key in INTEGER_PARAMETERS
+                           else _number(f"{where}.{key}", r[key]))
+    count = r.get("count", 1)
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ValueError(f"{where}.count must be an integer >= 1, got {count!r}")
+    if count > MAX_COUNT:
+        raise ValueError(f"{where}.count must be at most 2**53 = {MAX_COUNT} (beyond, counts "
+                         f"are not exact in floating point), got {count!r}")
+    _check_ratio(where, mech, params)
+    _check_bounded_range(where, mech, params)
+    out = {"mechanism": mech, "params": params, "count": count}
+    if selection:
+        base = r.get("base")
+        if isinstance(base, dict):                   # [release.base]: a single table
+            base = [base]
+        if not isinstance(base, list) or not base:
+            raise ValueError(f"{where}.base is missing: a private_selection needs the release(s) "
+                             "of one run as [[release.base]] tables")
+        out["base"] = [_parse_release(f"{where}.base[{j}]", b, nested=True)
+                       for j, b in enumerate(base)]
+    return out
 
 
 def parse_plan(data: dict, source: str = "<plan>") -> Plan:
@@ -192,35 +282,7 @@ def parse_plan(data: dict, source: str = "<plan>") -> Plan:
     if not isinstance(releases, list) or not releases:
         raise ValueError(f"{source}: the plan needs at least one [[release]] table")
     for i, r in enumerate(releases):
-        where = f"release[{i}]"
-        if not isinstance(r, dict):
-            raise ValueError(f"{where} must be a table")
-        mech = r.get("mechanism")
-        if mech not in MECHANISMS:
-            raise ValueError(f"{where}.mechanism must be one of {', '.join(MECHANISMS)}, got {mech!r}")
-        _, required, optional = MECHANISMS[mech]
-        allowed = set(required) | set(optional) | {"mechanism", "count"}
-        extra = [k for k in r if k not in allowed]
-        if extra:
-            raise ValueError(f"{where}: unknown parameter(s) {', '.join(map(repr, extra))} for "
-                             f"{mech} (expects {', '.join(required + tuple(optional))})")
-        params = dict(optional)
-        for key in required:
-            if key not in r:
-                raise ValueError(f"{where}.{key} is missing (required for {mech})")
-        for key in set(required) | set(optional):
-            if key in r:
-                params[key] = (r[key] if key == "noise" or key in INTEGER_PARAMETERS
-                               else _number(f"{where}.{key}", r[key]))
-        count = r.get("count", 1)
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise ValueError(f"{where}.count must be an integer >= 1, got {count!r}")
-        if count > MAX_COUNT:
-            raise ValueError(f"{where}.count must be at most 2**53 = {MAX_COUNT} (beyond, counts "
-                             f"are not exact in floating point), got {count!r}")
-        _check_ratio(where, mech, params)
-        _check_bounded_range(where, mech, params)
-        plan.releases.append({"mechanism": mech, "params": params, "count": count})
+        plan.releases.append(_parse_release(f"release[{i}]", r))
     plan.event()      # validate every event now, with field names
     return plan
 
@@ -265,6 +327,14 @@ def load_plan(path) -> Plan:
 def _calibration_target(plan: Plan, param: str):
     if plan.delta is None or plan.target_epsilon is None:
         raise ValueError("--calibrate needs a plan with 'delta' and 'target_epsilon'")
+    if param in SELECTION_PARAMETERS + ("stopping",):
+        raise ValueError(f"cannot calibrate {param!r}: a private selection's stopping "
+                         "parameters are chosen, not calibrated (certify each choice)")
+    if param != "count" and any(param in b["params"] for rel in plan.releases
+                                for b in rel.get("base", ())):
+        raise ValueError(f"cannot calibrate {param!r}: it is a parameter of a private "
+                         "selection's base, which --calibrate does not reach (certify each "
+                         "value)")
     if param == "count":
         sites = list(range(len(plan.releases)))
     else:
@@ -273,7 +343,8 @@ def _calibration_target(plan: Plan, param: str):
                             and not isinstance(plan.releases[sites[0]]["params"][param], float)):
         raise ValueError(f"cannot calibrate {param!r}: not a numeric parameter")
     if not sites:
-        names = sorted({k for rel in plan.releases for k in rel["params"] if k != "noise"} | {"count"})
+        names = sorted({k for rel in plan.releases for k in rel["params"]
+                        if k not in ("noise", "stopping") + SELECTION_PARAMETERS} | {"count"})
         raise ValueError(f"--calibrate {param}: no release has that parameter "
                          f"(calibratable: {', '.join(names)})")
     if len(sites) > 1:

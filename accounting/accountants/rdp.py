@@ -18,6 +18,9 @@ RDP curves per event, each a valid upper bound at every order alpha > 1:
   pair M_t at its worst t, in closed form), which is below both the pure-DP curve and the
   alpha eps^2 / 8 of Cesar & Rogers 2021; RDP composes adaptively, so the sum is valid
 * rho-zCDP: rho alpha.
+* private selection with random stopping (``PrivateSelection``; Papernot & Steinke 2022): the
+  base's curve eps(.) at the same orders, then PS22 Theorem 2 (truncated negative binomial) or
+  Theorem 6 (Poisson), and monotonicity in the order; ``rdp_private_selection`` below.
 
 Approximate-DP events (delta > 0) have no RDP curve: unsupported.
 
@@ -33,7 +36,9 @@ import numpy as np
 from .. import _native
 from ..events import (ADD_REMOVE, REPLACE_ONE, ApproxDP, DiscreteGaussian,
                       DistributedDiscreteGaussian, Exponential, Gaussian, Laplace,
-                      PoissonSubsampledGaussian, PureDP, ReportNoisyMax, ZCDP)
+                      PoissonSubsampledGaussian, PrivateSelection, PureDP, ReportNoisyMax, ZCDP,
+                      flatten)
+from ._dp_params import dp_params
 from .base import Accountant
 from .bounded_range import rdp_bounded_range_exact
 
@@ -71,6 +76,81 @@ def rdp_subsampled_gaussian(q: float, sigma: float, orders: np.ndarray) -> np.nd
     return np.asarray(log_a) / (orders - 1)
 
 
+def _round_up(x: float, ulps: int = 4) -> float:
+    for _ in range(ulps):
+        x = math.nextafter(x, math.inf)
+    return x
+
+
+def _base_delta(base, orders: np.ndarray, curve: np.ndarray, eps_hat: float) -> float:
+    """A delta with which the base event is (eps_hat, delta)-DP: the smallest of the Renyi
+    conversion of its curve (``rdp_to_delta``), the exact Gaussian profile when every leaf is a
+    continuous Gaussian (Balle & Wang 2018 Thm 8 at mu = sqrt(sum n mu_i^2), exact composition,
+    Dong, Roth, Su 2022), and, when every leaf is pure eps_i-DP, the profile of eps0-randomized
+    response, eps0 = sum n eps_i, which dominates every eps0-DP mechanism (Kairouz, Oh,
+    Viswanath 2015): delta = (e^eps0 - e^eps_hat) / (1 + e^eps0) below eps0, 0 above."""
+    best = rdp_to_delta(orders, curve, eps_hat)[0]
+    leaves = flatten(base)
+    if all(type(l) is Gaussian for l, _ in leaves):
+        from ..gaussian import gaussian_delta
+        mu = math.sqrt(math.fsum(n * l.mu * l.mu for l, n in leaves))
+        best = min(best, gaussian_delta(_round_up(mu), eps_hat))
+    params = [dp_params(l) for l, _ in leaves]
+    if all(p is not None and p[1] == 0 for p in params):
+        eps0 = _round_up(math.fsum(n * p[0] for p, (_, n) in zip(params, leaves)))
+        pure = 0.0 if eps_hat >= eps0 else \
+            _round_up(-math.expm1(eps_hat - eps0) / (1.0 + math.exp(-eps0)))
+        best = min(best, pure)
+    return best
+
+
+def rdp_private_selection(leaf: PrivateSelection, orders: np.ndarray) -> np.ndarray:
+    """Renyi curve of private selection with random stopping (Papernot & Steinke, ICLR 2022,
+    arXiv:2110.03620v2), from the base's curve eps(lambda) at the same orders:
+
+    * truncated negative binomial TNB(eta, gamma), PS22 Theorem 2: if Q is (lambda, eps)-RDP and
+      (lambda_hat, eps_hat)-RDP, A is (lambda, eps')-RDP with
+          eps' = eps + (1 + eta) (1 - 1/lambda_hat) eps_hat + (1 + eta) log(1/gamma) / lambda_hat
+                 + log(E[K]) / (lambda - 1);
+      lambda_hat is optimised over the accountant's orders and the limit lambda_hat -> 1+ (where
+      (1 - 1/lambda_hat) eps_hat -> 0, eps_hat being bounded near 1 by the curve at the smallest
+      order, as Renyi divergence does not decrease with the order), which gives (1 + eta)
+      log(1/gamma).  The same optimisation as dp-accounting's ``_compute_rdp_repeat_and_select``
+      (which has no lambda_hat -> 1 term and takes shape eta >= 0 only).
+    * Poisson(mu), PS22 Theorem 6: if Q is (lambda, eps)-RDP and (eps_hat, delta_hat)-DP with
+      e^eps_hat <= 1 + 1/(lambda - 1), A is (lambda, eps + mu delta_hat + log(mu)/(lambda - 1))-
+      RDP.  eps_hat = log(1 + 1/(lambda - 1)) (rounded down, so the condition holds in floating
+      point) and delta_hat from ``_base_delta`` (dp-accounting takes the same eps_hat, with its
+      own Renyi conversion for delta_hat).
+
+    Then, Renyi divergence being non-decreasing in the order, each order takes the smallest value
+    at any order at least as large (as dp-accounting does).  log E[K] is rounded up."""
+    base = np.zeros_like(orders, dtype=np.float64)
+    for sub, n in flatten(leaf.base):
+        base = base + n * rdp_curve(sub, orders)
+    log_mean = leaf.log_expected_count
+    log_mean = _round_up(log_mean + 1e-15 * abs(log_mean))
+    if leaf.stopping == "poisson":
+        out = np.empty_like(base)
+        for i, lam in enumerate(orders):
+            eps_hat = math.nextafter(math.nextafter(math.log1p(1.0 / (lam - 1.0)), 0.0), 0.0)
+            delta_hat = _base_delta(leaf.base, orders, base, eps_hat)
+            out[i] = base[i] + leaf.mu * delta_hat + log_mean / (lam - 1.0)
+    else:
+        log_inv_gamma = -math.log(leaf.gamma)
+        with np.errstate(invalid="ignore"):
+            terms = (1.0 - 1.0 / orders) * base + log_inv_gamma / orders
+        terms = np.where(np.isnan(terms), np.inf, terms)
+        c = (1.0 + leaf.eta) * min(float(np.min(terms)), log_inv_gamma)
+        out = base + c + log_mean / (orders - 1.0)
+    # monotonicity in the order: D_lambda <= D_lambda' for lambda <= lambda'
+    order = np.argsort(orders, kind="stable")
+    out_sorted = np.minimum.accumulate(out[order][::-1])[::-1]
+    result = np.empty_like(out)
+    result[order] = out_sorted
+    return result
+
+
 def rdp_curve(leaf, orders: np.ndarray) -> np.ndarray:
     if isinstance(leaf, (Gaussian, DiscreteGaussian, DistributedDiscreteGaussian)):
         return rdp_gaussian(leaf.mu, orders)
@@ -92,6 +172,8 @@ def rdp_curve(leaf, orders: np.ndarray) -> np.ndarray:
         return rdp_pure(leaf.epsilon, orders)
     if isinstance(leaf, ZCDP):
         return leaf.rho * orders
+    if isinstance(leaf, PrivateSelection):
+        return rdp_private_selection(leaf, orders)
     raise TypeError(f"no RDP curve for {leaf!r}")
 
 
@@ -125,6 +207,9 @@ class RDPAccountant(Accountant):
             return neighboring == ADD_REMOVE or leaf.sample_rate == 1.0
         if isinstance(leaf, ApproxDP):
             return leaf.delta == 0
+        if isinstance(leaf, PrivateSelection):
+            # supported when its base is (PS22's bounds need the base's Renyi curve)
+            return self._supports_leaves(flatten(leaf.base), neighboring)
         return isinstance(leaf, (Gaussian, DiscreteGaussian, DistributedDiscreteGaussian, Laplace, ReportNoisyMax, Exponential,
                                  PureDP, ZCDP))
 

@@ -32,6 +32,12 @@ per side has power (a claim of 10 could not be tested, a claim of 0.01 would tes
   is a sufficient statistic for this pair (the two output laws differ only along J e_i).
 * ``laplace_snapping``: the floating-point-safe Laplace of :mod:`accounting.snapping` on
   f(D0) = 0, f(D1) = 1, its claim from Mironov's theorem.
+* ``private_selection``: hyperparameter tuning with random stopping (Papernot & Steinke 2022;
+  ``accounting.PrivateSelection``): K ~ Geometric(gamma = 0.2) runs (E[K] = 5), each a candidate
+  drawn uniformly from 3 with its validation score plus N(0, sigma^2) (sensitivity 1); the best
+  (candidate, score) is released and audited through its score.  Every candidate scores 0 on D0
+  and 1 on D1.  sigma is calibrated by the accountant so that the selection's claim (its Renyi
+  bound, PS22 Theorem 2) is 1 at delta 1e-5.
 """
 from __future__ import annotations
 
@@ -276,3 +282,44 @@ def laplace_snapping_mechanism(bound: float = 64.0) -> AuditMechanism:
     return AuditMechanism("laplace_snapping", event, 0.0, sample,
                           description=f"snapping Laplace (Mironov 2012), f(D0)=0 vs f(D1)=1, "
                           f"lambda {scale:g}, B {bound:g}")
+
+
+#: the audited tuning: geometric stopping with E[K] = 1 / SELECTION_GAMMA over 3 candidates
+SELECTION_GAMMA = 0.2
+SELECTION_CANDIDATES = 3
+
+
+@register("private_selection")
+def private_selection_mechanism() -> AuditMechanism:
+    """Private selection with random stopping over a noisy validation score (module docstring).
+    The best of K independent N(s, sigma^2) scores is drawn exactly by inversion, s + sigma
+    Phi^-1(U^(1/K)), with 1 - U^(1/K) = -expm1(log(U) / K) kept accurate near 1; the candidate
+    index does not depend on the data (every candidate has the same score) and is not part of
+    the audit score."""
+    from scipy.special import ndtri
+
+    from accounting import Gaussian, PrivateSelection, calibrate
+
+    def make(s):
+        return PrivateSelection(Gaussian(sigma=s, sensitivity=1.0),
+                                "truncated_negative_binomial", eta=1.0, gamma=SELECTION_GAMMA)
+
+    sigma = calibrate(make, TARGET_EPSILON, DELTA_GAUSS, decreasing=True).value
+    event = make(sigma)
+
+    def best_score(score, n, rng):
+        k = rng.geometric(SELECTION_GAMMA, n)                 # P[K = k] = g (1 - g)^(k - 1)
+        u = rng.random(n)
+        tail = -np.expm1(np.log(u) / k)                       # 1 - U^(1/K)
+        best = score - sigma * ndtri(tail)                    # Phi^-1(1 - t) = -Phi^-1(t)
+        cand = rng.integers(0, SELECTION_CANDIDATES, n)
+        return np.column_stack([best, cand])
+
+    def sample(n, rng):
+        return best_score(0.0, n, rng), best_score(1.0, n, rng)
+
+    return AuditMechanism("private_selection", event, DELTA_GAUSS, sample,
+                          score=lambda out: out[:, 0],
+                          description=f"best of K ~ Geometric({SELECTION_GAMMA:g}) noisy scores "
+                                      f"over {SELECTION_CANDIDATES} candidates, scores 0 vs 1, "
+                                      f"sigma {sigma:.6g}")

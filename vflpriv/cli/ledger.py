@@ -271,6 +271,11 @@ def _event_text(d: dict) -> str:
         return f"{d.get('count')} x {_event_text(d.get('event', {}))}"
     if kind == "composed":
         return " + ".join(_event_text(e) for e in d.get("events", []))
+    if kind == "private_selection":
+        stop = ", ".join(f"{k}={d[k]:g}" for k in ("eta", "gamma", "mu")
+                         if isinstance(d.get(k), (int, float)))
+        return (f"private_selection({d.get('stopping')}, {stop}; best of K runs of "
+                f"[{_event_text(d.get('base', {}))}])")
     params = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
                        for k, v in d.items() if k not in ("kind", "neighboring"))
     return f"{kind}({params})"

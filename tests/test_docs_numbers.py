@@ -252,7 +252,7 @@ def test_audit_md_quotes_the_full_audit():
     M = _by_name(doc)
     page = _unwrapped("audit.md")
     mech_level = ["laplace", "gaussian", "rnm_laplace", "rnm_gumbel", "rnm_exponential",
-                  "sketch_gaussian", "laplace_snapping"]
+                  "sketch_gaussian", "laplace_snapping", "private_selection"]
     assert (f"({doc['wall_seconds']:.0f} s wall time for the {len(M)} mechanisms" in page)
     assert f"take {sum(M[n]['seconds'] for n in mech_level):.1f} s together" in page
     # the share table

@@ -24,19 +24,21 @@ NEIGHBORING_RELATIONS = (ADD_REMOVE, REPLACE_ONE)
 RNM_NOISES = ("laplace", "gumbel", "exponential")
 
 
-def _check_positive(name: str, value, *, allow_inf: bool = False) -> float:
+def _number(name: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{name} must be a number, got {value!r}")
-    value = float(value)
+    return float(value)
+
+
+def _check_positive(name: str, value, *, allow_inf: bool = False) -> float:
+    value = _number(name, value)
     if math.isnan(value) or value <= 0 or (math.isinf(value) and not allow_inf):
         raise ValueError(f"{name} must be a positive finite number, got {value!r}")
     return value
 
 
 def _check_nonnegative(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{name} must be a number, got {value!r}")
-    value = float(value)
+    value = _number(name, value)
     if math.isnan(value) or value < 0 or math.isinf(value):
         raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
     return value
@@ -370,9 +372,7 @@ STOPPING_RULES = ("truncated_negative_binomial", "poisson")
 
 
 def _check_finite(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{name} must be a number, got {value!r}")
-    value = float(value)
+    value = _number(name, value)
     if not math.isfinite(value):
         raise ValueError(f"{name} must be a finite number, got {value!r}")
     return value

@@ -82,26 +82,35 @@ def _round_up(x: float, ulps: int = 4) -> float:
     return x
 
 
-def _base_delta(base, orders: np.ndarray, curve: np.ndarray, eps_hat: float) -> float:
-    """A delta with which the base event is (eps_hat, delta)-DP: the smallest of the Renyi
-    conversion of its curve (``rdp_to_delta``), the exact Gaussian profile when every leaf is a
-    continuous Gaussian (Balle & Wang 2018 Thm 8 at mu = sqrt(sum n mu_i^2), exact composition,
-    Dong, Roth, Su 2022), and, when every leaf is pure eps_i-DP, the profile of eps0-randomized
-    response, eps0 = sum n eps_i, which dominates every eps0-DP mechanism (Kairouz, Oh,
-    Viswanath 2015): delta = (e^eps0 - e^eps_hat) / (1 + e^eps0) below eps0, 0 above."""
-    best = rdp_to_delta(orders, curve, eps_hat)[0]
+def _base_delta(base, orders: np.ndarray, curve: np.ndarray):
+    """``delta(eps_hat)``: a delta with which the base event is (eps_hat, delta)-DP: the smallest
+    of the Renyi conversion of its curve (``rdp_to_delta``), the exact Gaussian profile when every
+    leaf is a continuous Gaussian (Balle & Wang 2018 Thm 8 at mu = sqrt(sum n mu_i^2), exact
+    composition, Dong, Roth, Su 2022), and, when every leaf is pure eps_i-DP, the profile of
+    eps0-randomized response, eps0 = sum n eps_i, which dominates every eps0-DP mechanism
+    (Kairouz, Oh, Viswanath 2015): delta = (e^eps0 - e^eps_hat) / (1 + e^eps0) below eps0, 0
+    above.  What does not depend on eps_hat is worked out once, here."""
     leaves = flatten(base)
+    mu = None
     if all(type(l) is Gaussian for l, _ in leaves):
         from ..gaussian import gaussian_delta
-        mu = math.sqrt(math.fsum(n * l.mu * l.mu for l, n in leaves))
-        best = min(best, gaussian_delta(_round_up(mu), eps_hat))
+        mu = _round_up(math.sqrt(math.fsum(n * l.mu * l.mu for l, n in leaves)))
     params = [dp_params(l) for l, _ in leaves]
+    eps0 = None
     if all(p is not None and p[1] == 0 for p in params):
         eps0 = _round_up(math.fsum(n * p[0] for p, (_, n) in zip(params, leaves)))
-        pure = 0.0 if eps_hat >= eps0 else \
-            _round_up(-math.expm1(eps_hat - eps0) / (1.0 + math.exp(-eps0)))
-        best = min(best, pure)
-    return best
+
+    def delta(eps_hat: float) -> float:
+        best = rdp_to_delta(orders, curve, eps_hat)[0]
+        if mu is not None:
+            best = min(best, gaussian_delta(mu, eps_hat))
+        if eps0 is not None:
+            pure = 0.0 if eps_hat >= eps0 else \
+                _round_up(-math.expm1(eps_hat - eps0) / (1.0 + math.exp(-eps0)))
+            best = min(best, pure)
+        return best
+
+    return delta
 
 
 def rdp_private_selection(leaf: PrivateSelection, orders: np.ndarray) -> np.ndarray:
@@ -132,9 +141,10 @@ def rdp_private_selection(leaf: PrivateSelection, orders: np.ndarray) -> np.ndar
     log_mean = _round_up(log_mean + 1e-15 * abs(log_mean))
     if leaf.stopping == "poisson":
         out = np.empty_like(base)
+        base_delta = _base_delta(leaf.base, orders, base)
         for i, lam in enumerate(orders):
             eps_hat = math.nextafter(math.nextafter(math.log1p(1.0 / (lam - 1.0)), 0.0), 0.0)
-            delta_hat = _base_delta(leaf.base, orders, base, eps_hat)
+            delta_hat = base_delta(eps_hat)
             out[i] = base[i] + leaf.mu * delta_hat + log_mean / (lam - 1.0)
     else:
         log_inv_gamma = -math.log(leaf.gamma)

@@ -114,10 +114,38 @@ def test_tiny_end_to_end(tiny, tmp_path):
 def test_tiny_opacus(tiny, tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("opacus")
-    doc, rows, page = _run_tiny(tmp_path, ("opacus",))
-    r = rows["opacus"]
-    _check_row(r)
-    assert r["settings"]["noise_multiplier"] > 0 and r["bytes"] is None
+    doc, rows, page = _run_tiny(tmp_path, ("opacus", "opacus-replace"))
+    r, rr = rows["opacus"], rows["opacus-replace"]
+    for row in (r, rr):
+        _check_row(row)
+        assert row["settings"]["noise_multiplier"] > 0 and row["bytes"] is None
+    assert r["settings"]["neighboring"] == "add_remove"
+    assert rr["settings"]["neighboring"] == "replace_one"
+    # Replace-one is the stronger promise: at the same target it needs more noise, and opacus'
+    # own (independent, PRV) add/remove epsilon of that run is below the target.
+    assert rr["settings"]["noise_multiplier"] > r["settings"]["noise_multiplier"]
+    assert rr["settings"]["opacus_add_remove_epsilon"] < rr["epsilon"]
+    assert "| opacus-replace | (eps, delta)-DP replace-one, central |" in page
+
+
+def test_replace_one_multiplier_is_conservative_and_tight():
+    """The calibrated multiplier's replace-one epsilon is at or below the target and 1% less
+    noise overshoots it; under add/remove the same multiplier is below the target by
+    dp-accounting's RDP accountant (an independent implementation: replace-one is the stronger
+    promise, so the add/remove epsilon of the same noise must be smaller)."""
+    import dp_accounting
+    from dp_accounting.rdp import rdp_privacy_accountant as rdp
+
+    from vflpriv.bench.peers_systems import replace_one_epsilon, replace_one_noise_multiplier
+
+    q, steps, delta, target = 0.02, 1000, 1e-6, 1.0
+    sigma, eps = replace_one_noise_multiplier(target, delta, q, steps)
+    assert eps <= target
+    assert replace_one_epsilon(sigma * 0.99, q, steps, delta) > target
+    ar = rdp.RdpAccountant()
+    ar.compose(dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)),
+               steps)
+    assert ar.get_epsilon(delta) < target
 
 
 def test_opacus_unavailable_is_said(tiny, tmp_path, monkeypatch):

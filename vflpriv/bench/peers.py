@@ -3,7 +3,8 @@
 For each table of ``--tables`` (:mod:`.tables`: flights, caravan, default) and each seed of
 ``--seeds``, the rows are split by ``vflpriv.vertical.metrics.split_rows(n, --test-fraction,
 seed)``; every system (:mod:`.peers_systems`: scikit-learn's l1 LogisticRegressionCV, diffprivlib,
-opacus DP-SGD, vflpriv's ``fw``, ``dpfw`` and ``dp-bcfw-secure``) is fitted on the same training
+opacus DP-SGD under its own add/remove relation and under vflpriv's replace-one, vflpriv's ``fw``,
+``dpfw`` and ``dp-bcfw-secure``) is fitted on the same training
 rows, the private ones at each epsilon of ``--epsilons`` (delta ``--delta``; diffprivlib is pure
 epsilon-DP), and scored on the same held-out rows: test AUC, test log-loss, accuracy beside the
 majority share, the epsilon actually spent (from each system's own accountant, at run time),

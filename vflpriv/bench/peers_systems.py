@@ -35,6 +35,18 @@ Central DP peers (one curator holds every column)
   (epsilon, delta); the epsilon spent is ``PrivacyEngine.get_epsilon(delta)`` after training.
   torch runs on one thread (the machine is shared).  torch and opacus are the ``torch`` extra,
   imported only here; without them the rows say ``unavailable``.
+* ``opacus-replace``: the same DP-SGD run (same rule, same code) made (epsilon, delta)-DP under
+  the neighbouring relation of every vflpriv release, replace-one (one person's row replaced;
+  ../shared/DESIGN.md: "neighbouring datasets differ in one row").  opacus' accountants (and the
+  ``opacus`` row) are add/remove: a record added or removed.  Replacing a record is a removal and
+  an addition, so an add/remove (epsilon, delta) guarantee is a replace-one guarantee only at a
+  larger epsilon (up to about 2 epsilon at small epsilon), and "the same (epsilon, delta)" across
+  the two relations is not the same promise.  Here the noise multiplier is calibrated by
+  vflpriv's accountant (``accounting.calibrate`` over ``PoissonSubsampledGaussian(...,
+  neighboring="replace_one")`` composed over the run's steps, dp-accounting's PLD) and handed to
+  opacus' ``make_private(noise_multiplier=...)``; the epsilon spent is that accountant's at the
+  steps actually taken, and opacus' own add/remove epsilon of the same run is kept in
+  ``settings``.
 
 vflpriv's private algorithms (``dpfw``: centralized DP-FW, Talwar et al. 2015;
 ``dp-bcfw-secure``: the vertical secure learner, label at party 0; ``dp-bcfw-secure-pgd``: the
@@ -54,14 +66,20 @@ import time
 
 import numpy as np
 
-SYSTEMS = ("sklearn", "diffprivlib", "opacus", "fw", "dpfw", "dp-bcfw-secure",
+SYSTEMS = ("sklearn", "diffprivlib", "opacus", "opacus-replace", "fw", "dpfw",
+           "dp-bcfw-secure", "dp-bcfw-secure-pgd")
+PRIVATE = ("diffprivlib", "opacus", "opacus-replace", "dpfw", "dp-bcfw-secure",
            "dp-bcfw-secure-pgd")
-PRIVATE = ("diffprivlib", "opacus", "dpfw", "dp-bcfw-secure", "dp-bcfw-secure-pgd")
-#: what each system is, for the tables
+#: the systems that need torch and opacus
+TORCH = ("opacus", "opacus-replace")
+#: what each system is, for the tables (the neighbouring relation of its guarantee included)
 KIND = {"sklearn": "non-private, central", "fw": "non-private, central",
-        "diffprivlib": "pure eps-DP, central", "opacus": "(eps, delta)-DP, central",
-        "dpfw": "(eps, delta)-DP, central", "dp-bcfw-secure": "(eps, delta)-DP, vertical",
-        "dp-bcfw-secure-pgd": "(eps, delta)-DP, vertical"}
+        "diffprivlib": "pure eps-DP, central (replace-one)",
+        "opacus": "(eps, delta)-DP add/remove, central",
+        "opacus-replace": "(eps, delta)-DP replace-one, central",
+        "dpfw": "(eps, delta)-DP replace-one, central",
+        "dp-bcfw-secure": "(eps, delta)-DP replace-one, vertical",
+        "dp-bcfw-secure-pgd": "(eps, delta)-DP replace-one, vertical"}
 
 #: opacus DP-SGD's rule (module docstring)
 OPACUS_BATCHES_PER_EPOCH = 50
@@ -80,12 +98,14 @@ def availability(systems=SYSTEMS) -> dict:
             import diffprivlib.models.logistic_regression  # noqa: F401
         except Exception as exc:           # any failure to import makes the peer unavailable
             out["diffprivlib"] = f"diffprivlib does not import: {exc}"
-    if "opacus" in out:
+    if any(s in out for s in TORCH):
         try:
             import opacus  # noqa: F401
             import torch  # noqa: F401
         except Exception as exc:
-            out["opacus"] = f"torch/opacus do not import (pip install 'vflpriv[torch]'): {exc}"
+            for s in TORCH:
+                if s in out:
+                    out[s] = f"torch/opacus do not import (pip install 'vflpriv[torch]'): {exc}"
     return out
 
 
@@ -110,8 +130,8 @@ def fit(system, table, train, epsilon, delta, iterations, seed) -> dict:
         out = _sklearn(A, y, seed)
     elif system == "diffprivlib":
         out = _diffprivlib(A, y, epsilon, table.feature_bound, seed)
-    elif system == "opacus":
-        out = _opacus(A, y, epsilon, delta, seed)
+    elif system in TORCH:
+        out = _opacus(A, y, epsilon, delta, seed, replace_one=system == "opacus-replace")
     else:
         out = _vflpriv(system, table, A, y, epsilon, delta, iterations, seed)
     out["seconds"] = time.perf_counter() - t0
@@ -168,7 +188,29 @@ def _diffprivlib(A, y, epsilon, feature_bound, seed):
             "settings": {"data_norm": norm, "C": 1.0, "via": via}}
 
 
-def _opacus(A, y, epsilon, delta, seed):
+def replace_one_noise_multiplier(epsilon, delta, sample_rate, steps):
+    """The smallest noise multiplier (to the calibration's tolerance, conservative) whose
+    ``steps`` Poisson-subsampled Gaussian steps at ``sample_rate`` are (epsilon, delta)-DP under
+    replace-one, by vflpriv's accountant; ``(multiplier, its epsilon)``."""
+    from accounting import PoissonSubsampledGaussian, SelfComposed, calibrate
+
+    res = calibrate(lambda s: SelfComposed(PoissonSubsampledGaussian(
+        noise_multiplier=s, sample_rate=sample_rate, neighboring="replace_one"), steps),
+        epsilon, delta, guess=2.0, accountant="pld", decreasing=True)
+    return res.value, res.epsilon
+
+
+def replace_one_epsilon(noise_multiplier, sample_rate, steps, delta):
+    """The replace-one epsilon of ``steps`` DP-SGD steps, by vflpriv's accountant (PLD)."""
+    from accounting import PoissonSubsampledGaussian, SelfComposed, get_accountant
+
+    ev = SelfComposed(PoissonSubsampledGaussian(noise_multiplier=noise_multiplier,
+                                                sample_rate=sample_rate,
+                                                neighboring="replace_one"), steps)
+    return float(get_accountant("pld").epsilon(ev, delta))
+
+
+def _opacus(A, y, epsilon, delta, seed, replace_one=False):
     import warnings
 
     import torch
@@ -190,25 +232,43 @@ def _opacus(A, y, epsilon, delta, seed):
         # opacus warns that secure_mode is off: this is a seeded benchmark, said in the docs
         warnings.simplefilter("ignore", UserWarning)
         engine = PrivacyEngine(accountant=OPACUS_ACCOUNTANT)
-        model, opt, loader = engine.make_private_with_epsilon(
-            module=model, optimizer=opt, data_loader=loader, target_epsilon=epsilon,
-            target_delta=delta, epochs=OPACUS_EPOCHS, max_grad_norm=OPACUS_MAX_GRAD_NORM)
+        if replace_one:
+            # opacus' rate for this loader (1 / its number of batches), the same steps
+            q, steps = 1.0 / len(loader), OPACUS_EPOCHS * len(loader)
+            sigma, _ = replace_one_noise_multiplier(epsilon, delta, q, steps)
+            model, opt, loader = engine.make_private(
+                module=model, optimizer=opt, data_loader=loader, noise_multiplier=sigma,
+                max_grad_norm=OPACUS_MAX_GRAD_NORM)
+        else:
+            model, opt, loader = engine.make_private_with_epsilon(
+                module=model, optimizer=opt, data_loader=loader, target_epsilon=epsilon,
+                target_delta=delta, epochs=OPACUS_EPOCHS, max_grad_norm=OPACUS_MAX_GRAD_NORM)
+        taken = 0
         for _ in range(OPACUS_EPOCHS):
             for xb, yb in loader:
+                taken += 1                # an empty batch is still a step of the mechanism
                 if len(xb) == 0:          # Poisson sampling can draw an empty batch
                     continue
                 opt.zero_grad()
                 criterion(model(xb).squeeze(-1), yb).backward()
                 opt.step()
-        spent = engine.get_epsilon(delta)
+        add_remove = float(engine.get_epsilon(delta))
     lin = model._module if hasattr(model, "_module") else model
+    settings = {"noise_multiplier": float(opt.noise_multiplier),
+                "sample_rate": float(loader.sample_rate), "epochs": OPACUS_EPOCHS,
+                "lr": OPACUS_LR, "max_grad_norm": OPACUS_MAX_GRAD_NORM,
+                "neighboring": "replace_one" if replace_one else "add_remove"}
+    if replace_one:
+        spent = replace_one_epsilon(float(opt.noise_multiplier), float(loader.sample_rate),
+                                    taken, delta)
+        settings.update(accountant="vflpriv accounting (pld), replace-one", steps=taken,
+                        opacus_add_remove_epsilon=add_remove)
+    else:
+        spent = add_remove
+        settings["accountant"] = OPACUS_ACCOUNTANT
     return {"x": lin.weight.detach().double().numpy().ravel(),
             "b": float(lin.bias.detach().double().numpy()[0]), "epsilon_spent": float(spent),
-            "settings": {"noise_multiplier": float(opt.noise_multiplier),
-                         "sample_rate": float(loader.sample_rate),
-                         "epochs": OPACUS_EPOCHS, "lr": OPACUS_LR,
-                         "max_grad_norm": OPACUS_MAX_GRAD_NORM,
-                         "accountant": OPACUS_ACCOUNTANT}}
+            "settings": settings}
 
 
 def _vflpriv(system, table, A, y, epsilon, delta, iterations, seed):

@@ -199,9 +199,10 @@ def make_glm_scores(epsilon: float = 1.0, n: int = 2, feature_bound: float = 1.0
     (-a, b) on D1 with a^2 + b^2 = C^2, a = margin / x (x = the public iterate on party 1's
     column 0); y_0 = -1 on D0, +1 on D1.  So the margin is +margin / -margin and the derivative
     d_0 ~ sigma(margin) - 0 / sigma(-margin) - 1: the released scores of party 0's column and party
-    1's column 1 move by about 2 sigma(margin) (C, b) / n.  Claim: ``DiscreteGaussian(sigma, 2 D sqrt(C^2 +
-    C^2))`` (D = 1/2 + sum |b_j| bounds |d| whatever the shares); the share of the claim this
-    neighbour pair can reach is about sigma(margin) sqrt(C^2 + b^2) / (D sqrt(2) C) = 0.81.
+    1's column 1 move by about 2 sigma(margin) (C, b) / n.  Claim: ``DiscreteGaussian(sigma,
+    2 D sqrt(C^2 + C^2))`` (D = ``SigmoidSeries.derivative_bound`` = 1.0315 bounds |d| whatever
+    the shares); the share of the claim this neighbour pair can reach is about sigma(margin)
+    sqrt(C^2 + b^2) / (D sqrt(2) C) = 0.96 (0.81 with the any-factors bound 1.2266 used before).
     Score: the projection of the two moving scores on (C, b), the most powerful test of a
     Gaussian shift.
 
@@ -230,7 +231,7 @@ def make_glm_scores(epsilon: float = 1.0, n: int = 2, feature_bound: float = 1.0
                       decreasing=True).value
     event = round_event(sigma, D, clips, intercept)
     assert event.sensitivity == sens
-    ring = ring_plan(n, Ba, D, sigma * noise_factor, series)
+    ring = ring_plan(n, Ba, sigma * noise_factor, series)
     a = 0.1 * C
     b = math.sqrt(C * C - a * a)
     x1 = margin / a

@@ -13,11 +13,19 @@ secure multiplication, and
 
     g(m) = sum_{j=1..J} b_j sin(j w m) = sum_j b_j Im(c_0j c_1j)
 
-is bounded by sum_j |b_j| for EVERY m, shares and rounding included: each factor is encoded
-with truncation toward zero, so its modulus stays <= 1 and so does the product's.  That bound,
-not the quality of the approximation, is what the privacy of the scores rests on
-(docs/sensitivity.md, section 5): sigma(m) - y is replaced by d = 1/2 + g(m) - y with
-|d| <= D = 1/2 + sum_j |b_j| for any input.
+is bounded for EVERY pair of shares, rounding included, by a bound computed from the rounded
+coefficients alone.  g is periodic (period 2P), so sup over all reals of |g| is its maximum on one
+period, found on a grid plus the Lipschitz slack between grid points (``sup_abs``); whatever the
+shares, the two factors' angles add up to j w m~ for the margin m~ their sum decodes to (any value
+at all), so the exact product is sin(j w m~); each computed factor is within sqrt(2) u of its
+unit value (u = 2^-f_c for the truncation plus a float slack for the angle and cos/sin), so
+|Im(c_0j c_1j) - sin(j w m~)| <= 2 sqrt(2) u + 2 u^2.  Hence |g~| <= sup |g| + sum_j |b_j|
+(2 sqrt(2) u + 2 u^2), and with f_c >= ``MIN_FACTOR_BITS`` (every ring plan) the derivative
+d = 1/2 + g~ - y01 obeys |d| <= D = ``derivative_bound`` = 1.0315 for the default series.  That
+bound, not the quality of the approximation, is what the privacy of the scores rests on
+(docs/sensitivity.md, section 5.1).  (It needs each holder to compute its factors from one value,
+as the protocol says: factors chosen freely with modulus <= 1 could reach 1/2 + sum_j |b_j| =
+1.2266, ``share_bound``, which sizes the ring.)
 
 The coefficients: least squares on a fine grid of [-P, P] against (sigma(m) - 1/2) tapered to
 0 at +-P (a cos^2 taper from R to P, so that the periodic extension has no jump and g keeps
@@ -34,6 +42,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import InputError
+
+#: the fewest fractional bits of the unit factors (``glm.ring_plan`` refuses fewer), so the
+#: factors' rounding bound below holds for every ring plan
+MIN_FACTOR_BITS = 6
+#: slack for the float angle j w r / 2^f_m (|angle| < 2 pi J, relative error a few ulps) and the
+#: float cos/sin (1 ulp): far above 1e-13, far below anything that matters
+FLOAT_SLACK = 1e-12
 
 
 @dataclass(frozen=True)
@@ -80,17 +95,45 @@ class SigmoidSeries:
         return np.sin(np.multiply.outer(m, j * self.omega)) @ self.real_coefficients
 
     @property
-    def derivative_bound(self) -> float:
-        """D = 1/2 + sum_j |b_j|: |1/2 + g(m) - y| <= D for y in {0, 1} and any m, shares and
-        truncation included (module docstring)."""
+    def share_bound(self) -> float:
+        """1/2 + sum_j |b_j|: |d| for ANY factors of modulus <= 1 (sizes the ring)."""
         return 0.5 + float(np.abs(self.real_coefficients).sum())
+
+    @property
+    def lipschitz(self) -> float:
+        """|g'| <= sum_j j w |b_j|."""
+        return float(np.sum(np.arange(1, self.terms + 1) * self.omega
+                            * np.abs(self.real_coefficients)))
+
+    def sup_abs(self, step=1e-4) -> float:
+        """A rigorous upper bound on sup over all reals of |g(m)|: g has period 2P, so its
+        maximum on a grid of spacing ``step`` over [-P, P] plus lipschitz * step / 2."""
+        key = ("sup", self.accurate, self.period_bits, self.terms, self.coef_bits, step)
+        if key not in _CACHE:
+            P = self.half_period
+            m = np.arange(-P, P + step / 2, step)
+            _CACHE[key] = float(np.abs(self(m)).max()) + self.lipschitz * step / 2
+        return _CACHE[key]
+
+    @staticmethod
+    def factor_error(frac_unit=MIN_FACTOR_BITS) -> float:
+        """A bound on |Im(c_0 c_1) - sin(theta_0 + theta_1)| for factors computed as
+        ``unit_factors`` does at ``frac_unit`` bits (module docstring)."""
+        u = 2.0 ** -int(frac_unit) + FLOAT_SLACK
+        return 2.0 * math.sqrt(2.0) * u + 2.0 * u * u
+
+    @property
+    def derivative_bound(self) -> float:
+        """D = 1/2 + sup |g| + sum_j |b_j| factor_error(MIN_FACTOR_BITS): |1/2 + g~ - y| <= D
+        for y in {0, 1}, any pair of shares and every ring plan (module docstring)."""
+        return (0.5 + self.sup_abs()
+                + float(np.abs(self.real_coefficients).sum()) * self.factor_error())
 
     def error_bound(self, step=1e-3) -> float:
         """max_{|m| <= R} |g(m) + 1/2 - sigma(m)|, rigorous (grid maximum + Lipschitz slack)."""
         m = np.arange(-self.accurate, self.accurate + step / 2, step)
         err = np.abs(self(m) + 0.5 - _sigmoid(m)).max()
-        lip = float(np.sum(np.arange(1, self.terms + 1) * self.omega
-                           * np.abs(self.real_coefficients))) + 0.25
+        lip = self.lipschitz + 0.25
         return float(err + lip * step / 2)
 
     def describe(self) -> dict:
@@ -99,7 +142,7 @@ class SigmoidSeries:
                 "coefficient_bits": self.coef_bits,
                 "coefficients": [float(b) for b in self.real_coefficients],
                 "max_error_on_accurate_range": self.error_bound(),
-                "derivative_bound": self.derivative_bound}
+                "derivative_bound": self.derivative_bound, "share_bound": self.share_bound}
 
 
 def _sigmoid(m):

@@ -16,7 +16,8 @@ labels.  One round t, every message framed, serialized and metered (``messages.p
    triple for two private inputs: L sends its factors masked by r, H sends its factors masked
    by v, the dealer gives H the correction sum_j b_j (r . v) - w and L the key of w).  L adds
    1/2 - y01 to its share:  d_L + d_H = 1/2 + sum_j b_j Im(c_Lj c_Hj) - y01 = d, at scale
-   S = 2^(2 f_c + h), with |d| <= D = 1/2 + sum_j |b_j| exactly, whatever the shares.
+   S = 2^(2 f_c + h), with |d| <= D = 1/2 + sup|g| + (the factors' rounding) = 1.0315 whatever
+   the shares (``fourier.py``; docs/sensitivity.md 5.1).
 3. Scores: party k needs A_k^T d.  For k not in {L, H}, L hands k its share d_L (uniform to
    k); then A_k^T d = A_k^T d_own (local) + A_k^T d_other, the second by the Beaver matrix-vector
    product of ``beaver.py`` (the other share's holder masks it with v, the dealer's U_k^T v is
@@ -51,7 +52,7 @@ from ..clipshare import warn_if_clipped
 from ..sketch import signed_argmax
 from . import messages as SM
 from .beaver import holder_shares, masked_block_chunks, peer_output
-from .fourier import SigmoidSeries, unit_factors
+from .fourier import MIN_FACTOR_BITS, SigmoidSeries, unit_factors  # noqa: F401
 from .protocol import CHUNK_ROWS, clip_block
 from .ring import KeySource, Prg, decode, encode
 
@@ -61,8 +62,6 @@ FRAC_MARGIN = 20
 FRAC_FEATURE = 12
 #: noise beyond this many standard deviations is treated as impossible when sizing the ring
 _NOISE_RANGE = 40.0
-#: the fewest fractional bits of the unit factors (``ring_plan`` refuses fewer)
-MIN_FACTOR_BITS = 6
 #: the coarsest lattice a score A_k^T d can sit on (2^-(fa + 2 f_c + h) with f_c >= 6, h >= 0):
 #: the distributed discrete Gaussian's bound is charged at it, valid for every finer ring plan
 SCORE_LATTICE = 2.0 ** -(FRAC_FEATURE + 2 * MIN_FACTOR_BITS)
@@ -86,10 +85,11 @@ class RingPlan:
         return 2 * self.fc + self.h
 
 
-def ring_plan(n, feature_bound, D, sigma, series: SigmoidSeries) -> RingPlan:
-    """The largest f_c <= 16 with n B_a D + 40 sigma (in score units) below 2^61 at scale
-    2^(fa + 2 f_c + h); refused below 6 bits (the factors would be too coarse)."""
-    mag = n * float(feature_bound) * D + _NOISE_RANGE * sigma + 1.0
+def ring_plan(n, feature_bound, sigma, series: SigmoidSeries) -> RingPlan:
+    """The largest f_c <= 16 with n B_a D_s + 40 sigma (in score units) below 2^61 at scale
+    2^(fa + 2 f_c + h), D_s = ``series.share_bound`` (|d| for any factors of modulus <= 1, above
+    the privacy bound D); refused below 6 bits (the factors would be too coarse)."""
+    mag = n * float(feature_bound) * series.share_bound + _NOISE_RANGE * sigma + 1.0
     fc = int(math.floor((61 - math.log2(mag) - FRAC_FEATURE - series.coef_bits) / 2))
     fc = min(fc, 16)
     if fc < MIN_FACTOR_BITS:

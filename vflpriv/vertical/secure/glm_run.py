@@ -237,7 +237,7 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
         from ...optim._checks import max_abs
 
         Ba = float(feature_bound) if private else (max_abs(data.A) or 1.0)
-        ring = ring_plan(n, Ba, D, sigma, series)
+        ring = ring_plan(n, Ba, sigma, series)
     if step not in STEPS:
         raise InputError(f"step must be one of {STEPS}, got {step!r}")
     lr = None

@@ -195,7 +195,7 @@ def _on_flower(data, run: SecureRun, series, kwargs, led, budget, run_dir, noise
 
     cfg, backend = run.cfg, run.cfg.backend
     Ba = float(cfg.feature_bound) if run.private else (max_abs(data.A) or 1.0)
-    ring = ring_plan(data.n, Ba, series.derivative_bound, kwargs["sigma"], series)
+    ring = ring_plan(data.n, Ba, kwargs["sigma"], series)
     glm_kwargs = dict(kwargs, loss=run.loss.name, ring=[ring.fa, ring.fm, ring.fc, ring.h],
                       series=[series.accurate, series.period_bits, series.terms,
                               series.coef_bits],

@@ -130,7 +130,7 @@ def _logistic(shape, run, budget, noise_seed, noise_key, common):
     helper = helper_of(run.label_party, shape.K, cfg.helper_party)
     noise = _plan_noise(shape, run, series)
     budget.check_plan(noise.plan.event, party="server")
-    ring = ring_plan(shape.n, float(cfg.feature_bound), series.derivative_bound, noise.sigma,
+    ring = ring_plan(shape.n, float(cfg.feature_bound), noise.sigma,
                      series)
     kwargs = dict(eta=float(cfg.eta), iterations=run.T, label_party=run.label_party,
                   private=True, sigma=noise.sigma, feature_bound=cfg.feature_bound,

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from ..transport import DOWN, UP, Meter
 from . import messages as SM
+from .beaver import block_helper
 
 
 class Network:
@@ -83,12 +84,14 @@ class LocalParties:
             p.setup(self.net.down(p.k, msgs[p.k], 0))
 
     def offline(self):
-        """Every party sends its masked block to every other party."""
+        """Every party sends its masked block to its block's helper h(k) = (k + 1) mod K only
+        (``beaver.py``): K blocks travel, not K (K - 1)."""
         parties, net = self.parties, self.net
+        K = len(parties)
         for p in parties:
             store = None if self.spill is None else self.spill.store(p.k)
             for row, block in p.masked_blocks():
-                others = [q for q in parties if q.k != p.k]
+                others = [parties[block_helper(p.k, K)]] if K > 1 else []
                 msgs = net.peer(p.k, [q.k for q in others], SM.MaskedBlock(row, block), 0)
                 if store is not None and msgs:
                     store.append(msgs[0].row, msgs[0].block)     # the frame's words, once
@@ -122,17 +125,25 @@ class LocalParties:
         from ``releaser``)."""
         return [self.net.up(p.k, p.noisy_sums(p.k == releaser), t) for p in self.parties]
 
-    def product(self, l, i, to_holder, to_peer, t):
-        """Party l's feature i times every other party's block, under the Beaver product."""
-        net, others = self.net, sorted(to_holder)
+    def product(self, l, i, to_holder, to_helper, to_peer, t):
+        """Party l's feature i times every other party k's block, under the Beaver product
+        (``Dealer.routed_triples``): l sends z = a_j + v to every k, and the share with k's
+        noise comes from k's helper h(k): l itself for the block it helps (``to_holder``), the
+        party h(k) for the others (``to_helper``)."""
+        net, K = self.net, len(self.parties)
+        others = sorted(set(to_holder) | set(to_helper))
         holder = self.parties[l]
-        triples = {k: net.down(l, to_holder[k], t) for k in others}
+        triples = {k: net.down(l, to_holder[k], t) for k in sorted(to_holder)}
         z, shares = holder.holder_messages(i, triples)
         zs = net.peer(l, others, z, t)
+        res = {k: net.peer(l, [k], shares[k], t)[0] for k in sorted(shares)}
+        for k in sorted(to_helper):
+            h = block_helper(k, K)
+            tr = net.down(h, to_helper[k], t)
+            res[k] = net.peer(h, [k], self.parties[h].helper_share(tr), t)[0]
         for k, zk in zip(others, zs):
             tp = net.down(k, to_peer[k], t)
-            res = net.peer(l, [k], shares[k], t)[0]
-            self.parties[k].peer_output(zk, tp, res)
+            self.parties[k].peer_output(zk, tp, res[k])
 
     def ledgers(self):
         return [None if p.budget is None else p.budget.ledger for p in self.parties]

@@ -23,11 +23,13 @@ the key of v with its triple for that block; for the K - 2 other blocks (K > 2) 
 the key of v and W_k - w_k to their helpers instead (``TripleToHelper``).  At K = 2 the helper of
 k's block is the holder l itself: the protocol is the holder-adds-the-noise one.
 
-Who sees what (semi-honest; the dealer does not collude with a party, parties do not collude
-with each other): k sees z (uniform) and a share that, with its w_k, gives A_k^T a_j + N_k only;
-h(k) sees E_k (a one-time pad) and v (uniform, independent of the data: it never sees z); l sees
-the key of v.  Only {dealer, h(k)} together could unmask A_k (E_k + U_k), where every other party
-could before (each held E_k).
+Who sees what (semi-honest; the dealer does not collude with a party): k sees z (uniform) and a
+share that, with its w_k, gives A_k^T a_j + N_k only; h(k) sees E_k (a one-time pad) and v
+(uniform, independent of the data: it never sees z); l sees the key of v.  Only {dealer, h(k)}
+together could unmask A_k (E_k + U_k), where {dealer, any other party} could before (each held
+E_k).  The price: h(k) draws k's noise, so k and h(k) together (h(k) != l, K >= 3) would learn
+A_k^T a_j without it; the threat model excludes that coalition (docs/sensitivity.md 4.5), where
+the holder-adds-the-noise protocol excluded no coalition of parties.
 
 Costs: the dealer's U_k^T v and h(k)'s E_k^T v are each one dense n x p_k product over the ring;
 k's A_k^T z is sparse.  Bytes: 8 n p_k once per k (E_k to h(k) only: K blocks in all, not

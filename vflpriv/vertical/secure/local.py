@@ -17,6 +17,14 @@ an object handed to it:
   their lengths only.  Its meter counts the plaintext frame (ciphertext minus nonce and tag),
   so both paths count the same bytes (tests/test_runtime_roles.py).
 
+Who sends what to whom (``beaver.py``): each party k's masked block E_k to one party, its block's
+helper h(k) = (k + 1) mod K; per product of party l's feature, the dealer's triple of the block l
+helps (l - 1) to l (``TripleToHolder``: it carries the key of v) and those of the K - 2 other
+blocks to their helpers (``TripleToHelper``), l's masked column z to every other party, and each
+block's (noised) result share from its helper to its owner.  Threat model: the dealer colludes
+with no party, and no party k with its helper h(k) (h(k) draws k's noise); any other coalition
+of parties learns nothing beyond the releases to its members.
+
 The in-process path stays separate from the roles-over-LocalLink path because the latter
 rebuilds each party role and unpickles and pickles its state -- the masked blocks above all --
 for every message, as a SuperNode keeps it.  Measured by ``vflpriv bench secure`` (n = 1e4,

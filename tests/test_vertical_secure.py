@@ -105,6 +105,43 @@ def test_released_noise_is_gaussian_with_the_planned_sigma():
     assert abs(np.std(resid) / sigma - 1) < 0.05        # 3000 draws: sd of the ratio ~0.013
 
 
+def test_a_helpers_release_is_the_product_plus_the_planned_noise():
+    """K = 3, holder 2, block 0: the share with the noise comes from block 0's helper (party 1),
+    not from the holder; party 0 still gets A_0^T a_j + N(0, sigma^2 I)."""
+    n, p, K = 2000, 3000, 3
+    rng = np.random.default_rng(4)
+    A0 = sp.random(n, p, density=0.01, format="csr", random_state=2, data_rvs=lambda k: rng.uniform(-1, 1, k))
+    A1 = sp.random(n, 2, density=0.5, format="csr", random_state=5, data_rvs=lambda k: rng.uniform(-1, 1, k))
+    A2 = sp.random(n, 1, density=0.5, format="csr", random_state=3, data_rvs=lambda k: rng.uniform(-1, 1, k))
+    y = np.zeros(n)
+    sigma = 3.7
+    f = ring.frac_bits(n + 40 * sigma)
+    kw = dict(frac=f, private=True, feature_bound=1.0, label_bound=1.0, row_clip=100.0,
+              noise="gumbel", index_scale=1.0, sigma=sigma)
+    parties = [SecureParty(k, A, y, 1.0, noise_seed=10 + k, **kw)
+               for k, A in enumerate((A0, A1, A2))]
+    dealer = beaver.Dealer(ring.KeySource(seed=5), [p, 2, 1], n, 512)
+    for q in parties:
+        q.setup(SM.SecureSetup(f, 10, K, n, dealer.mask_keys[q.k]))
+    for k in range(K):
+        for row, block in parties[k].masked_blocks():
+            parties[(k + 1) % K].receive_block(k, SM.MaskedBlock(row, block))
+    to_holder, to_helper, to_peer = dealer.routed_triples(2, 0, [0, 1])
+    assert sorted(to_holder) == [1] and sorted(to_helper) == [0]
+    z, shares = parties[2].holder_messages(0, to_holder)
+    assert sorted(shares) == [1]                        # the holder helps block 1 only
+    res = parties[1].helper_share(to_helper[0])
+    assert (res.holder, res.index) == (2, 0)
+    for k, share in ((0, res), (1, shares[1])):
+        parties[k].peer_output(z, to_peer[k], share)
+    col = parties[2].A_csr[:, 0].toarray()
+    resid = parties[0].cross[(2, 0)] - np.asarray(parties[0].A_csr.T @ col).ravel()
+    assert stats.kstest(resid / sigma, "norm").pvalue > 1e-3
+    assert abs(np.std(resid) / sigma - 1) < 0.05
+    with pytest.raises(InputError, match="name different products"):
+        parties[0].peer_output(z, to_peer[0], SM.ResultShare(1, 0, res.share))
+
+
 # -- wire format ------------------------------------------------------------------------------
 def test_messages_roundtrip():
     msgs = [SM.SecureSetup(20, 10, 4, 1000, bytes(range(16))), SM.Selections([3, -2, 1]),

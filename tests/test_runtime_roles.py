@@ -216,3 +216,31 @@ def test_scaffold_and_feddyn_continue_without_a_lost_client(tmp_path, monkeypatc
     a = run(make(), data, model, **kw)
     assert torch.equal(a.theta, b.theta)
     assert a.accuracy_history == b.accuracy_history
+
+
+def test_secure_helpers_over_local_link_serve_only_what_their_own_ledgers_charged(
+        tmp_path, monkeypatch):
+    """dp-bcfw-secure at K = 4 as roles over LocalLink: every block's helper h(k) = k + 1 mod K
+    serves products for other holders (K - 2 per new feature), gated by its own ledger like the
+    holder (issue 33); the gate's state survives between messages.  A helper whose charges of
+    a round are lost refuses before drawing any noise, naming the release."""
+    from vflpriv.vertical.secure.protocol import SecureParty
+
+    kw = dict(PRIVATE, algorithm="dp-bcfw-secure", iterations=3, seed=4, max_features=2,
+              label_party="all")
+    data = _data(K=4)
+    ref = solve(data, ledger=str(tmp_path / "a.ledger"), **kw)
+    sol = solve(data, ledger=str(tmp_path / "b.ledger"), backend="local", **kw)
+    _same(ref, sol)
+    assert sol.extra["bytes_by_type"]["TripleToHelper"][0] == 2 * sum(sol.released)
+    real = SecureParty.charge_features
+
+    def forgetful(self, msg, t):              # party 2 charges, but its helper gate forgets
+        real(self, msg, t)
+        if self.k == 2:
+            self._help_owed.clear()
+
+    monkeypatch.setattr(SecureParty, "charge_features", forgetful)
+    with pytest.raises(PartyRefused) as err:
+        solve(data, ledger=str(tmp_path / "c.ledger"), backend="local", **kw)
+    assert err.value.party == 2 and "refused to help release" in err.value.reason

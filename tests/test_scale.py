@@ -117,8 +117,9 @@ def test_chunked_and_spilled_run_is_bit_identical_to_one_chunk(monkeypatch):
     from vflpriv.vertical.secure import messages as SM
     per_frame = SM.HEADER_BYTES + 12
     K = D.K
-    assert bc["MaskedBlock"][0] == K * (K - 1) * frames
-    assert bc["MaskedBlock"][1] - bw["MaskedBlock"][1] == K * (K - 1) * (frames - 1) * per_frame
+    # each party's block goes to its helper only: K blocks of ``frames`` frames
+    assert bc["MaskedBlock"][0] == K * frames
+    assert bc["MaskedBlock"][1] - bw["MaskedBlock"][1] == K * (frames - 1) * per_frame
     for kind in bw:
         if kind != "MaskedBlock":
             assert bc[kind] == bw[kind], kind

@@ -105,14 +105,52 @@ def test_released_noise_is_gaussian_with_the_planned_sigma():
     assert abs(np.std(resid) / sigma - 1) < 0.05        # 3000 draws: sd of the ratio ~0.013
 
 
+def test_a_helpers_release_is_the_product_plus_the_planned_noise():
+    """K = 3, holder 2, block 0: the share with the noise comes from block 0's helper (party 1),
+    not from the holder; party 0 still gets A_0^T a_j + N(0, sigma^2 I)."""
+    n, p, K = 2000, 3000, 3
+    rng = np.random.default_rng(4)
+    A0 = sp.random(n, p, density=0.01, format="csr", random_state=2, data_rvs=lambda k: rng.uniform(-1, 1, k))
+    A1 = sp.random(n, 2, density=0.5, format="csr", random_state=5, data_rvs=lambda k: rng.uniform(-1, 1, k))
+    A2 = sp.random(n, 1, density=0.5, format="csr", random_state=3, data_rvs=lambda k: rng.uniform(-1, 1, k))
+    y = np.zeros(n)
+    sigma = 3.7
+    f = ring.frac_bits(n + 40 * sigma)
+    kw = dict(frac=f, private=True, feature_bound=1.0, label_bound=1.0, row_clip=100.0,
+              noise="gumbel", index_scale=1.0, sigma=sigma)
+    parties = [SecureParty(k, A, y, 1.0, noise_seed=10 + k, **kw)
+               for k, A in enumerate((A0, A1, A2))]
+    dealer = beaver.Dealer(ring.KeySource(seed=5), [p, 2, 1], n, 512)
+    for q in parties:
+        q.setup(SM.SecureSetup(f, 10, K, n, dealer.mask_keys[q.k]))
+    for k in range(K):
+        for row, block in parties[k].masked_blocks():
+            parties[(k + 1) % K].receive_block(k, SM.MaskedBlock(row, block))
+    to_holder, to_helper, to_peer = dealer.routed_triples(2, 0, [0, 1])
+    assert sorted(to_holder) == [1] and sorted(to_helper) == [0]
+    z, shares = parties[2].holder_messages(0, to_holder)
+    assert sorted(shares) == [1]                        # the holder helps block 1 only
+    res = parties[1].helper_share(to_helper[0])
+    assert (res.holder, res.index) == (2, 0)
+    for k, share in ((0, res), (1, shares[1])):
+        parties[k].peer_output(z, to_peer[k], share)
+    col = parties[2].A_csr[:, 0].toarray()
+    resid = parties[0].cross[(2, 0)] - np.asarray(parties[0].A_csr.T @ col).ravel()
+    assert stats.kstest(resid / sigma, "norm").pvalue > 1e-3
+    assert abs(np.std(resid) / sigma - 1) < 0.05
+    with pytest.raises(InputError, match="name different products"):
+        parties[0].peer_output(z, to_peer[0], SM.ResultShare(1, 0, res.share))
+
+
 # -- wire format ------------------------------------------------------------------------------
 def test_messages_roundtrip():
     msgs = [SM.SecureSetup(20, 10, 4, 1000, bytes(range(16))), SM.Selections([3, -2, 1]),
             SM.SecureIndex(-7), SM.MaskedBlock(8, np.arange(6, dtype=np.uint64).reshape(2, 3)),
             SM.TripleToHolder(2, 5, bytes(16), np.arange(4, dtype=np.uint64)),
             SM.TripleToPeer(1, bytes(16)), SM.MaskedVector(1, 9, np.arange(5, dtype=np.uint64)),
-            SM.ResultShare(1, 9, np.arange(3, dtype=np.uint64)), SM.NewFeatures([0, 2])]
-    sizes = [25, 12, 4, 12 + 48, 22 + 32, 18, 6 + 40, 6 + 24, 4]
+            SM.ResultShare(1, 9, np.arange(3, dtype=np.uint64)), SM.NewFeatures([0, 2]),
+            SM.TripleToHelper(3, 2, 5, bytes(range(16)), np.arange(4, dtype=np.uint64))]
+    sizes = [25, 12, 4, 12 + 48, 22 + 32, 18, 6 + 40, 6 + 24, 4, 24 + 32]
     for msg, size in zip(msgs, sizes):
         frame = SM.encode(msg, 1, 7)
         assert len(frame) == SM.HEADER_BYTES + size
@@ -147,20 +185,34 @@ def test_bytes_metered_match_the_wire_format():
     rel = sol.released
     by = sol.extra["bytes_by_type"]
     H = SM.HEADER_BYTES
-    assert by["MaskedBlock"][1] == sum((K - 1) * (H + 12 + 8 * n * p[k]) for k in range(K))
+    # each masked block goes once, to its block's helper h(k) = k + 1 mod K (K blocks, not
+    # K (K - 1))
+    assert by["MaskedBlock"] == [K, sum(H + 12 + 8 * n * p[k] for k in range(K))]
     assert by["SecureIndex"] == [K * T, K * T * (H + 4)]
     feats = sum(rel)
     assert by["MaskedVector"][0] == feats * (K - 1)
     assert by["MaskedVector"][1] == feats * (K - 1) * (H + 6 + 8 * n)
-    # uplink of party k: its masked block to K-1 parties, T indices, and per own new feature
-    # (K-1) masked vectors and result shares
+    # the dealer: per new feature of l, the triple of the block l helps (l - 1) to l, those of
+    # the K - 2 other blocks to their helpers, with the holder's name (2 bytes more)
+    helped = [(k - 1) % K for k in range(K)]
+    assert by["TripleToHolder"] == [feats, sum(rel[l] * (H + 22 + 8 * p[helped[l]])
+                                               for l in range(K))]
+    assert by["TripleToHelper"] == [feats * (K - 2), sum(
+        rel[l] * (H + 24 + 8 * p[q]) for l in range(K) for q in range(K)
+        if q not in (l, helped[l]))]
+    assert by["ResultShare"] == [feats * (K - 1), sum(rel[l] * (H + 6 + 8 * p[q])
+                                                      for l in range(K) for q in range(K)
+                                                      if q != l)]
+    # uplink of party k: its masked block to its helper, T indices, per own new feature (K-1)
+    # masked vectors, and one result share for the block it helps (k - 1) per new feature of
+    # any party but k - 1 (its own included: as the holder it is that block's helper)
     for k in range(K):
-        share_bytes = sum(H + 6 + 8 * p[q] for q in range(K) if q != k)
-        expect = ((K - 1) * (12 + 8 * n * p[k]) + T * 4 +
-                  rel[k] * ((K - 1) * (6 + 8 * n) + sum(6 + 8 * p[q] for q in range(K) if q != k)))
+        share = 6 + 8 * p[helped[k]]
+        expect = (12 + 8 * n * p[k] + T * 4 + rel[k] * (K - 1) * (6 + 8 * n) +
+                  share * sum(rel[l] for l in range(K) if l != helped[k]))
         assert sol.uplink[k] == expect
         assert sol.uplink_framed[k] > sol.uplink[k]
-    assert share_bytes > 0
+    assert sum(rel[l] for l in range(K) if l not in (0, helped[0])) > 0   # a helper served
 
 
 def test_accounting_meets_target_and_matches_ledger():
@@ -269,7 +321,7 @@ def test_cli_run_json_reports_the_secure_bytes(tmp_path, capsys):
     doc = json.loads(out.read_text())
     assert doc["algorithm"] == "dp-bcfw-secure" and doc["private"] is True
     assert doc["epsilon_spent"]["rdp"] <= 2.0 + 1e-9
-    assert doc["secure"]["bytes_by_type"]["MaskedBlock"][0] == 3 * 2
+    assert doc["secure"]["bytes_by_type"]["MaskedBlock"][0] == 3       # each to its helper
     assert "secure:" in capsys.readouterr().out
 
 
@@ -395,3 +447,61 @@ def test_a_holder_releases_only_what_its_own_ledger_charged():
         ask(SM.LABEL_INDEX)                              # the label: no charge yet
     holder.charge_features(SM.NewFeatures([SM.LABEL_RELEASE + 1]), 0)
     ask(SM.LABEL_INDEX)
+
+
+def test_a_helper_serves_only_what_its_own_ledger_charged():
+    """Issue 33: party k's masked block goes to its helper h(k) = k + 1 mod K only, which adds
+    k's noise to every product with k's block.  At K = 3, party 1 helps block 0 for the holder
+    2's features: it serves one product per release its own ledger charged for party 2 in the
+    round, each (holder, feature) once in the run, only for its own helpee's block, and the
+    label's product after its own ledger charged the label release."""
+    n, K = 120, 3
+    rng = np.random.default_rng(3)
+    blocks = [rng.uniform(-1, 1, (n, q)) for q in (4, 3, 5)]
+    y = rng.uniform(-1, 1, n)
+    f = ring.frac_bits(n + 40 * 2.0)
+    kw = dict(frac=f, private=True, feature_bound=1.0, label_bound=1.0, row_clip=2.0,
+              noise="gumbel", index_scale=1.0, sigma=2.0)
+    parties = [SecureParty(k, A, y, 1.0, noise_seed=k, **kw) for k, A in enumerate(blocks)]
+    dealer = beaver.Dealer(ring.KeySource(None), [4, 3, 5], n, 64)
+    for p in parties:
+        p.setup(SM.SecureSetup(f, 10, K, n, dealer.mask_keys[p.k]))
+        p.budget = BudgetFilter(MemoryLedger(budget={"epsilon": 100.0, "delta": 1e-5}), 100.0,
+                                1e-5, accountant="rdp")
+        p.plan = ("gumbel", 1.0, 0.01, 2.0, 1.0, [2.0] * K, 1.0)
+    assert [p.helper for p in parties] == [1, 2, 0] and [p.helpee for p in parties] == [2, 0, 1]
+    helper = parties[1]
+    for row, block in parties[0].masked_blocks():
+        helper.receive_block(0, SM.MaskedBlock(row, block))
+
+    def ask(l, i, k=0, at=helper):
+        to_holder, to_helper, _ = dealer.routed_triples(l, i, [q for q in range(K) if q != l])
+        assert sorted(to_holder) == [(l - 1) % K] and len(to_helper) == K - 2
+        return at.helper_share(to_helper[k])
+
+    with pytest.raises(InputError, match="its own ledger charged no"):
+        ask(2, 1)                                        # the server asked without a charge
+    helper.charge_features(SM.NewFeatures([2]), 0)
+    res = ask(2, 1)                                      # charged: served once
+    assert (res.holder, res.index, len(res.share)) == (2, 1, 4)
+    with pytest.raises(InputError, match="its own ledger charged no"):
+        ask(2, 3)                                        # one product per charge
+    helper.select()                                      # the next round: a charge lapses
+    helper.charge_features(SM.NewFeatures([0, 2]), 1)
+    with pytest.raises(InputError, match="again"):
+        ask(2, 1)                                        # the same feature twice in a run
+    with pytest.raises(InputError, match="helps only party 0's block"):
+        ask(0, 2, k=1)                                   # block 1 is party 2's to help
+    ask(2, 3)
+    with pytest.raises(InputError, match="A_k\\^T y"):
+        ask(2, SM.LABEL_INDEX)                           # the label: no charge yet
+    helper.charge_features(SM.NewFeatures([SM.LABEL_RELEASE + 2]), 0)
+    ask(2, SM.LABEL_INDEX)
+    with pytest.raises(InputError, match="again"):
+        ask(2, SM.LABEL_INDEX)
+    # a non-private helper serves without a ledger
+    free = SecureParty(1, blocks[1], y, 1.0, frac=f, private=False)
+    free.setup(SM.SecureSetup(f, 10, K, n, dealer.mask_keys[1]))
+    for row, block in parties[0].masked_blocks():
+        free.receive_block(0, SM.MaskedBlock(row, block))
+    ask(2, 1, at=free)

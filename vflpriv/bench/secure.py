@@ -17,7 +17,9 @@ dp-bcfw-secure) is measured four ways:
   are in files on its disk, which the state names, and its prepared block is kept by the
   process), with the seconds spent hosting the roles and, of those, pickling their state.
 
-Every run must end with the same iterate (checked and printed).
+Every run must end with the same iterate (checked and printed).  The in-process and the
+LocalLink rows also report the metered bytes: the masked blocks' (``MaskedBlock``: frames and
+framed bytes; each party's block to its helper only, issue 33) and the parties' uplink in all.
 """
 from __future__ import annotations
 
@@ -37,6 +39,14 @@ def add_arguments(p):
     from .secure_traffic import add_traffic_arguments
 
     add_traffic_arguments(p)
+
+
+def _bytes(sol):
+    """The metered bytes of a run: the masked blocks (frames, framed bytes) and the parties'
+    uplink (payload bytes, every message)."""
+    frames, framed = sol.extra["bytes_by_type"].get("MaskedBlock", [0, 0])
+    return {"masked_block_frames": int(frames), "masked_block_bytes": int(framed),
+            "uplink_bytes": int(sum(sol.uplink))}
 
 
 def _timed(data, rounds, also=None, **kw):
@@ -151,6 +161,7 @@ def run(args) -> int:
         _timed(data, 2, ledger=os.path.join(tmp, "w.jsonl"))     # warm-up (imports, caches)
         ref, rows["inprocess"] = _timed(data, T, ledger=os.path.join(tmp, "a.jsonl"))
         rows["inprocess"]["setup_seconds"] = ref.extra["setup_seconds"]
+        rows["inprocess"].update(_bytes(ref))
         ck = os.path.join(tmp, "c.npz")
         half = T // 2
         mid = os.path.join(tmp, "mid.npz")
@@ -185,17 +196,21 @@ def run(args) -> int:
             back = sum(z[k].nbytes for k in z.files)
         rows["saved_blocks"] = {"bytes": os.path.getsize(path), "array_bytes": back,
                                 "seconds_write": w, "seconds_read": time.perf_counter() - t1,
-                                "receivers_each": args.parties - 1}
+                                "receivers_each": 1}      # its helper (issue 33)
         if not args.skip_local:
             with _HostingClock() as clock:
                 sol_l, rows["local"] = _timed(data, T, ledger=os.path.join(tmp, "l.jsonl"),
                                               backend="local")
             rows["local"]["same_x"] = bool(np.array_equal(sol_l.x, ref.x))
+            rows["local"].update(_bytes(sol_l))
             rows["local"].update(clock.figures())
     print(f"dp-bcfw-secure, n={args.n}, d={args.d}, K={args.parties}, T={T}:")
     r = rows["inprocess"]
     print(f"  in process:             setup {r['setup_seconds']:.3f} s, "
           f"{r['seconds_per_round']:.4f} s/round, total {r['seconds_total']:.2f} s")
+    print(f"    masked blocks {format_bytes(r['masked_block_bytes'])} in "
+          f"{r['masked_block_frames']} frames (each to its helper), uplink in all "
+          f"{format_bytes(r['uplink_bytes'])}")
     c = rows["checkpoint"]
     print(f"  + checkpoint per round: {c['seconds_per_round']:.4f} s/round, total "
           f"{c['seconds_total']:.2f} s, file "
@@ -213,6 +228,9 @@ def run(args) -> int:
         print(f"  roles over LocalLink:   {r['seconds_per_round']:.4f} s/round, to first round "
               f"{r['seconds_to_first_round']:.2f} s, total {r['seconds_total']:.2f} s, same x: "
               f"{r['same_x']}")
+        print(f"    masked blocks {format_bytes(r['masked_block_bytes'])} in "
+              f"{r['masked_block_frames']} frames, uplink in all "
+              f"{format_bytes(r['uplink_bytes'])}")
         print(f"    {r['messages']} messages to parties took {r['seconds_hosting']:.2f} s, of "
               f"which {r['seconds_pickling']:.2f} s pickling and unpickling the roles' state "
               f"({format_bytes(r['state_bytes_per_message'], 2)} per message on average)")

@@ -68,10 +68,11 @@ def _explain(doc, algorithm):
               "what makes the uplink small; no private value is protected here.")
     elif algorithm == "dp-bcfw-secure":
         print(f"  -> bytes: no column leaves its party.  Once, each party sends its block "
-              f"one-time-padded (A_k - U_k over Z_2^64, 8 n p_k bytes) to every other party; "
-              f"then, per newly selected feature ({feats} here), its holder sends the masked "
-              f"column (8 n) and a noised result share (8 p_k) to each other party, and the "
-              f"server deals the Beaver triple (PRG keys and 8 p_k shares).  Shares and masks "
+              f"one-time-padded (A_k - U_k over Z_2^64, 8 n p_k bytes) to one party, its "
+              f"block's helper (party k + 1 mod K); then, per newly selected feature ({feats} "
+              f"here), its holder sends the masked column (8 n) to each other party k, k's "
+              f"helper a noised result share (8 p_k) to k, and the server deals the Beaver "
+              f"triple (PRG keys and 8 p_k shares).  Shares and masks "
               f"are counted: {_mb(up)} uplink.  What is revealed: the selections and "
               f"A_k^T a_j + N(0, sigma^2), charged to the ledger before the noise is drawn.")
     else:

@@ -704,9 +704,10 @@ def _secure_bytes(sol):
                 f"label at party {sol.extra['label_party']}, no helper party)")
     return (f"{head}: {sol.extra['secure_products']} products; masked blocks "
             f"{_fmt_bytes(get('MaskedBlock'))} (once: each party's n x p_k block, one-time-padded, "
-            f"to every other party), masked vectors {_fmt_bytes(get('MaskedVector'))}, result "
-            f"shares {_fmt_bytes(get('ResultShare'))}, dealer triples "
-            f"{_fmt_bytes(get('TripleToHolder', 'TripleToPeer'))}, indices and selections "
+            f"to its helper party k + 1 mod K), masked vectors {_fmt_bytes(get('MaskedVector'))}, "
+            f"result shares {_fmt_bytes(get('ResultShare'))}, dealer triples "
+            f"{_fmt_bytes(get('TripleToHolder', 'TripleToHelper', 'TripleToPeer'))}, indices "
+            f"and selections "
             f"{_fmt_bytes(get('SecureIndex', 'Selections', 'SelectionsB'))}"
             + (f", intercept sums {_fmt_bytes(get('NoisySums'))} (once)"
                if get('NoisySums') else ""))

@@ -4,21 +4,38 @@ reused matrix mask as in SecureML, Mohassel & Zhang 2017, Section 4.2).  All val
 point in Z_{2^64} (``ring.py``).
 
 Offline (once per party k): the dealer gives k a key for U_k (n x p_k, uniform, AES-CTR stream);
-k sends E_k = A_k - U_k to the other parties.  E_k is a one-time pad of A_k (U_k is known to k and
-the dealer only), so it can be sent to every other party once and reused for every product.
+k sends E_k = A_k - U_k to ONE party, its block's helper h(k) = (k + 1) mod K
+(:func:`block_helper`).  E_k is a one-time pad of A_k (U_k is known to k and the dealer only), so
+it can be sent once and reused for every product with k's block, whoever holds the column.
 
-Online, for a feature j of party l and each other party k (one vector mask v per feature):
+Online, for a feature j of party l and each other party k (one vector mask v per feature;
+h = h(k)):
 
-    dealer:  v uniform (key to l), W_k = U_k^T v, w_k uniform (key to k), w_lk = W_k - w_k (to l)
+    dealer:  v uniform (key to l and to h), W_k = U_k^T v, w_k uniform (key to k),
+             W_k - w_k (to h)
     l -> k:  z = a_j + v                                  (uniform to k: v is unknown to it)
-    k:       s_k = A_k^T z - w_k
-    l:       s_lk = -E_k^T v - w_lk + round(N_k 2^{2f}),  N_k ~ N(0, sigma^2 I)   -> k
-    k:       s_k + s_lk = A_k^T (a_j + v) - (E_k + U_k)^T v + N_k = A_k^T a_j + N_k
+    h -> k:  s_h = -E_k^T v - (W_k - w_k) + round(N_k 2^{2f}),  N_k ~ N_Z(0, sigma^2 I), drawn
+             by h from its own generator, once its own ledger charged the release
+    k:       A_k^T z - w_k + s_h = A_k^T (a_j + v) - (E_k + U_k)^T v + N_k = A_k^T a_j + N_k
 
-Costs: the dealer's U_k^T v and l's E_k^T v are each one dense n x p_k product over the ring; k's
-A_k^T z is sparse.  Bytes: 8 n p_k once per (k, other party) for E_k, then per product 8 n (z,
-shared by the K - 1 peers), 8 p_k (l's share), 8 p_k (the dealer's share to l), and three 16-byte
-keys (v and w_k are sent as PRG keys, the standard compression of dealer randomness).
+Every party l is the helper of the block l - 1 (mod K), so the holder of a column always gets
+the key of v with its triple for that block; for the K - 2 other blocks (K > 2) the dealer sends
+the key of v and W_k - w_k to their helpers instead (``TripleToHelper``).  At K = 2 the helper of
+k's block is the holder l itself: the protocol is the holder-adds-the-noise one.
+
+Who sees what (semi-honest; the dealer does not collude with a party): k sees z (uniform) and a
+share that, with its w_k, gives A_k^T a_j + N_k only; h(k) sees E_k (a one-time pad) and v
+(uniform, independent of the data: it never sees z); l sees the key of v.  Only {dealer, h(k)}
+together could unmask A_k (E_k + U_k), where {dealer, any other party} could before (each held
+E_k).  The price: h(k) draws k's noise, so k and h(k) together (h(k) != l, K >= 3) would learn
+A_k^T a_j without it; the threat model excludes that coalition (docs/sensitivity.md 4.5), where
+the holder-adds-the-noise protocol excluded no coalition of parties.
+
+Costs: the dealer's U_k^T v and h(k)'s E_k^T v are each one dense n x p_k product over the ring;
+k's A_k^T z is sparse.  Bytes: 8 n p_k once per k (E_k to h(k) only: K blocks in all, not
+K (K - 1)), then per product 8 n (z, shared by the K - 1 peers), 8 p_k (h(k)'s share to k),
+8 p_k (the dealer's share to h(k)), and three 16-byte keys (v and w_k are sent as PRG keys, the
+standard compression of dealer randomness).
 """
 from __future__ import annotations
 
@@ -58,13 +75,20 @@ def masked_product(chunks, v):
     return acc
 
 
+def block_helper(k, K):
+    """h(k): the one party that receives party k's masked block E_k and computes, for every
+    product A_k^T a_j, the share -E_k^T v - (W_k - w_k) and k's noise (module docstring)."""
+    return (int(k) + 1) % int(K)
+
+
 def holder_shares(chunks, v, w_share):
-    """Party l's share of A_k^T a_j: -E_k^T v - w_lk."""
+    """The helper h(k)'s share of A_k^T a_j: -E_k^T v - (W_k - w_k)."""
     return np.uint64(0) - masked_product(chunks, v) - w_share
 
 
 def peer_output(A_fx_T, z, w_key, holder_share):
-    """Party k: s_k = A_k^T z - w_k, plus l's (noised) share = A_k^T a_j (+ noise), in the ring."""
+    """Party k: s_k = A_k^T z - w_k, plus h(k)'s (noised) share = A_k^T a_j (+ noise), in the
+    ring."""
     s_k = np.asarray(A_fx_T @ z, dtype=np.uint64).ravel()
     s_k = s_k - Prg(w_key).uint64(s_k.shape[0])
     return s_k + holder_share
@@ -88,17 +112,46 @@ class Dealer:
             acc += _vec_mat(v[s:e], prg.uint64((e - s) * p).reshape(e - s, p))
         return acc
 
+    def _triple(self, holder, index, k, v):
+        """(key of w_k, W_k - w_k) for the product of ``holder``'s feature ``index`` with k's
+        block."""
+        W = self.mask_product(k, v)
+        w_key = self.keys.key(f"share-{holder}-{index}-{k}")
+        return w_key, W - Prg(w_key).uint64(self.sizes[k])
+
     def triples(self, holder, index, peers):
-        """({k: TripleToHolder}, {k: TripleToPeer}) for the feature ``index`` of ``holder``."""
+        """({k: TripleToHolder}, {k: TripleToPeer}) for the feature ``index`` of ``holder``,
+        every share to the holder (the logistic path, ``glm.py``, whose holders hold the
+        peers' masked blocks; and the least-squares path at K = 2, where the holder is
+        every peer's helper)."""
         from .messages import TripleToHolder, TripleToPeer
 
         v_key = self.keys.key(f"vector-mask-{holder}-{index}")
         v = Prg(v_key).uint64(self.n)
         to_holder, to_peer = {}, {}
         for k in peers:
-            W = self.mask_product(k, v)
-            w_key = self.keys.key(f"share-{holder}-{index}-{k}")
-            w_k = Prg(w_key).uint64(self.sizes[k])
-            to_holder[k] = TripleToHolder(k, int(index), v_key, W - w_k)
+            w_key, share = self._triple(holder, index, k, v)
+            to_holder[k] = TripleToHolder(k, int(index), v_key, share)
             to_peer[k] = TripleToPeer(holder, w_key)
         return to_holder, to_peer
+
+    def routed_triples(self, holder, index, peers):
+        """The least-squares path's triples for the feature ``index`` of ``holder``: each peer
+        k's share goes to its block's helper h(k) (:func:`block_helper`), with the key of v:
+        ``({k: TripleToHolder}, {k: TripleToHelper}, {k: TripleToPeer})``, the first for the
+        blocks whose helper is the holder itself (always exactly one: the holder helps block
+        holder - 1), the second addressed to h(k) for the others."""
+        from .messages import TripleToHelper, TripleToHolder, TripleToPeer
+
+        K = len(self.sizes)
+        v_key = self.keys.key(f"vector-mask-{holder}-{index}")
+        v = Prg(v_key).uint64(self.n)
+        to_holder, to_helper, to_peer = {}, {}, {}
+        for k in peers:
+            w_key, share = self._triple(holder, index, k, v)
+            if block_helper(k, K) == int(holder):
+                to_holder[k] = TripleToHolder(k, int(index), v_key, share)
+            else:
+                to_helper[k] = TripleToHelper(int(holder), k, int(index), v_key, share)
+            to_peer[k] = TripleToPeer(holder, w_key)
+        return to_holder, to_helper, to_peer

@@ -272,6 +272,10 @@ class LinkGlmParties(LinkParties):
         self.intercepts = []
         self.intercept = 0.0 if self.fit_intercept else None
 
+    def offline_fanout(self):
+        """L and H each receive the K - 1 other parties' blocks (a party sends its own to both)."""
+        return max(1, self.K - 1)
+
     def round(self, prev, t, dealer, keys):
         K, L, H, n = self.K, self.L, self.H, self.n
         # 1. selections; margin shares (to L) and keys (to H) from every other party

@@ -17,6 +17,14 @@ an object handed to it:
   their lengths only.  Its meter counts the plaintext frame (ciphertext minus nonce and tag),
   so both paths count the same bytes (tests/test_runtime_roles.py).
 
+Who sends what to whom (``beaver.py``): each party k's masked block E_k to one party, its block's
+helper h(k) = (k + 1) mod K; per product of party l's feature, the dealer's triple of the block l
+helps (l - 1) to l (``TripleToHolder``: it carries the key of v) and those of the K - 2 other
+blocks to their helpers (``TripleToHelper``), l's masked column z to every other party, and each
+block's (noised) result share from its helper to its owner.  Threat model: the dealer colludes
+with no party, and no party k with its helper h(k) (h(k) draws k's noise); any other coalition
+of parties learns nothing beyond the releases to its members.
+
 The in-process path stays separate from the roles-over-LocalLink path because the latter
 rebuilds each party role and unpickles and pickles its state -- the masked blocks above all --
 for every message, as a SuperNode keeps it.  Measured by ``vflpriv bench secure`` (n = 1e4,
@@ -28,6 +36,7 @@ from __future__ import annotations
 
 from ..transport import DOWN, UP, Meter
 from . import messages as SM
+from .beaver import block_helper
 
 
 class Network:
@@ -83,12 +92,14 @@ class LocalParties:
             p.setup(self.net.down(p.k, msgs[p.k], 0))
 
     def offline(self):
-        """Every party sends its masked block to every other party."""
+        """Every party sends its masked block to its block's helper h(k) = (k + 1) mod K only
+        (``beaver.py``): K blocks travel, not K (K - 1)."""
         parties, net = self.parties, self.net
+        K = len(parties)
         for p in parties:
             store = None if self.spill is None else self.spill.store(p.k)
             for row, block in p.masked_blocks():
-                others = [q for q in parties if q.k != p.k]
+                others = [parties[block_helper(p.k, K)]] if K > 1 else []
                 msgs = net.peer(p.k, [q.k for q in others], SM.MaskedBlock(row, block), 0)
                 if store is not None and msgs:
                     store.append(msgs[0].row, msgs[0].block)     # the frame's words, once
@@ -122,17 +133,25 @@ class LocalParties:
         from ``releaser``)."""
         return [self.net.up(p.k, p.noisy_sums(p.k == releaser), t) for p in self.parties]
 
-    def product(self, l, i, to_holder, to_peer, t):
-        """Party l's feature i times every other party's block, under the Beaver product."""
-        net, others = self.net, sorted(to_holder)
+    def product(self, l, i, to_holder, to_helper, to_peer, t):
+        """Party l's feature i times every other party k's block, under the Beaver product
+        (``Dealer.routed_triples``): l sends z = a_j + v to every k, and the share with k's
+        noise comes from k's helper h(k): l itself for the block it helps (``to_holder``), the
+        party h(k) for the others (``to_helper``)."""
+        net, K = self.net, len(self.parties)
+        others = sorted(set(to_holder) | set(to_helper))
         holder = self.parties[l]
-        triples = {k: net.down(l, to_holder[k], t) for k in others}
+        triples = {k: net.down(l, to_holder[k], t) for k in sorted(to_holder)}
         z, shares = holder.holder_messages(i, triples)
         zs = net.peer(l, others, z, t)
+        res = {k: net.peer(l, [k], shares[k], t)[0] for k in sorted(shares)}
+        for k in sorted(to_helper):
+            h = block_helper(k, K)
+            tr = net.down(h, to_helper[k], t)
+            res[k] = net.peer(h, [k], self.parties[h].helper_share(tr), t)[0]
         for k, zk in zip(others, zs):
             tp = net.down(k, to_peer[k], t)
-            res = net.peer(l, [k], shares[k], t)[0]
-            self.parties[k].peer_output(zk, tp, res)
+            self.parties[k].peer_output(zk, tp, res[k])
 
     def ledgers(self):
         return [None if p.budget is None else p.budget.ledger for p in self.parties]

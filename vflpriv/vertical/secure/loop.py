@@ -94,7 +94,7 @@ def run_secure(data, options: SecureOptions | None = None, *, callback=None, rem
         on_round(snap)           # nothing charged yet: a crash from here on can be resumed
     link.setup({k: SM.SecureSetup(opts.frac, opts.feature_cap, K, n, dealer.mask_keys[k])
                 for k in range(K)})
-    link.offline()               # offline phase: masked blocks between the parties
+    link.offline()               # offline phase: each masked block E_k to its helper h(k)
     if resumed:
         # the masked blocks were recomputed above (state.py); everything else comes back
         restore(state[0], state[1], run, parties, link, ev)
@@ -204,8 +204,7 @@ def _release_label(link, dealer, opts, K):
                                   party=str(L), round=0, note="secure: A_k^T y")
         link.new_features([SM.LABEL_RELEASE + L], 0)
     others = [k for k in range(K) if k != L]
-    to_holder, to_peer = dealer.triples(L, SM.LABEL_INDEX, others)
-    link.product(L, SM.LABEL_INDEX, to_holder, to_peer, 0)
+    link.product(L, SM.LABEL_INDEX, *dealer.routed_triples(L, SM.LABEL_INDEX, others), 0)
 
 
 def _release_sums(link, opts, data):
@@ -270,8 +269,7 @@ def _round(t, link, dealer, run, opts, data, ev):
             link.new_features([l for l, _ in new], t)
         for l, i in new:
             others = [k for k in range(K) if k != l]
-            to_holder, to_peer = dealer.triples(l, i, others)
-            link.product(l, i, to_holder, to_peer, t)
+            link.product(l, i, *dealer.routed_triples(l, i, others), t)
             run.products += len(others)
     for l, i in new:
         run.chosen[l].add(i)

@@ -9,15 +9,16 @@ Type codes start at 32 so that a frame of one protocol is never parsed as the ot
                                           n u32, AES key of the party's matrix mask 16 B   25
     33   Selections     server -> party   the previous round's signed indices: K int32     4 K
     34   Index          party -> server   signed local index int32                          4
-    35   MaskedBlock    party k -> l      row offset u32, rows u32, cols u32, then
+    35   MaskedBlock    party k -> h(k)   row offset u32, rows u32, cols u32, then
                                           rows*cols uint64 of E_k = A_k - U_k (mod 2^64)    12 + 8 r c
     36   TripleToHolder server -> l       recipient k u16, local index u32, AES key of the
-                                          vector mask v 16 B, then p_k uint64 (l's share
-                                          of U_k^T v)                                       22 + 8 p_k
+                                          vector mask v 16 B, then p_k uint64 (the helper's
+                                          share W_k - w_k of W_k = U_k^T v), for the block
+                                          k whose helper h(k) is l itself                  22 + 8 p_k
     37   TripleToPeer   server -> k       holder l u16, AES key of k's share of U_k^T v 16 B 18
     38   MaskedVector   party l -> k      holder l u16, local index u32, n uint64: a_j + v   6 + 8 n
-    39   ResultShare    party l -> k      holder l u16, local index u32, p_k uint64:
-                                          l's share + fixed-point Gaussian noise           6 + 8 p_k
+    39   ResultShare    h(k) -> k         holder l u16, local index u32, p_k uint64:
+                                          h(k)'s share + fixed-point Gaussian noise         6 + 8 p_k
     40   NewFeatures    server -> party   the holders of this round's new features: u16 each 2 K'
                                           (each party charges the round's Gaussian to its own
                                           ledger before any of its noise is drawn); a
@@ -31,6 +32,12 @@ Type codes start at 32 so that a frame of one protocol is never parsed as the ot
 
     49   Coefficients   party -> server   the party's iterate x_k after its projected-gradient
                                           step (``step="pgd"``, logistic path), f64 each      8 p_k
+    50   TripleToHelper server -> h(k)    holder l u16, recipient k u16, local index u32,
+                                          AES key of v 16 B, then p_k uint64 (W_k - w_k):
+                                          TripleToHolder for a helper h(k) != l             24 + 8 p_k
+
+h(k) = (k + 1) mod K is block k's helper (``beaver.block_helper``): the one party that receives
+E_k and computes h(k)'s share, with k's noise, of every product with k's block (least squares).
 
 The intercept (``fit_intercept``): b = (sum y - sum_k s_k^T x_k) / n from the noisy sums of
 type 48 (public once released), clipped to [-B_b, B_b]; sent with the selections each round.
@@ -207,6 +214,31 @@ class TripleToHolder:
 
 
 @dataclass
+class TripleToHelper:
+    """server -> h(k), the helper of k's block when it is not the holder l of the column: the
+    key of v and W_k - w_k (``beaver.Dealer.routed_triples``); ``holder`` names l, so that h(k)
+    serves only a release its own ledger charged, and labels its ResultShare."""
+    holder: int
+    peer: int
+    index: int
+    v_key: bytes
+    share: np.ndarray
+    TYPE = 50
+    _S = struct.Struct("<HHI16s")
+
+    def payload(self):
+        return self._S.pack(self.holder, self.peer, self.index, self.v_key) + \
+            _u64_bytes(self.share)
+
+    @classmethod
+    def parse(cls, b):
+        if len(b) < cls._S.size or (len(b) - cls._S.size) % 8:
+            raise InputError(f"a TripleToHelper payload of {len(b)} bytes is malformed")
+        l, k, i, key = cls._S.unpack_from(b)
+        return cls(l, k, i, key, _u64(memoryview(b)[cls._S.size:]).copy())
+
+
+@dataclass
 class TripleToPeer:
     holder: int
     w_key: bytes
@@ -362,6 +394,7 @@ class InterceptShare:
 
 MESSAGE_TYPES = {c.TYPE: c for c in (SecureSetup, Selections, SecureIndex, MaskedBlock,
                                      TripleToHolder, TripleToPeer, MaskedVector, ResultShare,
+                                     TripleToHelper,
                                      NewFeatures, MarginShare, MarginKey, MaskedFactors,
                                      FactorTriple, InterceptShare, SelectionsB,
                                      NoisySums, Coefficients)}

@@ -11,7 +11,11 @@ local to k (its own columns and the labels, which every party holds).  The cross
 A_k^T a_j are the only values that need another party's data: when party l selects feature j
 for the first time, every other party k obtains c_kj = A_k^T a_j + N(0, sigma^2 I) once, computed
 by the Beaver product of ``beaver.py`` so that neither k nor l sees the other's raw values, and
-keeps it (re-selections are free).  Each party holds at most F distinct features (``feature_cap``):
+keeps it (re-selections are free).  Party k's masked block E_k goes to one party only, its
+block's helper h(k) = (k + 1) mod K, which computes the other share of every product with k's
+block and adds k's noise, from its own generator and only for what its own ledger charged
+(``_gate_help``); when l = h(k) that is the holder of the column, as at K = 2.  Who holds what,
+and the collusions this rests on, are in ``beaver.py``'s docstring.  Each party holds at most F distinct features (``feature_cap``):
 once it has F, it selects among them only (its set is public, so the restriction is).
 
 One round t (every message framed, serialized and metered, ``messages.py``):
@@ -22,8 +26,9 @@ One round t (every message framed, serialized and metered, ``messages.py``):
 2. Party k: scores g = (A_k^T (A_k x_k - y) + c_k) / n on its candidates, signed report-noisy-max,
    replies ``Index``.
 3. Server: for the features selected for the first time, charges one Gaussian for the round's
-   released vectors (before any noise is drawn), then runs the secure product of each new feature
-   with each other party's block.
+   released vectors (before any noise is drawn; every party charges the same to its own ledger,
+   so each helper knows which holders' releases it may serve), then runs the secure product of
+   each new feature with each other party's block.
 4. Server updates x with gamma_t = 2 / (t + 2) (elementary sampling: every party moves).
 
 With ``epsilon = inf`` no noise is drawn and nothing is clipped: the protocol computes the exact
@@ -49,7 +54,7 @@ from ..clipshare import warn_if_clipped
 from ..sketch import signed_argmax
 from ..transport import Meter
 from . import messages as SM
-from .beaver import holder_shares, masked_block_chunks, peer_output
+from .beaver import block_helper, holder_shares, masked_block_chunks, peer_output
 from .local import LocalParties, Network  # noqa: F401  (the in-process link; re-exported)
 from .ring import Prg, decode, encode
 
@@ -118,7 +123,8 @@ def prepare_block(A_k, y, *, frac, private, feature_bound=None, label_bound=None
 
 class SecureParty:
     """One data holder: its block (clipped when private), the labels, its noise generator, the
-    masked blocks of the other parties and the cross-products released to it.  ``prepared``:
+    masked block of the party whose helper it is (party k - 1 mod K: ``beaver.block_helper``)
+    and the cross-products released to it.  ``prepared``:
     the :class:`PreparedBlock` already made from ``A_k``/``y`` with these options (then
     ``A_k``/``y`` are not read)."""
 
@@ -142,7 +148,7 @@ class SecureParty:
         self.u = np.zeros(self.n)                 # A_k x_k (own block, clipped data)
         self.c = np.zeros(self.p)                 # sum_l sum_j x_j c_kj (released cross terms)
         self.cross = {}                           # (holder l, its local index) -> c_kj
-        self.masked = {}                          # party l -> list of (row, E_l chunk)
+        self.masked = {}                          # its helpee l -> list of (row, E_l chunk)
         self.selected = []                        # own distinct features, in order
         self.intercept = 0.0                      # b of this round (public; 0 when not fitted)
         self._owed_sums = False                   # the intercept's sums charged, not yet sent
@@ -155,6 +161,11 @@ class SecureParty:
         self._pick = self._pick_new = None
         self._owed = None
         self._owed_label = False
+        # ... and as the helper of block k - 1: the holders whose release of this round its
+        # ledger charged (l, or LABEL_RELEASE + L for the label), each served once, and the
+        # (holder, feature) pairs it has served (each once in the run)
+        self._help_owed = set()
+        self._helped = set()
         #: a party whose own ledger governs what it serves even while this object holds no open
         #: filter (a party role opens its ledger only for the messages it charges: remote.py)
         self.gated = False
@@ -167,6 +178,17 @@ class SecureParty:
     # -- setup --------------------------------------------------------------------------------
     def setup(self, msg: SM.SecureSetup):
         self.mask_key, self.feature_cap, self.K = msg.mask_key, msg.feature_cap, msg.parties
+
+    @property
+    def helpee(self):
+        """The party whose masked block this party receives, and whose products it helps:
+        the k with h(k) = this party."""
+        return (self.k - 1) % self.K
+
+    @property
+    def helper(self):
+        """h(k) of this party's block: the one party its masked block goes to."""
+        return block_helper(self.k, self.K)
 
     def masked_blocks(self, start=0, stop=None):
         """E_k = A_k - U_k (mod 2^64) in row chunks, U_k from the mask key (offline phase);
@@ -261,6 +283,10 @@ class SecureParty:
                             "secure: cross-products")
                 if self.k in feats and self._pick_new:
                     self._owed = self._pick          # charged here: this party may serve it
+                # as the helper of block k - 1: one product per charged holder l (neither
+                # itself, served as the holder above, nor its helpee, which has no product
+                # with its own block)
+                self._help_owed |= {h for h in feats if h not in (self.k, self.helpee)}
             for h in msg.holders:
                 if h == SM.INTERCEPT_RELEASE:
                     from .privacy import intercept_release_event
@@ -274,6 +300,8 @@ class SecureParty:
                                 "secure: A_k^T y")
                     if h - SM.LABEL_RELEASE == self.k and self.y is not None:
                         self._owed_label = True
+                    elif h - SM.LABEL_RELEASE != self.helpee:
+                        self._help_owed.add(h)       # the label's product with its helpee
 
     def select(self):
         g = self.scores()
@@ -283,6 +311,8 @@ class SecureParty:
                                 self.b if self.private else 0.0, self.rng)
         i = int(j) if cands is None else int(cands[j])
         self._pick, self._pick_new, self._owed = i, i not in self.selected, None
+        # a feature release charged in an earlier round and not served lapses with it
+        self._help_owed = {h for h in self._help_owed if h >= SM.LABEL_RELEASE}
         if i not in self.selected:
             self.selected.append(i)
         return SM.SecureIndex(sign * (i + 1))
@@ -305,10 +335,55 @@ class SecureParty:
                              f"({'none' if self._owed is None else self._owed}), each once")
         self._owed = None
 
+    def _gate_help(self, l, i):
+        """As the helper of block k - 1, a private party serves the product of party l's feature
+        i (or, i = LABEL_INDEX, of the label party l's y) only if its own ledger charged that
+        release in this round (each charge once: ``charge_features``), and each (l, i) once in
+        the run; the server's word is not enough."""
+        if self.budget is None and not self.gated:
+            return
+        code = SM.LABEL_RELEASE + l if i == SM.LABEL_INDEX else l
+        what = "A_k^T y" if i == SM.LABEL_INDEX else f"feature {i}"
+        if (int(l), int(i)) in self._helped:
+            raise InputError(f"party {self.k}: refused to help release party {l}'s {what} "
+                             f"for party {self.helpee} again")
+        if code not in self._help_owed:
+            raise InputError(f"party {self.k}: refused to help release party {l}'s {what} for "
+                             f"party {self.helpee}: its own ledger charged no (further) "
+                             "release of that party's this round")
+        self._help_owed.discard(code)
+        self._helped.add((int(l), int(i)))
+
+    def _share(self, l, i, k, v, w_share):
+        """h(k)'s share of A_k^T a_j for the holder l's feature i, with k's noise (exact
+        discrete Gaussian at the product's scale, sensitivity.md 4.9) from this party's own
+        generator: k never sees the reconstructed value without it."""
+        if k not in self.masked:
+            raise InputError(f"party {self.k} holds no masked block of party {k}")
+        s = holder_shares(self.masked[k], v, w_share)
+        if self.private and self.sigma > 0:
+            s = s + ring_noise(self.rng, self.sigma, 2 * self.f, s.shape[0])
+        return SM.ResultShare(l, i, s)
+
+    # -- secure product, helper side (h(k) != l: the helper of k's block) ---------------------
+    def helper_share(self, tr: SM.TripleToHelper):
+        """h(k)'s ResultShare for k of the holder's feature: -E_k^T v - (W_k - w_k) + noise."""
+        if tr.peer != self.helpee or tr.holder in (self.k, tr.peer) or tr.holder >= self.K:
+            raise InputError(f"party {self.k} helps only party {self.helpee}'s block, for "
+                             f"another party's column (asked: party {tr.peer}'s, for party "
+                             f"{tr.holder}'s)")
+        self._gate_help(tr.holder, tr.index)
+        return self._share(tr.holder, tr.index, tr.peer, Prg(tr.v_key).uint64(self.n),
+                           tr.share)
+
     # -- secure product, holder side (party l holds the selected column a_j) ------------------
     def holder_messages(self, i, triples):
-        """``triples``: {k: TripleToHolder}.  Returns (MaskedVector for all k, {k: ResultShare}).
-        Noise for k is added to l's share here (l never sees the reconstructed value)."""
+        """``triples``: {k: TripleToHolder} for the blocks this party helps (its helpee).
+        Returns (MaskedVector for every other party, {k: ResultShare}).  The noise for k is
+        added to the helper's share (l never sees the reconstructed value)."""
+        if not triples:
+            raise InputError(f"party {self.k}: no triple came with the request for feature {i} "
+                             "(the key of its vector mask comes with it)")
         self._gate_release(i)
         if i == SM.LABEL_INDEX:
             if self.y is None:
@@ -323,16 +398,14 @@ class SecureParty:
             raise InputError("the dealer sent different vector masks for one feature")
         v = Prg(keys.pop()).uint64(self.n)
         z = SM.MaskedVector(self.k, i, col + v)
-        shares = {}
-        for k, tr in triples.items():
-            s = holder_shares(self.masked[k], v, tr.share)
-            if self.private and self.sigma > 0:     # exact discrete Gaussian (sensitivity.md 4.9)
-                s = s + ring_noise(self.rng, self.sigma, 2 * self.f, s.shape[0])
-            shares[k] = SM.ResultShare(self.k, i, s)
+        shares = {k: self._share(self.k, i, k, v, tr.share) for k, tr in triples.items()}
         return z, shares
 
     # -- secure product, peer side (party k holds the block) ----------------------------------
     def peer_output(self, z: SM.MaskedVector, tr: SM.TripleToPeer, res: SM.ResultShare):
+        if (res.holder, res.index) != (z.holder, z.index) or tr.holder != z.holder:
+            raise InputError(f"party {self.k}: the masked vector, the dealer's triple and the "
+                             "result share name different products")
         out = peer_output(self.A_fx_T, z.z, tr.w_key, res.share)
         if z.index == SM.LABEL_INDEX:
             self.ty = decode(out, 2 * self.f)

@@ -3,8 +3,9 @@ run_secure`) as the server role, each party a party role (hosted by Flower's Cli
 process over a :class:`~vflpriv.runtime.link.LocalLink`).
 
 A link carries messages only between the server and each party, so the party-to-party
-messages of the secure product (masked blocks, masked vectors, result shares) are relayed by the
-server -- which, as the dealer of the Beaver randomness, could unmask them.  They are therefore
+messages of the secure product (each masked block to its helper, masked vectors, result shares
+from the helpers) are relayed by the server -- which, as the dealer of the Beaver randomness,
+could unmask them.  They are therefore
 **end-to-end encrypted** between the two parties with vetted primitives from ``cryptography``
 (never our own): each party makes an X25519 key pair at setup (the private key stays in its
 SuperNode's state), the server distributes the public keys (a semi-honest server relays them
@@ -34,6 +35,7 @@ from ...runtime.partydata import load_party_data, party_noise_seed
 from ...runtime.roles import PartyRole, Refused, own_budget
 from ..transport import DOWN, UP, Meter
 from . import messages as SM
+from .beaver import block_helper
 from .phased import PhasedLink
 from .saves import SecureSaves
 from .store import SpilledBlocks
@@ -164,10 +166,10 @@ def _prepared(cfg, setup, k):
     return block
 
 
-#: what a party keeps between messages; the last four are its holder gate (what its own ledger
-#: charged and it may therefore serve: ``SecureParty._gate_release``)
+#: what a party keeps between messages; from ``_pick`` on its holder and helper gates (what its
+#: own ledger charged and it may therefore serve: ``SecureParty._gate_release``, ``_gate_help``)
 _STATE = ("x", "u", "c", "cross", "masked", "selected", "ty", "intercept", "_pick", "_pick_new",
-          "_owed", "_owed_label", "_owed_sums")
+          "_owed", "_owed_label", "_owed_sums", "_help_owed", "_helped")
 
 
 class SecurePartyRole(SecureSaves, PartyRole):
@@ -251,19 +253,26 @@ class SecurePartyRole(SecureSaves, PartyRole):
             releaser = struct.unpack("<H", frame)[0]
             return "sums", SM.encode(p.noisy_sums(self.k == releaser), self.k, t)
         if kind == "holder":
+            # the masked column for every other party, then the share for the block it helps
             entries = unpack_bundle(frame)
             i = struct.unpack("<I", entries[0][1])[0]
             triples = {q: SM.decode(b)[0] for q, b in entries[1:]}
             z, shares = p.holder_messages(i, triples)
-            out = []
-            for q in sorted(triples):
-                out.append((q, ch.seal(q, "MaskedVector", t, SM.encode(z, self.k, t))))
-                out.append((q, ch.seal(q, "ResultShare", t, SM.encode(shares[q], self.k, t))))
+            zf = SM.encode(z, self.k, t)
+            out = [(q, ch.seal(q, "MaskedVector", t, zf))
+                   for q in range(int(self.setup["K"])) if q != self.k]
+            out += [(q, ch.seal(q, "ResultShare", t, SM.encode(shares[q], self.k, t)))
+                    for q in sorted(shares)]
             return "bundle", pack_bundle(out)
-        if kind == "peer":
-            (_, tp), (src, zb), (_, rb) = unpack_bundle(frame)
+        if kind == "helper":          # h(k) != l: the share with k's noise, for k
+            res = p.helper_share(SM.decode(frame)[0])
+            q = p.helpee
+            return "bundle", pack_bundle([(q, ch.seal(q, "ResultShare", t,
+                                                      SM.encode(res, self.k, t)))])
+        if kind == "peer":            # z from the holder l, the share from the helper h(k)
+            (_, tp), (src, zb), (hsrc, rb) = unpack_bundle(frame)
             z = SM.decode(ch.open(src, "MaskedVector", t, zb))[0]
-            res = SM.decode(ch.open(src, "ResultShare", t, rb))[0]
+            res = SM.decode(ch.open(hsrc, "ResultShare", t, rb))[0]
             p.peer_output(z, SM.decode(tp)[0], res)
             return "ok", b""
         raise Refused(f"party {self.k}: unknown request {kind!r}")
@@ -292,9 +301,9 @@ class SecurePartyRole(SecureSaves, PartyRole):
         return pack_bundle(out)
 
     def _receivers(self):
-        """Who gets this party's masked block: every other party (the logistic path's role
-        sends it to the two holders of d's shares only, ``glm_remote.py``)."""
-        return [q for q in sorted(self.peers) if q != self.k]
+        """Who gets this party's masked block: its block's helper h(k) only (the logistic
+        path's role sends it to the two holders of d's shares, ``glm_remote.py``)."""
+        return [block_helper(self.k, int(self.setup["K"]))]
 
     def _block_dir(self):
         """This party's folder for the masked blocks it receives: under its node config's
@@ -406,23 +415,30 @@ class LinkParties:
         bundle = pack_bundle([(k, keys[k]) for k in range(self.K)])
         self.link.exchange([(k, bundle, "keys") for k in range(self.K)], 0)
 
+    def offline_fanout(self):
+        """How many blocks' rows one offline message carries at most: a party's reply its own
+        block for its one receiver, h(k), and a relayed delivery its helpee's block (the
+        logistic path's roles: K - 1, ``glm_remote.py``)."""
+        return 1
+
     def offline_rows(self):
         """Rows of every masked block per offline message: a party's reply carries them for its
-        K - 1 peers, a relayed delivery the K - 1 peers' rows, both at most about
-        ``frame_bytes``; a whole number of the parties' chunks when that fits (so the frames
-        are those of the in-process run)."""
+        receivers, a relayed delivery its senders' rows (``offline_fanout`` blocks at most),
+        both at most about ``frame_bytes``; a whole number of the parties' chunks when that fits
+        (so the frames are those of the in-process run)."""
         from .protocol import CHUNK_ROWS
 
-        per_row = 8 * max(1, self.K - 1) * max(self.sizes)
+        per_row = 8 * max(1, self.offline_fanout()) * max(self.sizes)
         rows = max(1, self.frame_bytes // per_row)
         if rows >= CHUNK_ROWS:
             rows -= rows % CHUNK_ROWS
         return min(rows, max(1, self.n))
 
     def offline(self):
-        """The masked blocks E_k, every party to every other, in pieces of ``offline_rows()``
-        rows: message i asks each party for its rows of piece i and hands it the peers'
-        sealed rows of piece i - 1 (one more message delivers the last piece).  No message
+        """The masked blocks E_k, each party to its receivers (least squares: to its block's
+        helper h(k) only), in pieces of ``offline_rows()`` rows: message i asks each party for
+        its rows of piece i and hands it its senders' sealed rows of piece i - 1 (one more
+        message delivers the last piece).  No message
         grows with n, and each party writes what it receives to its own disk."""
         rows = self.offline_rows()
         starts = list(range(0, self.n, rows))
@@ -466,20 +482,36 @@ class LinkParties:
             out.append(SM.decode(f)[0])
         return out
 
-    def product(self, l, i, to_holder, to_peer, t):
-        others = sorted(to_holder)
+    def product(self, l, i, to_holder, to_helper, to_peer, t):
+        """As :meth:`.local.LocalParties.product`: one exchange asks the holder l (its masked
+        column for every other party, the share for the block it helps) and, at once, the
+        helper h(k) of every other block (its share for k); a second hands each k its triple,
+        z and its helper's share."""
+        others = sorted(set(to_holder) | set(to_helper))
+        helper = {k: (l if k in to_holder else block_helper(k, self.K)) for k in others}
         entries = [(l, struct.pack("<I", int(i)))] + \
-            [(k, self._down(l, to_holder[k], t)) for k in others]
-        (reply,) = self.link.exchange([(l, pack_bundle(entries), "holder")], t)
-        got = unpack_bundle(reply)
-        z = {k: b for (k, b) in got[0::2]}
-        r = {k: b for (k, b) in got[1::2]}
+            [(k, self._down(l, to_holder[k], t)) for k in sorted(to_holder)]
+        reqs = [(l, pack_bundle(entries), "holder")] + \
+            [(helper[k], self._down(helper[k], to_helper[k], t), "helper")
+             for k in sorted(to_helper)]
+        replies = self.link.exchange(reqs, t)
+        got = unpack_bundle(replies[0])
+        if len(got) != len(others) + len(to_holder):
+            raise InputError(f"party {l} answered {len(got)} messages for feature {i}, not "
+                          f"{len(others) + len(to_holder)}")
+        z = dict(got[:len(others)])
+        r = dict(got[len(others):])
+        for k, reply in zip(sorted(to_helper), replies[1:]):
+            r.update(unpack_bundle(reply))
+        if set(z) != set(others) or set(r) != set(others):
+            raise InputError(f"the answers for party {l}'s feature {i} do not address its "
+                             "peers")
         for k in others:
             self._peer(l, k, t, z[k], "MaskedVector")
         for k in others:
-            self._peer(l, k, t, r[k], "ResultShare")
+            self._peer(helper[k], k, t, r[k], "ResultShare")
         self.link.exchange([(k, pack_bundle([(k, self._down(k, to_peer[k], t)), (l, z[k]),
-                                             (l, r[k])]), "peer") for k in others], t)
+                                             (helper[k], r[k])]), "peer") for k in others], t)
 
     def save(self, t):
         """Every party saves its own state after round t, on its own disk (before the

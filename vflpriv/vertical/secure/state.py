@@ -9,11 +9,12 @@ key counter of a seeded :class:`~.ring.KeySource`).
 
 **Each party**: its noise generator's ``bit_generator.state``, its iterate x_k, u_k = A_k x_k,
 its cross term c_k, its released cross-products c_kj (keyed by holder and feature), A_k^T y +
-noise when it holds no label, its selected set, and its own ledger's records (the in-process
+noise when it holds no label, its selected set, the (holder, feature) products it has served as
+its helpee's helper (each is served once in a run), and its own ledger's records (the in-process
 parties keep theirs in memory).  A party of the logistic path (``glm.py``) holds no
 cross-products: its generator, x_k, u_k, its key counter and its ledger's records.
 
-**Not held**: the masked blocks E_l = A_l - U_l (mod 2^64).  They are a deterministic function of
+**Not held**: the masked block E_l = A_l - U_l (mod 2^64) of its helpee l.  They are a deterministic function of
 the data and the matrix-mask keys, so a resume recomputes them by re-running the offline phase
 (and then restores the meter, so its bytes are counted once).  Measured at n = 1e4, d = 200,
 K = 4 (``vflpriv bench secure``, docs/vertical.md): recomputing them with the setup takes
@@ -101,6 +102,7 @@ def party_state(p):
     keys = sorted(p.cross)
     meta = {"rng": noise_state(p.rng),
             "selected": [int(i) for i in p.selected], "has_ty": p.ty is not None,
+            "helped": sorted([int(l), int(i)] for l, i in p._helped),
             "ledger": _ledger_state(p.budget), "intercept": float(p.intercept)}
     arrays = {"x": p.x, "u": p.u, "c": p.c,
               "cross_keys": np.asarray(keys, dtype=np.int64).reshape(len(keys), 2),
@@ -132,6 +134,7 @@ def set_party_state(p, meta, arrays):
                for (l, i), v in zip(arrays["cross_keys"], arrays["cross_values"])}
     p.ty = np.array(arrays["ty"], dtype=np.float64) if meta["has_ty"] else None
     p.intercept = float(meta.get("intercept", 0.0))
+    p._helped = {(int(l), int(i)) for l, i in meta.get("helped", ())}
     _restore_ledger(p.budget, meta["ledger"])
 
 

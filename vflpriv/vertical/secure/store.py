@@ -1,15 +1,17 @@
 """Where a party keeps the masked blocks E_k = A_k - U_k it received (offline phase, ``beaver.py``).
 
-E_k is dense and uniform over Z_{2^64}: 8 n p_k bytes, kept by every other party and read once
-per secure product (l's share -E_k^T v is a sum over rows, computed chunk by chunk).  At n = 1e6,
+E_k is dense and uniform over Z_{2^64}: 8 n p_k bytes, kept by its helper h(k) (least squares;
+by L and H on the logistic path) and read once per secure product with k's block (the helper's
+share -E_k^T v is a sum over rows, computed chunk by chunk).  At n = 1e6,
 d = 2000 the K blocks are 16 GB, more than this machine's memory, so above ``SPILL_BYTES`` they are
 spilled: each received chunk is appended to a file and read back, one chunk at a time, into fresh
 memory (plain reads, not a memory map, so that the process's resident memory stays one chunk).
 
 A store is iterated as ``(row offset, chunk)`` pairs in the order received, which is all that
 :func:`vflpriv.vertical.secure.beaver.masked_product` needs; a plain list of pairs (the in-memory
-case) is the same interface.  In one process the K - 1 receivers of one frame share its memory
-(``local.Network``); they likewise share one spilled copy (written once, read-only after).
+case) is the same interface.  In one process the receivers of one frame (one on the
+least-squares path, two on the logistic path) share its memory (``local.Network``); they
+likewise share one spilled copy (written once, read-only after).
 """
 from __future__ import annotations
 

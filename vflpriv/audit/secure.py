@@ -139,6 +139,85 @@ def make_release(n: int = 4, p: int = 2, feature_bound: float = 1.0, row_clip: f
         f"{event.sensitivity:.4g} (2 B_a C); holder's row 0 flipped")
 
 
+def make_release_routed(n: int = 4, p: int = 2, feature_bound: float = 1.0,
+                        row_clip: float = 1.0, epsilon: float = 1.0,
+                        noise_factor: float = 1.0) -> AuditMechanism:
+    """``dp_bcfw_secure_release_routed``: the cross-product release at K = 3, where the products
+    are routed (issue 33): party 2 holds the column, so its two releases are party 0's A_0^T a_j
+    + N_0, whose share and noise come from party 0's block helper, party 1 (the routed path:
+    ``Dealer.routed_triples``, ``helper_share``), and party 1's A_1^T a_j + N_1, whose helper is
+    the holder itself (``holder_messages``).  Neighbours: row 0 of both peers' blocks is C e_0;
+    the holder's column has +B_a (D0) or -B_a (D1) in row 0: each released entry 0 moves by
+    2 B_a C.  Claim: the round's event for party 2's new feature,
+    ``DiscreteGaussian(sigma, 2 B_a sqrt(C_0^2 + C_1^2))``; score: the two released entries 0
+    projected on (1, 1) / sqrt(2), which moves by the full sensitivity."""
+    import numpy as np
+
+    from accounting import calibrate
+    from vflpriv.vertical.secure import beaver, ring
+    from vflpriv.vertical.secure import messages as SM
+    from vflpriv.vertical.secure import privacy as SP
+    from vflpriv.vertical.secure.protocol import SecureParty
+
+    Ba, C, K = feature_bound, row_clip, 3
+    sizes = [p, p, 1]
+    clips = SP.row_clips(Ba, C, sizes)
+    sigma = calibrate(lambda s: SP.round_feature_event(s, Ba, clips, [2]), epsilon, DELTA,
+                      decreasing=True).value
+    event = SP.round_feature_event(sigma, Ba, clips, [2])
+    f = ring.frac_bits(n * Ba * Ba + 40 * sigma + 1)
+    y = np.zeros(n)
+    kw = dict(frac=f, private=True, feature_bound=Ba, label_bound=1.0, noise="gumbel",
+              index_scale=1.0, noise_seed=0)
+    keys = ring.KeySource()                          # masks from OS entropy; they cancel
+    dealer = beaver.Dealer(keys, sizes, n, 1024)
+
+    def peer(k, noise_factor_k=1.0):
+        A = np.zeros((n, sizes[k]))
+        A[0, 0] = C
+        q = SecureParty(k, A, y, 1.0, row_clip=clips[k], sigma=sigma * noise_factor_k, **kw)
+        q.setup(SM.SecureSetup(f, 10, K, n, dealer.mask_keys[k]))
+        return q
+
+    p0, p1 = peer(0), peer(1, noise_factor)          # party 1 draws party 0's noise
+    for row, block in p0.masked_blocks():            # E_0 to its helper h(0) = 1 only
+        p1.receive_block(0, SM.MaskedBlock(row, block))
+    blocks1 = list(p1.masked_blocks())               # E_1 to h(1) = 2, the holder
+
+    def make_holder(a0):
+        A2 = np.zeros((n, 1))
+        A2[0, 0] = a0
+        h = SecureParty(2, A2, y, 1.0, row_clip=clips[2], sigma=sigma * noise_factor, **kw)
+        h.setup(SM.SecureSetup(f, 10, K, n, dealer.mask_keys[2]))
+        for row, block in blocks1:
+            h.receive_block(1, SM.MaskedBlock(row, block))
+        return h
+
+    holders = (make_holder(Ba), make_holder(-Ba))
+
+    def sample(k, rng):
+        outs = []
+        for h in holders:
+            h.rng = p1.rng = rng
+            out = np.empty(k)
+            for r in range(k):
+                to_holder, to_helper, to_peer = dealer.routed_triples(2, 0, [0, 1])
+                z, shares = h.holder_messages(0, to_holder)          # party 1's share
+                s0 = p1.helper_share(to_helper[0])                    # party 0's, from h(0)
+                p0.peer_output(z, to_peer[0], s0)
+                p1.peer_output(z, to_peer[1], shares[1])
+                out[r] = (p0.cross[(2, 0)][0] + p1.cross[(2, 0)][0]) / math.sqrt(2.0)
+            outs.append(out)
+        return outs[0], outs[1]
+
+    return AuditMechanism(
+        "dp_bcfw_secure_release_routed", event, DELTA, sample, score=None,
+        description=f"one dp-bcfw-secure cross-product release at K = 3 with the products "
+        f"routed through the blocks' helpers (Dealer.routed_triples / helper_share / "
+        f"holder_messages / peer_output): discrete Gaussian sigma={sigma:.4g}, sensitivity "
+        f"{event.sensitivity:.4g} (2 B_a sqrt(C_0^2 + C_1^2)); holder's row 0 flipped")
+
+
 def make_intercept(n: int = 4, label_bound: float = 1.0, epsilon: float = 1.0,
                    noise_factor: float = 1.0) -> AuditMechanism:
     import numpy as np
@@ -186,6 +265,7 @@ def make_intercept(n: int = 4, label_bound: float = 1.0, epsilon: float = 1.0,
 register("dp_bcfw_secure_selection")(lambda: make_selection("gumbel"))
 register("dp_bcfw_secure_intercept")(lambda: make_intercept())
 register("dp_bcfw_secure_release")(lambda: make_release())
+register("dp_bcfw_secure_release_routed")(lambda: make_release_routed())
 
 
 def make_glm_scores(epsilon: float = 1.0, n: int = 2, feature_bound: float = 1.0,

@@ -399,7 +399,7 @@ class VerticalDPLogisticRegression(_VerticalLogistic):
     the other share of the margins and loss derivatives) does not collude with the label party
     (docs/sensitivity.md, section 5); ``helper_party`` chooses it.  ``logistic_path="taylor"``
     has no helper: it fits the loss's second-order expansion at 0 by the least-squares protocol
-    (labels 2y; a fiftieth of the traffic, lower AUC at small epsilon; docs/vertical.md, "The
+    (labels 2y; a seventieth of the traffic, lower AUC at small epsilon; docs/vertical.md, "The
     Taylor path", and docs/sensitivity.md 4.8).  A private fit
     (finite ``epsilon``) needs ``delta`` and ``feature_bound``; labels are mapped to -1/+1, so
     ``label_bound`` is 1.  ``row_clip`` C bounds each party's row norm (sensitivity 2 C D per

@@ -332,7 +332,8 @@ def test_audit_md_quotes_the_per_entry_audits():
             f"({_audit('secure')['wall_seconds']:.0f} s for both)") in page
     for name, mech, claim in (("glm_scores", "dp_bcfw_secure_glm_scores", ""),
                               ("glm_intercept", "dp_bcfw_secure_glm_intercept", " 1.0"),
-                              ("ls_intercept", "dp_bcfw_secure_intercept", " 1.0")):
+                              ("ls_intercept", "dp_bcfw_secure_intercept", " 1.0"),
+                              ("release_routed", "dp_bcfw_secure_release_routed", " 1.0")):
         doc = _audit(name)
         m = doc["mechanisms"][0]
         assert m["name"] == mech and m["samples"] == 30000 and doc["seed"] == 0

@@ -5,9 +5,11 @@ in-process model bit for bit; the link's delay is really there (a round costs at
 round trip; a bare request/reply through the relay takes 20 ms or more); nothing is left
 behind.  Needs root and iproute2 (skipped otherwise, with the reason).
 
-The link test takes a few seconds; the deployment about two minutes on the 2-core machine (slow):
-a deployed exchange costs seconds whatever the link (the SuperNodes poll every 3 s when idle,
-each message starts a ClientApp process), and a 2-round dp-bcfw-secure run has about 20."""
+The link test takes a few seconds; the deployment about a minute on the 2-core machine (slow): a
+deployed exchange costs seconds whatever the link (each message starts a ClientApp process), and
+a 2-round dp-bcfw-secure run has about 20.  Its SuperNodes and SuperExecs ask for work every
+0.2 s instead of Flower's 3 s and 1 s (``VFLPRIV_IDLE_POLL``, vflpriv/flower/node_launcher.py):
+the same processes and messages over the same links, with less idle waiting."""
 import socket
 import subprocess
 import threading
@@ -92,7 +94,8 @@ def test_shaped_link_delays_and_rates(tmp_path):
 
 
 @pytest.mark.slow
-def test_secure_least_squares_through_shaped_links_equals_inprocess(tmp_path):
+def test_secure_least_squares_through_shaped_links_equals_inprocess(tmp_path, monkeypatch):
+    monkeypatch.setenv("VFLPRIV_IDLE_POLL", "0.2")
     A, y, _ = make_synthetic(n=300, d=16, density=0.3, seed=0)
     data = VerticalData.from_arrays(A, y, "balanced", parties=2)
     T = 2

@@ -81,6 +81,8 @@ def bernoulli_exp(rng, num, den) -> np.ndarray:
     num = np.asarray(num, dtype=object)
     den = np.broadcast_to(np.asarray(den, dtype=object), num.shape).copy()
     m = num.shape[0]
+    if m <= _FEW:
+        return _bernoulli_exp_few(rng, num.tolist(), den.tolist())
     whole = num // den
     frac = num - whole * den
     alive = np.ones(m, dtype=bool)
@@ -98,6 +100,29 @@ def bernoulli_exp(rng, num, den) -> np.ndarray:
     if idx.size:
         alive[idx] = _bernoulli_exp_fraction(rng, frac[idx], den[idx])
     return alive
+
+
+def _bernoulli_exp_few(rng, num, den) -> np.ndarray:
+    """:func:`bernoulli_exp` on a few draws (lists of Python ints): the same calls to ``rng`` in
+    the same order, so the same draws (see :func:`_bernoulli_exp_fraction_few`)."""
+    m = len(num)
+    whole = [a // b for a, b in zip(num, den)]
+    frac = [a - w * b for a, w, b in zip(num, whole, den)]
+    alive = [True] * m
+    todo = [i for i in range(m) if whole[i] > 0]
+    left = [whole[i] for i in todo]
+    while todo:
+        ok = _bernoulli_exp_fraction_few(rng, [1] * len(todo), [1] * len(todo))
+        for i, o in zip(todo, ok):
+            if not o:
+                alive[i] = False
+        keep = [j for j in range(len(todo)) if ok[j] and left[j] > 1]
+        todo, left = [todo[j] for j in keep], [left[j] - 1 for j in keep]
+    out = np.array(alive, dtype=bool)
+    idx = [i for i in range(m) if alive[i]]
+    if idx:
+        out[idx] = _bernoulli_exp_fraction_few(rng, [frac[i] for i in idx], [den[i] for i in idx])
+    return out
 
 
 def _bernoulli_exp_fraction(rng, num, den) -> np.ndarray:
@@ -190,6 +215,17 @@ def _bernoulli_exp_fraction_few(rng, num, den) -> np.ndarray:
 
 def _geometric_exp1(rng, m) -> np.ndarray:
     """The number of Bernoulli(exp(-1)) successes before the first failure (object array)."""
+    if m <= _FEW:                                   # the same calls to rng, in plain Python
+        v = [0] * m
+        idx = list(range(m))
+        while idx:
+            ok = _bernoulli_exp_fraction_few(rng, [1] * len(idx), [1] * len(idx))
+            idx = [i for i, o in zip(idx, ok) if o]
+            for i in idx:
+                v[i] += 1
+        out = np.empty(m, dtype=object)
+        out[:] = v
+        return out
     v = np.zeros(m, dtype=object)
     idx = np.arange(m)
     one = np.ones(m, dtype=object)
@@ -204,6 +240,22 @@ def _uniform_below(rng, t: int, m: int) -> np.ndarray:
     """m uniform integers in {0, ..., t - 1} (object array), by rejection from whole words."""
     bits = max(1, (t - 1).bit_length())
     words = -(-bits // _W)
+    if m <= _FEW:                                   # the same calls to rng, in plain Python
+        vals = [None] * m
+        idx = list(range(m))
+        while idx:
+            u = [0] * len(idx)
+            for _ in range(words):
+                w = rng.bit_generator.random_raw(len(idx)).tolist()
+                u = [a * (1 << _W) + b for a, b in zip(u, w)]
+            u = [a >> (words * _W - bits) for a in u]
+            for i, a in zip(idx, u):
+                if a < t:
+                    vals[i] = a
+            idx = [i for i, a in zip(idx, u) if a >= t]
+        out = np.empty(m, dtype=object)
+        out[:] = vals
+        return out
     out = np.empty(m, dtype=object)
     idx = np.arange(m)
     while idx.size:

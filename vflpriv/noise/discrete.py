@@ -216,16 +216,7 @@ def _bernoulli_exp_fraction_few(rng, num, den) -> np.ndarray:
 def _geometric_exp1(rng, m) -> np.ndarray:
     """The number of Bernoulli(exp(-1)) successes before the first failure (object array)."""
     if m <= _FEW:                                   # the same calls to rng, in plain Python
-        v = [0] * m
-        idx = list(range(m))
-        while idx:
-            ok = _bernoulli_exp_fraction_few(rng, [1] * len(idx), [1] * len(idx))
-            idx = [i for i, o in zip(idx, ok) if o]
-            for i in idx:
-                v[i] += 1
-        out = np.empty(m, dtype=object)
-        out[:] = v
-        return out
+        return _objects(_geometric_exp1_few(rng, m))
     v = np.zeros(m, dtype=object)
     idx = np.arange(m)
     one = np.ones(m, dtype=object)
@@ -241,21 +232,7 @@ def _uniform_below(rng, t: int, m: int) -> np.ndarray:
     bits = max(1, (t - 1).bit_length())
     words = -(-bits // _W)
     if m <= _FEW:                                   # the same calls to rng, in plain Python
-        vals = [None] * m
-        idx = list(range(m))
-        while idx:
-            u = [0] * len(idx)
-            for _ in range(words):
-                w = rng.bit_generator.random_raw(len(idx)).tolist()
-                u = [a * (1 << _W) + b for a, b in zip(u, w)]
-            u = [a >> (words * _W - bits) for a in u]
-            for i, a in zip(idx, u):
-                if a < t:
-                    vals[i] = a
-            idx = [i for i, a in zip(idx, u) if a >= t]
-        out = np.empty(m, dtype=object)
-        out[:] = vals
-        return out
+        return _objects(_uniform_below_few(rng, t, m))
     out = np.empty(m, dtype=object)
     idx = np.arange(m)
     while idx.size:
@@ -269,9 +246,70 @@ def _uniform_below(rng, t: int, m: int) -> np.ndarray:
     return out
 
 
+def _objects(values) -> np.ndarray:
+    """A list of Python ints as an object array."""
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
+def _geometric_exp1_few(rng, m) -> list:
+    """:func:`_geometric_exp1` in plain Python (a list): the same calls to ``rng``."""
+    v = [0] * m
+    idx = list(range(m))
+    while idx:
+        ok = _bernoulli_exp_fraction_few(rng, [1] * len(idx), [1] * len(idx))
+        idx = [i for i, o in zip(idx, ok) if o]
+        for i in idx:
+            v[i] += 1
+    return v
+
+
+def _uniform_below_few(rng, t: int, m: int) -> list:
+    """:func:`_uniform_below` in plain Python (a list): the same calls to ``rng``."""
+    bits = max(1, (t - 1).bit_length())
+    words = -(-bits // _W)
+    vals = [None] * m
+    idx = list(range(m))
+    while idx:
+        u = [0] * len(idx)
+        for _ in range(words):
+            w = rng.bit_generator.random_raw(len(idx)).tolist()
+            u = [a * (1 << _W) + b for a, b in zip(u, w)]
+        u = [a >> (words * _W - bits) for a in u]
+        for i, a in zip(idx, u):
+            if a < t:
+                vals[i] = a
+        idx = [i for i, a in zip(idx, u) if a >= t]
+    return vals
+
+
+def _discrete_laplace_few(rng, t: int, m: int) -> list:
+    """:func:`discrete_laplace` in plain Python (a list) for at most ``_FEW`` draws: the same
+    calls to ``rng`` in the same order, so the same draws."""
+    out = [None] * m
+    need = list(range(m))
+    while need:
+        n = len(need)
+        u = _uniform_below_few(rng, t, n)
+        keep = _bernoulli_exp_few(rng, u, [t] * n)
+        u = [a for a, k in zip(u, keep) if k]
+        v = _geometric_exp1_few(rng, len(u))
+        x = [a + t * b for a, b in zip(u, v)]
+        neg = (rng.bit_generator.random_raw(len(u)) & np.uint64(1)).tolist()
+        y = [-a if g else a for a, g in zip(x, neg) if not (g and a == 0)]
+        take = min(len(y), n)
+        for i, a in zip(need[:take], y[:take]):
+            out[i] = a
+        need = need[take:]
+    return out
+
+
 def discrete_laplace(rng, t: int, m: int) -> np.ndarray:
     """m draws of the discrete Laplace with scale t (pmf proportional to exp(-|x|/t)), exact
     (CKS Algorithm 2); an object array of Python ints."""
+    if m <= _FEW:
+        return _objects(_discrete_laplace_few(rng, t, m))
     out = np.empty(m, dtype=object)
     need = np.arange(m)
     while need.size:
@@ -320,6 +358,19 @@ def discrete_gaussian(rng, sigma2, size: int) -> np.ndarray:
 
 
 def _gaussian_chunk(rng, t, a, b, den, size):
+    if size + size // 2 + 8 <= _FEW:                # the same calls to rng, in plain Python
+        out, need = [None] * size, list(range(size))
+        while need:
+            n = len(need)
+            y = _discrete_laplace_few(rng, t, n + n // 2 + 8)
+            ok = _bernoulli_exp_few(rng, [(abs(v) * (b * t) - a) ** 2 for v in y],
+                                    [den] * len(y))
+            y = [v for v, o in zip(y, ok) if o]
+            take = min(len(y), n)
+            for i, v in zip(need[:take], y[:take]):
+                out[i] = v
+            need = need[take:]
+        return _objects(out)
     out = np.empty(size, dtype=object)
     need = np.arange(size)
     while need.size:

@@ -25,6 +25,10 @@ real scale, up to 2^57).
 Every step runs on all pending draws at once (numpy; the rationals as Python integers in object
 arrays), so a release of 10^6 values is a few dozen vectorized passes, not 10^6 Python loops;
 ``tests/test_noise.py`` tests the draws against the exact pmf (chi-square) and times the rate.
+A step with at most ``_FEW`` pending draws (a release of a few values: a selection's scores, one
+cross-product) runs a plain-Python twin instead, numpy's per-call overhead being most of the
+work there; each twin makes the same calls to the generator in the same order, so the draws are
+the same (``tests/test_noise_discrete.py`` compares the two paths).
 """
 from __future__ import annotations
 

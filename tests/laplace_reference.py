@@ -25,20 +25,15 @@ truncated exponentials, and
 The c outside the kept range (log P(c) above 1e-32 / (k + 1)) carry probability ``missing``,
 and each term is in [0, 1], so the true delta lies in [total, total + missing].
 """
+import functools
+
 import mpmath as mp
 
 
 def laplace_delta_bounds(k: int, eps: float, eps_g: float, tail=mp.mpf(10) ** -32):
     """(lower, upper) bounds on delta at eps_g of k Laplace releases at eps = sensitivity / scale;
     upper - lower <= ``tail`` plus rounding far below it."""
-    with mp.workdps(60):
-        e = mp.mpf(eps)
-        pc = -mp.expm1(-e) / 2
-        logp = [mp.loggamma(k + 1) - mp.loggamma(c + 1) - mp.loggamma(k - c + 1)
-                + c * mp.log(pc) + (k - c) * mp.log1p(-pc) for c in range(k + 1)]
-        cut = mp.log(tail) - mp.log(k + 1)
-        keep = [c for c in range(k + 1) if logp[c] > cut]
-        missing = max(mp.mpf(0), 1 - mp.fsum(mp.exp(logp[c]) for c in keep))
+    logp, keep, missing = _counts(k, eps, tail)
     cmax = keep[-1]
     with mp.workdps(45 + (3 * cmax) // 4):
         e, g = mp.mpf(eps), mp.mpf(eps_g)
@@ -76,6 +71,21 @@ def laplace_delta_bounds(k: int, eps: float, eps_g: float, tail=mp.mpf(10) ** -3
         return total, total + missing
 
 
+@functools.lru_cache(maxsize=8)
+def _counts(k, eps, tail):
+    """log P(C = c) for C ~ Bin(k, p_c), the c kept and the probability of the others; the same
+    for every threshold, so worked out once per (k, eps)."""
+    with mp.workdps(60):
+        e = mp.mpf(eps)
+        pc = -mp.expm1(-e) / 2
+        logp = tuple(mp.loggamma(k + 1) - mp.loggamma(c + 1) - mp.loggamma(k - c + 1)
+                     + c * mp.log(pc) + (k - c) * mp.log1p(-pc) for c in range(k + 1))
+        cut = mp.log(tail) - mp.log(k + 1)
+        keep = tuple(c for c in range(k + 1) if logp[c] > cut)
+        missing = max(mp.mpf(0), 1 - mp.fsum(mp.exp(logp[c]) for c in keep))
+    return logp, keep, missing
+
+
 def _partial(c, n, lo, hi, k, e, g, u0, cols, damp, q, pa):
     """sum over a in [lo, hi] (0 < tau < c eps) of P(a | c) E[(1 - e^{g - S})_+ | a, c]."""
     norm = (-mp.expm1(-e)) ** c
@@ -83,7 +93,8 @@ def _partial(c, n, lo, hi, k, e, g, u0, cols, damp, q, pa):
     def index(a):                                        # tau(a) = u_index
         return int(mp.nint((((2 * a + 2 * c - k) * e - g) / 2 - u0) / e))
 
-    size = index(hi) + 1
+    i0 = index(lo)
+    size = i0 + hi - lo + 1                              # index(hi) + 1: tau steps by eps
     # P(T < u) and e^{g - s0} E[e^{2T}; T < u] before the inclusion-exclusion (e^{-2 u_r} is
     # what e^{g - s0 + 2 j eps} becomes at u_r = tau - j eps)
     probs = [cols[r][0][c] / norm for r in range(size)]
@@ -96,18 +107,17 @@ def _partial(c, n, lo, hi, k, e, g, u0, cols, damp, q, pa):
     bits = 150 + int(mp.ceil(spread))
     one = 1 << bits
 
-    def fixed(xs):
-        return [int(mp.nint(x * one)) for x in xs]
+    def fixed(xs):                                       # x * one, exactly (one = 2^bits)
+        return [int(mp.nint(mp.ldexp(x, bits))) for x in xs]
 
-    coef_i = fixed(coefs)
-    conv_p, conv_m = _convolve(coef_i, fixed(probs)), _convolve(coef_i, fixed(moments))
+    # conv(coefs, probs) - conv(coefs, moments) = conv(coefs, probs - moments): one product
+    diff = _convolve(fixed(coefs), [p - m for p, m in zip(fixed(probs), fixed(moments))])
     w = mp.exp(mp.loggamma(n + 1) - mp.loggamma(lo + 1) - mp.loggamma(n - lo + 1)
                + lo * mp.log(pa) + (n - lo) * mp.log1p(-pa))
     ratio = pa / (1 - pa)
     out = mp.mpf(0)
     for a in range(lo, hi + 1):
-        i = index(a)
-        out += w * mp.mpf(conv_p[i] - conv_m[i]) / one ** 2
+        out += w * mp.mpf(diff[i0 + a - lo]) / one ** 2   # index(a) = index(lo) + a - lo
         w = w * (n - a) / (a + 1) * ratio
     return out
 
@@ -144,23 +154,26 @@ def _gamma_columns(cs, u):
 
 
 def _convolve(coef, vals):
-    """out[i] = sum_j coef[j] vals[i - j] for i < len(vals) (integers, vals >= 0), exactly, by
-    Kronecker substitution: two big-integer products, the coefficients split by sign, each slot
-    wide enough to hold its sum."""
-    nbytes = (max(x.bit_length() for x in coef) + max(v.bit_length() for v in vals)
+    """out[i] = sum_j coef[j] vals[i - j] for i < len(vals) (integers of either sign), exactly,
+    by Kronecker substitution: one big-integer product of the two packed sequences (signed
+    slots), each slot wide enough to hold its sum; every slot of the product is offset by half
+    its range so that it reads back as a non-negative number."""
+    nbytes = (max(abs(x).bit_length() for x in coef) + max(abs(v).bit_length() for v in vals)
               + len(coef).bit_length() + 9) // 8
 
     def pack(xs):
-        return int.from_bytes(b"".join(x.to_bytes(nbytes, "little") for x in xs), "little")
+        def packed(ys):
+            return int.from_bytes(b"".join(y.to_bytes(nbytes, "little") for y in ys), "little")
 
-    packed = pack(vals)
-    out = [0] * len(vals)
-    for sign in (1, -1):
-        prod = pack([max(sign * x, 0) for x in coef]) * packed
-        raw = prod.to_bytes((prod.bit_length() + 7) // 8 + nbytes * len(vals), "little")
-        for i in range(len(vals)):
-            out[i] += sign * int.from_bytes(raw[i * nbytes:(i + 1) * nbytes], "little")
-    return out
+        return packed([max(x, 0) for x in xs]) - packed([max(-x, 0) for x in xs])
+
+    slots = len(coef) + len(vals) - 1                    # |each slot's sum| < half
+    half = 1 << (8 * nbytes - 1)
+    prod = pack(coef) * pack(vals) + int.from_bytes(
+        half.to_bytes(nbytes, "little") * slots, "little")
+    raw = prod.to_bytes(nbytes * slots, "little")
+    return [int.from_bytes(raw[i * nbytes:(i + 1) * nbytes], "little") - half
+            for i in range(len(vals))]
 
 
 def _tails_by_count(n_lo, n_hi, a, ps):

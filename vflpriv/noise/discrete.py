@@ -25,6 +25,10 @@ real scale, up to 2^57).
 Every step runs on all pending draws at once (numpy; the rationals as Python integers in object
 arrays), so a release of 10^6 values is a few dozen vectorized passes, not 10^6 Python loops;
 ``tests/test_noise.py`` tests the draws against the exact pmf (chi-square) and times the rate.
+A step with at most ``_FEW`` pending draws (a release of a few values: a selection's scores, one
+cross-product) runs a plain-Python twin instead, numpy's per-call overhead being most of the
+work there; each twin makes the same calls to the generator in the same order, so the draws are
+the same (``tests/test_noise_discrete.py`` compares the two paths).
 """
 from __future__ import annotations
 
@@ -81,6 +85,8 @@ def bernoulli_exp(rng, num, den) -> np.ndarray:
     num = np.asarray(num, dtype=object)
     den = np.broadcast_to(np.asarray(den, dtype=object), num.shape).copy()
     m = num.shape[0]
+    if m <= _FEW:
+        return _bernoulli_exp_few(rng, num.tolist(), den.tolist())
     whole = num // den
     frac = num - whole * den
     alive = np.ones(m, dtype=bool)
@@ -98,6 +104,29 @@ def bernoulli_exp(rng, num, den) -> np.ndarray:
     if idx.size:
         alive[idx] = _bernoulli_exp_fraction(rng, frac[idx], den[idx])
     return alive
+
+
+def _bernoulli_exp_few(rng, num, den) -> np.ndarray:
+    """:func:`bernoulli_exp` on a few draws (lists of Python ints): the same calls to ``rng`` in
+    the same order, so the same draws (see :func:`_bernoulli_exp_fraction_few`)."""
+    m = len(num)
+    whole = [a // b for a, b in zip(num, den)]
+    frac = [a - w * b for a, w, b in zip(num, whole, den)]
+    alive = [True] * m
+    todo = [i for i in range(m) if whole[i] > 0]
+    left = [whole[i] for i in todo]
+    while todo:
+        ok = _bernoulli_exp_fraction_few(rng, [1] * len(todo), [1] * len(todo))
+        for i, o in zip(todo, ok):
+            if not o:
+                alive[i] = False
+        keep = [j for j in range(len(todo)) if ok[j] and left[j] > 1]
+        todo, left = [todo[j] for j in keep], [left[j] - 1 for j in keep]
+    out = np.array(alive, dtype=bool)
+    idx = [i for i in range(m) if alive[i]]
+    if idx:
+        out[idx] = _bernoulli_exp_fraction_few(rng, [frac[i] for i in idx], [den[i] for i in idx])
+    return out
 
 
 def _bernoulli_exp_fraction(rng, num, den) -> np.ndarray:
@@ -190,6 +219,8 @@ def _bernoulli_exp_fraction_few(rng, num, den) -> np.ndarray:
 
 def _geometric_exp1(rng, m) -> np.ndarray:
     """The number of Bernoulli(exp(-1)) successes before the first failure (object array)."""
+    if m <= _FEW:                                   # the same calls to rng, in plain Python
+        return _objects(_geometric_exp1_few(rng, m))
     v = np.zeros(m, dtype=object)
     idx = np.arange(m)
     one = np.ones(m, dtype=object)
@@ -204,6 +235,8 @@ def _uniform_below(rng, t: int, m: int) -> np.ndarray:
     """m uniform integers in {0, ..., t - 1} (object array), by rejection from whole words."""
     bits = max(1, (t - 1).bit_length())
     words = -(-bits // _W)
+    if m <= _FEW:                                   # the same calls to rng, in plain Python
+        return _objects(_uniform_below_few(rng, t, m))
     out = np.empty(m, dtype=object)
     idx = np.arange(m)
     while idx.size:
@@ -217,9 +250,70 @@ def _uniform_below(rng, t: int, m: int) -> np.ndarray:
     return out
 
 
+def _objects(values) -> np.ndarray:
+    """A list of Python ints as an object array."""
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
+def _geometric_exp1_few(rng, m) -> list:
+    """:func:`_geometric_exp1` in plain Python (a list): the same calls to ``rng``."""
+    v = [0] * m
+    idx = list(range(m))
+    while idx:
+        ok = _bernoulli_exp_fraction_few(rng, [1] * len(idx), [1] * len(idx))
+        idx = [i for i, o in zip(idx, ok) if o]
+        for i in idx:
+            v[i] += 1
+    return v
+
+
+def _uniform_below_few(rng, t: int, m: int) -> list:
+    """:func:`_uniform_below` in plain Python (a list): the same calls to ``rng``."""
+    bits = max(1, (t - 1).bit_length())
+    words = -(-bits // _W)
+    vals = [None] * m
+    idx = list(range(m))
+    while idx:
+        u = [0] * len(idx)
+        for _ in range(words):
+            w = rng.bit_generator.random_raw(len(idx)).tolist()
+            u = [a * (1 << _W) + b for a, b in zip(u, w)]
+        u = [a >> (words * _W - bits) for a in u]
+        for i, a in zip(idx, u):
+            if a < t:
+                vals[i] = a
+        idx = [i for i, a in zip(idx, u) if a >= t]
+    return vals
+
+
+def _discrete_laplace_few(rng, t: int, m: int) -> list:
+    """:func:`discrete_laplace` in plain Python (a list) for at most ``_FEW`` draws: the same
+    calls to ``rng`` in the same order, so the same draws."""
+    out = [None] * m
+    need = list(range(m))
+    while need:
+        n = len(need)
+        u = _uniform_below_few(rng, t, n)
+        keep = _bernoulli_exp_few(rng, u, [t] * n)
+        u = [a for a, k in zip(u, keep) if k]
+        v = _geometric_exp1_few(rng, len(u))
+        x = [a + t * b for a, b in zip(u, v)]
+        neg = (rng.bit_generator.random_raw(len(u)) & np.uint64(1)).tolist()
+        y = [-a if g else a for a, g in zip(x, neg) if not (g and a == 0)]
+        take = min(len(y), n)
+        for i, a in zip(need[:take], y[:take]):
+            out[i] = a
+        need = need[take:]
+    return out
+
+
 def discrete_laplace(rng, t: int, m: int) -> np.ndarray:
     """m draws of the discrete Laplace with scale t (pmf proportional to exp(-|x|/t)), exact
     (CKS Algorithm 2); an object array of Python ints."""
+    if m <= _FEW:
+        return _objects(_discrete_laplace_few(rng, t, m))
     out = np.empty(m, dtype=object)
     need = np.arange(m)
     while need.size:
@@ -268,6 +362,19 @@ def discrete_gaussian(rng, sigma2, size: int) -> np.ndarray:
 
 
 def _gaussian_chunk(rng, t, a, b, den, size):
+    if size + size // 2 + 8 <= _FEW:                # the same calls to rng, in plain Python
+        out, need = [None] * size, list(range(size))
+        while need:
+            n = len(need)
+            y = _discrete_laplace_few(rng, t, n + n // 2 + 8)
+            ok = _bernoulli_exp_few(rng, [(abs(v) * (b * t) - a) ** 2 for v in y],
+                                    [den] * len(y))
+            y = [v for v, o in zip(y, ok) if o]
+            take = min(len(y), n)
+            for i, v in zip(need[:take], y[:take]):
+                out[i] = v
+            need = need[take:]
+        return _objects(out)
     out = np.empty(size, dtype=object)
     need = np.arange(size)
     while need.size:

@@ -30,7 +30,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import expit
+
+from .losses import expit
 
 #: the logistic intercept's public range: |b| <= 8 (probabilities 3.4e-4 .. 1 - 3.4e-4)
 INTERCEPT_BOUND = 8.0

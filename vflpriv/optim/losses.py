@@ -26,9 +26,21 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import expit
 
 from ..errors import InputError
+
+
+_EXPIT = None
+
+
+def expit(x):
+    """``scipy.special.expit``, imported on first use: importing scipy.special takes about a
+    quarter of a second, which every ``vflpriv`` process (and every ClientApp process of a
+    deployment) would otherwise pay for the logistic loss alone."""
+    global _EXPIT
+    if _EXPIT is None:
+        from scipy.special import expit as _EXPIT
+    return _EXPIT(x)
 
 
 def _check_bound(name, value):

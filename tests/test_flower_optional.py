@@ -65,3 +65,16 @@ def test_paths_reach_other_processes_absolute(tmp_path, monkeypatch):
     assert dep.cfgs == [{"party": 0, "data": str(tmp_path / "p0.npz"),
                          "ledger": str(tmp_path / "p0.ledger")}]
     assert dep.run_dir == str(tmp_path / "dep")
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-1", "61", "nan"])
+def test_a_bad_idle_poll_is_refused_naming_it(value, tmp_path, monkeypatch):
+    """``VFLPRIV_IDLE_POLL`` (a LocalDeployment's default idle poll) that is not 0.01..60 s is
+    one InputError naming the value and the variable, before any process or file."""
+    pytest.importorskip("flwr")
+    from vflpriv.flower.deploy import IDLE_POLL_ENV, LocalDeployment
+
+    monkeypatch.setenv(IDLE_POLL_ENV, value)
+    with pytest.raises(InputError, match=f"{IDLE_POLL_ENV}.*got '{value}'"):
+        LocalDeployment([{"party": 0}], str(tmp_path / "dep"))
+    assert not (tmp_path / "dep").exists()

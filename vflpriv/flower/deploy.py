@@ -27,6 +27,7 @@ less waiting, at some CPU for the extra requests: 0.2 s costs about a tenth of a
 """
 from __future__ import annotations
 
+import math
 import os
 import pickle
 import shutil
@@ -171,9 +172,13 @@ class LocalDeployment:
         self.network = network if network is not None else active()
         if idle_poll is None and os.environ.get(IDLE_POLL_ENV):
             idle_poll = os.environ[IDLE_POLL_ENV]
-        self.idle_poll = None if idle_poll is None else float(idle_poll)
+        try:
+            self.idle_poll = None if idle_poll is None else float(idle_poll)
+        except (TypeError, ValueError):
+            self.idle_poll = math.nan               # refused just below, naming the value
         if self.idle_poll is not None and not 0.01 <= self.idle_poll <= 60:
-            raise InputError(f"idle_poll must be from 0.01 to 60 seconds, got {idle_poll!r}")
+            raise InputError(f"idle_poll (or {IDLE_POLL_ENV}) must be from 0.01 to 60 seconds, "
+                             f"got {idle_poll!r}")
 
     # -- processes ----------------------------------------------------------------------------
     def _env(self):

@@ -498,7 +498,7 @@ class LinkParties:
         got = unpack_bundle(replies[0])
         if len(got) != len(others) + len(to_holder):
             raise InputError(f"party {l} answered {len(got)} messages for feature {i}, not "
-                          f"{len(others) + len(to_holder)}")
+                             f"{len(others) + len(to_holder)}")
         z = dict(got[:len(others)])
         r = dict(got[len(others):])
         for k, reply in zip(sorted(to_helper), replies[1:]):

@@ -58,7 +58,7 @@ __all__ = ["AuditMechanism", "REGISTRY", "UNAVAILABLE", "AUDIT_MODULES", "regist
 
 #: modules whose import registers audit mechanisms (each calls :func:`register`)
 AUDIT_MODULES = ["vflpriv.audit.mechanisms", "vflpriv.audit.vertical", "vflpriv.audit.horizontal",
-                 "vflpriv.audit.secure", "vflpriv.audit.sparse"]
+                 "vflpriv.audit.secure", "vflpriv.audit.secure_ssp", "vflpriv.audit.sparse"]
 
 #: name -> factory() -> AuditMechanism
 REGISTRY: dict = {}

@@ -85,7 +85,7 @@ def solve(data, config: VerticalConfig | None = None, **options) -> Solution:
     cfg, rule = _resolve_eta(cfg, data)
     sol = _dispatch(data, cfg, label_party)
     if hasattr(sol, "eta"):                 # (flower.spec_dir returns the written description)
-        sol.eta, sol.eta_rule = float(cfg.eta), rule
+        sol.eta, sol.eta_rule = None if cfg.eta == "auto" else float(cfg.eta), rule
     return sol
 
 
@@ -99,6 +99,10 @@ def _resolve_eta(cfg, data):
 
     from .scale import auto_eta
 
+    if cfg.logistic_path == "ssp":
+        # the ssp path fits by a ridge, not over l1 balls (secure/ssp.py): "auto" keeps none
+        return cfg, ("no l1 ball: the ssp path's ridge (lambda = sigma sqrt(d + 2), from the "
+                     "noise) regularizes; an explicit eta bounds each party's l1 norm")
     eta, why = auto_eta(cfg.loss_fn.name, data.K, cfg.feature_bound, cfg.label_bound, data)
     return dataclasses.replace(cfg, eta=eta), why
 

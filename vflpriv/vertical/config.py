@@ -109,8 +109,9 @@ def check_fit_intercept(fit_intercept, algorithm, loss):
 
 #: dp-bcfw-secure's ways to fit the logistic loss (docs/vertical.md): "glm", the derivatives
 #: under secret sharing every round (the sigmoid series, a helper party); "taylor", least
-#: squares on the loss's second-order expansion at 0 (labels 2y), cross-products released once
-LOGISTIC_PATHS = ("glm", "taylor")
+#: squares on the loss's second-order expansion at 0 (labels 2y), cross-products released once;
+#: "ssp", that expansion's sufficient statistics released once, the model fitted from them
+LOGISTIC_PATHS = ("glm", "taylor", "ssp")
 
 
 def check_logistic_path(path, algorithm, loss):
@@ -251,9 +252,10 @@ class VerticalConfig:
                                                        loss.name))
         self._set("step", check_step(self.step, self.algorithm, loss.name,
                                      self.logistic_path))
-        if self.logistic_path == "taylor" and self.helper_party is not None:
-            raise InputError(f"logistic_path 'taylor' has no helper party (it runs the least-"
-                             f"squares products), got helper_party {self.helper_party!r}")
+        if self.logistic_path in ("taylor", "ssp") and self.helper_party is not None:
+            raise InputError(f"logistic_path {self.logistic_path!r} has no helper party (it runs "
+                             f"the least-squares products), got helper_party "
+                             f"{self.helper_party!r}")
         iterations = self.iterations
         self._set("eta", check_eta(self.eta))
         if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)) \

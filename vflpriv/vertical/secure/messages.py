@@ -65,6 +65,9 @@ LABEL_RELEASE = 0x8000
 #: NewFeatures holder code for "every party releases its noisy column sums, the label party also
 #: its noisy label sum" (the intercept of least squares, once at setup)
 INTERCEPT_RELEASE = 0xFFFF
+#: NewFeatures holder code for "every party releases its part of the sufficient statistics"
+#: (the logistic loss's ssp path, once at setup: ``ssp.py``)
+GRAM_RELEASE = 0xFFFE
 
 
 def _u64(b):
@@ -392,12 +395,30 @@ class InterceptShare:
         return cls(cls._S.unpack(b)[0])
 
 
+@dataclass
+class GramPart:
+    """A party's noisy part of the sufficient statistics M = sum_r z_r z_r^T (ssp path): its own
+    block's upper triangle, its column sums, its cross-blocks with the higher parties, A_k^T y and
+    (label party) the label sum, as float64 words laid out by ``ssp.pack_part``."""
+    words: object
+    TYPE = 51
+
+    def payload(self):
+        return np.asarray(self.words, dtype="<f8").tobytes()
+
+    @classmethod
+    def parse(cls, b):
+        if len(b) % 8:
+            raise InputError(f"a GramPart payload of {len(b)} bytes is malformed")
+        return cls(np.frombuffer(b, dtype="<f8").copy())
+
+
 MESSAGE_TYPES = {c.TYPE: c for c in (SecureSetup, Selections, SecureIndex, MaskedBlock,
                                      TripleToHolder, TripleToPeer, MaskedVector, ResultShare,
                                      TripleToHelper,
                                      NewFeatures, MarginShare, MarginKey, MaskedFactors,
                                      FactorTriple, InterceptShare, SelectionsB,
-                                     NoisySums, Coefficients)}
+                                     NoisySums, Coefficients, GramPart)}
 
 
 def decode(frame: bytes):

@@ -46,11 +46,19 @@ def solve_secure(data, cfg, label_party):
     """dp-bcfw-secure on ``data`` (a VerticalData) as ``cfg`` (a VerticalConfig) says, with the
     labels at ``label_party`` as ``cfg.check_data`` resolved it (None: every party).  Returns
     the Solution, or with ``flower.spec_dir`` the written description's info."""
+    if cfg.logistic_path == "ssp":
+        from .ssp_run import check_options
+
+        check_options(cfg)         # before settle reads a checkpoint or the radius
     run = settle(data, cfg, cfg.loss_fn, label_party)
     if run.loss.name == "logistic" and cfg.logistic_path == "taylor":
         from .taylor import solve_taylor
 
         return solve_taylor(data, run, _least_squares, settle)
+    if run.loss.name == "logistic" and cfg.logistic_path == "ssp":
+        from .ssp_run import solve_ssp
+
+        return solve_ssp(data, run)
     if run.loss.name == "logistic":
         return _logistic(data, run)
     return _least_squares(data, run)

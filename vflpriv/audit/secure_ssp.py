@@ -1,0 +1,80 @@
+"""Audit of dp-bcfw-secure's ssp path (``logistic_path="ssp"``): the one release of the
+sufficient statistics, through the protocol's own code (``ssp_run._release``: the masked blocks,
+the Beaver products with the helpers' ring noise, every party's ``GramPart``; real masks and
+dealer).
+
+``dp_bcfw_secure_ssp``: K = 2 parties of 2 columns each, the label at party 0, n = 2 rows.
+Neighbours (replace row 0), chosen so that the two augmented rows z = (s a, 1, y) are orthogonal
+and of the full norm R: on D0 party k's row 0 is (C_k, C_k) / sqrt 2 with y_0 = +1, on D1
+(C_k, -C_k) / sqrt 2 with y_0 = -1 (entries within B_a = 1; s^2 (C_0^2 + C_1^2) = 1 + B_y^2, so
+||z||^2 = ||z'||^2 = R^2 and z . z' = 0 + 1 - 1 = 0).  Then ||z z^T - z' z'^T||_F = sqrt(2) R^2, the declared sensitivity:
+the worst case is attained.  Claim: ``DiscreteGaussian(sigma, sqrt(2) R^2)``, the event the run
+charges.  Score: the released M's Frobenius product with the move's direction D / ||D||_F (the
+svec inner product: the likelihood ratio's statistic; a post-processing).  Row 1 is zero.
+"""
+from __future__ import annotations
+
+import math
+
+from . import AuditMechanism, register
+
+DELTA = 1e-5
+
+
+def make_ssp(epsilon: float = 1.0, noise_factor: float = 1.0) -> AuditMechanism:
+    import numpy as np
+
+    from vflpriv.vertical.secure import messages as SM
+    from vflpriv.vertical.secure import ring
+    from vflpriv.vertical.secure import ssp as S
+    from vflpriv.vertical.secure.local import LocalParties
+    from vflpriv.vertical.secure.protocol import prepare_block
+    from vflpriv.vertical.secure.ssp_run import _release, make_parties
+
+    n, sizes, By, Ba = 2, [2, 2], 1.0, 1.0
+    clips = [Ba * 2 ** 0.25] * 2                     # the default rule B_a p_k^(1/4)
+    s = S.scale(By, clips)
+    sigma = S.calibrate_sigma(epsilon, DELTA, By)
+    event = S.release_event(sigma, By)
+    frac = ring.frac_bits(n * Ba * s * max(Ba * s, By) + 40 * sigma + 1)
+
+    def side(flip):
+        A = [np.zeros((n, 2)), np.zeros((n, 2))]
+        y = np.zeros(n)
+        for k in range(2):
+            A[k][0] = clips[k] / math.sqrt(2.0) * np.array([1.0, -1.0 if flip else 1.0])
+        y[0] = -By if flip else By
+        blocks = [prepare_block(A[k] * s, y if k == 0 else None, frac=frac, private=True,
+                                feature_bound=Ba * s, label_bound=By, row_clip=clips[k] * s,
+                                k=k) for k in range(2)]
+        Z = np.zeros((n, 6))
+        Z[:, :2], Z[:, 2:4], Z[:, 4], Z[:, 5] = A[0] * s, A[1] * s, 1.0, y
+        return blocks, Z.T @ Z
+
+    (b0, M0), (b1, M1) = side(False), side(True)
+    D = M0 - M1
+    D[4, 4] = D[5, 5] = 0.0                          # n and y^T y are not released
+    unit = D / np.linalg.norm(D)
+
+    def release(blocks, rng):
+        parties = make_parties(blocks, frac, True, sigma * noise_factor, event, [0, 0])
+        for p in parties:
+            p.rng = rng
+        link = LocalParties(parties)
+        M = _release(link, parties, sizes, 0, n, frac, None, None)
+        link.close()
+        return float(np.sum(M * unit))
+
+    def sample(k, rng):
+        return (np.array([release(b0, rng) for _ in range(k)]),
+                np.array([release(b1, rng) for _ in range(k)]))
+
+    return AuditMechanism(
+        "dp_bcfw_secure_ssp", event, DELTA, sample, score=None,
+        description=f"the ssp path's one release of the sufficient statistics (ssp_run._release: "
+        f"K = 2, 2 columns each, label at party 0): discrete Gaussian sigma={sigma:.4g}, "
+        f"sensitivity {event.sensitivity:.4g} (sqrt(2) R^2, R^2 = 2 (1 + B_y^2)); row 0 "
+        f"replaced by an orthogonal augmented row of the same norm")
+
+
+register("dp_bcfw_secure_ssp")(lambda: make_ssp())

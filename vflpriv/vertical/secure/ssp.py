@@ -1,0 +1,241 @@
+"""dp-bcfw-secure's sufficient-statistics path for the logistic loss (``logistic_path="ssp"``):
+the math (scale rule, sensitivity, noise layout, the fit from the released statistics).
+
+With labels y in {-1, +1} the logistic loss's second-order expansion at the margin 0 is
+(m - 2y)^2 / 8 + const (``taylor.py``), so its minimizer over (x, b) is a function of the
+second moments of the augmented rows z_r = (a_r, 1, y_r) only: M = sum_r z_r z_r^T.  Instead of
+releasing cross-products feature by feature with a private selection every round (the taylor
+path), this path releases M once, with Gaussian noise, and fits the model from it by
+post-processing: sufficient-statistics perturbation (Vu and Slavkovic 2009; Wang 2018,
+"Revisiting differentially private linear regression", AdaSSP; Huggins, Adams and Broderick
+2017, PASS-GLM, for GLMs by a polynomial expansion of the loss).
+
+Privacy (docs/sensitivity.md 4.10).  Every party clips its entries to [-B_a, B_a] and its rows
+to l2 norm C_k (the row clips of ``defaults``), and the rows are scaled by the public factor
+
+    s = sqrt((1 + B_y^2) / sum_k C_k^2),
+
+so that the features' part of z_r has squared norm at most 1 + B_y^2, that of the two other
+coordinates together: ||z_r||^2 <= R^2 = 2 (1 + B_y^2) (the rule that balances the three parts
+of the row; 4.10).  Replacing row r by r' moves M by D = z z^T - z' z'^T, and
+
+    ||D||_F^2 = ||z||^4 + ||z'||^4 - 2 (z . z')^2 <= 2 R^4.
+
+The released coordinates are the upper triangle of M (without the public n and the unused
+y^T y) in the isometric layout svec: a diagonal entry with noise N(0, sigma^2), an off-diagonal
+one with N(0, sigma^2 / 2) (= noise sigma on sqrt(2) M_ij).  So the release is one Gaussian of
+l2 sensitivity Delta = sqrt(2) R^2 in svec coordinates; the cross-blocks' entries carry exact
+discrete Gaussian noise in the ring (4.9), so the event is a ``DiscreteGaussian`` (its Renyi bound
+is the continuous Gaussian's, which also covers the float-noised coordinates).
+
+The fit (post-processing of the release; ``fit``): G = the noisy (a, 1) block, h = its column
+with y; G's eigenvalues are floored at 0 and shifted by lambda = sigma sqrt(d + 2) (the noise's
+spectral norm is about sigma sqrt(2 (d + 2)); a shift of that order keeps the noisy quadratic
+strongly convex, as AdaSSP's ridge does), and
+
+    minimize  (1/n) [ w^T (G + lambda I) w / 8 - h^T w / 2 ]   over w = (x, b),
+    ||x_k||_1 <= eta / s per party (x in the scaled units), |b| <= B_b,
+
+by accelerated projected gradient to convergence; x is returned in the data's units (s x).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+#: solver iterations of the post-processing fit (FISTA); it stops earlier at ``_TOL``
+MAX_ITER = 5000
+_TOL = 1e-10
+
+
+def scale(label_bound, clips) -> float:
+    """s = sqrt((1 + B_y^2) / sum_k C_k^2): the public factor on every party's rows."""
+    return math.sqrt((1.0 + float(label_bound) ** 2) / sum(float(c) ** 2 for c in clips))
+
+
+def row_bound_sq(label_bound) -> float:
+    """R^2 = 2 (1 + B_y^2): the squared norm bound of an augmented scaled row (s a, 1, y)."""
+    return 2.0 * (1.0 + float(label_bound) ** 2)
+
+
+def sensitivity(label_bound) -> float:
+    """Delta = sqrt(2) R^2: the l2 sensitivity of svec(M) under replace-one."""
+    return math.sqrt(2.0) * row_bound_sq(label_bound)
+
+
+def release_event(sigma, label_bound):
+    """The one release: a discrete Gaussian (the cross-blocks' ring noise, 4.9) of sensitivity
+    Delta in svec coordinates, replace-one."""
+    from accounting import REPLACE_ONE, DiscreteGaussian
+
+    return DiscreteGaussian(float(sigma), sensitivity(label_bound), neighboring=REPLACE_ONE)
+
+
+def calibrate_sigma(epsilon, delta, label_bound, accountant="rdp") -> float:
+    """The smallest sigma (to the calibration's tolerance, on the safe side) whose release
+    spends at most ``epsilon`` at ``delta``."""
+    from accounting import calibrate
+
+    from ...errors import uncalibrated
+
+    try:
+        res = calibrate(lambda s: release_event(s, label_bound), float(epsilon), float(delta),
+                        guess=4.0 * sensitivity(label_bound), accountant=accountant)
+    except ValueError as exc:
+        raise uncalibrated(exc, epsilon, delta, accountant) from None
+    return float(res.value)
+
+
+def own_block(A_k, sigma, rng):
+    """Party k's own part of svec(M), noised: the upper triangle of A_k^T A_k (row-major,
+    diagonal included; noise sigma on the diagonal, sigma / sqrt 2 off it) and its column sums
+    A_k^T 1 (noise sigma / sqrt 2, off-diagonal entries (a_i, 1))."""
+    G = np.asarray((A_k.T @ A_k).todense() if hasattr(A_k, "todense") else A_k.T @ A_k,
+                   dtype=np.float64)
+    p = G.shape[0]
+    iu = np.triu_indices(p)
+    tri = G[iu]
+    sums = np.asarray(A_k.sum(axis=0), dtype=np.float64).ravel()
+    if sigma > 0:
+        off = sigma / math.sqrt(2.0)
+        sd = np.where(iu[0] == iu[1], sigma, off)
+        tri = tri + rng.normal(0.0, 1.0, tri.shape[0]) * sd
+        sums = sums + rng.normal(0.0, off, p)
+    return tri, sums
+
+
+def assemble(blocks, parts, n):
+    """The noisy (d + 2) x (d + 2) symmetric M from every party's part (``GramPart`` values
+    already split by :func:`split_part`): coordinates in the order of ``blocks``, then the
+    intercept's 1 (its entry 1^T 1 = n is public, not released), then y (y^T y is not used).  ``parts[k]``: dict with tri, sums, cross {l: p_k x p_l},
+    ty (p_k), ysum (float or None)."""
+    d = sum(len(b) for b in blocks)
+    M = np.zeros((d + 2, d + 2))
+    one, yi = d, d + 1
+    M[one, one] = float(n)
+    for k, (b, part) in enumerate(zip(blocks, parts)):
+        b = np.asarray(b, dtype=np.intp)
+        p = len(b)
+        iu = np.triu_indices(p)
+        G = np.zeros((p, p))
+        G[iu] = part["tri"]
+        G = G + np.triu(G, 1).T
+        M[np.ix_(b, b)] = G
+        M[b, one] = M[one, b] = part["sums"]
+        M[b, yi] = M[yi, b] = part["ty"]
+        for l, C in part["cross"].items():
+            bl = np.asarray(blocks[l], dtype=np.intp)
+            M[np.ix_(b, bl)] = C
+            M[np.ix_(bl, b)] = C.T
+        if part.get("ysum") is not None:
+            M[one, yi] = M[yi, one] = part["ysum"]
+    return M
+
+
+def part_length(k, sizes, label_party) -> int:
+    """Words of party k's GramPart: its triangle, sums, cross-blocks with the higher parties,
+    A_k^T y, and the label sum (one word, NaN except at the label party)."""
+    p = sizes[k]
+    return p * (p + 1) // 2 + p + sum(p * sizes[l] for l in range(k + 1, len(sizes))) + p + 1
+
+
+def pack_part(tri, sums, cross, ty, ysum):
+    """The flat float64 payload of a GramPart (``cross``: the blocks with l > k in order of l)."""
+    return np.concatenate([tri, sums] + [np.asarray(c, dtype=np.float64).ravel() for c in cross]
+                          + [ty, [np.nan if ysum is None else float(ysum)]])
+
+
+def split_part(k, sizes, words, label_party):
+    """The inverse of :func:`pack_part` for party k, checked against the public sizes."""
+    from ...errors import InputError
+
+    words = np.asarray(words, dtype=np.float64)
+    want = part_length(k, sizes, label_party)
+    if words.shape != (want,):
+        raise InputError(f"party {k} sent {words.size} statistics; its block of {sizes[k]} "
+                         f"columns needs {want}")
+    p, pos = sizes[k], 0
+
+    def take(m):
+        nonlocal pos
+        out = words[pos:pos + m]
+        pos += m
+        return out
+
+    tri, sums = take(p * (p + 1) // 2), take(p)
+    cross = {l: take(p * sizes[l]).reshape(p, sizes[l]) for l in range(k + 1, len(sizes))}
+    ty, ysum = take(p), float(take(1)[0])
+    if not np.all(np.isfinite(words[:-1])):
+        raise InputError(f"party {k} sent statistics that are not finite numbers")
+    if k == label_party and not math.isfinite(ysum):
+        raise InputError(f"the label party {k} sent no label sum")
+    return {"tri": tri, "sums": sums, "cross": cross, "ty": ty,
+            "ysum": ysum if k == label_party else None}
+
+
+def ridge(sigma, d) -> float:
+    """lambda = sigma sqrt(d + 2): the eigenvalue shift of the noisy Gram (module docstring)."""
+    return float(sigma) * math.sqrt(d + 2.0)
+
+
+def _project_l1(v, r):
+    """Euclidean projection of v on the l1 ball of radius r (Duchi et al. 2008)."""
+    a = np.abs(v)
+    if a.sum() <= r:
+        return v
+    u = np.sort(a)[::-1]
+    cs = np.cumsum(u)
+    k = np.arange(1, u.size + 1)
+    rho = np.nonzero(u * k > cs - r)[0][-1]
+    theta = (cs[rho] - r) / (rho + 1.0)
+    return np.sign(v) * np.maximum(a - theta, 0.0)
+
+
+def fit(M, blocks, *, lam, radius=math.inf, b_bound=math.inf, labels_scale=2.0):
+    """(x in scaled units, b, solver iterations): the minimizer over w = (x, b) of least squares
+    on the labels ``labels_scale`` y written in the released moments,
+
+        w^T (G+ + lam I) w / 2 - labels_scale h^T w,
+
+    G+ the noisy (a, 1) block with its eigenvalues floored at 0, h its column with y (for
+    labels_scale 2 this is the expansion's problem: (m - 2y)^2 / 8 is a quarter of least squares
+    on 2y), over the per-party l1 balls of ``radius`` (inf: none) and |b| <= ``b_bound``.  The
+    unconstrained minimizer is solved in closed form (a pseudo-inverse where lam = 0); only when
+    it leaves the feasible set does accelerated projected gradient (FISTA) start from its
+    projection."""
+    d = M.shape[0] - 2
+    G = M[:d + 1, :d + 1]
+    G = (G + G.T) / 2.0
+    h = labels_scale * M[:d + 1, d + 1]
+    ev, V = np.linalg.eigh(G)
+    ev = np.maximum(ev, 0.0) + float(lam)
+    keep = ev > ev.max() * 1e-12
+    w = V[:, keep] @ ((V[:, keep].T @ h) / ev[keep])
+    idx = [np.asarray(b, dtype=np.intp) for b in blocks]
+
+    def feasible(w):
+        return abs(w[d]) <= b_bound and all(np.abs(w[b]).sum() <= radius for b in idx)
+
+    if feasible(w):
+        return w[:d], float(w[d]), 0
+
+    def project(w):
+        for b in idx:
+            w[b] = _project_l1(w[b], radius)
+        w[d] = min(max(w[d], -b_bound), b_bound)
+        return w
+
+    Gp = (V * ev) @ V.T
+    L = float(ev.max())
+    w = project(w)
+    yv, t, it = w.copy(), 1.0, 0
+    for it in range(1, MAX_ITER + 1):
+        w_new = project(yv - (Gp @ yv - h) / L)
+        t_new = (1.0 + math.sqrt(1.0 + 4.0 * t * t)) / 2.0
+        yv = w_new + ((t - 1.0) / t_new) * (w_new - w)
+        step = float(np.linalg.norm(w_new - w))
+        w, t = w_new, t_new
+        if step <= _TOL * (1.0 + float(np.linalg.norm(w))):
+            break
+    return w[:d], float(w[d]), it

@@ -1,0 +1,297 @@
+"""dp-bcfw-secure's ssp path, run (``logistic_path="ssp"``): the sufficient statistics of the
+logistic loss's expansion released once, under secret sharing, then the model fitted from them.
+
+The math (scale rule, sensitivity, layout, the fit) is in ``ssp.py``; the proof in
+docs/sensitivity.md 4.10.  The run reuses the least-squares protocol's pieces
+(``protocol.py``, ``beaver.py``, ``local.py``):
+
+1. setup and the offline phase: each party's masked block to its helper h(k), as least squares;
+2. the server charges the one release (a ``DiscreteGaussian`` of sensitivity sqrt(2) R^2) to its
+   budget filter, then announces it (``NewFeatures([GRAM_RELEASE])``): every party charges the
+   same to its own ledger before it draws any noise, and serves products only while that charge
+   is open, each product once (:class:`GramParty`);
+3. the label party's y times every other block (A_k^T y, to party k), and every feature of party
+   l times the blocks of the parties k < l (A_k^T A_l, to party k: each cross-block once), each
+   with noise sigma / sqrt 2 from the block's helper (exact discrete Gaussian in the ring);
+4. every party sends its ``GramPart``: its own noisy triangle and column sums (local), the
+   cross-blocks and A_k^T y it received, the label sum at the label party;
+5. the server assembles the noisy M and fits (post-processing; ``ssp.fit``).
+
+No party sees another's rows or labels, only DP values; the server sees the released M.
+Threat model: least squares' (the dealer colludes with no party, no party with its helper).
+Runs in process (``backend="inprocess"``); the Flower backends refuse it.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from ...errors import InputError
+from . import messages as SM
+from . import privacy as SP
+from . import ssp as S
+from .protocol import SecureParty, prepare_block
+
+
+class GramParty(SecureParty):
+    """A data holder of the ssp path: it releases only what its own ledger charged (the one
+    release, ``gram_event``), each product once, and its part of M once."""
+
+    def __init__(self, *args, gram_event=None, gram_sigma=0.0, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.gram_event, self.gram_sigma = gram_event, float(gram_sigma)
+        self._gram_owed = False
+        self._gram_done = False
+        self._served = set()
+
+    def charge_features(self, msg: SM.NewFeatures, t):
+        if list(msg.holders) != [SM.GRAM_RELEASE]:
+            raise InputError(f"party {self.k}: the ssp path releases its statistics once "
+                             f"(holder code {SM.GRAM_RELEASE}); asked for {msg.holders}")
+        if self._gram_done or self._gram_owed:
+            raise InputError(f"party {self.k}: refused a second release of its statistics")
+        if self.budget is not None:
+            self.charge(self.gram_event, t, "secure: sufficient statistics")
+        self._gram_owed = True
+
+    def _open(self, what):
+        if (self.budget is not None or self.gated) and not self._gram_owed:
+            raise InputError(f"party {self.k}: refused to release {what}: its own ledger "
+                             "charged no (further) release of the statistics")
+
+    def _gate_release(self, i):
+        what = "A_k^T y" if i == SM.LABEL_INDEX else f"feature {i}"
+        self._open(what)
+        if ("own", i) in self._served:
+            raise InputError(f"party {self.k}: refused to release {what} again")
+        self._served.add(("own", i))
+
+    def _gate_help(self, l, i):
+        what = "A_k^T y" if i == SM.LABEL_INDEX else f"feature {i}"
+        self._open(f"party {l}'s {what}")
+        if ("help", l, i) in self._served:
+            raise InputError(f"party {self.k}: refused to help release party {l}'s {what} "
+                             f"for party {self.helpee} again")
+        self._served.add(("help", l, i))
+
+    def helper_share(self, tr: SM.TripleToHelper):
+        # each cross-block once: A_k^T A_l goes to the lower party k only
+        if tr.index != SM.LABEL_INDEX and not tr.peer < tr.holder:
+            raise InputError(f"party {self.k}: the ssp path releases party {tr.holder}'s "
+                             f"columns to the parties below it only, not to party {tr.peer}")
+        return super().helper_share(tr)
+
+    def gram_part(self, sizes, label_party):
+        """This party's :class:`~.messages.GramPart` (once, after its ledger charged it)."""
+        self._open("its statistics")
+        if self._gram_done:
+            raise InputError(f"party {self.k}: refused to send its statistics again")
+        sig = self.gram_sigma if self.private else 0.0
+        tri, sums = S.own_block(self.A_csc, sig, self.rng)
+        cross = []
+        for l in range(self.k + 1, len(sizes)):
+            missing = [i for i in range(sizes[l]) if (l, i) not in self.cross]
+            if missing:
+                raise InputError(f"party {self.k} holds no product with party {l}'s feature "
+                                 f"{missing[0]}")
+            cross.append(np.column_stack([self.cross[(l, i)] for i in range(sizes[l])]))
+        off = sig / math.sqrt(2.0)
+        if self.y is not None:
+            ty = np.asarray(self.AT @ self.y).ravel()
+            ysum = float(np.sum(self.y))
+            if sig > 0:
+                ty = ty + self.rng.normal(0.0, off, ty.shape[0])
+                ysum += float(self.rng.normal(0.0, off))
+        else:
+            if self.ty is None:
+                raise InputError(f"party {self.k} holds no label and was sent no A_k^T y")
+            ty, ysum = self.ty, None
+        self._gram_owed, self._gram_done = False, True
+        return SM.GramPart(S.pack_part(tri, sums, cross, ty, ysum))
+
+
+def check_options(cfg):
+    """The options the ssp path refuses (before the run is settled)."""
+    if cfg.backend != "inprocess":
+        raise InputError(f"logistic_path 'ssp' runs in process only so far; got backend "
+                         f"{cfg.backend!r} (use logistic_path 'glm' or 'taylor' on Flower)")
+    if cfg.checkpoint is not None:
+        raise InputError("logistic_path 'ssp' is one release and a local fit: it takes no "
+                         "checkpoint")
+
+
+def check(data, run):
+    """What the ssp path needs of the data, refused before anything is charged or sent."""
+    if run.label_party is None:
+        raise InputError("logistic_path 'ssp' keeps the label at one party (label_party "
+                         "0..K-1), not 'all'")
+    if data.K < 2:
+        raise InputError(f"dp-bcfw-secure needs at least 2 parties, got {data.K}")
+    y = np.asarray(data.y, dtype=np.float64)
+    if not np.all(np.abs(y) == 1.0):
+        bad = y[np.abs(y) != 1.0][0]
+        raise InputError(f"logistic_path 'ssp' expands the loss for labels in {{-1, +1}}; the "
+                         f"label party's labels include {bad!r}")
+
+
+class _Plan:
+    """sigma, the event, the scale s, the row clips and the declared bounds of a run."""
+
+    def __init__(self, data, run):
+        cfg = run.cfg
+        sizes = [len(b) for b in data.blocks]
+        if run.private:
+            self.Ba, self.By = float(cfg.feature_bound), float(cfg.label_bound)
+            self.clips = run.row_clips or SP.row_clips(self.Ba, cfg.row_clip, sizes)
+            self.s = S.scale(self.By, self.clips)
+            self.sigma = S.calibrate_sigma(cfg.epsilon, cfg.delta, self.By, cfg.accountant)
+            self.event = S.release_event(self.sigma, self.By)
+        else:
+            # nothing is released privately: no clipping, no scaling, no noise
+            from ..scale import _bound
+
+            self.Ba = _bound(None, data.A, "feature_bound")
+            self.By, self.clips, self.s, self.sigma, self.event = 1.0, None, 1.0, 0.0, None
+
+    def noise_plan(self, cfg, d):
+        from accounting import get_accountant
+
+        from ..privacy import NoisePlan
+
+        eps = float(get_accountant("rdp").epsilon(self.event, cfg.delta))
+        return NoisePlan(mode="accountant", noise="none", index_scale=0.0,
+                         feature_sigma=self.sigma, epsilon=eps, delta=float(cfg.delta),
+                         accountant=cfg.accountant, event=self.event,
+                         details={"path": "ssp", "sensitivity": S.sensitivity(self.By),
+                                  "row_bound_sq": S.row_bound_sq(self.By), "scale": self.s,
+                                  "row_clips": self.clips, "ridge": S.ridge(self.sigma, d),
+                                  "algorithm": "dp-bcfw-secure"})
+
+
+def make_parties(blocks, frac, private, sigma, event, seeds):
+    """The :class:`GramParty` of every prepared block (``protocol.prepare_block`` of the scaled
+    data), each with its own noise stream: ring noise sigma / sqrt 2 on its products (every
+    cross entry is off the diagonal), sigma on its own diagonal."""
+    return [GramParty(k, None, None, 1.0, frac=frac, private=private,
+                      sigma=sigma / math.sqrt(2.0), noise_seed=seeds[k], prepared=b,
+                      gram_event=event, gram_sigma=sigma) for k, b in enumerate(blocks)]
+
+
+def solve_ssp(data, run):
+    """The Solution of ``run`` (a logistic SecureRun with ``logistic_path="ssp"``)."""
+    from ..engine import _seeds
+    from .local import LocalParties
+    from .ring import frac_bits
+    from .run import finish, open_budget
+    from .store import SpillDirectory, should_spill
+
+    check(data, run)
+    cfg, K, n, d = run.cfg, data.K, data.n, data.d
+    sizes = [len(b) for b in data.blocks]
+    L = int(run.label_party)
+    t0 = time.perf_counter()
+    plan = _Plan(data, run)
+    noise_plan = plan.noise_plan(cfg, d) if run.private else None
+    led = budget = None
+    if run.private:
+        led, budget = open_budget(run, cfg.ledger, plan.event, lambda: plan.event)
+    Ba_s = plan.Ba * plan.s
+    frac = frac_bits(n * Ba_s * max(Ba_s, plan.By) + 40.0 * plan.sigma + 1.0)
+    _, _, noise_ss = _seeds(run.seed, None)
+    blocks = [prepare_block(data.block(k) * plan.s, data.y if k == L else None, frac=frac,
+                            private=run.private, feature_bound=Ba_s if run.private else None,
+                            label_bound=plan.By if run.private else None,
+                            row_clip=None if plan.clips is None else plan.clips[k] * plan.s,
+                            k=k) for k in range(K)]
+    parties = make_parties(blocks, frac, run.private, plan.sigma, plan.event,
+                           noise_ss.spawn(K))
+    if run.private:
+        from accounting import BudgetFilter
+
+        from ..privacy import MemoryLedger
+
+        for p in parties:
+            p.budget = BudgetFilter(MemoryLedger(budget={"epsilon": budget.epsilon,
+                                                         "delta": budget.delta}),
+                                    budget.epsilon, budget.delta, accountant=cfg.accountant)
+    spill = should_spill(n, sizes)
+    link = LocalParties(parties, spill=SpillDirectory(None) if spill else None)
+    try:
+        M = _release(link, parties, sizes, L, n, frac, budget, plan)
+    finally:
+        link.close()
+    release_seconds = time.perf_counter() - t0
+    x_s, b, iters = S.fit(M, _local_blocks(sizes), lam=S.ridge(plan.sigma, d),
+                          radius=math.inf if cfg.eta == "auto" else float(cfg.eta) / plan.s,
+                          b_bound=math.inf if cfg.fit_intercept else 0.0)
+    x = plan.s * x_s
+    return finish(_solution(data, run, x, b, link, noise_plan, led, iters, release_seconds,
+                            time.perf_counter() - t0, frac, plan),
+                  data, run, led, budget, noise_plan)
+
+
+def _release(link, parties, sizes, L, n, frac, budget, plan):
+    """Steps 1-4 of the module docstring; returns the noisy M (scaled units)."""
+    from .beaver import Dealer
+    from .ring import KeySource
+
+    K = len(sizes)
+    dealer = Dealer(KeySource(None), sizes, n, parties[0].chunk_rows)
+    link.setup({k: SM.SecureSetup(frac, max(sizes), K, n, dealer.mask_keys[k])
+                for k in range(K)})
+    link.offline()
+    if budget is not None:                 # (an audit drives the parties without a filter)
+        budget.charge(plan.event, party=",".join(map(str, range(K))), round=0,
+                      note="secure: sufficient statistics")
+    link.new_features([SM.GRAM_RELEASE], 0)
+    others = [k for k in range(K) if k != L]
+    link.product(L, SM.LABEL_INDEX, *dealer.routed_triples(L, SM.LABEL_INDEX, others), 0)
+    for l in range(1, K):
+        for i in range(sizes[l]):
+            link.product(l, i, *dealer.routed_triples(l, i, list(range(l))), 0)
+    net = link.net
+    parts = [net.up(p.k, p.gram_part(sizes, L), 0) for p in parties]
+    return S.assemble(_local_blocks(sizes), [S.split_part(k, sizes, m.words, L) for k, m in enumerate(parts)], n)
+
+
+def _local_blocks(sizes):
+    """The coordinates of M party by party (the parties' own column order)."""
+    ends = np.cumsum([0] + list(sizes))
+    return [np.arange(ends[k], ends[k + 1]) for k in range(len(sizes))]
+
+
+def _solution(data, run, x_local, b, link, noise_plan, led, iters, release_seconds, seconds,
+              frac, plan):
+    """The Solution; x comes back in the parties' local column order (block by block) and is
+    put in the data's global order."""
+    from ...optim.losses import get_loss
+    from ..solution import Solution
+    from .run import meter_totals
+
+    K, n = data.K, data.n
+    x = np.zeros(data.d)
+    pos = 0
+    for blk in data.blocks:
+        x[np.asarray(blk, dtype=np.intp)] = x_local[pos:pos + len(blk)]
+        pos += len(blk)
+    b = float(b) if run.cfg.fit_intercept else None
+    m = np.asarray(data.A @ x).ravel() + (b or 0.0)
+    obj = float(np.mean(get_loss("logistic").value(m, np.asarray(data.y, float))))
+    meter = link.meter
+    sol = Solution(algorithm="dp-bcfw-secure", x=x, objective=[obj],
+                   initial_objective=float(np.log(2.0)), iterations=int(run.cfg.iterations),
+                   seconds=seconds, K=K, n=n, seed=run.seed, **meter_totals(meter, K),
+                   meter=meter, noise_plan=noise_plan, ledger=led, intercept=b,
+                   released=[len(bl) for bl in data.blocks],
+                   extra={"path": "ssp", "label_party": run.label_party, "frac_bits": frac,
+                          "fit_iterations": iters, "release_seconds": release_seconds,
+                          "scale": plan.s, "row_clips": plan.clips,
+                          "ridge": S.ridge(plan.sigma, data.d), "defaults": run.defaults,
+                          "party_ledgers": link.ledgers(),
+                          "bytes_by_type": {k: list(v) for k, v in meter.by_type.items()},
+                          "backend": run.cfg.backend,
+                          "sigmoid": {"kind": "taylor", "degree": 2, "at": 0.0,
+                                      "statistics": "released once"}})
+    return sol

@@ -132,11 +132,13 @@ def add_problem_arguments(p):
                         "Trust assumption: H does not collude with the label party (together "
                         "they see the margins in the clear) and no party colludes with the "
                         "server; no other party ever holds a share of the derivatives")
-    p.add_argument("--logistic-path", choices=("glm", "taylor"), default=None,
+    p.add_argument("--logistic-path", choices=("glm", "taylor", "ssp"), default=None,
                    help="dp-bcfw-secure, logistic loss: glm (default; the loss's derivatives "
-                        "under secret sharing every round, with a helper party) or taylor "
+                        "under secret sharing every round, with a helper party), taylor "
                         "(least squares on the loss's expansion at 0, labels 2y: cross-products "
-                        "released once, no helper party, far less traffic; docs/vertical.md)")
+                        "released once, no helper party, far less traffic) or ssp (that "
+                        "expansion's sufficient statistics released once, the model fitted "
+                        "from them; in process only; docs/vertical.md)")
     p.add_argument("--step", choices=("fw", "pgd"), default=None,
                    help="dp-bcfw-secure, logistic glm path: how each party moves on its noisy "
                         "scores: fw (default; its Frank-Wolfe vertex) or pgd (a projected-"
@@ -508,7 +510,8 @@ def _results(args, cfg, sol, data, test) -> dict:
                                                    "row_clips", "setup_seconds",
                                                    "bytes_by_type")}
         out["defaults"] = sol.extra.get("defaults", [])
-        for k in ("path", "helper_party", "sigmoid", "step", "step_size"):
+        for k in ("path", "helper_party", "sigmoid", "step", "step_size", "scale", "ridge",
+                  "fit_iterations"):
             if k in sol.extra:
                 out["secure"][k] = sol.extra[k]
     if args.algorithm not in ("fw", "dpfw"):
@@ -652,18 +655,22 @@ def _summary(sol, out):
       f"{sol.seconds:.2f} s\n")
     w(f"  objective {out['initial_objective']:.6g} -> {out['final_objective']:.6g}, "
       f"support {out['support_size']}\n")
+    holder = "party 0" if sol.algorithm in ("dp-bcfw", "bcfw", "dfw") else "label party"
+    icpt = "" if sol.intercept is None else f"; intercept {sol.intercept:.4g} ({holder})"
     if sol.eta is not None:
         how = f"auto: {sol.eta_rule}" if sol.eta_rule else "as given"
-        holder = "party 0" if sol.algorithm in ("dp-bcfw", "bcfw", "dfw") else "label party"
-        icpt = "" if sol.intercept is None else f"; intercept {sol.intercept:.4g} ({holder})"
         w(f"  eta {sol.eta:.4g} per party ({how}){icpt}\n")
+    elif sol.eta_rule:
+        w(f"  eta auto: {sol.eta_rule}{icpt}\n")
     if "reference_objective" in out:
         w(f"  reference {out['reference_objective']:.6g} (certified={out['reference_certified']}), "
           f"excess risk {out['excess_risk']:.4g}\n")
     if sol.uplink is not None:
-        up, naive, full = sum(sol.uplink), sum(sol.uplink_naive), sum(sol.uplink_full_gradient)
+        up, naive = sum(sol.uplink), sum(sol.uplink_naive)
+        full = ("" if sol.uplink_full_gradient is None else
+                f", full gradients {_fmt_bytes(sum(sol.uplink_full_gradient))}")
         w(f"  uplink {_fmt_bytes(up)} payload ({_fmt_bytes(sum(sol.uplink_framed))} framed); "
-          f"raw columns would be {_fmt_bytes(naive)}, full gradients {_fmt_bytes(full)}\n")
+          f"raw columns would be {_fmt_bytes(naive)}{full}\n")
         w(f"  downlink {_fmt_bytes(sum(sol.downlink))} payload\n")
         if sol.algorithm == "dp-bcfw-secure":
             w(_secure_bytes(sol) + "\n")
@@ -671,6 +678,8 @@ def _summary(sol, out):
         w(f"  {'deployment: ' if sol.deployment else ''}{sol.deployment_note}\n")
     if not sol.privacy:
         what = ("exact scores A_k^T l'(Ax, y) reach each party" if sol.extra.get("path") == "glm"
+                else "the exact moments of the rows reach the server"
+                if sol.extra.get("path") == "ssp"
                 else "exact cross-products A_k^T a_j are revealed"
                 if sol.algorithm == "dp-bcfw-secure"
                 else "exact scores and noiseless columns are shared")
@@ -698,6 +707,14 @@ def _secure_bytes(sol):
                 f"{_fmt_bytes(get('InterceptShare'))}, score products "
                 f"{_fmt_bytes(get('MaskedVector', 'ResultShare', 'TripleToHolder', 'TripleToPeer'))}"
                 f", indices and selections {_fmt_bytes(get('SecureIndex', 'Selections'))}")
+    if sol.extra.get("path") == "ssp":
+        return (f"  secure (logistic by its expansion at 0, the statistics sum_r z_r z_r^T "
+                f"released once; label at party {sol.extra['label_party']}, no rounds): masked "
+                f"blocks {_fmt_bytes(get('MaskedBlock'))} (once, to each block's helper), masked "
+                f"vectors {_fmt_bytes(get('MaskedVector'))}, result shares "
+                f"{_fmt_bytes(get('ResultShare'))}, dealer triples "
+                f"{_fmt_bytes(get('TripleToHolder', 'TripleToHelper', 'TripleToPeer'))}, the "
+                f"parties' statistics {_fmt_bytes(get('GramPart'))}")
     head = "  secure"
     if sol.extra.get("path") == "taylor":
         head = ("  secure (logistic by its Taylor expansion at 0: least squares on labels 2y, "

@@ -285,7 +285,11 @@ def _solution(data, run, x_local, b, link, noise_plan, led, iters, release_secon
                    seconds=seconds, K=K, n=n, seed=run.seed, **meter_totals(meter, K),
                    meter=meter, noise_plan=noise_plan, ledger=led, intercept=b,
                    released=[len(bl) for bl in data.blocks],
+                   uplink_naive=[8 * n * len(bl) for bl in data.blocks],
                    extra={"path": "ssp", "label_party": run.label_party, "frac_bits": frac,
+                          "secure_products": (K - 1) + sum(
+                              l * len(data.blocks[l]) for l in range(K)),
+                          "feature_cap": None, "setup_seconds": release_seconds,
                           "fit_iterations": iters, "release_seconds": release_seconds,
                           "scale": plan.s, "row_clips": plan.clips,
                           "ridge": S.ridge(plan.sigma, data.d), "defaults": run.defaults,

@@ -1,0 +1,269 @@
+"""dp-bcfw-secure's ssp path (``logistic_path="ssp"``): the sufficient statistics of the logistic
+loss's expansion released once under secret sharing, the model fitted from them
+(vflpriv/vertical/secure/ssp.py, ssp_run.py; docs/sensitivity.md 4.10)."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+from scipy.optimize import minimize
+
+from accounting import DiscreteGaussian, get_accountant, read_ledger
+from accounting.budget import BudgetExceeded
+from vflpriv.audit import audit_mechanism, registered
+from vflpriv.cli.main import main
+from vflpriv.data import VerticalData
+from vflpriv.errors import InputError
+from vflpriv.vertical import solve
+from vflpriv.vertical.secure import messages as SM
+from vflpriv.vertical.secure import ssp as S
+from vflpriv.vertical.secure import ssp_run as R
+from vflpriv.vertical.secure.local import LocalParties
+from vflpriv.vertical.secure.protocol import clip_block, prepare_block
+
+BLOCKS = [[0, 1, 2], [3, 4], [5, 6, 7, 8]]
+
+
+def _classification(n=600, seed=0):
+    rng = np.random.default_rng(seed)
+    A = rng.uniform(-1, 1, size=(n, 9))
+    w = np.array([2.0, 0, -1.5, 0, 1.0, 0, 0, -1.0, 0])
+    p = 1 / (1 + np.exp(-(A @ w - 0.5)))
+    return A, np.where(rng.uniform(size=n) < p, 1.0, -1.0)
+
+
+def _capture(monkeypatch):
+    """The noisy M the server assembles (a spy on ssp.assemble)."""
+    seen = {}
+    orig = S.assemble
+
+    def spy(blocks, parts, n):
+        seen["M"] = orig(blocks, parts, n)
+        return seen["M"]
+
+    monkeypatch.setattr(S, "assemble", spy)
+    return seen
+
+
+def _moments(A, y, blocks, s=1.0):
+    order = np.concatenate([np.asarray(b) for b in blocks])
+    Z = np.hstack([s * A[:, order], np.ones((A.shape[0], 1)), y[:, None]])
+    return Z.T @ Z
+
+
+def test_without_noise_the_released_statistics_are_the_exact_moments(monkeypatch):
+    A, y = _classification()
+    seen = _capture(monkeypatch)
+    sol = solve(VerticalData(A, y, BLOCKS), algorithm="dp-bcfw-secure", loss="logistic",
+                logistic_path="ssp", label_party=1, seed=0)
+    M, ref = seen["M"], _moments(A, y, BLOCKS)
+    ref[-1, -1] = 0.0                       # y^T y is neither released nor used
+    # fixed point (f = 24 here): every entry within n 2^-23 of the float moments
+    assert np.max(np.abs(M - ref)) < A.shape[0] * 2.0 ** -23
+    # the fit is least squares on 2y (numpy's solver as the reference), in the data's order
+    Z = np.hstack([A, np.ones((A.shape[0], 1))])
+    w = np.linalg.lstsq(Z, 2 * y, rcond=None)[0]
+    assert np.allclose(sol.x, w[:-1], atol=1e-6) and sol.intercept == pytest.approx(w[-1])
+    assert sol.extra["path"] == "ssp" and sol.privacy is None
+    kinds = set(sol.extra["bytes_by_type"])
+    assert {"GramPart", "MaskedVector", "MaskedBlock"} <= kinds
+    assert "MaskedFactors" not in kinds and "SecureIndex" not in kinds     # no rounds
+
+
+def test_a_private_run_charges_one_release_on_every_ledger(tmp_path):
+    A, y = _classification()
+    led = tmp_path / "run.jsonl"
+    sol = solve(VerticalData(A, y, BLOCKS), algorithm="dp-bcfw-secure", loss="logistic",
+                logistic_path="ssp", label_party=0, epsilon=1.0, delta=1e-6,
+                feature_bound=1.0, label_bound=1.0, seed=0, ledger=str(led))
+    recs = read_ledger(led).records
+    sigma = sol.noise_plan.feature_sigma
+    assert len(recs) == 1 and recs[0].event == DiscreteGaussian(
+        sigma, math.sqrt(2) * 2 * (1 + 1.0), neighboring="replace_one")
+    # the accountant's epsilon is at most the target, and 1% less noise would exceed it
+    rdp = get_accountant("rdp")
+    assert rdp.epsilon(recs[0].event, 1e-6) <= 1.0
+    assert rdp.epsilon(S.release_event(0.99 * sigma, 1.0), 1e-6) > 1.0
+    for party_ledger in sol.extra["party_ledgers"]:
+        assert [r.event for r in party_ledger.records] == [recs[0].event]
+    # the public scale: the features' squared norm bound equals 1 + B_y^2
+    clips = sol.extra["row_clips"]
+    assert sol.extra["scale"] ** 2 * sum(c * c for c in clips) == pytest.approx(2.0)
+
+
+def test_a_budget_that_cannot_hold_the_release_is_refused_before_any_noise(tmp_path):
+    A, y = _classification(n=100)
+    led = tmp_path / "run.jsonl"
+    kw = dict(algorithm="dp-bcfw-secure", loss="logistic", logistic_path="ssp", label_party=0,
+              delta=1e-6, feature_bound=1.0, label_bound=1.0, seed=0, ledger=str(led))
+    solve(VerticalData(A, y, BLOCKS), epsilon=1.0, **kw)
+    with pytest.raises(BudgetExceeded, match="nothing was released"):
+        solve(VerticalData(A, y, BLOCKS), epsilon=1.0, **kw)
+    assert len(read_ledger(led).records) == 1
+
+
+def test_released_noise_has_the_stated_variances(monkeypatch):
+    """M - (exact moments) over 40 runs: diagonal entries N(0, sigma^2), off-diagonal
+    N(0, sigma^2 / 2).  Two-sided chi-square test on each group's sum of squares; false-failure
+    rate 2e-6 per group."""
+    rng = np.random.default_rng(5)
+    A = rng.uniform(-0.5, 0.5, size=(40, 5))
+    y = np.where(rng.uniform(size=40) < 0.5, 1.0, -1.0)
+    blocks = [[0, 1], [2, 3, 4]]
+    seen = _capture(monkeypatch)
+    diag, off = [], []
+    for seed in range(40):
+        sol = solve(VerticalData(A, y, blocks), algorithm="dp-bcfw-secure", loss="logistic",
+                    logistic_path="ssp", label_party=0, epsilon=1.0, delta=1e-6,
+                    feature_bound=1.0, label_bound=1.0, seed=seed)
+        s, sigma = sol.extra["scale"], sol.noise_plan.feature_sigma
+        # the rows are within the clips (norms <= 0.5 sqrt(3) < C_k): the data are as given
+        E = seen["M"] - _moments(A, y, blocks, s)
+        iu = np.triu_indices(7)
+        keep = ~((iu[0] == 5) & (iu[1] == 5)) & ~((iu[0] == 6) & (iu[1] == 6))
+        e, on_diag = E[iu][keep], (iu[0] == iu[1])[keep]
+        diag.extend(e[on_diag] / sigma)
+        off.extend(e[~on_diag] / (sigma / math.sqrt(2)))
+    for z in (np.array(diag), np.array(off)):
+        q = float(np.sum(z * z))
+        lo, hi = stats.chi2.ppf([1e-6, 1 - 1e-6], z.size)
+        assert lo < q < hi, (q, z.size)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(-3, 3), min_size=9, max_size=9),
+       st.lists(st.floats(-3, 3), min_size=9, max_size=9),
+       st.sampled_from([-1.0, 1.0]), st.sampled_from([-1.0, 1.0]))
+def test_one_replaced_row_moves_svec_m_by_at_most_the_sensitivity(a, b, ya, yb):
+    """Rows clipped by the protocol's own clip_block (entries to B_a = 1, rows to the default
+    clips), scaled by s: ||z z^T - z' z'^T||_F <= sqrt(2) R^2."""
+    Ba, By = 1.0, 1.0
+    clips = [Ba * len(bl) ** 0.25 for bl in BLOCKS]
+    s = S.scale(By, clips)
+
+    def z(row, yv):
+        parts = [clip_block(np.asarray(row)[bl][None, :], Ba, c).toarray().ravel()
+                 for bl, c in zip(BLOCKS, clips)]
+        return np.concatenate([s * np.concatenate(parts), [1.0, yv]])
+
+    za, zb = z(a, ya), z(b, yb)
+    D = np.outer(za, za) - np.outer(zb, zb)
+    assert np.linalg.norm(D) <= S.sensitivity(By) * (1 + 1e-12)
+
+
+def test_the_fit_is_the_constrained_minimizer():
+    rng = np.random.default_rng(1)
+    Z = np.hstack([rng.normal(size=(200, 6)), np.ones((200, 1)), rng.normal(size=(200, 1))])
+    M = Z.T @ Z
+    blocks = [np.arange(0, 3), np.arange(3, 6)]
+    G, h = M[:7, :7], M[:7, 7]
+
+    def obj(w, lam):
+        return 0.5 * w @ (G + lam * np.eye(7)) @ w - 2 * h @ w
+
+    # unconstrained: the normal equations
+    x, b, it = S.fit(M, blocks, lam=3.0)
+    w = np.linalg.solve(G + 3.0 * np.eye(7), 2 * h)
+    assert it == 0 and np.allclose(np.r_[x, b], w, atol=1e-9)
+    # l1 balls of radius 0.2 and |b| <= 0.05: SLSQP on the same problem as the reference
+    x, b, it = S.fit(M, blocks, lam=3.0, radius=0.2, b_bound=0.05)
+    assert it > 0 and all(np.abs(x[bl]).sum() <= 0.2 + 1e-9 for bl in blocks)
+    cons = [{"type": "ineq", "fun": lambda w, bl=bl: 0.2 - np.sum(np.abs(w[bl]))}
+            for bl in blocks]
+    ref = minimize(lambda w: obj(w, 3.0), np.zeros(7), method="SLSQP", constraints=cons,
+                   bounds=[(None, None)] * 6 + [(-0.05, 0.05)], options={"ftol": 1e-12,
+                                                                         "maxiter": 500})
+    assert obj(np.r_[x, b], 3.0) <= ref.fun + 1e-6 * abs(ref.fun)
+
+
+def _parties(n=5):
+    rng = np.random.default_rng(0)
+    A = [rng.uniform(-1, 1, (n, 2)), rng.uniform(-1, 1, (n, 2)), rng.uniform(-1, 1, (n, 1))]
+    y = np.where(rng.uniform(size=n) < 0.5, 1.0, -1.0)
+    blocks = [prepare_block(A[k], y if k == 0 else None, frac=20, private=True,
+                            feature_bound=1.0, label_bound=1.0, row_clip=2.0, k=k)
+              for k in range(3)]
+    event = S.release_event(10.0, 1.0)
+    parties = R.make_parties(blocks, 20, True, 10.0, event, [0, 1, 2])
+    for p in parties:
+        p.gated = True                     # as a party role: its own ledger governs
+        p.K = 3
+    return parties, event
+
+
+def test_a_party_releases_only_what_its_own_ledger_charged():
+    parties, _ = _parties()
+    link = LocalParties(parties)
+    # nothing charged: the holder refuses, the helper refuses, the part is refused
+    with pytest.raises(InputError, match="charged no"):
+        parties[1]._gate_release(0)
+    with pytest.raises(InputError, match="charged no"):
+        parties[0].gram_part([2, 2, 1], 0)
+    with pytest.raises(InputError, match="once|GRAM"):
+        parties[0].charge_features(SM.NewFeatures([3]), 0)
+    link.new_features([SM.GRAM_RELEASE], 0)
+    with pytest.raises(InputError, match="second"):
+        parties[0].charge_features(SM.NewFeatures([SM.GRAM_RELEASE]), 0)
+    parties[1]._gate_release(0)
+    with pytest.raises(InputError, match="again"):
+        parties[1]._gate_release(0)
+    parties[2]._gate_help(2, 1)
+    with pytest.raises(InputError, match="again"):
+        parties[2]._gate_help(2, 1)
+    # a helper serves A_k^T A_l only for k < l: never party 1's block for party 0's column
+    tr = SM.TripleToHelper(0, 1, 0, b"\0" * 16, np.zeros(5, dtype=np.uint64))
+    with pytest.raises(InputError, match="below it"):
+        parties[2].helper_share(tr)
+
+
+def test_ssp_audit_entry_holds_and_catches_a_tenth_of_the_noise():
+    from vflpriv.audit.secure_ssp import make_ssp
+
+    assert "dp_bcfw_secure_ssp" in registered()
+    m = make_ssp()
+    assert m.event.sensitivity == pytest.approx(4 * math.sqrt(2))
+    assert audit_mechanism(m, samples=1000, seed=0)["ok"]
+    bad = audit_mechanism(make_ssp(noise_factor=0.1), samples=1000, seed=2)
+    assert not bad["ok"] and bad["lower_bound"] > bad["claimed_epsilon"]
+
+
+def test_refusals_name_the_bad_value():
+    A, y = _classification(n=50)
+    kw = dict(algorithm="dp-bcfw-secure", loss="logistic", logistic_path="ssp", label_party=0)
+    with pytest.raises(InputError, match="-1, \\+1"):
+        solve(VerticalData(A, 0.5 * y, BLOCKS), **kw)
+    with pytest.raises(InputError, match="flower-sim"):
+        solve(VerticalData(A, y, BLOCKS), backend="flower-sim", **kw)
+    with pytest.raises(InputError, match="checkpoint"):
+        solve(VerticalData(A, y, BLOCKS), checkpoint="x.ck", **kw)
+    with pytest.raises(InputError, match="helper"):
+        solve(VerticalData(A, y, BLOCKS), helper_party=1, **kw)
+
+
+def test_cli_runs_the_ssp_path_and_refuses_it_on_flower(tmp_path, capsys):
+    import pandas as pd
+
+    A, y = _classification(n=300)
+    csv = tmp_path / "t.csv"
+    pd.DataFrame(np.c_[A, y], columns=[f"f{j}" for j in range(9)] + ["y"]).to_csv(csv,
+                                                                                  index=False)
+    out = tmp_path / "run.json"
+    rc = main(["run", "--data", str(csv), "--label", "y", "--parties", "3", "--algorithm",
+               "dp-bcfw-secure", "--loss", "logistic", "--logistic-path", "ssp",
+               "--label-party", "0", "--epsilon", "1", "--delta", "1e-6", "--feature-bound",
+               "1", "--label-bound", "1", "--seed", "0", "--json", str(out)])
+    assert rc == 0
+    doc = json.loads(out.read_text())
+    assert doc["intercept"] is not None and doc["epsilon_spent"]["best"] <= 1.0
+    assert doc["secure"]["path"] == "ssp" and doc["auc"] > 0.6
+    capsys.readouterr()
+    rc = main(["run", "--data", str(csv), "--label", "y", "--parties", "3", "--algorithm",
+               "dp-bcfw-secure", "--loss", "logistic", "--logistic-path", "ssp",
+               "--label-party", "0", "--epsilon", "1", "--delta", "1e-6", "--feature-bound",
+               "1", "--label-bound", "1", "--backend", "flower-sim"])
+    assert rc == 2 and "flower-sim" in capsys.readouterr().err

@@ -50,7 +50,9 @@ Central DP peers (one curator holds every column)
 
 vflpriv's private algorithms (``dpfw``: centralized DP-FW, Talwar et al. 2015;
 ``dp-bcfw-secure``: the vertical secure learner, label at party 0; ``dp-bcfw-secure-pgd``: the
-same with ``step="pgd"``, projected-gradient steps on the same noisy scores), through ``solve`` with
+same with ``step="pgd"``, projected-gradient steps on the same noisy scores;
+``dp-bcfw-secure-ssp``: its ``logistic_path="ssp"``, the sufficient statistics of the loss's
+expansion released once and the model fitted from them), through ``solve`` with
 ``loss="logistic"``, the declared bounds (B_a of the table, B_y = 1), ``--iterations`` and the
 defaults of each (``eta="auto"``).  Their epsilon spent is ``Solution.privacy["epsilon_spent"]
 ["best"]`` (the best of the end-of-run accountants); their bytes are the framed totals of every
@@ -67,9 +69,9 @@ import time
 import numpy as np
 
 SYSTEMS = ("sklearn", "diffprivlib", "opacus", "opacus-replace", "fw", "dpfw",
-           "dp-bcfw-secure", "dp-bcfw-secure-pgd")
+           "dp-bcfw-secure", "dp-bcfw-secure-pgd", "dp-bcfw-secure-ssp")
 PRIVATE = ("diffprivlib", "opacus", "opacus-replace", "dpfw", "dp-bcfw-secure",
-           "dp-bcfw-secure-pgd")
+           "dp-bcfw-secure-pgd", "dp-bcfw-secure-ssp")
 #: the systems that need torch and opacus
 TORCH = ("opacus", "opacus-replace")
 #: what each system is, for the tables (the neighbouring relation of its guarantee included)
@@ -79,7 +81,8 @@ KIND = {"sklearn": "non-private, central", "fw": "non-private, central",
         "opacus-replace": "(eps, delta)-DP replace-one, central",
         "dpfw": "(eps, delta)-DP replace-one, central",
         "dp-bcfw-secure": "(eps, delta)-DP replace-one, vertical",
-        "dp-bcfw-secure-pgd": "(eps, delta)-DP replace-one, vertical"}
+        "dp-bcfw-secure-pgd": "(eps, delta)-DP replace-one, vertical",
+        "dp-bcfw-secure-ssp": "(eps, delta)-DP replace-one, vertical"}
 
 #: opacus DP-SGD's rule (module docstring)
 OPACUS_BATCHES_PER_EPOCH = 50
@@ -279,10 +282,12 @@ def _vflpriv(system, table, A, y, epsilon, delta, iterations, seed):
     kw = {}
     if system in PRIVATE:
         kw = {"epsilon": epsilon, "delta": delta, "label_bound": 1.0}
-    if system in ("dp-bcfw-secure", "dp-bcfw-secure-pgd"):
+    if system in ("dp-bcfw-secure", "dp-bcfw-secure-pgd", "dp-bcfw-secure-ssp"):
         kw["label_party"] = 0
     if system == "dp-bcfw-secure-pgd":
         system, kw["step"] = "dp-bcfw-secure", "pgd"
+    if system == "dp-bcfw-secure-ssp":
+        system, kw["logistic_path"] = "dp-bcfw-secure", "ssp"
     sol = solve(data, algorithm=system, loss="logistic", iterations=iterations,
                 feature_bound=table.feature_bound, seed=seed, **kw)
     out = {"x": np.asarray(sol.x, float), "b": sol.intercept,

@@ -20,6 +20,23 @@ ranges stated here (never by statistics of the rows).
   prices, price differences, discount shares: 17 columns) | the loyalty programme (LoyalCH).
   Not in the default list of ``vflpriv bench peers`` (``--tables ...,oj``).
 
+* ``fair``: Fair's extramarital-affairs survey (6366 married women, Redbook 1974; 32% report any
+  affairs), from statsmodels' ``datasets/fair/fair.csv``; label affairs > 0.  Each column
+  scaled to [0, 1] by a public range: rate_marriage 1-5, religious 1-4, educ 9-20 (the codebook's
+  grade codes), occupation and occupation_husb 1-6 (codebook), age 16-65, yrs_married 0-40,
+  children 0-10 (ranges of the population surveyed, not of these rows).  2 parties: the magazine's
+  survey (rate_marriage, religious, educ, occupation) | a household register (age, yrs_married,
+  children, occupation_husb).  Added after the defaults were fixed (not tuned on).
+* ``anes96``: the 1996 American National Election Study extract (944 respondents; 42% expected
+  to vote Dole), from statsmodels' ``datasets/anes96/anes96.csv``; label vote.  Scaled to [0, 1]
+  by public ranges: TVnews 0-7 days, selfLR / ClinLR / DoleLR 1-7 and PID 0-6 (codebook scales),
+  popul 0-10000 (thousands), age 18-100, educ 1-7, income 1-24 (codebook).  2 parties: the
+  survey (TVnews, selfLR, ClinLR, DoleLR, PID) | a census/consumer register (popul, age, educ,
+  income).  Added after the defaults were fixed (not tuned on).
+
+statsmodels (BSD) is not a dependency either: its wheel is downloaded once the same way
+(``statsmodels==0.14.4``, the two CSV files checked against the SHA-256 below).
+
 ISLP (BSD licence, the data of "An Introduction to Statistical Learning") is not a dependency of
 vflpriv (it pulls in torch and lightning): the bench downloads its wheel once with
 ``pip download --no-deps islp==0.6.0`` into ``$VFLPRIV_CACHE`` (default ``~/.cache/vflpriv``)
@@ -44,6 +61,11 @@ ISLP_SHA256 = {
     "Caravan.csv": "e89d49b6fb8fe02d76bb5bb80d8e0dab473bf9f6a72515e30c259f6d7da42269",
     "Default.csv": "d113590204485565bdd692b2d8430e7c2fcc72ec323df92314a745c99a0eefe9",
     "OJ.csv": "9c42d598b2222ba93bc431778d5165019eb71ae93ee6277b264e2da305fba6f7",
+}
+STATSMODELS_WHEEL = "statsmodels-0.14.4-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
+STATSMODELS_SHA256 = {
+    "fair/fair.csv": "fd5f3f094a34fc35ca346a14c359e046ed27843038d6921efcd50a7ab21f6af0",
+    "anes96/anes96.csv": "c124d8556d6f8c4329b1fea61e3dc6891c5e663f15b7fe5791235963420ba896",
 }
 TABLES = ("flights", "caravan", "default")
 
@@ -85,6 +107,71 @@ def _islp_csv(fname):
     if digest != ISLP_SHA256[fname]:
         raise InputError(f"ISLP's {fname} has SHA-256 {digest}, expected {ISLP_SHA256[fname]}")
     return raw
+
+
+def _statsmodels_csv(fname):
+    """The bytes of statsmodels' ``datasets/<fname>``, from its cached wheel (downloaded once)."""
+    import glob
+
+    found = glob.glob(os.path.join(cache_dir(), "statsmodels-0.14.4-*.whl"))
+    if not found:
+        os.makedirs(cache_dir(), exist_ok=True)
+        proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q",
+                               "--only-binary", ":all:", "statsmodels==0.14.4", "-d",
+                               cache_dir()], capture_output=True, text=True)
+        found = glob.glob(os.path.join(cache_dir(), "statsmodels-0.14.4-*.whl"))
+        if proc.returncode != 0 or not found:
+            raise InputError("table needs statsmodels' data (pip download --no-deps "
+                             f"statsmodels==0.14.4 failed: {proc.stderr.strip()[-200:]})")
+    with zipfile.ZipFile(found[0]) as z:
+        raw = z.read(f"statsmodels/datasets/{fname}")
+    digest = hashlib.sha256(raw).hexdigest()
+    if digest != STATSMODELS_SHA256[fname]:
+        raise InputError(f"statsmodels' {fname} has SHA-256 {digest}, expected "
+                         f"{STATSMODELS_SHA256[fname]}")
+    return raw
+
+
+def _scaled(df, ranges):
+    """Each column of ``ranges`` (name -> (lo, hi)) scaled to [0, 1] by its public range."""
+    return np.column_stack([np.clip((df[c].to_numpy(float) - lo) / (hi - lo), 0, 1)
+                            for c, (lo, hi) in ranges.items()])
+
+
+#: fair's public ranges, party by party (module docstring)
+FAIR_SURVEY = {"rate_marriage": (1, 5), "religious": (1, 4), "educ": (9, 20),
+               "occupation": (1, 6)}
+FAIR_REGISTER = {"age": (16, 65), "yrs_married": (0, 40), "children": (0, 10),
+                 "occupation_husb": (1, 6)}
+
+
+def fair() -> Table:
+    import pandas as pd
+
+    df = pd.read_csv(io.BytesIO(_statsmodels_csv("fair/fair.csv")))
+    y = np.where(df["affairs"].to_numpy(float) > 0, 1.0, -1.0)
+    A = np.hstack([_scaled(df, FAIR_SURVEY), _scaled(df, FAIR_REGISTER)])
+    k = len(FAIR_SURVEY)
+    return Table("fair", A, y, 1.0, [list(range(k)), list(range(k, A.shape[1]))],
+                 f"statsmodels 0.14.4 datasets/fair/fair.csv (Fair 1978), {len(y)} rows")
+
+
+#: anes96's public ranges, party by party (module docstring)
+ANES_SURVEY = {"TVnews": (0, 7), "selfLR": (1, 7), "ClinLR": (1, 7), "DoleLR": (1, 7),
+               "PID": (0, 6)}
+ANES_REGISTER = {"popul": (0, 10000), "age": (18, 100), "educ": (1, 7), "income": (1, 24)}
+
+
+def anes96() -> Table:
+    import pandas as pd
+
+    df = pd.read_csv(io.BytesIO(_statsmodels_csv("anes96/anes96.csv")), sep="\t")
+    df.columns = [c.strip("'") for c in df.columns]
+    y = np.where(df["vote"].to_numpy(float) > 0, 1.0, -1.0)
+    A = np.hstack([_scaled(df, ANES_SURVEY), _scaled(df, ANES_REGISTER)])
+    k = len(ANES_SURVEY)
+    return Table("anes96", A, y, 1.0, [list(range(k)), list(range(k, A.shape[1]))],
+                 f"statsmodels 0.14.4 datasets/anes96/anes96.csv (ANES 1996), {len(y)} rows")
 
 
 def caravan() -> Table:
@@ -150,7 +237,8 @@ def flights(rows=40000, seed=0) -> Table:
 
 #: name -> loader; ``vflpriv bench peers --tables`` accepts exactly these names (a test may
 #: register a small generated table here, never a shipped default)
-LOADERS = {"flights": flights, "caravan": caravan, "default": default, "oj": oj}
+LOADERS = {"flights": flights, "caravan": caravan, "default": default, "oj": oj, "fair": fair,
+           "anes96": anes96}
 
 
 def check_tables(names) -> list:

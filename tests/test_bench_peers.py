@@ -58,7 +58,7 @@ def test_markdown_and_json_must_differ(tmp_path, capsys):
     assert "same file" in capsys.readouterr().err
 
 
-FAST = ("sklearn", "diffprivlib", "fw", "dpfw", "dp-bcfw-secure")
+FAST = ("sklearn", "diffprivlib", "fw", "dpfw", "dp-bcfw-secure", "dp-bcfw-secure-ssp")
 
 
 def _run_tiny(tmp_path, systems):
@@ -107,7 +107,7 @@ def test_tiny_end_to_end(tiny, tmp_path):
     assert doc["command"] in page and "### tiny" in page
     for name in FAST:
         assert f"| {name} |" in page
-    assert "epsilon spent <= target in all 3 private runs: yes" in page
+    assert "epsilon spent <= target in all 4 private runs: yes" in page
 
 
 @pytest.mark.slow

@@ -19,6 +19,7 @@ FAMILIES = {
     "vertical": ("vflpriv.vertical.remote", "serve", "VerticalParty"),
     "secure": ("vflpriv.vertical.secure.remote", "serve", "SecurePartyRole"),
     "glm": ("vflpriv.vertical.secure.glm_remote", "serve", "GlmPartyRole"),
+    "ssp": ("vflpriv.vertical.secure.ssp_remote", "serve", "SspPartyRole"),
     "sparse": ("vflpriv.sparse.remote", "serve", "SparseParty"),
     "horizontal": ("vflpriv.horizontal.remote", "serve", "StrategyParty"),
     "fedp3": ("vflpriv.horizontal.fedp3_remote", "serve", "FedP3Party"),

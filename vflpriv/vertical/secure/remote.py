@@ -259,8 +259,7 @@ class SecurePartyRole(SecureSaves, PartyRole):
             triples = {q: SM.decode(b)[0] for q, b in entries[1:]}
             z, shares = p.holder_messages(i, triples)
             zf = SM.encode(z, self.k, t)
-            out = [(q, ch.seal(q, "MaskedVector", t, zf))
-                   for q in range(int(self.setup["K"])) if q != self.k]
+            out = [(q, ch.seal(q, "MaskedVector", t, zf)) for q in self._z_receivers(i)]
             out += [(q, ch.seal(q, "ResultShare", t, SM.encode(shares[q], self.k, t)))
                     for q in sorted(shares)]
             return "bundle", pack_bundle(out)
@@ -299,6 +298,11 @@ class SecurePartyRole(SecureSaves, PartyRole):
                 f = SM.encode(SM.MaskedBlock(row, block), self.k, 0)
                 out += [(q, ch.seal(q, "MaskedBlock", 0, f)) for q in self._receivers()]
         return pack_bundle(out)
+
+    def _z_receivers(self, i):
+        """Who gets this party's masked column of feature i (or label): every other party
+        (the ssp path's role: the parties of its product only, ``ssp_remote.py``)."""
+        return [q for q in range(int(self.setup["K"])) if q != self.k]
 
     def _receivers(self):
         """Who gets this party's masked block: its block's helper h(k) only (the logistic

@@ -19,7 +19,10 @@ docs/sensitivity.md 4.10.  The run reuses the least-squares protocol's pieces
 
 No party sees another's rows or labels, only DP values; the server sees the released M.
 Threat model: least squares' (the dealer colludes with no party, no party with its helper).
-Runs in process (``backend="inprocess"``); the Flower backends refuse it.
+Runs on every backend: in process (the parties as :class:`GramParty` objects here), and over a
+runtime link (``backend`` local, flower-sim, flower: :mod:`.ssp_remote`, the same steps
+:func:`release` with each party a role that keeps its own ledger and gates its releases by it);
+a seeded run gives the same M, model and ledger records on each.  No checkpoint (one release).
 """
 from __future__ import annotations
 
@@ -114,9 +117,6 @@ class GramParty(SecureParty):
 
 def check_options(cfg):
     """The options the ssp path refuses (before the run is settled)."""
-    if cfg.backend != "inprocess":
-        raise InputError(f"logistic_path 'ssp' runs in process only so far; got backend "
-                         f"{cfg.backend!r} (use logistic_path 'glm' or 'taylor' on Flower)")
     if cfg.checkpoint is not None:
         raise InputError("logistic_path 'ssp' is one release and a local fit: it takes no "
                          "checkpoint")
@@ -180,12 +180,12 @@ def make_parties(blocks, frac, private, sigma, event, seeds):
 
 
 def solve_ssp(data, run):
-    """The Solution of ``run`` (a logistic SecureRun with ``logistic_path="ssp"``)."""
+    """The Solution of ``run`` (a logistic SecureRun with ``logistic_path="ssp"``): in process,
+    or over a runtime link (``cfg.backend`` local, flower-sim, flower: :func:`.ssp_remote.
+    on_flower`; with ``flower.spec_dir`` the written description's info instead)."""
     from ..engine import _seeds
-    from .local import LocalParties
     from .ring import frac_bits
     from .run import finish, open_budget
-    from .store import SpillDirectory, should_spill
 
     check(data, run)
     cfg, K, n, d = run.cfg, data.K, data.n, data.d
@@ -194,19 +194,80 @@ def solve_ssp(data, run):
     t0 = time.perf_counter()
     plan = _Plan(data, run)
     noise_plan = plan.noise_plan(cfg, d) if run.private else None
-    led = budget = None
+    led = budget = run_dir = None
     if run.private:
-        led, budget = open_budget(run, cfg.ledger, plan.event, lambda: plan.event)
+        ledger = cfg.ledger
+        if cfg.backend != "inprocess" and ledger is None:
+            # the ServerApp may be another process: its ledger must be a file (solve.py)
+            import os
+
+            from ..hosted import run_dir_for
+
+            run_dir = run_dir_for(cfg.flower)
+            ledger = os.path.join(run_dir, "server.ledger")
+        led, budget = open_budget(run, ledger, plan.event, lambda: plan.event)
     Ba_s = plan.Ba * plan.s
     frac = frac_bits(n * Ba_s * max(Ba_s, plan.By) + 40.0 * plan.sigma + 1.0)
     _, _, noise_ss = _seeds(run.seed, None)
-    blocks = [prepare_block(data.block(k) * plan.s, data.y if k == L else None, frac=frac,
-                            private=run.private, feature_bound=Ba_s if run.private else None,
-                            label_bound=plan.By if run.private else None,
-                            row_clip=None if plan.clips is None else plan.clips[k] * plan.s,
-                            k=k) for k in range(K)]
-    parties = make_parties(blocks, frac, run.private, plan.sigma, plan.event,
-                           noise_ss.spawn(K))
+    fit = dict(lam=S.ridge(plan.sigma, d),
+               radius=math.inf if cfg.eta == "auto" else float(cfg.eta) / plan.s,
+               b_bound=math.inf if cfg.fit_intercept else 0.0)
+    info = None
+    if cfg.backend != "inprocess":
+        from .ssp_remote import on_flower
+
+        got, info = on_flower(data, run, plan, frac, fit, led, budget, run_dir,
+                              None if run.seed is None else noise_ss)
+        if got is None:                    # flower.spec_dir: the description was written
+            return info
+        if run.private:
+            from .run import server_accounts
+
+            led, budget = server_accounts(run, info, budget)
+        x_s, b, iters = got["x"], got["intercept"], got["fit_iterations"]
+        meter, party_ledgers = got["meter"], info.get("party_ledgers")
+        release_seconds = got["setup_seconds"]
+    else:
+        M, meter, party_ledgers = _in_process(data, run, plan, frac, budget,
+                                              noise_ss.spawn(K), sizes, L)
+        release_seconds = time.perf_counter() - t0
+        x_s, b, iters = S.fit(M, _local_blocks(sizes), **fit)
+    x = plan.s * x_s
+    return finish(_solution(data, run, x, b, meter, party_ledgers, noise_plan, led, iters,
+                            release_seconds, time.perf_counter() - t0, frac, plan, info),
+                  data, run, led, budget, noise_plan)
+
+
+def prepare(A_k, y, s, k, frac, private, feature_bound, label_bound, clip):
+    """Party k's block scaled by the public factor ``s`` and prepared (``protocol.
+    prepare_block``): ``feature_bound`` B_a s and ``clip`` C_k s are the scaled ones (None when
+    not private).  The same function in process and in a party role (:mod:`.ssp_remote`), so
+    that both give the same words."""
+    return prepare_block(A_k * s, y, frac=frac, private=private, feature_bound=feature_bound,
+                         label_bound=label_bound, row_clip=clip, k=k)
+
+
+def public_bounds(plan, private, K):
+    """``(B_a s, B_y, [C_k s])`` of the prepared blocks (``(None, None, None)`` when not
+    private: nothing is clipped)."""
+    if not private:
+        return None, None, None
+    Ba_s = plan.Ba * plan.s
+    clips = None if plan.clips is None else [plan.clips[k] * plan.s for k in range(K)]
+    return Ba_s, plan.By, clips
+
+
+def _in_process(data, run, plan, frac, budget, seeds, sizes, L):
+    """The release with the parties as :class:`GramParty` objects here, each with its own
+    memory ledger under the server's budget: ``(M, meter, party ledgers)``."""
+    from .local import LocalParties
+    from .store import SpillDirectory, should_spill
+
+    K, n, cfg = data.K, data.n, run.cfg
+    Ba_s, By, clips = public_bounds(plan, run.private, K)
+    blocks = [prepare(data.block(k), data.y if k == L else None, plan.s, k, frac, run.private,
+                      Ba_s, By, None if clips is None else clips[k]) for k in range(K)]
+    parties = make_parties(blocks, frac, run.private, plan.sigma, plan.event, seeds)
     if run.private:
         from accounting import BudgetFilter
 
@@ -219,31 +280,27 @@ def solve_ssp(data, run):
     spill = should_spill(n, sizes)
     link = LocalParties(parties, spill=SpillDirectory(None) if spill else None)
     try:
-        M = _release(link, parties, sizes, L, n, frac, budget, plan)
+        M = release(link, sizes, L, n, frac, budget, plan.event, parties[0].chunk_rows,
+                    lambda: [link.net.up(p.k, p.gram_part(sizes, L), 0) for p in parties])
     finally:
         link.close()
-    release_seconds = time.perf_counter() - t0
-    x_s, b, iters = S.fit(M, _local_blocks(sizes), lam=S.ridge(plan.sigma, d),
-                          radius=math.inf if cfg.eta == "auto" else float(cfg.eta) / plan.s,
-                          b_bound=math.inf if cfg.fit_intercept else 0.0)
-    x = plan.s * x_s
-    return finish(_solution(data, run, x, b, link, noise_plan, led, iters, release_seconds,
-                            time.perf_counter() - t0, frac, plan),
-                  data, run, led, budget, noise_plan)
+    return M, link.meter, link.ledgers()
 
 
-def _release(link, parties, sizes, L, n, frac, budget, plan):
-    """Steps 1-4 of the module docstring; returns the noisy M (scaled units)."""
+def release(link, sizes, L, n, frac, budget, event, chunk_rows, gram_parts):
+    """Steps 1-4 of the module docstring through ``link`` (in process a ``LocalParties``, over
+    a runtime link ``ssp_remote.LinkSspParties``); ``gram_parts()`` collects every party's
+    GramPart.  Returns the noisy M (scaled units)."""
     from .beaver import Dealer
     from .ring import KeySource
 
     K = len(sizes)
-    dealer = Dealer(KeySource(None), sizes, n, parties[0].chunk_rows)
+    dealer = Dealer(KeySource(None), sizes, n, chunk_rows)
     link.setup({k: SM.SecureSetup(frac, max(sizes), K, n, dealer.mask_keys[k])
                 for k in range(K)})
     link.offline()
     if budget is not None:                 # (an audit drives the parties without a filter)
-        budget.charge(plan.event, party=",".join(map(str, range(K))), round=0,
+        budget.charge(event, party=",".join(map(str, range(K))), round=0,
                       note="secure: sufficient statistics")
     link.new_features([SM.GRAM_RELEASE], 0)
     others = [k for k in range(K) if k != L]
@@ -251,9 +308,11 @@ def _release(link, parties, sizes, L, n, frac, budget, plan):
     for l in range(1, K):
         for i in range(sizes[l]):
             link.product(l, i, *dealer.routed_triples(l, i, list(range(l))), 0)
-    net = link.net
-    parts = [net.up(p.k, p.gram_part(sizes, L), 0) for p in parties]
-    return S.assemble(_local_blocks(sizes), [S.split_part(k, sizes, m.words, L) for k, m in enumerate(parts)], n)
+    parts = gram_parts()
+    if len(parts) != K or not all(isinstance(m, SM.GramPart) for m in parts):
+        raise InputError(f"expected a GramPart from each of the {K} parties")
+    return S.assemble(_local_blocks(sizes),
+                      [S.split_part(k, sizes, m.words, L) for k, m in enumerate(parts)], n)
 
 
 def _local_blocks(sizes):
@@ -262,8 +321,8 @@ def _local_blocks(sizes):
     return [np.arange(ends[k], ends[k + 1]) for k in range(len(sizes))]
 
 
-def _solution(data, run, x_local, b, link, noise_plan, led, iters, release_seconds, seconds,
-              frac, plan):
+def _solution(data, run, x_local, b, meter, party_ledgers, noise_plan, led, iters,
+              release_seconds, seconds, frac, plan, flower_info=None):
     """The Solution; x comes back in the parties' local column order (block by block) and is
     put in the data's global order."""
     from ...optim.losses import get_loss
@@ -279,7 +338,6 @@ def _solution(data, run, x_local, b, link, noise_plan, led, iters, release_secon
     b = float(b) if run.cfg.fit_intercept else None
     m = np.asarray(data.A @ x).ravel() + (b or 0.0)
     obj = float(np.mean(get_loss("logistic").value(m, np.asarray(data.y, float))))
-    meter = link.meter
     sol = Solution(algorithm="dp-bcfw-secure", x=x, objective=[obj],
                    initial_objective=float(np.log(2.0)), iterations=int(run.cfg.iterations),
                    seconds=seconds, K=K, n=n, seed=run.seed, **meter_totals(meter, K),
@@ -293,9 +351,9 @@ def _solution(data, run, x_local, b, link, noise_plan, led, iters, release_secon
                           "fit_iterations": iters, "release_seconds": release_seconds,
                           "scale": plan.s, "row_clips": plan.clips,
                           "ridge": S.ridge(plan.sigma, data.d), "defaults": run.defaults,
-                          "party_ledgers": link.ledgers(),
+                          "party_ledgers": party_ledgers,
                           "bytes_by_type": {k: list(v) for k, v in meter.by_type.items()},
-                          "backend": run.cfg.backend,
+                          "backend": run.cfg.backend, "flower": flower_info,
                           "sigmoid": {"kind": "taylor", "degree": 2, "at": 0.0,
                                       "statistics": "released once"}})
     return sol

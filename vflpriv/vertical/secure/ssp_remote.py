@@ -1,0 +1,262 @@
+"""dp-bcfw-secure's ssp path (``logistic_path="ssp"``) as roles: the server role runs the same
+steps as in process (:func:`.ssp_run.release`, then ``ssp.fit``), each party is a party role
+(hosted by Flower's ClientApp, or in process over a :class:`~vflpriv.runtime.link.LocalLink`
+for ``backend="local"``).
+
+The messages are the least-squares roles' (:mod:`.remote`: setup and key offers, the offline
+phase in pieces, ``new_features``, the secure products, every party-to-party frame sealed end to
+end and relayed by the server) and one more, ``gram_part``: the server asks every party for its
+:class:`~.messages.GramPart` once the products are done.  The party role builds a
+:class:`~.ssp_run.GramParty` from its own data file scaled by the public factor s
+(``ssp_run.prepare``, as in process), keeps its own ledger and gates every release by it:
+``new_features([GRAM_RELEASE])`` charges the one release to that ledger before any noise is
+drawn; each product and its GramPart are served once while that charge is open
+(:class:`~.ssp_run.GramParty`).  At setup the party checks that the release fits its own budget.
+The run has no rounds (no ``select``, ``sums`` or ``save``), hence no checkpoint.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+
+from ...errors import InputError
+from ...runtime.partydata import load_party_data, party_noise_seed
+from ...runtime.roles import Refused
+from ..transport import UP
+from . import messages as SM
+from . import ssp as S
+from .remote import LinkParties, SecurePartyRole
+
+FAMILY = "ssp"
+
+#: prepared blocks kept by this process (a host serving many messages for a party): key -> block
+_PREPARED = {}
+_PREPARED_MAX = 8
+
+#: the GramParty's own gates, kept between messages beside the least-squares party's state
+_GRAM_STATE = ("_gram_owed", "_gram_done", "_served")
+
+
+def _prepared(cfg, setup, k):
+    """Party k's scaled and prepared block for this run, made from its data file once per
+    process (the role is rebuilt for every message; :func:`.remote._prepared` says why)."""
+    from .ssp_run import prepare
+
+    path = cfg["data"]
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise InputError(f"party data file {str(path)!r} cannot be read: {exc}") from None
+    clips = setup["clips"]
+    label = int(setup["label_party"]) == k
+    key = (os.path.abspath(path), st.st_mtime_ns, st.st_size, k, int(setup["frac"]),
+           bool(setup["private"]), setup["feature_bound"], setup["label_bound"],
+           None if clips is None else float(clips[k]), float(setup["scale"]), label)
+    block = _PREPARED.get(key)
+    if block is None:
+        A_k, y = load_party_data(path)
+        if A_k.shape[0] != setup["n"]:
+            raise Refused(f"party {k}'s data has {A_k.shape[0]} rows, the run expects "
+                          f"{setup['n']}")
+        if label and y.size != setup["n"]:
+            raise Refused(f"party {k} is the label party but its data file holds no labels")
+        block = prepare(A_k, y if label else None, float(setup["scale"]), k, int(setup["frac"]),
+                        bool(setup["private"]), setup["feature_bound"], setup["label_bound"],
+                        None if clips is None else clips[k])
+        if len(_PREPARED) >= _PREPARED_MAX:
+            _PREPARED.clear()
+        _PREPARED[key] = block
+    return block
+
+
+class SspPartyRole(SecurePartyRole):
+    """Party k of an ssp run: its :class:`~.ssp_run.GramParty` (noise sigma / sqrt 2 on its
+    products, sigma on its own diagonal), its own ledger and channel keys; the key exchange,
+    the offline phase, the products and the clean-up are the least-squares role's."""
+
+    #: only these open the party's ledger: setup checks the release fits, new_features charges it
+    CHARGED = ("setup", "new_features")
+
+    def __init__(self, cfg, setup):
+        from .ssp_run import GramParty
+
+        self.k = k = int(cfg["party"])
+        self.setup, self.cfg = setup, cfg
+        private = bool(setup["private"])
+        sigma = float(setup["sigma"])
+        self.event = S.release_event(sigma, float(setup["label_bound"])) if private else None
+        self.party = p = GramParty(k, None, None, 1.0, frac=int(setup["frac"]), private=private,
+                                   sigma=sigma / math.sqrt(2.0),
+                                   noise_seed=party_noise_seed(cfg, k),
+                                   prepared=_prepared(cfg, setup, k), gram_event=self.event,
+                                   gram_sigma=sigma)
+        p.setup(SM.decode(bytes.fromhex(setup["setup_frame"]))[0])
+        p.gated = private           # its gates answer to its own ledger, open or not
+        self.private_key = self.public_key = None
+        self.peers = {}
+        self.block_dir = None
+        self.saved = []
+        self.replay = None
+
+    def check_own_plan(self, t0):
+        """The run's one release must fit this party's own budget (every row it holds is in M)."""
+        bf = self.party.budget
+        bf.check_plan(self.event, party=self.k, exclude=getattr(bf, "pending", ()))
+
+    def _z_receivers(self, i):
+        """A_k^T y goes to every other party, this party's columns to the parties below it
+        (each cross-block once, ``ssp_run.release``)."""
+        if i == SM.LABEL_INDEX:
+            return super()._z_receivers(i)
+        return list(range(self.k))
+
+    def handle(self, kind, frame, t):
+        if kind in ("select", "sums", "save"):
+            raise Refused(f"party {self.k}: the ssp path is one release without rounds; it has "
+                          f"no {kind!r} step")
+        if kind == "gram_part":
+            sizes = [int(v) for v in self.setup["sizes"]]
+            part = self.party.gram_part(sizes, int(self.setup["label_party"]))
+            return "gram", SM.encode(part, self.k, t)
+        return super().handle(kind, frame, t)
+
+    def get_state(self):
+        st = super().get_state()
+        st.update({a: getattr(self.party, a) for a in _GRAM_STATE})
+        return st
+
+    def set_state(self, st):
+        super().set_state(st)
+        for a in _GRAM_STATE:
+            setattr(self.party, a, st[a])
+
+
+# -- server side --------------------------------------------------------------------------------
+class LinkSspParties(LinkParties):
+    """The least-squares steps over a runtime link (:class:`~.remote.LinkParties`) and
+    :meth:`gram_parts`."""
+
+    def gram_parts(self, t=0):
+        """Every party's :class:`~.messages.GramPart` (each sends it once, after its own ledger
+        charged the release)."""
+        out = []
+        replies = self.link.exchange([(k, b"", "gram_part") for k in range(self.K)], t)
+        for k, f in enumerate(replies):
+            msg = SM.decode(f)[0]
+            if not isinstance(msg, SM.GramPart):
+                raise InputError(f"party {k} answered a {type(msg).__name__}, not its GramPart")
+            self.meter.record(k, UP, t, len(f), "GramPart")
+            out.append(msg)
+        return out
+
+
+def _inf(v):
+    return math.inf if v is None else float(v)
+
+
+def serve(connect, spec, progress=None) -> dict:
+    """The server role of one ssp run (``spec`` from :func:`make_spec`): the release through
+    the parties' roles, then the fit from the noisy M (post-processing)."""
+    from .protocol import CHUNK_ROWS
+    from .remote import serve_run
+    from .ssp_run import _local_blocks, release
+
+    s = spec["ssp"]
+    sizes = [len(b) for b in spec["blocks"]]
+    K, n, L = len(sizes), int(spec["n"]), int(s["label_party"])
+    private = bool(spec["private"])
+
+    def loop(remote, on_round, budget):
+        t0 = time.perf_counter()
+        public = {"K": K, "n": n, "sizes": sizes, "frac": int(s["frac"]), "private": private,
+                  "feature_bound": s["feature_bound"], "label_bound": s["label_bound"],
+                  "clips": s["clips"], "label_party": L, "scale": float(s["scale"]),
+                  "sigma": float(s["sigma"])}
+        link = remote(public)
+        event = S.release_event(float(s["sigma"]), float(s["label_bound"])) if private else None
+        M = release(link, sizes, L, n, int(s["frac"]), budget, event, CHUNK_ROWS,
+                    link.gram_parts)
+        link.close()
+        seconds = time.perf_counter() - t0
+        x_s, b, iters = S.fit(M, _local_blocks(sizes), lam=float(s["lam"]),
+                              radius=_inf(s["radius"]), b_bound=_inf(s["b_bound"]))
+        return dict(x=x_s, intercept=b, fit_iterations=iters, meter=link.meter,
+                    peer_bytes=link.peer_bytes, setup_seconds=seconds)
+
+    return serve_run(connect, spec, progress, LinkSspParties, FAMILY, loop)
+
+
+def make_spec(data, *, ssp_kwargs, private, ledger=None, budget=None, accountant="rdp",
+              run_id=None, connect_timeout=60.0, reply_timeout=600.0) -> dict:
+    """The server's run description (data only: ``ssp_kwargs`` holds numbers and lists; an
+    infinite radius or intercept bound as None)."""
+    return {"family": FAMILY, "n": int(data.n),
+            "blocks": [[int(v) for v in b] for b in data.blocks], "iterations": 1,
+            "ssp": dict(ssp_kwargs), "private": bool(private), "ledger": ledger,
+            "budget": budget, "accountant": accountant, "run_id": run_id,
+            "connect_timeout": float(connect_timeout), "reply_timeout": float(reply_timeout),
+            "checkpoint": None, "resume": False}
+
+
+def run(backend, data, *, ssp_kwargs, private, run_dir, ledger=None, budget=None,
+        accountant="rdp", run_id=None, party_ledgers=None, party_budget=None, noise_root=None,
+        connect_timeout=60.0, reply_timeout=600.0, progress=None, quiet=True, spec_dir=None):
+    """Run the ssp path on ``backend``; ``(out, info)`` as :func:`.remote.run` (``out`` the
+    server role's result), or with ``spec_dir`` ``(None, what was written)``."""
+    from ...runtime.backends import describe, launch
+    from ...runtime.partydata import noise_entropy_of
+    from ..remote import party_configs, run_info
+    from .remote import pin_identities
+
+    spec = make_spec(data, ssp_kwargs=ssp_kwargs, private=private, ledger=ledger, budget=budget,
+                     accountant=accountant, run_id=run_id, connect_timeout=connect_timeout,
+                     reply_timeout=reply_timeout)
+    # each party's file holds its block as given (not scaled: the role scales it by s)
+    cfgs = party_configs(data, run_dir, private=private, budget=party_budget or budget,
+                         accountant=accountant, ledgers=party_ledgers,
+                         noise_entropy=None if noise_root is None else noise_entropy_of(noise_root),
+                         label_party=ssp_kwargs["label_party"],
+                         bounds=(ssp_kwargs["bounds"] if private else None))
+    if spec_dir:
+        pin_identities(run_dir, cfgs)
+        return None, describe(run_dir, spec, cfgs)
+    out = launch(backend, spec, cfgs, run_dir, progress=progress, quiet=quiet)
+    return out, run_info(backend, out, cfgs, private)
+
+
+class _Got:
+    """The server role's result as ``run_hosted`` expects a result (it sets ``seconds``)."""
+
+    def __init__(self, out):
+        self.out, self.seconds = out, 0.0
+
+
+def on_flower(data, srun, plan, frac, fit, led, budget, run_dir, noise_root):
+    """The ssp path on ``srun.cfg.backend`` (not in process): ``(the server role's result or
+    None when a description was written, flower info)``.  ``fit``: the fit's lam, radius and
+    intercept bound; ``noise_root``: the in-process noise root of a seeded run (each party's
+    stream is its spawn, as in process), else None."""
+    from ..hosted import run_hosted
+    from .ssp_run import public_bounds
+
+    cfg, K = srun.cfg, data.K
+    Ba_s, By, clips = public_bounds(plan, srun.private, K)
+    kw = {"frac": int(frac), "feature_bound": Ba_s, "label_bound": By, "clips": clips,
+          "scale": float(plan.s), "sigma": float(plan.sigma),
+          "label_party": int(srun.label_party), "lam": float(fit["lam"]),
+          "radius": None if math.isinf(fit["radius"]) else float(fit["radius"]),
+          "b_bound": None if math.isinf(fit["b_bound"]) else float(fit["b_bound"]),
+          # the declared bounds, unscaled, for the warnings on the parties' own data
+          "bounds": [cfg.feature_bound, cfg.label_bound]}
+
+    def runner(**k):
+        out, info = run(cfg.backend, data, ssp_kwargs=kw, **k)
+        if out is None or "x" not in out:          # a description written, or no result
+            return None, info
+        return _Got(out), info
+
+    got, info = run_hosted(cfg.backend, cfg.flower, run_dir, data, None, 1.0, 1, srun.private,
+                           None, led, budget, cfg.accountant, cfg.epsilon, cfg.delta, noise_root,
+                           cfg.callback, runner=runner)
+    return (None if got is None else got.out), info

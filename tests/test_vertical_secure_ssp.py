@@ -232,38 +232,133 @@ def test_ssp_audit_entry_holds_and_catches_a_tenth_of_the_noise():
     assert not bad["ok"] and bad["lower_bound"] > bad["claimed_epsilon"]
 
 
-def test_refusals_name_the_bad_value():
+def test_refusals_name_the_bad_value(tmp_path):
     A, y = _classification(n=50)
     kw = dict(algorithm="dp-bcfw-secure", loss="logistic", logistic_path="ssp", label_party=0)
     with pytest.raises(InputError, match="-1, \\+1"):
         solve(VerticalData(A, 0.5 * y, BLOCKS), **kw)
-    with pytest.raises(InputError, match="flower-sim"):
-        solve(VerticalData(A, y, BLOCKS), backend="flower-sim", **kw)
-    with pytest.raises(InputError, match="checkpoint"):
-        solve(VerticalData(A, y, BLOCKS), checkpoint="x.ck", **kw)
+    with pytest.raises(InputError, match="-1, \\+1"):
+        solve(VerticalData(A, 0.5 * y, BLOCKS), backend="local", **kw)
+    # one release: no checkpoint on any backend, refused before any file is touched
+    for backend in ("inprocess", "local"):
+        with pytest.raises(InputError, match="checkpoint"):
+            solve(VerticalData(A, y, BLOCKS), checkpoint=str(tmp_path / "x.ck"),
+                  backend=backend, ledger=str(tmp_path / "x.ledger"), epsilon=1.0,
+                  delta=1e-6, feature_bound=1.0, label_bound=1.0, **kw)
+    assert list(tmp_path.iterdir()) == []
     with pytest.raises(InputError, match="helper"):
         solve(VerticalData(A, y, BLOCKS), helper_party=1, **kw)
 
 
-def test_cli_runs_the_ssp_path_and_refuses_it_on_flower(tmp_path, capsys):
+def _csv(tmp_path, n=300):
     import pandas as pd
 
-    A, y = _classification(n=300)
+    A, y = _classification(n=n)
     csv = tmp_path / "t.csv"
     pd.DataFrame(np.c_[A, y], columns=[f"f{j}" for j in range(9)] + ["y"]).to_csv(csv,
                                                                                   index=False)
+    return csv
+
+
+_CLI = ["--label", "y", "--parties", "3", "--algorithm", "dp-bcfw-secure", "--loss",
+        "logistic", "--logistic-path", "ssp", "--label-party", "0", "--epsilon", "1",
+        "--delta", "1e-6", "--feature-bound", "1", "--label-bound", "1", "--seed", "0"]
+
+
+def test_cli_runs_the_ssp_path(tmp_path):
     out = tmp_path / "run.json"
-    rc = main(["run", "--data", str(csv), "--label", "y", "--parties", "3", "--algorithm",
-               "dp-bcfw-secure", "--loss", "logistic", "--logistic-path", "ssp",
-               "--label-party", "0", "--epsilon", "1", "--delta", "1e-6", "--feature-bound",
-               "1", "--label-bound", "1", "--seed", "0", "--json", str(out)])
+    rc = main(["run", "--data", str(_csv(tmp_path))] + _CLI + ["--json", str(out)])
     assert rc == 0
     doc = json.loads(out.read_text())
     assert doc["intercept"] is not None and doc["epsilon_spent"]["best"] <= 1.0
     assert doc["secure"]["path"] == "ssp" and doc["auc"] > 0.6
-    capsys.readouterr()
-    rc = main(["run", "--data", str(csv), "--label", "y", "--parties", "3", "--algorithm",
-               "dp-bcfw-secure", "--loss", "logistic", "--logistic-path", "ssp",
-               "--label-party", "0", "--epsilon", "1", "--delta", "1e-6", "--feature-bound",
-               "1", "--label-bound", "1", "--backend", "flower-sim"])
-    assert rc == 2 and "flower-sim" in capsys.readouterr().err
+
+
+def _ledger_events(led):
+    return [r.event for r in (read_ledger(led) if isinstance(led, str) else led).records]
+
+
+def test_the_local_link_run_equals_the_in_process_run(tmp_path):
+    """backend="local": the server role and the parties' roles (each rebuilt per message from
+    its own file, state and ledger file) over an in-process LocalLink, bit for bit the
+    in-process run: x, intercept, the bytes of every message kind, one identical record on the
+    server's ledger and on every party's own."""
+    A, y = _classification(n=150)
+    data = VerticalData(A, y, BLOCKS)
+    kw = dict(algorithm="dp-bcfw-secure", loss="logistic", logistic_path="ssp", label_party=1,
+              epsilon=1.0, delta=1e-6, feature_bound=1.0, label_bound=1.0, seed=3)
+    ref = solve(data, ledger=str(tmp_path / "a.ledger"), **kw)
+    sol = solve(data, ledger=str(tmp_path / "b.ledger"), backend="local", **kw)
+    assert np.array_equal(ref.x, sol.x) and ref.intercept == sol.intercept
+    assert ref.objective == sol.objective
+    assert ref.privacy["epsilon_spent"] == sol.privacy["epsilon_spent"]
+    assert ref.uplink_framed == sol.uplink_framed and ref.downlink == sol.downlink
+    assert ref.extra["bytes_by_type"] == sol.extra["bytes_by_type"]
+    event = _ledger_events(str(tmp_path / "a.ledger"))
+    assert len(event) == 1 and _ledger_events(str(tmp_path / "b.ledger")) == event
+    assert [_ledger_events(pl) for pl in ref.extra["party_ledgers"]] == [event] * 3
+    assert [_ledger_events(pl) for pl in sol.extra["party_ledgers"]] == [event] * 3
+    assert sol.extra["backend"] == "local" and sol.extra["flower"]["error"] is None
+    # without noise (no budget, no ledger) the same holds, the constrained fit included
+    kw = dict(algorithm="dp-bcfw-secure", loss="logistic", logistic_path="ssp", label_party=2,
+              seed=1, eta=0.5, fit_intercept=False)
+    ref, sol = solve(data, **kw), solve(data, backend="local", **kw)
+    assert np.array_equal(ref.x, sol.x) and sol.intercept is None
+    assert ref.extra["fit_iterations"] == sol.extra["fit_iterations"] > 0
+
+
+def test_a_party_whose_own_budget_cannot_hold_the_release_refuses_at_setup(tmp_path):
+    """Each party checks the release against its own budget at setup: a party budget below
+    the release stops the run there, before anything is charged on any ledger."""
+    from vflpriv.runtime.backends import FlowerOptions
+    from vflpriv.runtime.link import PartyRefused
+
+    A, y = _classification(n=60)
+    led = tmp_path / "run.ledger"
+    with pytest.raises(PartyRefused, match="party 0 refused round 0: BudgetExceeded.*nothing "
+                                           "was released"):
+        solve(VerticalData(A, y, BLOCKS), algorithm="dp-bcfw-secure", loss="logistic",
+              logistic_path="ssp", label_party=0, epsilon=1.0, delta=1e-6, feature_bound=1.0,
+              label_bound=1.0, seed=0, ledger=str(led), backend="local",
+              flower=FlowerOptions(party_budget=(0.1, 1e-6)))
+    assert read_ledger(led).records == []
+    for k in range(3):
+        p = tmp_path / f"run.ledger.party{k}"
+        assert not p.exists() or read_ledger(p).records == []
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("one_ray")                  # conftest: one Ray for all runs
+def test_ssp_path_on_flower_sim_equals_in_process(tmp_path):
+    """The ssp path as Flower ClientApps (each party's GramParty rebuilt per message, its own
+    ledger file gating its releases): bit for bit the in-process run."""
+    pytest.importorskip("flwr")
+    pytest.importorskip("ray")
+    A, y = _classification(n=150)
+    data = VerticalData(A, y, BLOCKS)
+    kw = dict(algorithm="dp-bcfw-secure", loss="logistic", logistic_path="ssp", label_party=1,
+              epsilon=1.0, delta=1e-6, feature_bound=1.0, label_bound=1.0, seed=4)
+    ref = solve(data, ledger=str(tmp_path / "a.ledger"), **kw)
+    sol = solve(data, ledger=str(tmp_path / "b.ledger"), backend="flower-sim", **kw)
+    assert np.array_equal(ref.x, sol.x) and ref.intercept == sol.intercept
+    assert ref.objective == sol.objective
+    assert ref.uplink_framed == sol.uplink_framed
+    assert ref.privacy["epsilon_spent"] == sol.privacy["epsilon_spent"]
+    event = _ledger_events(str(tmp_path / "a.ledger"))
+    assert len(event) == 1 and _ledger_events(str(tmp_path / "b.ledger")) == event
+    assert [_ledger_events(pl) for pl in ref.extra["party_ledgers"]] == [event] * 3
+    assert [_ledger_events(pl) for pl in sol.extra["party_ledgers"]] == [event] * 3
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("one_ray")
+def test_cli_runs_the_ssp_path_on_flower_sim(tmp_path):
+    pytest.importorskip("flwr")
+    pytest.importorskip("ray")
+    out = tmp_path / "run.json"
+    rc = main(["run", "--data", str(_csv(tmp_path))] + _CLI +
+              ["--backend", "flower-sim", "--json", str(out)])
+    assert rc == 0
+    doc = json.loads(out.read_text())
+    assert doc["secure"]["path"] == "ssp" and doc["epsilon_spent"]["best"] <= 1.0
+    assert doc["flower"]["backend"] == "flower-sim"

@@ -280,11 +280,18 @@ def _in_process(data, run, plan, frac, budget, seeds, sizes, L):
     spill = should_spill(n, sizes)
     link = LocalParties(parties, spill=SpillDirectory(None) if spill else None)
     try:
-        M = release(link, sizes, L, n, frac, budget, plan.event, parties[0].chunk_rows,
-                    lambda: [link.net.up(p.k, p.gram_part(sizes, L), 0) for p in parties])
+        M = _release(link, parties, sizes, L, n, frac, budget, plan)
     finally:
         link.close()
     return M, link.meter, link.ledgers()
+
+
+def _release(link, parties, sizes, L, n, frac, budget, plan):
+    """:func:`release` in process (``link`` a ``LocalParties`` of ``parties``; ``plan`` None
+    when no budget is charged, as in the audit, ``vflpriv.audit.secure_ssp``)."""
+    return release(link, sizes, L, n, frac, budget, None if plan is None else plan.event,
+                   parties[0].chunk_rows,
+                   lambda: [link.net.up(p.k, p.gram_part(sizes, L), 0) for p in parties])
 
 
 def release(link, sizes, L, n, frac, budget, event, chunk_rows, gram_parts):

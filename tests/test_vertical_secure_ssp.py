@@ -327,6 +327,33 @@ def test_a_party_whose_own_budget_cannot_hold_the_release_refuses_at_setup(tmp_p
         assert not p.exists() or read_ledger(p).records == []
 
 
+def test_over_a_link_each_party_serves_only_what_its_own_ledger_charged(tmp_path,
+                                                                        monkeypatch):
+    """The roles' gates over a link: a server that does not announce the release (so no party
+    charges it) is refused the first product by its holder, before any noise is drawn; a server
+    asking for the statistics twice is refused the second time."""
+    from vflpriv.runtime.link import PartyRefused
+    from vflpriv.vertical.secure import ssp_remote as SR
+
+    A, y = _classification(n=60)
+    kw = dict(algorithm="dp-bcfw-secure", loss="logistic", logistic_path="ssp", label_party=1,
+              epsilon=1.0, delta=1e-6, feature_bound=1.0, label_bound=1.0, seed=0,
+              backend="local")
+    data = VerticalData(A, y, BLOCKS)
+    monkeypatch.setattr(SR.LinkSspParties, "new_features", lambda self, holders, t: None)
+    with pytest.raises(PartyRefused) as err:
+        solve(data, ledger=str(tmp_path / "a.ledger"), **kw)
+    assert err.value.party == 1 and "refused to release A_k^T y" in err.value.reason
+    assert all(read_ledger(tmp_path / f"a.ledger.party{k}").records == [] for k in range(3))
+    monkeypatch.undo()
+    real = SR.LinkSspParties.gram_parts
+    monkeypatch.setattr(SR.LinkSspParties, "gram_parts",
+                        lambda self, t=0: (real(self, t), real(self, t))[1])
+    with pytest.raises(PartyRefused) as err:
+        solve(data, ledger=str(tmp_path / "b.ledger"), **kw)
+    assert err.value.party == 0 and "refused to release its statistics" in err.value.reason
+
+
 @pytest.mark.slow
 @pytest.mark.usefixtures("one_ray")                  # conftest: one Ray for all runs
 def test_ssp_path_on_flower_sim_equals_in_process(tmp_path):

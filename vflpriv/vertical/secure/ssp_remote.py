@@ -157,10 +157,11 @@ def _inf(v):
 
 def serve(connect, spec, progress=None) -> dict:
     """The server role of one ssp run (``spec`` from :func:`make_spec`): the release through
-    the parties' roles, then the fit from the noisy M (post-processing)."""
+    the parties' roles, then the fit from the noisy M (post-processing); its result's ``x`` is
+    the model on the data (global column order, unscaled) and ``intercept`` its b."""
     from .protocol import CHUNK_ROWS
     from .remote import serve_run
-    from .ssp_run import _local_blocks, release
+    from .ssp_run import _local_blocks, model, release
 
     s = spec["ssp"]
     sizes = [len(b) for b in spec["blocks"]]
@@ -181,7 +182,10 @@ def serve(connect, spec, progress=None) -> dict:
         seconds = time.perf_counter() - t0
         x_s, b, iters = S.fit(M, _local_blocks(sizes), lam=float(s["lam"]),
                               radius=_inf(s["radius"]), b_bound=_inf(s["b_bound"]))
-        return dict(x=x_s, intercept=b, fit_iterations=iters, meter=link.meter,
+        # the model on the data: unscaled, in the data's global column order
+        x, b = model(x_s, b, float(s["scale"]), spec["blocks"], sum(sizes),
+                     bool(s["fit_intercept"]))
+        return dict(x=x, intercept=b, fit_iterations=iters, meter=link.meter,
                     peer_bytes=link.peer_bytes, setup_seconds=seconds)
 
     return serve_run(connect, spec, progress, LinkSspParties, FAMILY, loop)
@@ -247,6 +251,7 @@ def on_flower(data, srun, plan, frac, fit, led, budget, run_dir, noise_root):
           "label_party": int(srun.label_party), "lam": float(fit["lam"]),
           "radius": None if math.isinf(fit["radius"]) else float(fit["radius"]),
           "b_bound": None if math.isinf(fit["b_bound"]) else float(fit["b_bound"]),
+          "fit_intercept": bool(cfg.fit_intercept),
           # the declared bounds, unscaled, for the warnings on the parties' own data
           "bounds": [cfg.feature_bound, cfg.label_bound]}
 

@@ -224,7 +224,7 @@ def solve_ssp(data, run):
             from .run import server_accounts
 
             led, budget = server_accounts(run, info, budget)
-        x_s, b, iters = got["x"], got["intercept"], got["fit_iterations"]
+        x, b, iters = got["x"], got["intercept"], got["fit_iterations"]
         meter, party_ledgers = got["meter"], info.get("party_ledgers")
         release_seconds = got["setup_seconds"]
     else:
@@ -232,7 +232,7 @@ def solve_ssp(data, run):
                                               noise_ss.spawn(K), sizes, L)
         release_seconds = time.perf_counter() - t0
         x_s, b, iters = S.fit(M, _local_blocks(sizes), **fit)
-    x = plan.s * x_s
+        x, b = model(x_s, b, plan.s, data.blocks, d, cfg.fit_intercept)
     return finish(_solution(data, run, x, b, meter, party_ledgers, noise_plan, led, iters,
                             release_seconds, time.perf_counter() - t0, frac, plan, info),
                   data, run, led, budget, noise_plan)
@@ -328,21 +328,27 @@ def _local_blocks(sizes):
     return [np.arange(ends[k], ends[k + 1]) for k in range(len(sizes))]
 
 
-def _solution(data, run, x_local, b, meter, party_ledgers, noise_plan, led, iters,
+def model(x_s, b, s, blocks, d, fit_intercept):
+    """``(x, b)``: the fit's x (scaled units, the parties' local column order, block by block)
+    as the model on the data (times s, in the data's global order), b a float (None when not
+    fitted).  The server role returns the same (``ssp_remote.serve``)."""
+    x_local = s * x_s
+    x = np.zeros(int(d))
+    pos = 0
+    for blk in blocks:
+        x[np.asarray(blk, dtype=np.intp)] = x_local[pos:pos + len(blk)]
+        pos += len(blk)
+    return x, (float(b) if fit_intercept else None)
+
+
+def _solution(data, run, x, b, meter, party_ledgers, noise_plan, led, iters,
               release_seconds, seconds, frac, plan, flower_info=None):
-    """The Solution; x comes back in the parties' local column order (block by block) and is
-    put in the data's global order."""
+    """The Solution of the model ``(x, b)`` (:func:`model`)."""
     from ...optim.losses import get_loss
     from ..solution import Solution
     from .run import meter_totals
 
     K, n = data.K, data.n
-    x = np.zeros(data.d)
-    pos = 0
-    for blk in data.blocks:
-        x[np.asarray(blk, dtype=np.intp)] = x_local[pos:pos + len(blk)]
-        pos += len(blk)
-    b = float(b) if run.cfg.fit_intercept else None
     m = np.asarray(data.A @ x).ravel() + (b or 0.0)
     obj = float(np.mean(get_loss("logistic").value(m, np.asarray(data.y, float))))
     sol = Solution(algorithm="dp-bcfw-secure", x=x, objective=[obj],

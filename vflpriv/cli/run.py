@@ -138,7 +138,7 @@ def add_problem_arguments(p):
                         "(least squares on the loss's expansion at 0, labels 2y: cross-products "
                         "released once, no helper party, far less traffic) or ssp (that "
                         "expansion's sufficient statistics released once, the model fitted "
-                        "from them; in process only; docs/vertical.md)")
+                        "from them, on every backend; docs/vertical.md)")
     p.add_argument("--step", choices=("fw", "pgd"), default=None,
                    help="dp-bcfw-secure, logistic glm path: how each party moves on its noisy "
                         "scores: fw (default; its Frank-Wolfe vertex) or pgd (a projected-"

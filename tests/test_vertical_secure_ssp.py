@@ -354,6 +354,27 @@ def test_over_a_link_each_party_serves_only_what_its_own_ledger_charged(tmp_path
     assert err.value.party == 0 and "refused to release its statistics" in err.value.reason
 
 
+def test_a_description_for_separate_machines_is_of_the_ssp_family(tmp_path):
+    """``flower.spec_dir``: nothing runs; the run description (data only) names the ssp family
+    and carries the public scale, bounds and noise; each party's file holds its block as given."""
+    pytest.importorskip("flwr")
+    from vflpriv.runtime.backends import FlowerOptions
+    from vflpriv.runtime.partydata import load_party_data
+
+    A, y = _classification(n=60)
+    out = tmp_path / "d"
+    info = solve(VerticalData(A, y, BLOCKS), algorithm="dp-bcfw-secure", loss="logistic",
+                 logistic_path="ssp", label_party=2, epsilon=1.0, delta=1e-6,
+                 feature_bound=1.0, label_bound=1.0, backend="flower",
+                 flower=FlowerOptions(spec_dir=str(out)))
+    assert info["family"] == "ssp" and info["clients"] == 3
+    spec = json.loads((out / "run.json").read_text())
+    assert spec["family"] == "ssp" and spec["ssp"]["label_party"] == 2
+    assert spec["ssp"]["scale"] < 1.0 and spec["ssp"]["sigma"] > 0
+    A0, y0 = load_party_data(str(out / "party0.npz"))
+    assert np.array_equal(A0, A[:, BLOCKS[0]]) and y0.size == 0
+
+
 @pytest.mark.slow
 @pytest.mark.usefixtures("one_ray")                  # conftest: one Ray for all runs
 def test_ssp_path_on_flower_sim_equals_in_process(tmp_path):

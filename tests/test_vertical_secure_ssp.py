@@ -267,3 +267,21 @@ def test_cli_runs_the_ssp_path_and_refuses_it_on_flower(tmp_path, capsys):
                "--label-party", "0", "--epsilon", "1", "--delta", "1e-6", "--feature-bound",
                "1", "--label-bound", "1", "--backend", "flower-sim"])
     assert rc == 2 and "flower-sim" in capsys.readouterr().err
+
+
+def test_an_explicit_eta_bounds_every_party_and_the_classifier_takes_the_path():
+    from vflpriv.estimators import VerticalDPLogisticRegression
+
+    A, y = _classification()
+    kw = dict(algorithm="dp-bcfw-secure", loss="logistic", logistic_path="ssp", label_party=0,
+              epsilon=1.0, delta=1e-6, feature_bound=1.0, label_bound=1.0, seed=0)
+    free = solve(VerticalData(A, y, BLOCKS), **kw)
+    assert free.eta is None and "no l1 ball" in free.eta_rule
+    sol = solve(VerticalData(A, y, BLOCKS), eta=0.5, **kw)
+    norms = [np.abs(sol.x[b]).sum() for b in BLOCKS]
+    assert max(norms) <= 0.5 + 1e-9 and max(np.abs(free.x[b]).sum() for b in BLOCKS) > 0.5
+    assert sol.eta == 0.5 and sol.extra["fit_iterations"] > 0
+    m = VerticalDPLogisticRegression(parties=3, logistic_path="ssp", epsilon=1.0, delta=1e-6,
+                                     feature_bound=1.0, random_state=0).fit(A, y > 0)
+    assert m.solution_.extra["path"] == "ssp" and m.score(A, y > 0) > 0.7
+    assert m.predict_proba(A).shape == (A.shape[0], 2)

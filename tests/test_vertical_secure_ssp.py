@@ -269,6 +269,7 @@ def test_cli_runs_the_ssp_path_and_refuses_it_on_flower(tmp_path, capsys):
     assert rc == 2 and "flower-sim" in capsys.readouterr().err
 
 
+@pytest.mark.filterwarnings("ignore:.*a private fit without a ledger")
 def test_an_explicit_eta_bounds_every_party_and_the_classifier_takes_the_path():
     from vflpriv.estimators import VerticalDPLogisticRegression
 

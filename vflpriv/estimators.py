@@ -257,7 +257,8 @@ class _VerticalBase(BaseEstimator):
             "uplink": list(sol.uplink), "uplink_framed": list(sol.uplink_framed),
             "downlink": list(sol.downlink), "downlink_framed": list(sol.downlink_framed),
             "uplink_naive": list(sol.uplink_naive),
-            "uplink_full_gradient": list(sol.uplink_full_gradient), "meter": sol.meter}
+            "uplink_full_gradient": None if sol.uplink_full_gradient is None else
+            list(sol.uplink_full_gradient), "meter": sol.meter}
         self.privacy_ = sol.privacy
         self.solution_ = sol
         f0, fT = float(sol.initial_objective), float(sol.final_objective)

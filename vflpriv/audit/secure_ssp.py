@@ -24,7 +24,6 @@ DELTA = 1e-5
 def make_ssp(epsilon: float = 1.0, noise_factor: float = 1.0) -> AuditMechanism:
     import numpy as np
 
-    from vflpriv.vertical.secure import messages as SM
     from vflpriv.vertical.secure import ring
     from vflpriv.vertical.secure import ssp as S
     from vflpriv.vertical.secure.local import LocalParties

@@ -1,5 +1,5 @@
 """dp-bcfw-secure's ssp path (``logistic_path="ssp"``) as roles: the server role runs the same
-steps as in process (:func:`.ssp_run.release`, then ``ssp.fit``), each party is a party role
+steps as in process (:func:`.ssp_party.release`, then ``ssp.fit``), each party is a party role
 (hosted by Flower's ClientApp, or in process over a :class:`~vflpriv.runtime.link.LocalLink`
 for ``backend="local"``).
 
@@ -7,11 +7,11 @@ The messages are the least-squares roles' (:mod:`.remote`: setup and key offers,
 phase in pieces, ``new_features``, the secure products, every party-to-party frame sealed end to
 end and relayed by the server) and one more, ``gram_part``: the server asks every party for its
 :class:`~.messages.GramPart` once the products are done.  The party role builds a
-:class:`~.ssp_run.GramParty` from its own data file scaled by the public factor s
-(``ssp_run.prepare``, as in process), keeps its own ledger and gates every release by it:
+:class:`~.ssp_party.GramParty` from its own data file scaled by the public factor s
+(``ssp_party.prepare``, as in process), keeps its own ledger and gates every release by it:
 ``new_features([GRAM_RELEASE])`` charges the one release to that ledger before any noise is
 drawn; each product and its GramPart are served once while that charge is open
-(:class:`~.ssp_run.GramParty`).  At setup the party checks that the release fits its own budget.
+(:class:`~.ssp_party.GramParty`).  At setup the party checks that the release fits its own budget.
 The run has no rounds (no ``select``, ``sums`` or ``save``), hence no checkpoint.
 """
 from __future__ import annotations
@@ -41,7 +41,7 @@ _GRAM_STATE = ("_gram_owed", "_gram_done", "_served")
 def _prepared(cfg, setup, k):
     """Party k's scaled and prepared block for this run, made from its data file once per
     process (the role is rebuilt for every message; :func:`.remote._prepared` says why)."""
-    from .ssp_run import prepare
+    from .ssp_party import prepare
 
     path = cfg["data"]
     try:
@@ -71,7 +71,7 @@ def _prepared(cfg, setup, k):
 
 
 class SspPartyRole(SecurePartyRole):
-    """Party k of an ssp run: its :class:`~.ssp_run.GramParty` (noise sigma / sqrt 2 on its
+    """Party k of an ssp run: its :class:`~.ssp_party.GramParty` (noise sigma / sqrt 2 on its
     products, sigma on its own diagonal), its own ledger and channel keys; the key exchange,
     the offline phase, the products and the clean-up are the least-squares role's."""
 
@@ -79,7 +79,7 @@ class SspPartyRole(SecurePartyRole):
     CHARGED = ("setup", "new_features")
 
     def __init__(self, cfg, setup):
-        from .ssp_run import GramParty
+        from .ssp_party import GramParty
 
         self.k = k = int(cfg["party"])
         self.setup, self.cfg = setup, cfg
@@ -106,7 +106,7 @@ class SspPartyRole(SecurePartyRole):
 
     def _z_receivers(self, i):
         """A_k^T y goes to every other party, this party's columns to the parties below it
-        (each cross-block once, ``ssp_run.release``)."""
+        (each cross-block once, ``ssp_party.release``)."""
         if i == SM.LABEL_INDEX:
             return super()._z_receivers(i)
         return list(range(self.k))
@@ -161,7 +161,7 @@ def serve(connect, spec, progress=None) -> dict:
     the model on the data (global column order, unscaled) and ``intercept`` its b."""
     from .protocol import CHUNK_ROWS
     from .remote import serve_run
-    from .ssp_run import _local_blocks, model, release
+    from .ssp_party import _local_blocks, model, release
 
     s = spec["ssp"]
     sizes = [len(b) for b in spec["blocks"]]
@@ -242,7 +242,7 @@ def on_flower(data, srun, plan, frac, fit, led, budget, run_dir, noise_root):
     intercept bound; ``noise_root``: the in-process noise root of a seeded run (each party's
     stream is its spawn, as in process), else None."""
     from ..hosted import run_hosted
-    from .ssp_run import public_bounds
+    from .ssp_party import public_bounds
 
     cfg, K = srun.cfg, data.K
     Ba_s, By, clips = public_bounds(plan, srun.private, K)

@@ -319,8 +319,7 @@ def test_network_md_prose_is_network_bench_json():
         f"{(ls1['setup']['exchanges'] + ls1['rounds']['exchanges']) * 0.02:.1f} s for least squares",
         f"and {mb(ls1['rounds']['flower_uplink_bytes'])} in the rounds",
         f"round: {mb(lo1['rounds']['flower_uplink_bytes'])} up and "
-        f"{mb(lo1['rounds']['flower_downlink_bytes'])} down in 10 rounds",
-        f"at the {min(per_exchange):.0f} to {max(per_exchange):.0f} s an exchange costs here"):
+        f"{mb(lo1['rounds']['flower_downlink_bytes'])} down in 10 rounds"):
         assert s in text, s
     over = max(max(r["flower_uplink_bytes"] / r["frame_uplink_bytes"],
                    r["flower_downlink_bytes"] / r["frame_downlink_bytes"]) - 1
@@ -333,6 +332,31 @@ def test_network_md_prose_is_network_bench_json():
     ls = runs[("squared", "1gbit")]
     share = ls1["setup"]["flower_uplink_bytes"] / ls["flower_uplink_bytes"]
     assert f"squares sends {100 * share:.0f}% of its bytes in the setup" in text
+
+
+def test_network_md_n_1e6_is_its_json():
+    """docs/network.md's n = 1e6 least-squares table and prose: docs/network_bench_1e6.json."""
+    (r,) = _json("network_bench_1e6.json")["runs"]
+    assert (r["n"], r["loss"], r["rate"], r["iterations"], r["status"]) == \
+        (1000000, "squared", "1gbit", 10, "done")
+    text = _unwrapped("docs", "network.md")
+    ph = r["phases"]
+    mb = lambda b: f"{b / 1e6:.1f} MB"  # noqa: E731
+    for k in ("setup", "rounds"):
+        p = ph[k]
+        row = (f"| | {k} | {p['seconds']:.1f} | {p['exchanges']} | {mb(p['flower_uplink_bytes'])} "
+               f"/ {mb(p['flower_downlink_bytes'])} | {p['wire_seconds_model']:.2f} (RTTs "
+               f"{p['wire_rtt_seconds_model']:.2f}) |")
+        assert row in text, row
+    assert f"| | **wall** | **{r['wall_seconds']:.1f}** |" in text
+    assert f"{r['wall_seconds'] / 60:.1f} minutes in all" in text
+    assert f"epsilon spent {r['epsilon_spent']['best']:.3f} (rdp) of 1" in text
+    per = ph["setup"]["seconds_in_exchanges"] / ph["setup"]["exchanges"]
+    assert f"in {ph['setup']['exchanges']} exchanges ({per:.1f} s each on average)" in text
+    wire = ph["setup"]["wire_seconds_model"] + ph["rounds"]["wire_seconds_model"]
+    assert f"The wire model puts {wire:.0f} s of it on the link" in text
+    gaps = [b - a for a, b in zip(r["round_stamps"], r["round_stamps"][1:])]
+    assert f"rounds after the first took {min(gaps):.0f} to {max(gaps):.0f} s each" in text
 
 
 def _sparse_paper_cells(d):

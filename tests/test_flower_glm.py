@@ -217,3 +217,40 @@ def test_logistic_resumes_over_a_link_from_each_partys_own_save(tmp_path, monkey
     for k in range(data.K):
         assert [r.round for r in read_ledger(f"{led}.party{k}").records] == list(range(5))
     assert sol.privacy["epsilon_spent"] == ref.privacy["epsilon_spent"]
+
+
+def test_the_factors_kept_between_messages_live_on_the_partys_disk(monkeypatch):
+    """L and H keep 2 J n words of factors from step 2 to step 3.  A deployed SuperNode lost a
+    role state of that size at n = 1e6 (docs/network.md): the role's state names a file in its
+    masked-block folder instead, and the run over a link still equals the in-process one."""
+    import pickle
+
+    from vflpriv.runtime import roles
+    from vflpriv.vertical.secure import glm_remote
+
+    seen, sizes = [], []
+    get = glm_remote.GlmPartyRole.get_state
+
+    def spy(self):
+        st = get(self)
+        seen.append(st["_pending"])
+        return st
+
+    real = roles.answer
+
+    def measuring(build, cfg, store, kind, frame, round):
+        out = real(build, cfg, store, kind, frame, round)
+        if "state" in store:
+            sizes.append(len(store["state"]))
+        return out
+
+    monkeypatch.setattr(glm_remote.GlmPartyRole, "get_state", spy)
+    monkeypatch.setattr(roles, "answer", measuring)
+    data = _binary(n=4000)
+    ref = solve(data, **PLAIN)
+    sol = solve(data, backend="local", **PLAIN)
+    _same(ref, sol, exact=True)
+    files = [p for p in seen if p is not None]
+    assert files and all(p[0] == "file" and p[1].endswith("pending.npz") for p in files)
+    J = 8
+    assert max(sizes) < 2 * J * data.n * 8            # below one copy of the factors

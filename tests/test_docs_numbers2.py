@@ -334,6 +334,25 @@ def test_network_md_prose_is_network_bench_json():
     assert f"squares sends {100 * share:.0f}% of its bytes in the setup" in text
 
 
+def test_network_md_n_1e6_logistic_is_its_json():
+    """docs/network.md's n = 1e6 logistic table: docs/network_bench_1e6_logistic.json."""
+    (r,) = _json("network_bench_1e6_logistic.json")["runs"]
+    assert (r["n"], r["loss"], r["rate"], r["iterations"], r["status"]) == \
+        (1000000, "logistic", "1gbit", 10, "done")
+    text = _unwrapped("docs", "network.md")
+    mb = lambda b: f"{b / 1e6:.1f} MB"  # noqa: E731
+    for k in ("setup", "rounds"):
+        p = r["phases"][k]
+        row = (f"| | {k} | {p['seconds']:.1f} | {p['exchanges']} | {mb(p['flower_uplink_bytes'])} "
+               f"/ {mb(p['flower_downlink_bytes'])} | {p['wire_seconds_model']:.2f} (RTTs "
+               f"{p['wire_rtt_seconds_model']:.2f}) |")
+        assert row in text, row
+    assert f"| | **wall** | **{r['wall_seconds']:.1f}** |" in text
+    assert r["wall_seconds"] < 30 * 60
+    assert f"**n = 1e6, logistic (glm path), after the fix: {r['wall_seconds'] / 60:.1f} minutes.**" \
+        in text
+
+
 def test_network_md_n_1e6_is_its_json():
     """docs/network.md's n = 1e6 least-squares table and prose: docs/network_bench_1e6.json."""
     (r,) = _json("network_bench_1e6.json")["runs"]

@@ -62,7 +62,8 @@ ISLP_SHA256 = {
     "Default.csv": "d113590204485565bdd692b2d8430e7c2fcc72ec323df92314a745c99a0eefe9",
     "OJ.csv": "9c42d598b2222ba93bc431778d5165019eb71ae93ee6277b264e2da305fba6f7",
 }
-STATSMODELS_WHEEL = "statsmodels-0.14.4-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
+#: any platform's wheel of statsmodels 0.14.4 (only its CSV files are read)
+STATSMODELS_WHEEL = "statsmodels-0.14.4-*.whl"
 STATSMODELS_SHA256 = {
     "fair/fair.csv": "fd5f3f094a34fc35ca346a14c359e046ed27843038d6921efcd50a7ab21f6af0",
     "anes96/anes96.csv": "c124d8556d6f8c4329b1fea61e3dc6891c5e663f15b7fe5791235963420ba896",
@@ -91,45 +92,41 @@ def cache_dir() -> str:
                                                            "vflpriv")
 
 
-def _islp_csv(fname):
-    """The bytes of ISLP's ``data/<fname>``, from the cached wheel (downloaded once)."""
-    path = os.path.join(cache_dir(), ISLP_WHEEL)
-    if not os.path.isfile(path):
-        os.makedirs(cache_dir(), exist_ok=True)
-        proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q",
-                               "islp==0.6.0", "-d", cache_dir()], capture_output=True, text=True)
-        if proc.returncode != 0 or not os.path.isfile(path):
-            raise InputError("table needs the ISLP package's data (pip download --no-deps "
-                             f"islp==0.6.0 failed: {proc.stderr.strip()[-200:]})")
-    with zipfile.ZipFile(path) as z:
-        raw = z.read(f"ISLP/data/{fname}")
-    digest = hashlib.sha256(raw).hexdigest()
-    if digest != ISLP_SHA256[fname]:
-        raise InputError(f"ISLP's {fname} has SHA-256 {digest}, expected {ISLP_SHA256[fname]}")
-    return raw
-
-
-def _statsmodels_csv(fname):
-    """The bytes of statsmodels' ``datasets/<fname>``, from its cached wheel (downloaded once)."""
+def _wheel_file(pin, wheel_glob, member, sha256):
+    """The bytes of ``member`` inside the wheel of ``pin`` (``pkg==version``), from the cache
+    (downloaded once with ``pip download --no-deps``), checked against ``sha256``."""
     import glob
 
-    found = glob.glob(os.path.join(cache_dir(), "statsmodels-0.14.4-*.whl"))
+    def cached():
+        return sorted(glob.glob(os.path.join(cache_dir(), wheel_glob)))
+
+    found = cached()
     if not found:
         os.makedirs(cache_dir(), exist_ok=True)
         proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q",
-                               "--only-binary", ":all:", "statsmodels==0.14.4", "-d",
-                               cache_dir()], capture_output=True, text=True)
-        found = glob.glob(os.path.join(cache_dir(), "statsmodels-0.14.4-*.whl"))
+                               "--only-binary", ":all:", pin, "-d", cache_dir()],
+                              capture_output=True, text=True, check=False)
+        found = cached()
         if proc.returncode != 0 or not found:
-            raise InputError("table needs statsmodels' data (pip download --no-deps "
-                             f"statsmodels==0.14.4 failed: {proc.stderr.strip()[-200:]})")
+            raise InputError(f"table needs {pin}'s data (pip download --no-deps {pin} failed: "
+                             f"{proc.stderr.strip()[-200:]})")
     with zipfile.ZipFile(found[0]) as z:
-        raw = z.read(f"statsmodels/datasets/{fname}")
+        raw = z.read(member)
     digest = hashlib.sha256(raw).hexdigest()
-    if digest != STATSMODELS_SHA256[fname]:
-        raise InputError(f"statsmodels' {fname} has SHA-256 {digest}, expected "
-                         f"{STATSMODELS_SHA256[fname]}")
+    if digest != sha256:
+        raise InputError(f"{pin}'s {member} has SHA-256 {digest}, expected {sha256}")
     return raw
+
+
+def _islp_csv(fname):
+    """The bytes of ISLP's ``data/<fname>``, from the cached wheel."""
+    return _wheel_file("islp==0.6.0", ISLP_WHEEL, f"ISLP/data/{fname}", ISLP_SHA256[fname])
+
+
+def _statsmodels_csv(fname):
+    """The bytes of statsmodels' ``datasets/<fname>``, from the cached wheel."""
+    return _wheel_file("statsmodels==0.14.4", STATSMODELS_WHEEL,
+                       f"statsmodels/datasets/{fname}", STATSMODELS_SHA256[fname])
 
 
 def _scaled(df, ranges):

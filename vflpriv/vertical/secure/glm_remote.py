@@ -44,11 +44,11 @@ from . import messages as SM
 from .glm import (GlmParty, RingPlan, _factor_correction, noise_parts, offline_receivers,
                   round_event)
 from .glm_saves import GlmSaves
-from .remote import LinkParties, SecurePartyRole, new_key_pair, pack_bundle, unpack_bundle
+from .remote import (LinkParties, SecurePartyRole, cached_block, new_key_pair, pack_bundle,
+                     unpack_bundle)
 
 #: prepared blocks kept by this process (a host serving many messages for a party): key -> block
 _PREPARED = {}
-_PREPARED_MAX = 8
 
 
 def _series(setup):
@@ -59,39 +59,23 @@ def _series(setup):
 
 
 def _prepared(cfg, setup, k, ring):
-    """Party k's ``(prepared block, y)`` for this run, made from its data file once per process
-    (the role is rebuilt for every message; :func:`.remote._prepared` says why)."""
-    from ...errors import InputError
-    from ...runtime.partydata import load_party_data
+    """Party k's ``(prepared block, y)`` for this run (``remote.cached_block``)."""
     from .glm import prepare_glm_block
 
-    path = cfg["data"]
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        raise InputError(f"party data file {str(path)!r} cannot be read: {exc}") from None
     clips = setup["clips"]
-    key = (os.path.abspath(path), st.st_mtime_ns, st.st_size, k, tuple(setup["ring"]),
-           bool(setup["private"]), setup["feature_bound"],
-           None if clips is None else float(clips[k]), int(setup["label_party"]) == k)
-    got = _PREPARED.get(key)
-    if got is None:
-        A_k, y = load_party_data(path)
-        if A_k.shape[0] != setup["n"]:
-            raise Refused(f"party {k}'s data has {A_k.shape[0]} rows, the run expects "
-                          f"{setup['n']}")
-        if int(setup["label_party"]) == k:
-            if np.size(y) != setup["n"]:
-                raise Refused(f"party {k} is the label party but its data file holds no labels")
-        else:
-            y = None             # only the label party keeps y
+    label = int(setup["label_party"]) == k
+
+    def make(A_k, y):
+        if label and np.size(y) != setup["n"]:
+            raise Refused(f"party {k} is the label party but its data file holds no labels")
         blk = prepare_glm_block(A_k, ring=ring, private=bool(setup["private"]),
                                 feature_bound=setup["feature_bound"],
                                 row_clip=None if clips is None else clips[k], k=k)
-        if len(_PREPARED) >= _PREPARED_MAX:
-            _PREPARED.clear()
-        got = _PREPARED[key] = (blk, y)
-    return got
+        return blk, (y if label else None)     # only the label party keeps y
+
+    return cached_block(_PREPARED, cfg, setup, k,
+                        (tuple(setup["ring"]), bool(setup["private"]), setup["feature_bound"],
+                         None if clips is None else float(clips[k]), label), make)
 
 
 _STATE = ("x", "u", "b", "_g_b", "_allowed", "masked", "_pending")

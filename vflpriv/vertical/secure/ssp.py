@@ -108,8 +108,8 @@ def own_block(A_k, sigma, rng):
 def assemble(blocks, parts, n):
     """The noisy (d + 2) x (d + 2) symmetric M from every party's part (``GramPart`` values
     already split by :func:`split_part`): coordinates in the order of ``blocks``, then the
-    intercept's 1 (its entry 1^T 1 = n is public, not released), then y (y^T y is not used).  ``parts[k]``: dict with tri, sums, cross {l: p_k x p_l},
-    ty (p_k), ysum (float or None)."""
+    intercept's 1 (its entry 1^T 1 = n is public, not released), then y (y^T y is not used).
+    ``parts[k]``: dict with tri, sums, cross {l: p_k x p_l}, ty (p_k), ysum (float or None)."""
     d = sum(len(b) for b in blocks)
     M = np.zeros((d + 2, d + 2))
     one, yi = d, d + 1
@@ -133,7 +133,7 @@ def assemble(blocks, parts, n):
     return M
 
 
-def part_length(k, sizes, label_party) -> int:
+def part_length(k, sizes) -> int:
     """Words of party k's GramPart: its triangle, sums, cross-blocks with the higher parties,
     A_k^T y, and the label sum (one word, NaN except at the label party)."""
     p = sizes[k]
@@ -151,7 +151,7 @@ def split_part(k, sizes, words, label_party):
     from ...errors import InputError
 
     words = np.asarray(words, dtype=np.float64)
-    want = part_length(k, sizes, label_party)
+    want = part_length(k, sizes)
     if words.shape != (want,):
         raise InputError(f"party {k} sent {words.size} statistics; its block of {sizes[k]} "
                          f"columns needs {want}")

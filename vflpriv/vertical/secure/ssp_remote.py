@@ -17,57 +17,43 @@ The run has no rounds (no ``select``, ``sums`` or ``save``), hence no checkpoint
 from __future__ import annotations
 
 import math
-import os
 import time
 
 from ...errors import InputError
-from ...runtime.partydata import load_party_data, party_noise_seed
+from ...runtime.partydata import party_noise_seed
 from ...runtime.roles import Refused
 from ..transport import UP
 from . import messages as SM
 from . import ssp as S
-from .remote import LinkParties, SecurePartyRole
+from .remote import LinkParties, SecurePartyRole, cached_block
 
 FAMILY = "ssp"
 
 #: prepared blocks kept by this process (a host serving many messages for a party): key -> block
 _PREPARED = {}
-_PREPARED_MAX = 8
 
 #: the GramParty's own gates, kept between messages beside the least-squares party's state
 _GRAM_STATE = ("_gram_owed", "_gram_done", "_served")
 
 
 def _prepared(cfg, setup, k):
-    """Party k's scaled and prepared block for this run, made from its data file once per
-    process (the role is rebuilt for every message; :func:`.remote._prepared` says why)."""
+    """Party k's scaled and prepared block for this run (``remote.cached_block``)."""
     from .ssp_party import prepare
 
-    path = cfg["data"]
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        raise InputError(f"party data file {str(path)!r} cannot be read: {exc}") from None
     clips = setup["clips"]
     label = int(setup["label_party"]) == k
-    key = (os.path.abspath(path), st.st_mtime_ns, st.st_size, k, int(setup["frac"]),
-           bool(setup["private"]), setup["feature_bound"], setup["label_bound"],
-           None if clips is None else float(clips[k]), float(setup["scale"]), label)
-    block = _PREPARED.get(key)
-    if block is None:
-        A_k, y = load_party_data(path)
-        if A_k.shape[0] != setup["n"]:
-            raise Refused(f"party {k}'s data has {A_k.shape[0]} rows, the run expects "
-                          f"{setup['n']}")
+
+    def make(A_k, y):
         if label and y.size != setup["n"]:
             raise Refused(f"party {k} is the label party but its data file holds no labels")
-        block = prepare(A_k, y if label else None, float(setup["scale"]), k, int(setup["frac"]),
-                        bool(setup["private"]), setup["feature_bound"], setup["label_bound"],
-                        None if clips is None else clips[k])
-        if len(_PREPARED) >= _PREPARED_MAX:
-            _PREPARED.clear()
-        _PREPARED[key] = block
-    return block
+        return prepare(A_k, y if label else None, float(setup["scale"]), k, int(setup["frac"]),
+                       bool(setup["private"]), setup["feature_bound"], setup["label_bound"],
+                       None if clips is None else clips[k])
+
+    return cached_block(_PREPARED, cfg, setup, k,
+                        (int(setup["frac"]), bool(setup["private"]), setup["feature_bound"],
+                         setup["label_bound"], None if clips is None else float(clips[k]),
+                         float(setup["scale"]), label), make)
 
 
 class SspPartyRole(SecurePartyRole):

@@ -69,3 +69,29 @@ def test_stein_estimate_is_unbiased():
     assert abs(diffs.mean()) <= 5.0 * diffs.std(ddof=1) / math.sqrt(diffs.size)
     # the plain plug-in loss is optimistic by more than that (the test has power)
     assert naive.mean() < -5.0 * naive.std(ddof=1) / math.sqrt(naive.size)
+
+
+def test_the_study_fits_as_the_path_does():
+    """The study's closed form (it also returns P for the Stein term) is ``ssp.fit`` without an
+    l1 ball, on a random noisy M."""
+    from vflpriv.vertical.secure import ssp as S
+
+    mod = _study()
+    rng = np.random.default_rng(5)
+    Z = rng.uniform(-1, 1, (50, 5))
+    y = np.sign(rng.normal(size=50))
+    M = mod.noisy_m(Z, y, 3.0, rng)
+    w, _ = mod.ridge_fit(M, 7.0)
+    x, b, iters = S.fit(M, [[0, 1], [2, 3, 4]], lam=7.0)
+    assert iters == 0
+    np.testing.assert_allclose(np.append(x, b), w, rtol=1e-10, atol=1e-12)
+
+
+def test_the_quantile_score_counts_rows_at_or_below():
+    """With a negligible noise scale the private quantile is the grid point whose count is
+    nearest 0.9 n, checked against a brute-force count."""
+    mod = _study()
+    norms = np.random.default_rng(6).uniform(0, 2, 1000)
+    grid = 2.0 * 2.0 ** (-np.arange(33) / 4.0)
+    brute = grid[int(np.argmin([abs((norms <= c).sum() - 900) for c in grid]))]
+    assert mod.dp_quantile(norms, 2.0, 1e9, np.random.default_rng(0)) == brute

@@ -6,8 +6,11 @@ On the tables of `vflpriv bench peers` (vflpriv/bench/tables.py: caravan, defaul
 their public scaling and party blocks), with the rows split by
 ``vflpriv.vertical.metrics.split_rows(n, 0.2, seed)`` for seeds 0 and 1:
 
-* non-private ``fw`` (T = 200) with its defaults (the intercept on, ``eta="auto"``) and without
-  an intercept at eta = 1 per party (the defaults before the intercept and the scale rule);
+* non-private ``fw`` (T = 200) with the intercept on and ``eta="auto"`` (the public rule's
+  radius), and without an intercept at eta = 1 per party (the defaults before the intercept and
+  the scale rule); both with ``step="fw"`` (2 / (t + 2)), fw's only step when this was
+  measured (its default is now the line search with a cross-validated radius: docs/vertical.md,
+  "The non-private learner");
 * DP-BCFW-AS (``dp-bcfw``, T = 200, eps 4, delta 1e-6, ``eta="auto"``) on default, seed 0,
   with and without the intercept: where its released features' noise dominates, the fitted
   intercept fits that noise.
@@ -49,9 +52,9 @@ def main():
         table = load_table(name)
         for seed in (0, 1):
             train, test = split_rows(table.A.shape[0], 0.2, seed)
-            for label, kw in (("fw, intercept, eta auto", dict(algorithm="fw")),
+            for label, kw in (("fw, intercept, eta auto", dict(algorithm="fw", step="fw")),
                               ("fw, no intercept, eta 1",
-                               dict(algorithm="fw", fit_intercept=False, eta=1.0))):
+                               dict(algorithm="fw", fit_intercept=False, eta=1.0, step="fw"))):
                 rows.append({"table": name, "seed": seed, "system": label,
                              **_fit(table, train, test, **kw)})
     table = load_table("default")

@@ -86,7 +86,7 @@ def test_bcfw_with_elementary_sampling_is_central_fw_with_an_intercept(loss):
     data = VerticalData(A, y, BLOCKS)
     kw = dict(loss=loss, eta=1.0, iterations=200, fit_intercept=True)
     a = solve(data, algorithm="bcfw", seed=0, **kw)
-    b = solve(data, algorithm="fw", **kw)
+    b = solve(data, algorithm="fw", step="fw", **kw)   # the same 2 / (t + 2) iteration
     assert np.allclose(a.x, b.x, rtol=0, atol=1e-12)
     assert a.intercept == pytest.approx(b.intercept, abs=1e-10)
     assert np.allclose(a.objective, b.objective, rtol=1e-12)

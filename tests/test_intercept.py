@@ -68,7 +68,7 @@ def test_secure_logistic_intercept_tracks_central_fw():
     data = VerticalData.from_arrays(A, y, "0,1,2;3,4,5")
     sec = solve(data, loss="logistic", algorithm="dp-bcfw-secure", eta=1.0, iterations=200,
                 seed=0)
-    fw = solve(data, loss="logistic", algorithm="fw", eta=1.0, iterations=200)
+    fw = solve(data, loss="logistic", algorithm="fw", eta=1.0, iterations=200, step="fw")
     assert sec.intercept is not None and fw.intercept is not None
     assert abs(sec.intercept - fw.intercept) < 0.05
     assert abs(sec.final_objective - fw.final_objective) < 2e-3

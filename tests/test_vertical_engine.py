@@ -150,6 +150,6 @@ def test_centralized_baselines_report_objective_on_given_data():
                 feature_bound=0.5, label_bound=0.5, report_accountants=("rdp",), seed=0)
     assert sol.final_objective == pytest.approx(SquaredLoss().objective(D.A, sol.x, D.y), rel=1e-10)
     assert sol.privacy["epsilon_spent"]["rdp"] <= 5.0
-    fw = solve(D, algorithm="fw", eta=1.0, iterations=15, seed=0)
+    fw = solve(D, algorithm="fw", eta=1.0, iterations=15, seed=0, step="fw")
     bc = solve(D, algorithm="bcfw", eta=1.0, iterations=15, seed=0)
     np.testing.assert_allclose(fw.objective, bc.objective, rtol=1e-10)

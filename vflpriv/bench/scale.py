@@ -213,7 +213,8 @@ def _table_rows(args, tmp):
     limit = int(args.table_limit_gb * 10 ** 9)      # GB: SI units, as every byte count
     dense = 8 * args.table_rows * args.d
     chunked = [sys.executable, "-m", "vflpriv", "run", "--data", path, "--label", "y",
-               "--algorithm", "fw", "--iterations", "1", "--parties", str(args.parties),
+               "--algorithm", "fw", "--step", "fw", "--iterations", "1",
+               "--parties", str(args.parties),     # one plain FW round: the reader is measured
                "--chunk-rows", str(args.table_chunk_rows), "--quiet"]
     # the whole-table reader vflpriv used before (read_csv, then one float64 array), serial
     # (pandas >= 3.1 otherwise parses big files in threads, whose stacks fail under the limit

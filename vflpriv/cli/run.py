@@ -139,11 +139,14 @@ def add_problem_arguments(p):
                         "released once, no helper party, far less traffic) or ssp (that "
                         "expansion's sufficient statistics released once, the model fitted "
                         "from them, on every backend; docs/vertical.md)")
-    p.add_argument("--step", choices=("fw", "pgd"), default=None,
+    p.add_argument("--step", choices=("fw", "pgd", "line"), default=None,
                    help="dp-bcfw-secure, logistic glm path: how each party moves on its noisy "
                         "scores: fw (default; its Frank-Wolfe vertex) or pgd (a projected-"
                         "gradient step of size 4 / (sum_k C_k^2 + 1) in its l1 ball, the model "
-                        "the iterates' average weighted by t + 1); the same releases and spend")
+                        "the iterates' average weighted by t + 1); the same releases and spend.  "
+                        "fw (non-private): line (default; exact line search, and --eta auto "
+                        "by 3-fold cross-validation) or fw (2 / (t + 2), paper 004's FW, eta "
+                        "by the public rule)")
     p.add_argument("--seed", type=int, default=None,
                    help="seed every random choice (sketch, sampling, noise) for a reproducible "
                         "run; its outputs are marked not for deployment.  Default: the noise "

@@ -33,6 +33,8 @@ def _solve(data, algorithm, T, epsilon=math.inf, seed=0, **kw):
     # the paper's problem: eta = 1 per party and no intercept (paper 004 fits none), whatever
     # the library's defaults (eta auto, an intercept for classification losses)
     args = dict(algorithm=algorithm, iterations=T, seed=seed, eta=1.0, fit_intercept=False)
+    if algorithm == "fw":
+        args["step"] = "fw"             # the paper's FW: 2 / (t + 2), not the line search
     if math.isfinite(epsilon):
         args.update(PRIVATE, epsilon=epsilon, delta=1.0 / data.n)
         if algorithm == "dp-bcfw-secure":

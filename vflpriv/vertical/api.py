@@ -82,19 +82,21 @@ def solve(data, config: VerticalConfig | None = None, **options) -> Solution:
     cfg = _config(config, options)
     label_party = cfg.check_data(data)
     _check_outputs(cfg)
-    cfg, rule = _resolve_eta(cfg, data)
+    cfg, rule, selection = _resolve_eta(cfg, data)
     sol = _dispatch(data, cfg, label_party)
     if hasattr(sol, "eta"):                 # (flower.spec_dir returns the written description)
         sol.eta, sol.eta_rule = None if cfg.eta == "auto" else float(cfg.eta), rule
+        sol.selection = selection
     return sol
 
 
 def _resolve_eta(cfg, data):
-    """``(cfg, rule)``: ``eta="auto"`` replaced by the public rule's radius
-    (``vflpriv.vertical.scale``), with the rule's statement; an explicit eta is kept (rule
-    None)."""
+    """``(cfg, rule, selection)``: ``eta="auto"`` replaced by the public rule's radius
+    (``vflpriv.vertical.scale``), with the rule's statement, or, for the non-private fw with
+    the line-search step, by cross-validation around it (``vflpriv.optim.eta_cv``; its report
+    is ``selection``); an explicit eta is kept (rule and selection None)."""
     if cfg.eta != "auto":
-        return cfg, None
+        return cfg, None, None
     import dataclasses
 
     from .scale import auto_eta
@@ -102,9 +104,21 @@ def _resolve_eta(cfg, data):
     if cfg.logistic_path == "ssp":
         # the ssp path fits by a ridge, not over l1 balls (secure/ssp.py): "auto" keeps none
         return cfg, ("no l1 ball: the ssp path's ridge (lambda = sigma sqrt(d + 2), from the "
-                     "noise) regularizes; an explicit eta bounds each party's l1 norm")
+                     "noise) regularizes; an explicit eta bounds each party's l1 norm"), None
     eta, why = auto_eta(cfg.loss_fn.name, data.K, cfg.feature_bound, cfg.label_bound, data)
-    return dataclasses.replace(cfg, eta=eta), why
+    if cfg.algorithm == "fw" and cfg.step == "line":
+        from ..optim.eta_cv import cross_validate_eta
+
+        eta0 = eta
+        eta, report = cross_validate_eta(data.A, data.y, cfg.loss_fn, eta0, blocks=data.blocks,
+                                         iterations=int(cfg.iterations),
+                                         fit_intercept=cfg.fit_intercept,
+                                         seed=0 if cfg.seed is None else int(cfg.seed))
+        how = (f"kept eta_0 ({report['skipped']})" if report.get("skipped") else
+               f"chose {eta / eta0:g} eta_0")
+        why = (f"{report['method']} over eta_0 x 2^-2..2^4, eta_0 = {why}; {how}")
+        return dataclasses.replace(cfg, eta=eta), why, report
+    return dataclasses.replace(cfg, eta=eta), why, None
 
 
 def _dispatch(data, cfg, label_party):
@@ -385,7 +399,7 @@ def _centralized(data, cfg):
     t0 = time.perf_counter()
     if cfg.algorithm == "fw":
         r = frank_wolfe(data.A, data.y, loss, eta, blocks=data.blocks, iterations=T,
-                        fit_intercept=cfg.fit_intercept)
+                        fit_intercept=cfg.fit_intercept, step=cfg.step)
         privacy = None
         led = None
     else:

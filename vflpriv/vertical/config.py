@@ -127,13 +127,26 @@ def check_logistic_path(path, algorithm, loss):
 
 
 def check_step(step, algorithm, loss, logistic_path):
-    """None (the default: "fw" where it applies), or "fw" / "pgd": how the parties of
-    dp-bcfw-secure's logistic glm path move on their noisy scores (docs/vertical.md)."""
+    """None (the default: "line" for fw, "fw" for dp-bcfw-secure's glm path), or a step rule:
+    for the non-private ``fw``, "line" (exact line search; its ``eta="auto"`` is then
+    cross-validated, ``vflpriv.optim.eta_cv``) or "fw" (Jaggi's 2 / (t + 2), paper 004's FW
+    baseline); for dp-bcfw-secure's logistic glm path, "fw" or "pgd": how its parties move on
+    their noisy scores (docs/vertical.md)."""
     glm = (algorithm, loss, logistic_path) == ("dp-bcfw-secure", "logistic", "glm")
+    if algorithm == "fw":
+        if step is None:
+            return "line"
+        if step not in ("line", "fw"):
+            raise InputError(f"step for fw must be 'line' (exact line search, the default) or "
+                             f"'fw' (2 / (t + 2)), got {step!r}")
+        return step
     if step is None:
         return "fw" if glm else None
+    if step == "line":
+        raise InputError(f"step 'line' (exact line search: it reads the data every round) is "
+                         f"for the non-private fw, got algorithm {algorithm!r}")
     if step not in ("fw", "pgd"):
-        raise InputError(f"step must be 'fw' or 'pgd', got {step!r}")
+        raise InputError(f"step must be 'fw', 'pgd' or 'line', got {step!r}")
     if not glm and step != "fw":
         raise InputError(f"step 'pgd' is for dp-bcfw-secure's logistic glm path (its parties "
                          f"see their whole noisy scores every round), got {algorithm} / {loss}"
@@ -288,7 +301,8 @@ class VerticalConfig:
             raise InputError(f"algorithm {self.algorithm!r} is non-private; use dp-bcfw or dpfw "
                              f"for a finite epsilon (got epsilon={self.epsilon})")
         if not self.private and self.algorithm == "dpfw":
-            self._set("algorithm", "fw")        # DP-FW without noise is FW (same iterates)
+            self._set("algorithm", "fw")        # DP-FW without noise is FW (same iterates:
+            self._set("step", "fw")             # the 2 / (t + 2) step, eta by the public rule)
 
     def _check_run_control(self):
         """Checkpoints: where they apply, how often, and what resuming needs."""

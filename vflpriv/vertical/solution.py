@@ -42,6 +42,9 @@ class Solution:
     #: the per-party l1 radius the run used, and how it was chosen (vflpriv.vertical.scale)
     eta: float | None = None
     eta_rule: str | None = None
+    #: how eta was selected when it was (fw's cross-validation: candidates, held-out losses,
+    #: the choice; ``vflpriv.optim.eta_cv``); None when a rule or the user gave it
+    selection: dict | None = None
 
     @property
     def final_objective(self):
@@ -94,6 +97,7 @@ class Solution:
             "intercept": None if self.intercept is None else float(self.intercept),
             "eta": None if self.eta is None else float(self.eta),
             "eta_rule": self.eta_rule,
+            "selection": self.selection,
         }
         if ref is not None:
             out.update(reference_objective=float(ref.objective), excess_risk=float(self.excess_risk),

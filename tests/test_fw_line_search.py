@@ -1,0 +1,151 @@
+"""The non-private learner: Frank-Wolfe with the exact line-search step and the intercept at its
+exact minimizer (vflpriv.optim.line_search), and its radius by cross-validation
+(vflpriv.optim.eta_cv), checked against brute-force minimization, a certified optimum and
+scikit-learn's own log-loss."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.optimize import minimize_scalar
+from sklearn.metrics import log_loss
+from sklearn.model_selection import StratifiedKFold
+
+from vflpriv.data import VerticalData
+from vflpriv.errors import InputError
+from vflpriv.optim import frank_wolfe, get_loss, reference_optimum
+from vflpriv.optim.eta_cv import GRID, cross_validate_eta
+from vflpriv.optim.line_search import best_intercept, fw_step
+from vflpriv.vertical import solve
+
+LOSSES = ("logistic", "squared", "smoothed-hinge")
+BLOCKS = [[0, 1, 2], [3, 4, 5]]
+
+
+def _imbalanced(n=600, seed=0):
+    """Features in [0, 1], about 10% positives (the shape of issue 30's insurance table)."""
+    rng = np.random.default_rng(seed)
+    A = rng.uniform(0, 1, size=(n, 6))
+    p = 1 / (1 + np.exp(-(A @ np.array([1.5, 0, -1.0, 0, 0.8, 0]) - 3.0)))
+    return A, np.where(rng.uniform(size=n) < p, 1.0, -1.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(LOSSES), st.integers(0, 2**32 - 1), st.floats(0.1, 20.0))
+def test_the_step_minimizes_phi_on_0_1_better_than_a_fine_grid(loss_name, seed, scale):
+    """phi(gamma*) <= min over 2001 grid points of [0, 1] (+ round-off): the step is the exact
+    minimizer of the convex phi, including at the ends of the interval."""
+    loss = get_loss(loss_name)
+    rng = np.random.default_rng(seed)
+    n = 50
+    z, d = rng.normal(0, scale, n), rng.normal(0, scale, n)
+    y = np.where(rng.uniform(size=n) < 0.3, 1.0, -1.0)
+    g = fw_step(loss, z, d, y)
+    assert 0.0 <= g <= 1.0
+    phi = lambda u: float(np.mean(loss.value(z + u * d, y)))  # noqa: E731
+    grid = np.linspace(0.0, 1.0, 2001)
+    assert phi(g) <= min(phi(u) for u in grid) + 1e-12 * max(1.0, phi(g))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(LOSSES), st.integers(0, 2**32 - 1))
+def test_the_intercept_is_the_bounded_minimizer(loss_name, seed):
+    """Against scipy's bounded scalar minimizer (a trusted solver) on |b| <= 8."""
+    loss = get_loss(loss_name)
+    rng = np.random.default_rng(seed)
+    m = rng.normal(0, 3, 80)
+    y = np.where(rng.uniform(size=80) < rng.uniform(0.01, 0.99), 1.0, -1.0)
+    b = best_intercept(loss, m, y, 8.0)
+    f = lambda v: float(np.mean(loss.value(m + v, y)))  # noqa: E731
+    ref = minimize_scalar(f, bounds=(-8.0, 8.0), method="bounded",
+                          options={"xatol": 1e-12}).x
+    assert -8.0 <= b <= 8.0
+    assert f(b) <= f(ref) + 1e-12
+
+
+@pytest.mark.parametrize("loss_name", ["logistic", "squared"])
+def test_line_search_fw_reaches_the_certified_optimum_and_never_goes_up(loss_name):
+    """200 line-search rounds on an imbalanced, uncentred table reach the certified optimum over
+    (x, b) within 1e-4 (the 2 / (t + 2) step stays further away), and f never increases (gamma
+    = 0 is a candidate and b is re-minimized)."""
+    A, y = _imbalanced()
+    if loss_name == "squared":
+        y = A @ np.array([0.5, 0, -0.3, 0, 0.2, 0]) + 0.4 + np.random.default_rng(1).normal(
+            0, 0.1, A.shape[0])
+    ref = reference_optimum(A, y, loss_name, blocks=BLOCKS, eta=1.0, intercept_bound=8.0)
+    assert ref.certified
+    line = frank_wolfe(A, y, loss_name, 1.0, blocks=BLOCKS, iterations=200,
+                       fit_intercept=True, step="line")
+    plain = frank_wolfe(A, y, loss_name, 1.0, blocks=BLOCKS, iterations=200,
+                        fit_intercept=True, step="fw")
+    assert line.objective[-1] - ref.objective < 1e-4
+    assert line.objective[-1] < plain.objective[-1]
+    assert np.all(np.diff(line.objective) <= 1e-12)
+    for k, blk in enumerate(BLOCKS):
+        assert np.abs(line.x[blk]).sum() <= 1.0 + 1e-12
+
+
+def test_bad_step_is_refused_naming_it():
+    A, y = _imbalanced(n=30)
+    with pytest.raises(InputError, match="'newton'"):
+        frank_wolfe(A, y, "logistic", 1.0, step="newton")
+    data = VerticalData.from_arrays(A, y, "0,1,2;3,4,5")
+    for algorithm in ("dpfw", "dp-bcfw", "bcfw"):
+        with pytest.raises(InputError, match="'line'"):
+            solve(data, loss="logistic", algorithm=algorithm, step="line", iterations=2)
+
+
+def test_cross_validation_scores_are_sklearn_log_losses_and_the_best_wins():
+    """Each candidate's score is the held-out log-loss scikit-learn computes from the fold
+    fits' probabilities (its own formula, not ours), pooled over the folds; the smallest wins."""
+    A, y = _imbalanced(n=300)
+    eta, rep = cross_validate_eta(A, y, "logistic", 0.5, blocks=BLOCKS, iterations=50,
+                                  fit_intercept=True, seed=3)
+    assert rep["candidates"] == [0.5 * m for m in GRID]
+    splits = list(StratifiedKFold(3, shuffle=True, random_state=3).split(A, y > 0))
+    for cand, score in zip(rep["candidates"], rep["scores"]):
+        probs, labels = [], []
+        for tr, te in splits:
+            r = frank_wolfe(A[tr], y[tr], "logistic", cand, blocks=BLOCKS, iterations=50,
+                            fit_intercept=True, step="line")
+            probs.append(1 / (1 + np.exp(-(A[te] @ r.x + r.intercept))))
+            labels.append(y[te] > 0)
+        assert score == pytest.approx(log_loss(np.concatenate(labels), np.concatenate(probs)),
+                                      rel=1e-9)
+    assert eta == rep["candidates"][int(np.argmin(rep["scores"]))] == rep["chosen"]
+
+
+def test_too_few_rows_for_the_folds_keep_the_rule():
+    A, y = _imbalanced(n=40)
+    y[:] = -1.0
+    y[:2] = 1.0                                 # 2 positives: fewer than 3 folds
+    eta, rep = cross_validate_eta(A, y, "logistic", 0.5, blocks=BLOCKS, iterations=5)
+    assert eta == 0.5 and rep["scores"] is None and "2 rows" in rep["skipped"]
+
+
+def test_solve_fw_defaults_report_the_selection_and_dpfw_without_noise_is_plain_fw():
+    A, y = _imbalanced()
+    data = VerticalData.from_arrays(A, y, "0,1,2;3,4,5")
+    sol = solve(data, loss="logistic", algorithm="fw", iterations=60, seed=0)
+    assert sol.selection is not None and sol.selection["private"] is False
+    assert sol.eta == sol.selection["chosen"] and sol.eta in sol.selection["candidates"]
+    assert "cross-validation" in sol.eta_rule
+    assert json.loads(json.dumps(sol.to_dict()["selection"]))["chosen"] == sol.eta
+    # DP-FW without noise keeps DP-FW's iteration (2 / (t + 2), the public rule's radius)
+    d = solve(data, loss="logistic", algorithm="dpfw", iterations=60, seed=0)
+    p = solve(data, loss="logistic", algorithm="fw", step="fw", iterations=60, seed=0)
+    assert d.selection is None and d.eta == p.eta
+    np.testing.assert_allclose(d.x, p.x, rtol=0, atol=1e-12)
+
+
+def test_cli_step_line_for_a_private_algorithm_exits_2_naming_it():
+    r = subprocess.run([sys.executable, "-m", "vflpriv", "run", "--data",
+                        "synthetic:n=50,d=6,density=1,sparsity=0.5", "--algorithm", "dp-bcfw",
+                        "--step", "line", "--epsilon", "1", "--delta", "1e-5",
+                        "--feature-bound", "1", "--label-bound", "1"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert "'line'" in r.stderr and "Traceback" not in r.stderr

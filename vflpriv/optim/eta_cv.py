@@ -1,0 +1,70 @@
+"""The l1 radius of the non-private learner by cross-validation (``fw``'s ``eta="auto"``).
+
+A non-private fit may read its data freely, so its radius is chosen as scikit-learn's
+``LogisticRegressionCV`` / ``LassoCV`` choose theirs: by the held-out loss.  The candidates are
+the public rule's radius eta_0 (``vflpriv.vertical.scale``) times 2^k, k = -2..4 (eta_0 / 4 to
+16 eta_0: from a model whose margins reach 2 logits to one close to unconstrained on the tables
+of docs/peers.md); each is fitted by Frank-Wolfe with the line-search step on FOLDS - 1 folds
+and scored by the mean loss on the held-out fold, summed over the folds (stratified by class for
+the classification losses); the radius with the smallest held-out loss wins (the smaller one
+on a tie).  The caller refits on all rows with it.  Nothing here is private: a private run
+never comes here (its radius is the public rule's, or an explicit one).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+#: the candidates, as multiples of the public rule's radius
+GRID = tuple(2.0 ** k for k in range(-2, 5))
+#: folds of the cross-validation (scikit-learn's LogisticRegressionCV in docs/peers.md uses 3)
+FOLDS = 3
+
+
+def _folds(y, loss_name, folds, seed):
+    from sklearn.model_selection import KFold, StratifiedKFold
+
+    n = y.shape[0]
+    if loss_name == "squared":
+        if n < 2 * folds:
+            return None, f"{n} rows: too few for {folds} folds"
+        return list(KFold(folds, shuffle=True, random_state=seed).split(np.zeros(n))), None
+    smallest = int(min(np.sum(y > 0), np.sum(y <= 0)))
+    if smallest < folds:
+        return None, f"the smaller class has {smallest} rows: too few for {folds} folds"
+    return list(StratifiedKFold(folds, shuffle=True, random_state=seed).split(
+        np.zeros(n), y > 0)), None
+
+
+def cross_validate_eta(A, y, loss, eta0, *, blocks=None, iterations=100, fit_intercept=False,
+                       grid=GRID, folds=FOLDS, seed=0):
+    """``(eta, report)``: the candidate eta0 * m (m in ``grid``) with the smallest held-out loss
+    (module docstring).  ``report`` is JSON-able: ``candidates``, ``scores`` (mean held-out loss
+    per candidate, None where not computed), ``chosen``, ``folds``, ``method``, ``seconds``; when there are
+    too few rows for the folds, eta0 itself and ``skipped`` says why."""
+    import time
+
+    from .frank_wolfe import _prepare, frank_wolfe
+
+    t0 = time.perf_counter()
+    A, y, loss, blocks, _, T = _prepare(A, y, loss, eta0, blocks, iterations)
+    candidates = [float(eta0) * float(m) for m in grid]
+    report = {"method": f"{folds}-fold cross-validation of the held-out {loss.name} loss "
+                        "(non-private)", "folds": int(folds), "candidates": candidates,
+              "multiples": [float(m) for m in grid], "private": False}
+    splits, why = _folds(y, loss.name, folds, seed)
+    if splits is None:
+        report.update(scores=None, chosen=float(eta0), skipped=why)
+        return float(eta0), report
+    totals = np.zeros(len(candidates))
+    for train, test in splits:
+        A_tr, A_te = A[train], A[test]
+        for i, eta in enumerate(candidates):
+            r = frank_wolfe(A_tr, y[train], loss, eta, blocks=blocks, iterations=T,
+                            fit_intercept=fit_intercept, step="line")
+            z = np.asarray(A_te @ r.x).ravel() + r.intercept
+            totals[i] += float(np.sum(loss.value(z, y[test])))
+    scores = totals / y.shape[0]
+    best = int(np.argmin(scores))               # the first (smallest radius) on a tie
+    report.update(scores=[float(v) for v in scores], chosen=candidates[best],
+                  seconds=time.perf_counter() - t0)
+    return candidates[best], report

@@ -604,3 +604,31 @@ def test_vertical_md_intercept_figures_are_intercept_effect_json():
             f"columns, 3.3% positives): {pair('default', W)} against {S[('default', 0)]:.3f} / "
             f"{S[('default', 1)]:.3f}. flights (40k sample, 3 parties): {pair('flights', W)} "
             f"against {S[('flights', 0)]:.3f} / {S[('flights', 1)]:.3f}.") in page
+
+
+def test_vertical_md_regression_bar_is_regression_bar_json():
+    """docs/vertical.md's regression-bar table: the nine `vflpriv run --json` outputs in
+    docs/regression_bar/, each the stated command (algorithm, seed, epsilon, data shape)."""
+    rows = []
+    for s in (0, 1, 2):
+        a, b, c = (_json(f"regression_bar/{k}_seed{s}.json")
+                   for k in ("dp-bcfw-secure", "dpfw", "dpfw_clip1"))
+        assert (a["algorithm"], b["algorithm"], c["algorithm"]) == \
+            ("dp-bcfw-secure", "dpfw", "dpfw")
+        assert a["seed"] == b["seed"] == c["seed"] == s
+        assert a["n"] == b["n"] == c["n"] == 100000 and a["parties"] == 4
+        for d in (a, b, c):
+            assert d["privacy"]["target_epsilon"] == 4.0 and d["delta"] == 1e-6
+            assert d["reference_certified"]
+        assert c["privacy"]["calibration"]["derivative_clip"] == 1.0
+        assert b["privacy"]["calibration"]["derivative_clip"] is None
+        ratio = a["excess_risk"] / c["excess_risk"]
+        assert ratio <= 2.0                       # the bar, as the page claims
+        rows.append(f"| {s} | {a['excess_risk']:.4f} | {b['excess_risk']:.4f} | "
+                    f"{c['excess_risk']:.4f} | {ratio:.2f} | "
+                    f"{a['excess_risk'] / b['excess_risk']:.2f} |")
+        assert f"spending {a['epsilon_spent']['best']:.3f} of 4 by RDP" in \
+            _unwrapped("docs", "vertical.md")
+    page = _text("docs", "vertical.md")
+    for r in rows:
+        assert r in page

@@ -632,3 +632,25 @@ def test_vertical_md_regression_bar_is_regression_bar_json():
     page = _text("docs", "vertical.md")
     for r in rows:
         assert r in page
+
+
+def test_vertical_md_fw_table_is_peers_fw_json():
+    """docs/vertical.md's non-private learner table and claims: docs/peers_fw.json (the bench
+    command named there), means over seeds 0-2."""
+    d = _json("peers_fw.json")
+    assert d["settings"]["systems"] == ["sklearn", "fw"] and d["settings"]["seeds"] == [0, 1, 2]
+    S = {(r["table"], r["system"]): r for r in d["summary"]}
+    page, flat = _text("docs", "vertical.md"), _unwrapped("docs", "vertical.md")
+    worst = 0.0
+    for t in ("flights", "caravan", "default", "oj", "fair", "anes96"):
+        f, k = S[(t, "fw")]["test_auc"], S[(t, "sklearn")]["test_auc"]
+        assert f"| {t} | {f:.3f} | {k:.3f} | {f - k:+.3f} |" in page
+        assert abs(f - k) <= 0.01
+        worst = max(worst, k - f)
+    assert f"(the largest shortfall {worst:.3f})" in flat
+    assert f"(Default: {S[('default', 'fw')]['test_log_loss']:.4f} against " \
+           f"{S[('default', 'sklearn')]['test_log_loss']:.4f};" in flat
+    fw_s = [S[(t, "fw")]["seconds"] for t in d["settings"]["tables"]]
+    sk_s = [S[(t, "sklearn")]["seconds"] for t in d["settings"]["tables"]]
+    assert f"{min(fw_s):.1f}-{max(fw_s):.0f} s a fit here" in flat
+    assert f"(scikit-learn: {min(sk_s):.1f}-{max(sk_s):.0f} s)" in flat

@@ -14,7 +14,7 @@ import pytest
 
 from vflpriv.runtime.keys import (KeyRefused, accept_offers, fingerprint, identity_public,
                                  load_identity, make_offer, new_identity, parse_pins)
-from vflpriv.vertical.secure.remote import new_key_pair
+from vflpriv.vertical.secure.channel import new_key_pair
 
 
 def _sha256(data):

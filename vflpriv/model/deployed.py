@@ -46,7 +46,7 @@ PSI_KINDS = ("setup", "psi_points", "psi_match", "psi_rows")
 
 
 def _bundle():
-    from ..vertical.secure.remote import pack_bundle, unpack_bundle
+    from ..vertical.secure.channel import pack_bundle, unpack_bundle
 
     return pack_bundle, unpack_bundle
 

@@ -5,7 +5,7 @@ Flower's ClientApp, or in process over a :class:`~vflpriv.runtime.link.LocalLink
 As in the least-squares roles (:mod:`.remote`), a link joins the server to each party only, so
 every party-to-party message (masked blocks, margin shares and keys, masked sigmoid factors, the
 intercept word, masked vectors, result shares) is **sealed end to end** by
-:class:`~.remote.Channel` (X25519 + HKDF-SHA256 + ChaCha20-Poly1305 from ``cryptography``; key
+:class:`~.channel.Channel` (X25519 + HKDF-SHA256 + ChaCha20-Poly1305 from ``cryptography``; key
 offers pinned when the node configs say so) and relayed by the server, which sees ciphertexts
 and their lengths only -- the same as it learns in process.  The frames are those of the
 in-process run, so the meter counts the same bytes per message kind.
@@ -44,8 +44,9 @@ from . import messages as SM
 from .glm import (GlmParty, RingPlan, _factor_correction, noise_parts, offline_receivers,
                   round_event)
 from .glm_saves import GlmSaves
-from .remote import (LinkParties, SecurePartyRole, cached_block, new_key_pair, pack_bundle,
-                     unpack_bundle)
+from .block_cache import cached_block
+from .channel import new_key_pair, pack_bundle, unpack_bundle
+from .remote import LinkParties, SecurePartyRole
 
 #: prepared blocks kept by this process (a host serving many messages for a party): key -> block
 _PREPARED = {}
@@ -59,7 +60,7 @@ def _series(setup):
 
 
 def _prepared(cfg, setup, k, ring):
-    """Party k's ``(prepared block, y)`` for this run (``remote.cached_block``)."""
+    """Party k's ``(prepared block, y)`` for this run (``block_cache.cached_block``)."""
     from .glm import prepare_glm_block
 
     clips = setup["clips"]

@@ -10,7 +10,7 @@ the protocol; docs/vertical.md, "Classification with the label at one party").
   straight from sender to receiver);
 * over a runtime link (``backend="local"``, ``flower-sim``, ``flower``),
   :class:`~.glm_remote.LinkGlmParties`: each party is a party role in its own host, and the
-  party-to-party messages are sealed end to end and relayed by the server (``remote.Channel``).
+  party-to-party messages are sealed end to end and relayed by the server (``channel.Channel``).
 
 Both meter the same frames, so a seeded run gives the same model, objective and frame bytes
 per message kind on every backend (tests/test_flower_glm.py).  Checkpoints on every backend:

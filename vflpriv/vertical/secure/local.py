@@ -12,7 +12,7 @@ an object handed to it:
   (one immutable frame, shared memory); the server's code never holds it.
 * over a runtime link (:class:`~.remote.LinkParties`: ``LocalLink`` for ``backend="local"``, a
   Flower grid for ``flower-sim``/``flower``): a link joins the server to each party only, so a
-  party-to-party frame is **sealed end to end** by :class:`~.remote.Channel` (X25519, HKDF,
+  party-to-party frame is **sealed end to end** by :class:`~.channel.Channel` (X25519, HKDF,
   ChaCha20-Poly1305; ``cryptography``) and **relayed by the server**, which sees ciphertexts and
   their lengths only.  Its meter counts the plaintext frame (ciphertext minus nonce and tag),
   so both paths count the same bytes (tests/test_runtime_roles.py).

@@ -4,18 +4,8 @@ process over a :class:`~vflpriv.runtime.link.LocalLink`).
 
 A link carries messages only between the server and each party, so the party-to-party
 messages of the secure product (each masked block to its helper, masked vectors, result shares
-from the helpers) are relayed by the server -- which, as the dealer of the Beaver randomness,
-could unmask them.  They are therefore
-**end-to-end encrypted** between the two parties with vetted primitives from ``cryptography``
-(never our own): each party makes an X25519 key pair at setup (the private key stays in its
-SuperNode's state), the server distributes the public keys (a semi-honest server relays them
-faithfully: the protocol's threat model, docs/sensitivity.md section 4; a node config may pin
-its peers' identity keys instead, :mod:`vflpriv.runtime.keys`, so that a server substituting a key is refused),
-and each pair derives a
-ChaCha20-Poly1305 key with HKDF-SHA256 bound to the run and the ordered pair; every ciphertext
-carries a fresh 96-bit nonce and authenticates (sender, receiver, kind, round).  The server sees
-only ciphertexts, their lengths and the frames meant for it, as the in-process accounting of
-what it learns assumes.
+from the helpers) are relayed by the server, sealed end to end between the two parties
+(:mod:`.channel`: X25519, HKDF-SHA256, ChaCha20-Poly1305 from ``cryptography``).
 
 Each party enforces its own budget on its own ledger (node config ``ledger``, ``budget-epsilon``,
 ``budget-delta``): every release of the round touches its people, so it charges each round's
@@ -31,19 +21,17 @@ import numpy as np
 
 from ...errors import InputError
 from ...runtime.link import error_record
-from ...runtime.partydata import load_party_data, party_noise_seed
+from ...runtime.partydata import party_noise_seed
 from ...runtime.roles import PartyRole, Refused, own_budget
 from ..transport import DOWN, UP, Meter
 from . import messages as SM
 from .beaver import block_helper
+from .block_cache import _prepared
+from .channel import OVERHEAD, Channel, new_key_pair, pack_bundle, unpack_bundle
 from .phased import PhasedLink
 from .saves import SecureSaves
 from .store import SpilledBlocks
 
-_NONCE = 12
-_TAG = 16
-OVERHEAD = _NONCE + _TAG
-_ENTRY = struct.Struct("<HI")
 _RANGE = struct.Struct("<QQ")
 #: the offline phase sends a party's masked block in pieces of at most about this many bytes
 #: per message (each party's reply, and each relayed delivery), well below gRPC's message limit.
@@ -52,133 +40,7 @@ _RANGE = struct.Struct("<QQ")
 OFFLINE_FRAME_BYTES = 8 * 2 ** 20
 
 
-# -- bundles: [(peer, bytes), ...] in one frame -----------------------------------------------
-def pack_bundle(entries) -> bytes:
-    parts = []
-    for p, b in entries:          # one copy of each blob (the join), not two
-        parts += (_ENTRY.pack(int(p), len(b)), b)
-    return b"".join(parts)
-
-
-def unpack_bundle(data: bytes) -> list:
-    out, off = [], 0
-    while off < len(data):
-        p, n = _ENTRY.unpack_from(data, off)
-        off += _ENTRY.size
-        out.append((p, data[off:off + n]))
-        off += n
-    return out
-
-
-# -- end-to-end channel between two parties ---------------------------------------------------
-class Channel:
-    """Authenticated encryption between party ``me`` and each peer (see module docstring)."""
-
-    def __init__(self, me, private_key: bytes, peers: dict, run_id: str):
-        from cryptography.hazmat.primitives import hashes
-        from cryptography.hazmat.primitives.asymmetric.x25519 import (X25519PrivateKey,
-                                                                      X25519PublicKey)
-        from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
-        from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-
-        self.me = int(me)
-        sk = X25519PrivateKey.from_private_bytes(private_key)
-        self._aead = {}
-        for k, pub in peers.items():
-            if int(k) == self.me:
-                continue
-            shared = sk.exchange(X25519PublicKey.from_public_bytes(pub))
-            lo, hi = sorted((self.me, int(k)))
-            key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
-                       info=f"vflpriv dp-bcfw-secure {run_id} {lo}-{hi}".encode()).derive(shared)
-            self._aead[int(k)] = ChaCha20Poly1305(key)
-
-    @staticmethod
-    def _aad(src, dst, kind, t):
-        return f"{src}>{dst}|{kind}|{t}".encode()
-
-    def seal(self, dst, kind, t, frame: bytes) -> bytes:
-        nonce = os.urandom(_NONCE)
-        return nonce + self._aead[int(dst)].encrypt(nonce, frame, self._aad(self.me, dst, kind, t))
-
-    def open(self, src, kind, t, blob: bytes) -> bytes:
-        from cryptography.exceptions import InvalidTag
-
-        try:
-            return self._aead[int(src)].decrypt(blob[:_NONCE], blob[_NONCE:],
-                                                self._aad(src, self.me, kind, t))
-        except (InvalidTag, KeyError):
-            raise Refused(f"party {self.me}: a message said to be from party {src} ({kind}, "
-                          f"round {t}) does not authenticate") from None
-
-
-def new_key_pair():
-    from cryptography.hazmat.primitives import serialization as ser
-    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
-
-    sk = X25519PrivateKey.generate()
-    return (sk.private_bytes(ser.Encoding.Raw, ser.PrivateFormat.Raw, ser.NoEncryption()),
-            sk.public_key().public_bytes(ser.Encoding.Raw, ser.PublicFormat.Raw))
-
-
 # -- party side ---------------------------------------------------------------------------------
-#: prepared blocks kept by this process (a host that serves many messages for a party, e.g. a
-#: simulation actor or the in-process link): (data file, its mtime and size, the options) -> block
-_PREPARED = {}
-_PREPARED_MAX = 8
-
-
-def cached_block(cache, cfg, setup, k, options, make):
-    """Party k's block for this run, made by ``make(A_k, y)`` from its data file once per
-    process and kept in ``cache`` for its later messages (a block is read-only; a party role is
-    rebuilt for every message, :mod:`vflpriv.runtime.roles`, and at n = 1e6 making it again --
-    reading, clipping, fixed point, CSC -- would cost seconds per message).  The key is the
-    file (path, mtime, size), k and ``options`` (the run's bounds): a changed file, or other
-    bounds, make a new one.  Used by every secure family's role (least squares here, ``glm``,
-    ``ssp``), each with its own cache."""
-    path = cfg["data"]
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        raise InputError(f"party data file {str(path)!r} cannot be read: {exc}") from None
-    key = (os.path.abspath(path), st.st_mtime_ns, st.st_size, k, *options)
-    got = cache.get(key)
-    if got is None:
-        A_k, y = load_party_data(path)
-        if A_k.shape[0] != setup["n"]:
-            raise Refused(f"party {k}'s data has {A_k.shape[0]} rows, the run expects "
-                          f"{setup['n']}")
-        got = make(A_k, y)
-        if len(cache) >= _PREPARED_MAX:
-            cache.clear()
-        cache[key] = got
-    return got
-
-
-def _prepared(cfg, setup, k):
-    """Party k's :class:`~.protocol.PreparedBlock` for this run (:func:`cached_block`)."""
-    from .protocol import prepare_block
-
-    clips = setup["clips"]
-    labels = setup.get("label_party") in (None, k)
-
-    def make(A_k, y):
-        if not labels or np.size(y) == 0:
-            y = None              # only the label party keeps y; the others get A_k^T y + noise
-        return prepare_block(A_k, y, frac=setup["frac"], private=bool(setup["private"]),
-                             feature_bound=setup["feature_bound"],
-                             label_bound=setup["label_bound"],
-                             row_clip=None if clips is None else clips[k], k=k)
-
-    block = cached_block(_PREPARED, cfg, setup, k,
-                         (int(setup["frac"]), bool(setup["private"]), setup["feature_bound"],
-                          setup["label_bound"], None if clips is None else float(clips[k]),
-                          labels), make)
-    if block.n != setup["n"]:
-        raise Refused(f"party {k}'s data has {block.n} rows, the run expects {setup['n']}")
-    return block
-
-
 #: what a party keeps between messages; from ``_pick`` on its holder and helper gates (what its
 #: own ledger charged and it may therefore serve: ``SecureParty._gate_release``, ``_gate_help``)
 _STATE = ("x", "u", "c", "cross", "masked", "selected", "ty", "intercept", "_pick", "_pick_new",

@@ -25,7 +25,8 @@ from ...runtime.roles import Refused
 from ..transport import UP
 from . import messages as SM
 from . import ssp as S
-from .remote import LinkParties, SecurePartyRole, cached_block
+from .block_cache import cached_block
+from .remote import LinkParties, SecurePartyRole
 
 FAMILY = "ssp"
 
@@ -37,7 +38,7 @@ _GRAM_STATE = ("_gram_owed", "_gram_done", "_served")
 
 
 def _prepared(cfg, setup, k):
-    """Party k's scaled and prepared block for this run (``remote.cached_block``)."""
+    """Party k's scaled and prepared block for this run (``block_cache.cached_block``)."""
     from .ssp_party import prepare
 
     clips = setup["clips"]

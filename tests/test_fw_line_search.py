@@ -64,6 +64,9 @@ def test_the_intercept_is_the_bounded_minimizer(loss_name, seed):
                           options={"xatol": 1e-12}).x
     assert -8.0 <= b <= 8.0
     assert f(b) <= f(ref) + 1e-12
+    # a warm start anywhere in (or out of) the range finds the same minimizer
+    for start in (rng.uniform(-7.9, 7.9), -7.99, 7.99, 20.0):
+        assert f(best_intercept(loss, m, y, 8.0, start=start)) <= f(ref) + 1e-12
 
 
 @pytest.mark.parametrize("loss_name", ["logistic", "squared"])

@@ -139,7 +139,7 @@ def _run(A, y, loss, blocks, radii, T, select, intercept=None, line=False):
         if intercept is not None:
             release, bound_b = intercept
             if line:
-                b = LS.best_intercept(loss, z, y, bound_b)
+                b = LS.best_intercept(loss, z, y, bound_b, start=b)
             else:
                 b = IC.update(loss, b, release(t, float(np.mean(dz))), t, bound_b)
         intercepts[t] = b

@@ -33,9 +33,11 @@ TOL = 1e-10
 MAX_EVALS = 100
 
 
-def _root(fp, lo, hi):
-    """The minimizer on [lo, hi] of a convex function whose derivative is ``fp`` (monotone)."""
-    f_lo, f_hi = fp(lo), fp(hi)
+def _root(fp, lo, hi, f_lo=None, f_hi=None):
+    """The minimizer on [lo, hi] of a convex function whose derivative is ``fp`` (monotone);
+    ``f_lo``, ``f_hi``: fp at the ends when the caller has them."""
+    f_lo = fp(lo) if f_lo is None else f_lo
+    f_hi = fp(hi) if f_hi is None else f_hi
     if f_lo >= 0.0:
         return lo
     if f_hi <= 0.0:
@@ -74,11 +76,26 @@ def fw_step(loss, z, d, y) -> float:
     return _root(lambda g: float(loss.derivative(z + g * d, y) @ d) / n, 0.0, 1.0)
 
 
-def best_intercept(loss, margins, y, bound=math.inf) -> float:
-    """b in [-bound, bound] minimizing (1/n) sum_i loss(margins_i + b, y_i), margins = A x."""
+def best_intercept(loss, margins, y, bound=math.inf, start=None) -> float:
+    """b in [-bound, bound] minimizing (1/n) sum_i loss(margins_i + b, y_i), margins = A x.
+    ``start`` (the previous round's b): the search begins in a bracket of width 0.5 around it,
+    widened 4-fold until it holds the minimizer, so a round whose b barely moves costs a few
+    evaluations instead of a search over the whole range."""
     if isinstance(loss, SquaredLoss):
         return float(np.clip(np.mean(y - margins), -bound, bound))
     lo, hi = -bound, bound
     if not math.isfinite(bound):                # the classification losses' B_b is finite; a
         lo, hi = -1e3, 1e3                      # caller without one gets a wide finite box
-    return _root(lambda b: float(np.mean(loss.derivative(margins + b, y))), lo, hi)
+
+    def fp(b):
+        return float(np.mean(loss.derivative(margins + b, y)))
+
+    if start is None or not lo < start < hi:
+        return _root(fp, lo, hi)
+    w = 0.25
+    while True:
+        a, c = max(lo, start - w), min(hi, start + w)
+        f_a, f_c = fp(a), fp(c)
+        if (a == lo or f_a < 0.0) and (c == hi or f_c > 0.0):
+            return _root(fp, a, c, f_a, f_c)
+        w *= 4.0

@@ -136,6 +136,7 @@ def test_solve_fw_defaults_report_the_selection_and_dpfw_without_noise_is_plain_
     assert sol.selection is not None and sol.selection["private"] is False
     assert sol.eta == sol.selection["chosen"] and sol.eta in sol.selection["candidates"]
     assert "cross-validation" in sol.eta_rule
+    assert sol.seconds >= sol.selection["seconds"] > 0      # the run's time includes choosing
     assert json.loads(json.dumps(sol.to_dict()["selection"]))["chosen"] == sol.eta
     # DP-FW without noise keeps DP-FW's iteration (2 / (t + 2), the public rule's radius)
     d = solve(data, loss="logistic", algorithm="dpfw", iterations=60, seed=0)

@@ -654,8 +654,9 @@ def _print_comparison(cmp):
 
 def _summary(sol, out):
     w = sys.stdout.write
+    chose = (sol.selection or {}).get("seconds")
     w(f"{sol.algorithm}: {sol.iterations} iterations, K={sol.K}, n={sol.n}, "
-      f"{sol.seconds:.2f} s\n")
+      f"{sol.seconds:.2f} s" + (f" ({chose:.2f} s of it choosing eta)" if chose else "") + "\n")
     w(f"  objective {out['initial_objective']:.6g} -> {out['final_objective']:.6g}, "
       f"support {out['support_size']}\n")
     holder = "party 0" if sol.algorithm in ("dp-bcfw", "bcfw", "dfw") else "label party"

@@ -87,6 +87,8 @@ def solve(data, config: VerticalConfig | None = None, **options) -> Solution:
     if hasattr(sol, "eta"):                 # (flower.spec_dir returns the written description)
         sol.eta, sol.eta_rule = None if cfg.eta == "auto" else float(cfg.eta), rule
         sol.selection = selection
+        if selection and selection.get("seconds"):
+            sol.seconds += selection["seconds"]      # the run's wall time includes choosing eta
     return sol
 
 

@@ -182,8 +182,10 @@ def test_summary_mean_and_sd_match_numpy(aucs):
 @pytest.mark.parametrize("name, rows, cols, positives, parties", [
     # 348 of 5822 Caravan customers bought and 333 of 10000 Default card holders defaulted, as
     # ISLR's labs print; OJ's 417 Minute Maid purchases of 1070 were read once from the CSV
-    # (pinned by its SHA-256)
-    ("caravan", 5822, 85, 348, 2), ("default", 10000, 3, 333, 2), ("oj", 1070, 18, 417, 2)])
+    # (pinned by its SHA-256); College's 565 private of 777, as ISLR's data description says;
+    # Wage's 343 of 3000 above 150 thousand dollars were read once from the CSV (pinned)
+    ("caravan", 5822, 85, 348, 2), ("default", 10000, 3, 333, 2), ("oj", 1070, 18, 417, 2),
+    ("wage", 3000, 22, 343, 2), ("college", 777, 17, 565, 3)])
 def test_islp_tables_within_their_public_bounds(name, rows, cols, positives, parties):
     import os
 

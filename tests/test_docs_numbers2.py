@@ -654,3 +654,29 @@ def test_vertical_md_fw_table_is_peers_fw_json():
     sk_s = [S[(t, "sklearn")]["seconds"] for t in d["settings"]["tables"]]
     assert f"{min(fw_s):.1f}-{max(fw_s):.0f} s a fit here" in flat
     assert f"(scikit-learn: {min(sk_s):.1f}-{max(sk_s):.0f} s)" in flat
+
+
+def test_vertical_md_fresh_tables_are_peers_fresh_json():
+    """docs/vertical.md's wage / college section: docs/peers_fresh.json, and its claims."""
+    d = _json("peers_fresh.json")
+    assert d["settings"]["tables"] == ["wage", "college"] and d["settings"]["seeds"] == [0, 1, 2]
+    S = {(r["table"], r["system"], r["epsilon"]): r["test_auc"] for r in d["summary"]}
+    page, flat = _text("docs", "vertical.md"), _unwrapped("docs", "vertical.md")
+    vertical = ("dp-bcfw-secure", "dp-bcfw-secure-pgd", "dp-bcfw-secure-ssp")
+    gaps, ssp_best = [], 0
+    for t in ("wage", "college"):
+        f, k = S[(t, "fw", None)], S[(t, "sklearn", None)]
+        assert abs(f - k) <= 0.01
+        assert (f"{f:.3f} against scikit-learn's {k:.3f} on {t}" in flat
+                or f"{f:.3f} against {k:.3f} on {t}" in flat)
+        for e in (0.5, 1.0, 4.0):
+            cells = [S[(t, sy, e)] for sy in ("opacus", "opacus-replace") + vertical
+                     + ("diffprivlib",)]
+            assert f"| {t} | {e:g} | " + " | ".join(f"{v:.3f}" for v in cells) + " |" in page
+            ssp_best += max(vertical, key=lambda sy: S[(t, sy, e)]) == "dp-bcfw-secure-ssp"
+            if e < 4:
+                gaps.append(S[(t, "opacus-replace", e)] - S[(t, "dp-bcfw-secure", e)])
+    assert min(gaps) > 0
+    assert f"by {min(gaps):.3f}-{max(gaps):.3f}" in flat
+    assert ssp_best == 5 and "in five of the six cells" in flat
+    assert S[("wage", "dp-bcfw-secure-ssp", 1.0)] >= S[("wage", "opacus-replace", 1.0)]

@@ -69,6 +69,12 @@ def solve(data, config: VerticalConfig | None = None, **options) -> Solution:
     the stated rules of ``vflpriv.vertical.secure.defaults`` (public quantities only; listed in
     ``Solution.extra["defaults"]``); the other algorithms take ``rnm="laplace"``, ``split=0.5``.
 
+    ``step``: for the non-private ``fw``, "line" (the default: exact line search, the intercept
+    at its exact minimizer, and ``eta="auto"`` by 3-fold cross-validation around the public
+    rule, reported in ``Solution.selection``) or "fw" (Jaggi's 2 / (t + 2) at the rule's
+    radius: paper 004's FW, and DP-FW's iterates without noise); for dp-bcfw-secure's logistic
+    glm path, "fw" or "pgd" (docs/vertical.md).
+
     ``label_party`` says who holds the labels y: ``"all"`` (paper 004's setting, the default of
     dp-bcfw, bcfw and dfw, the only one they support) or a party index (the default of
     dp-bcfw-secure is 0): the other parties never see y, only DP releases derived from it.

@@ -680,3 +680,49 @@ def test_vertical_md_fresh_tables_are_peers_fresh_json():
     assert f"by {min(gaps):.3f}-{max(gaps):.3f}" in flat
     assert ssp_best == 5 and "in five of the six cells" in flat
     assert S[("wage", "dp-bcfw-secure-ssp", 1.0)] >= S[("wage", "opacus-replace", 1.0)]
+
+
+def test_vertical_md_ten_splits_is_peers_seeds10_json():
+    """docs/vertical.md's ten-split table and its counts: docs/vertical_variants.py's paired
+    statistics recomputed here from docs/peers_seeds10.json (numpy, not the script's own
+    arithmetic)."""
+    import importlib.util
+
+    import numpy as np
+
+    spec = importlib.util.spec_from_file_location(
+        "vertical_variants", os.path.join(ROOT, "docs", "vertical_variants.py"))
+    V = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(V)
+    doc, auc = V.load(os.path.join(ROOT, "docs", "peers_seeds10.json"))
+    seeds = doc["settings"]["seeds"]
+    assert seeds == list(range(10)) and doc["settings"]["epsilons"] == [0.5, 1.0]
+    rows, counts = V.summary(doc, auc)
+    page, flat = _text("docs", "vertical.md"), _unwrapped("docs", "vertical.md")
+    for r in rows:
+        assert r in page
+    clear = {}
+    below_dpsgd = 0
+    for t in V.TABLES:
+        for e in V.EPSILONS:
+            for a, b in (("dp-bcfw-secure-pgd", "dp-bcfw-secure"),
+                         ("dp-bcfw-secure-ssp", "dp-bcfw-secure"),
+                         ("dp-bcfw-secure-ssp", "opacus-replace")):
+                d = np.array([auc[(t, a, e, s)] - auc[(t, b, e, s)] for s in seeds])
+                m, se = d.mean(), d.std(ddof=1) / np.sqrt(len(d))
+                v = "above" if m > 2 * se else ("below" if m < -2 * se else "level")
+                clear[(a, b, v)] = clear.get((a, b, v), 0) + 1
+            glm = np.mean([auc[(t, "dp-bcfw-secure", e, s)] for s in seeds])
+            below_dpsgd += glm < np.mean([auc[(t, "opacus-replace", e, s)] for s in seeds])
+    assert clear == counts
+    S, G, O = "dp-bcfw-secure-ssp", "dp-bcfw-secure", "opacus-replace"
+    assert (clear[(S, G, "above")], clear.get((S, G, "below"), 0)) == (10, 0)
+    assert "clearly above in 10 of the 16 cells, never clearly below" in flat
+    P = "dp-bcfw-secure-pgd"
+    assert (clear[(P, G, "above")], clear[(P, G, "below")], clear[(P, G, "level")]) == (4, 1, 11)
+    assert (clear[(S, O, "above")], clear[(S, O, "below")], clear[(S, O, "level")]) == (4, 1, 11)
+    ssp_at_or_above = sum(
+        np.mean([auc[(t, S, e, s)] for s in seeds]) >= np.mean([auc[(t, O, e, s)] for s in seeds])
+        for t in V.TABLES for e in V.EPSILONS)
+    assert ssp_at_or_above == 9 and "at or above DP-SGD's in 9 of the 16 cells" in flat
+    assert below_dpsgd == 16 and "glm's mean is below DP-SGD's in all 16" in flat

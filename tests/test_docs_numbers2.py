@@ -726,3 +726,30 @@ def test_vertical_md_ten_splits_is_peers_seeds10_json():
         for t in V.TABLES for e in V.EPSILONS)
     assert ssp_at_or_above == 9 and "at or above DP-SGD's in 9 of the 16 cells" in flat
     assert below_dpsgd == 16 and "glm's mean is below DP-SGD's in all 16" in flat
+
+
+def test_vertical_md_ssp_sparsity_is_ssp_sparsity_json():
+    """docs/vertical.md's paragraph on the ssp path's density: docs/ssp_sparsity.json."""
+    d = _json("ssp_sparsity.json")
+    R = {(r["table"], r["epsilon"], r["radius"]): r for r in d["rows"]}
+    tables = ("flights", "caravan", "default", "oj", "fair", "anes96", "wage", "college")
+    cells = [(t, e) for t in tables for e in (0.5, 1.0)]
+    flat = _unwrapped("docs", "vertical.md")
+    assert all(R[(t, e, "none")]["support"] == R[(t, e, "none")]["columns"] for t, e in cells)
+    assert all(len(R[c + ("none",)]["aucs"]) == 10 for c in cells)
+
+    def share(lab):
+        return sum(R[c + (lab,)]["support"] / R[c + (lab,)]["columns"] for c in cells) / len(cells)
+
+    def diffs(lab):
+        return [R[c + (lab,)]["test_auc"] - R[c + ("none",)]["test_auc"] for c in cells]
+
+    assert max(abs(v) for v in diffs("rule")) < 1e-4
+    assert f"binds ({100 * share('rule'):.0f}% of the coefficients nonzero" in flat
+    d4, d16 = diffs("rule/4"), diffs("rule/16")
+    assert (f"keep {100 * share('rule/4'):.0f}% of their coefficients and the AUC moves by "
+            f"{min(d4):+.3f} to {max(d4):+.3f} (mean {sum(d4) / 16:+.3f}, below the ridge alone "
+            f"in {sum(v < 0 for v in d4)} of the 16 cells)") in flat
+    assert (f"at eta_0 / 16, {100 * share('rule/16'):.0f}% and {min(d16):+.3f} to "
+            f"{max(d16):+.3f} (mean {sum(d16) / 16:+.3f}, below in {sum(v < 0 for v in d16)};")\
+        in flat

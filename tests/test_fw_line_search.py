@@ -153,3 +153,12 @@ def test_cli_step_line_for_a_private_algorithm_exits_2_naming_it():
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2, r.stderr
     assert "'line'" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("kw, needle", [({"folds": 1}, "folds"), ({"folds": 2.5}, "folds"),
+                                        ({"grid": (1.0, -2.0)}, "-2.0"), ({"grid": ()}, "grid"),
+                                        ({"grid": ("a",)}, "'a'"), ({"grid": (float("inf"),)}, "inf")])
+def test_bad_cross_validation_options_are_refused_naming_them(kw, needle):
+    A, y = _imbalanced(n=60)
+    with pytest.raises(InputError, match=needle):
+        cross_validate_eta(A, y, "logistic", 0.5, blocks=BLOCKS, iterations=5, **kw)

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import InputError
+
 #: the candidates, as multiples of the public rule's radius
 GRID = tuple(2.0 ** k for k in range(-2, 5))
 #: folds of the cross-validation (scikit-learn's LogisticRegressionCV in docs/peers.md uses 3)
@@ -47,6 +49,14 @@ def cross_validate_eta(A, y, loss, eta0, *, blocks=None, iterations=100, fit_int
 
     t0 = time.perf_counter()
     A, y, loss, blocks, _, T = _prepare(A, y, loss, eta0, blocks, iterations)
+    if isinstance(folds, bool) or not isinstance(folds, (int, np.integer)) or folds < 2:
+        raise InputError(f"folds must be an integer of at least 2, got {folds!r}")
+    try:
+        grid = tuple(float(m) for m in grid)
+    except (TypeError, ValueError):
+        raise InputError(f"grid must be positive multiples of eta0, got {grid!r}") from None
+    if not grid or not all(0 < m < np.inf for m in grid):
+        raise InputError(f"grid must be positive finite multiples of eta0, got {grid!r}")
     candidates = [float(eta0) * float(m) for m in grid]
     report = {"method": f"{folds}-fold cross-validation of the held-out {loss.name} loss "
                         "(non-private)", "folds": int(folds), "candidates": candidates,

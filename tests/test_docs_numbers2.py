@@ -757,3 +757,19 @@ def test_vertical_md_ssp_sparsity_is_ssp_sparsity_json():
     assert (f"at eta_0 / 16, {100 * share('rule/16'):.0f}% and {min(d16):+.3f} to "
             f"{max(d16):+.3f} (mean {sum(d16) / 16:+.3f}, below in {sum(v < 0 for v in d16)};")\
         in flat
+
+
+def test_every_peers_page_is_rendered_from_its_json():
+    """Each docs/peers*.md next to a docs/peers*.json is what `vflpriv bench peers --markdown`
+    renders from that JSON (vflpriv.bench.peers_report.render), so no page is edited by hand."""
+    import glob
+
+    from vflpriv.bench.peers_report import render
+
+    pages = sorted(glob.glob(os.path.join(ROOT, "docs", "peers*.json")))
+    assert len(pages) >= 7
+    for j in pages:
+        md = j[:-len(".json")] + ".md"
+        with open(j) as fh:
+            doc = json.load(fh)
+        assert _text("docs", os.path.basename(md)) == render(doc) + "\n", md

@@ -632,6 +632,12 @@ def test_vertical_md_regression_bar_is_regression_bar_json():
     page = _text("docs", "vertical.md")
     for r in rows:
         assert r in page
+    old = _json("vertical_defaults_T200.json")["excess_risk"]
+    mean = sum(_json(f"regression_bar/dp-bcfw-secure_seed{s}.json")["excess_risk"]
+               for s in (0, 1, 2)) / 3
+    assert abs(mean - old) < 0.001
+    assert (f"the three-seed mean, {mean:.4f}, is within 0.001 of that earlier single run"
+            in _unwrapped("docs", "vertical.md"))
 
 
 def test_vertical_md_fw_table_is_peers_fw_json():

@@ -1,18 +1,13 @@
-"""A party's prepared block, made from its data file once per process (every secure role).
-"""
+"""A party's block, made from its data file once per process (the cache every secure role uses)."""
 from __future__ import annotations
 
 import os
-
-import numpy as np
 
 from ...errors import InputError
 from ...runtime.partydata import load_party_data
 from ...runtime.roles import Refused
 
-#: prepared blocks kept by this process (a host that serves many messages for a party, e.g. a
-#: simulation actor or the in-process link): (data file, its mtime and size, the options) -> block
-_PREPARED = {}
+#: blocks one cache keeps before it is emptied (a process serves few runs at a time)
 _PREPARED_MAX = 8
 
 
@@ -22,8 +17,8 @@ def cached_block(cache, cfg, setup, k, options, make):
     rebuilt for every message, :mod:`vflpriv.runtime.roles`, and at n = 1e6 making it again --
     reading, clipping, fixed point, CSC -- would cost seconds per message).  The key is the
     file (path, mtime, size), k and ``options`` (the run's bounds): a changed file, or other
-    bounds, make a new one.  Used by every secure family's role (least squares here, ``glm``,
-    ``ssp``), each with its own cache."""
+    bounds, make a new one.  Used by every secure family's role (least squares in ``remote``,
+    ``glm_remote``, ``ssp_remote``), each with its own cache and its own ``make``."""
     path = cfg["data"]
     try:
         st = os.stat(path)
@@ -41,27 +36,3 @@ def cached_block(cache, cfg, setup, k, options, make):
             cache.clear()
         cache[key] = got
     return got
-
-
-def _prepared(cfg, setup, k):
-    """Party k's :class:`~.protocol.PreparedBlock` for this run (:func:`cached_block`)."""
-    from .protocol import prepare_block
-
-    clips = setup["clips"]
-    labels = setup.get("label_party") in (None, k)
-
-    def make(A_k, y):
-        if not labels or np.size(y) == 0:
-            y = None              # only the label party keeps y; the others get A_k^T y + noise
-        return prepare_block(A_k, y, frac=setup["frac"], private=bool(setup["private"]),
-                             feature_bound=setup["feature_bound"],
-                             label_bound=setup["label_bound"],
-                             row_clip=None if clips is None else clips[k], k=k)
-
-    block = cached_block(_PREPARED, cfg, setup, k,
-                         (int(setup["frac"]), bool(setup["private"]), setup["feature_bound"],
-                          setup["label_bound"], None if clips is None else float(clips[k]),
-                          labels), make)
-    if block.n != setup["n"]:
-        raise Refused(f"party {k}'s data has {block.n} rows, the run expects {setup['n']}")
-    return block

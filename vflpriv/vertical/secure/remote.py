@@ -26,7 +26,7 @@ from ...runtime.roles import PartyRole, Refused, own_budget
 from ..transport import DOWN, UP, Meter
 from . import messages as SM
 from .beaver import block_helper
-from .block_cache import _prepared
+from .block_cache import cached_block
 from .channel import OVERHEAD, Channel, new_key_pair, pack_bundle, unpack_bundle
 from .phased import PhasedLink
 from .saves import SecureSaves
@@ -41,6 +41,35 @@ OFFLINE_FRAME_BYTES = 8 * 2 ** 20
 
 
 # -- party side ---------------------------------------------------------------------------------
+#: prepared blocks kept by this process (a host that serves many messages for a party, e.g. a
+#: simulation actor or the in-process link): (data file, its mtime and size, the options) -> block
+_PREPARED = {}
+
+
+def _prepared(cfg, setup, k):
+    """Party k's :class:`~.protocol.PreparedBlock` for this run (:func:`cached_block`)."""
+    from .protocol import prepare_block
+
+    clips = setup["clips"]
+    labels = setup.get("label_party") in (None, k)
+
+    def make(A_k, y):
+        if not labels or np.size(y) == 0:
+            y = None              # only the label party keeps y; the others get A_k^T y + noise
+        return prepare_block(A_k, y, frac=setup["frac"], private=bool(setup["private"]),
+                             feature_bound=setup["feature_bound"],
+                             label_bound=setup["label_bound"],
+                             row_clip=None if clips is None else clips[k], k=k)
+
+    block = cached_block(_PREPARED, cfg, setup, k,
+                         (int(setup["frac"]), bool(setup["private"]), setup["feature_bound"],
+                          setup["label_bound"], None if clips is None else float(clips[k]),
+                          labels), make)
+    if block.n != setup["n"]:
+        raise Refused(f"party {k}'s data has {block.n} rows, the run expects {setup['n']}")
+    return block
+
+
 #: what a party keeps between messages; from ``_pick`` on its holder and helper gates (what its
 #: own ledger charged and it may therefore serve: ``SecureParty._gate_release``, ``_gate_help``)
 _STATE = ("x", "u", "c", "cross", "masked", "selected", "ty", "intercept", "_pick", "_pick_new",

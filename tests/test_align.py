@@ -264,8 +264,8 @@ def test_a_run_from_party_files_resumes_spending_nothing_twice(tmp_path, capsys)
     paths, *_ = _party_files(tmp_path)
     argv = ["run", *[f for k, p in enumerate(paths) for f in ("--party-data", f"{k}={p}")],
             "--id", "pid", "--label", "y", "--algorithm", "dp-bcfw-secure", "--loss", "logistic",
-            "--epsilon", "2", "--delta", "1e-5", "--feature-bound", "1", "--label-bound", "1",
-            "--iterations", "6", "--quiet"]
+            "--logistic-path", "glm", "--epsilon", "2", "--delta", "1e-5", "--feature-bound", "1",
+            "--label-bound", "1", "--iterations", "6", "--quiet"]
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     led, ck = tmp_path / "killed.jsonl", tmp_path / "c.npz"
     r = subprocess.run([sys.executable, "-c", KILLER, "first", *argv, "--ledger", str(led),

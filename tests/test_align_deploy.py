@@ -82,12 +82,14 @@ def in_process(tmp_path, paths, opts, name="ref"):
         parts[0].get("intercept")
 
 
-@pytest.mark.parametrize("loss", ["squared", "logistic"])
-def test_a_run_from_schemas_equals_the_run_on_the_joined_intersection(tmp_path, loss):
+@pytest.mark.parametrize("loss,path", [("squared", None), ("logistic", None),
+                                       ("logistic", "glm")])
+def test_a_run_from_schemas_equals_the_run_on_the_joined_intersection(tmp_path, loss, path):
+    """Least squares, the logistic loss's default (ssp) path and its glm path."""
     paths, c = party_files(tmp_path, classes=loss == "logistic")
     assert 0.85 ** 3 * 240 * 0.8 < c < 240
     opts = ["--loss", loss, "--epsilon", "4", "--delta", "1e-5", "--iterations", "5",
-            "--seed", "3"]
+            "--seed", "3"] + (["--logistic-path", path] if path else [])
     run, cfgs = write_run(tmp_path, paths, opts)
     spec = load_description(run)
     assert spec["family"] == "align" and "n" not in spec
@@ -98,6 +100,7 @@ def test_a_run_from_schemas_equals_the_run_on_the_joined_intersection(tmp_path, 
     assert res["error"] is None, res["error"]
     ref, x, b = in_process(tmp_path, paths, opts)
     assert np.array_equal(res["x"], x)
+    assert res["family"] == {"squared": "secure", "logistic": path or "ssp"}[loss]
     if loss == "logistic":
         # the shares' truncation differs in the last unit between runs (OS-entropy masks) and
         # the intercept's step carries it on: 1.2e-5 was seen; 1e-4 as in test_flower_glm

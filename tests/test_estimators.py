@@ -162,8 +162,8 @@ def test_sklearn_contract(estimator, check):
 
 
 def test_logistic_regression_label_party_classes_and_proba():
-    """VerticalDPLogisticRegression: the secure GLM path with the label at party 1; string
-    classes; predict_proba rows sum to 1 and agree with decision_function; the fit's accuracy
+    """VerticalDPLogisticRegression: the secure path (ssp by default) with the label at party 1;
+    string classes; predict_proba rows sum to 1 and agree with decision_function; the fit's accuracy
     is within 2 points of scikit-learn's (unpenalized) LogisticRegression on separable-ish data."""
     from sklearn.linear_model import LogisticRegression
 
@@ -173,7 +173,7 @@ def test_logistic_regression_label_party_classes_and_proba():
     est = VerticalDPLogisticRegression(parties=3, max_iter=150, label_party=1,
                                        random_state=0).fit(X, y)
     assert list(est.classes_) == ["no", "yes"]
-    assert est.solution_.extra["label_party"] == 1 and est.solution_.extra["path"] == "glm"
+    assert est.solution_.extra["label_party"] == 1 and est.solution_.extra["path"] == "ssp"
     P = est.predict_proba(X)
     np.testing.assert_allclose(P.sum(axis=1), 1.0)
     assert np.array_equal(est.predict(X), np.where(est.decision_function(X) > 0, "yes", "no"))
@@ -183,9 +183,10 @@ def test_logistic_regression_label_party_classes_and_proba():
 
 def test_logistic_regression_fits_the_intercept_jointly_by_default():
     """VerticalDPLogisticRegression (dp-bcfw-secure) follows scikit-learn: fit_intercept=True
-    and eta='auto' by default; the intercept comes from the joint fit (solution_.intercept), and
-    on 10% positives with features in [0, 1] it ranks far better than the fit without one
-    (issue 30's failure: worse than chance)."""
+    and eta='auto' by default (on the default ssp path: no l1 ball; on the glm path the public
+    rule's radius); the intercept comes from the joint fit (solution_.intercept), and on 10%
+    positives with features in [0, 1] it ranks far better than the fit without one (issue 30's
+    failure: worse than chance)."""
     from sklearn.metrics import roc_auc_score
 
     from vflpriv.estimators import VerticalDPLogisticRegression
@@ -198,7 +199,10 @@ def test_logistic_regression_fits_the_intercept_jointly_by_default():
     assert est.fit_intercept is True and est.eta == "auto"
     est.fit(X, y)
     assert est.intercept_ == est.solution_.intercept and est.intercept_ < -1.0
-    assert est.solution_.eta == pytest.approx(8 / (2 * np.abs(X).max()))   # 8 / (K B_a)
+    assert est.solution_.extra["path"] == "ssp" and est.solution_.eta is None
+    glm = VerticalDPLogisticRegression(max_iter=150, random_state=0, logistic_path="glm").fit(X, y)
+    assert glm.solution_.eta == pytest.approx(8 / (2 * np.abs(X).max()))   # 8 / (K B_a)
+    assert glm.intercept_ < -1.0
     off = VerticalDPLogisticRegression(max_iter=150, random_state=0, fit_intercept=False,
                                        eta=1.0).fit(X, y)
     auc_on = roc_auc_score(y, est.decision_function(X))

@@ -19,10 +19,11 @@ from vflpriv.data import VerticalData
 from vflpriv.runtime.link import PartyRefused
 from vflpriv.vertical.api import solve
 
-PRIVATE = dict(algorithm="dp-bcfw-secure", loss="logistic", epsilon=4.0, delta=1e-5,
-               feature_bound=1.0, label_bound=1.0, iterations=3, seed=4)
-PLAIN = dict(algorithm="dp-bcfw-secure", loss="logistic", iterations=3, seed=4,
-             fit_intercept=False)
+# the glm path given explicitly (the logistic default is ssp: test_vertical_secure_ssp.py)
+PRIVATE = dict(algorithm="dp-bcfw-secure", loss="logistic", logistic_path="glm", epsilon=4.0,
+               delta=1e-5, feature_bound=1.0, label_bound=1.0, iterations=3, seed=4)
+PLAIN = dict(algorithm="dp-bcfw-secure", loss="logistic", logistic_path="glm", iterations=3,
+             seed=4, fit_intercept=False)
 
 
 def _binary(n=240, d=12, K=3, seed=0):
@@ -101,7 +102,7 @@ def test_a_written_logistic_description_runs_from_its_files_alone(tmp_path, caps
                  "synthetic:n=120,d=12,density=0.5,seed=0", "--parties", "3", "--loss",
                  "logistic", "--algorithm", "dp-bcfw-secure", "--epsilon", "2", "--delta",
                  "1e-5", "--feature-bound", "1", "--label-bound", "1", "--iterations", "2",
-                 "--label-party", "1"]) == 0
+                 "--label-party", "1", "--logistic-path", "glm"]) == 0
     capsys.readouterr()
     spec = load_description(str(out / "run.json"))
     assert spec["family"] == "glm" and spec["glm"]["label_party"] == 1

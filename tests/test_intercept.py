@@ -66,16 +66,16 @@ def test_secure_logistic_intercept_tracks_central_fw():
     to the sigmoid series' error: objective and intercept close, and both near the optimum."""
     A, y = _imbalanced()
     data = VerticalData.from_arrays(A, y, "0,1,2;3,4,5")
-    sec = solve(data, loss="logistic", algorithm="dp-bcfw-secure", eta=1.0, iterations=200,
-                seed=0)
+    sec = solve(data, loss="logistic", algorithm="dp-bcfw-secure", logistic_path="glm",
+                eta=1.0, iterations=200, seed=0)
     fw = solve(data, loss="logistic", algorithm="fw", eta=1.0, iterations=200, step="fw")
     assert sec.intercept is not None and fw.intercept is not None
     assert abs(sec.intercept - fw.intercept) < 0.05
     assert abs(sec.final_objective - fw.final_objective) < 2e-3
     f_star, _ = _reference(A, y, 1.0)
     assert sec.final_objective - f_star < 0.01
-    nob = solve(data, loss="logistic", algorithm="dp-bcfw-secure", eta=1.0, iterations=200,
-                seed=0, fit_intercept=False)
+    nob = solve(data, loss="logistic", algorithm="dp-bcfw-secure", logistic_path="glm",
+                eta=1.0, iterations=200, seed=0, fit_intercept=False)
     assert nob.intercept is None and nob.final_objective > sec.final_objective + 0.05
 
 
@@ -143,8 +143,10 @@ def test_reference_with_an_intercept_matches_slsqp_and_bounds_the_runs():
     assert ref.certified and ref.intercept is not None and ref.x.shape == (6,)
     assert ref.objective == pytest.approx(f_star, abs=1e-6)
     data = VerticalData.from_arrays(A, y, "0,1,2;3,4,5")
-    for algorithm in ("fw", "dp-bcfw-secure"):
+    # the iterative learners (dp-bcfw-secure's glm path; its default ssp path fits the loss's
+    # quadratic expansion, not the loss)
+    for algorithm, path in (("fw", {}), ("dp-bcfw-secure", {"logistic_path": "glm"})):
         sol = solve(data, loss="logistic", algorithm=algorithm, eta=1.0, iterations=100,
-                    reference=True, seed=0)
+                    reference=True, seed=0, **path)
         assert sol.reference.intercept is not None
         assert 0 <= sol.excess_risk < 0.01

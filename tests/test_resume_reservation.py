@@ -44,7 +44,7 @@ main(sys.argv[2:])
 ALGORITHMS = {
     "dp-bcfw": [],
     "dp-bcfw-secure": [],
-    "dp-bcfw-secure-logistic": ["--loss", "logistic"],
+    "dp-bcfw-secure-logistic": ["--loss", "logistic", "--logistic-path", "glm"],  # rounds
 }
 
 

@@ -45,7 +45,8 @@ def _reference(A, y, eta):
     return res.fun
 
 
-KW = dict(algorithm="dp-bcfw-secure", loss="logistic", label_party=0, eta=1.0)
+KW = dict(algorithm="dp-bcfw-secure", loss="logistic", logistic_path="glm", label_party=0,
+          eta=1.0)
 
 
 def test_nonprivate_pgd_reaches_the_joint_optimum_and_stays_in_the_balls():
@@ -135,8 +136,8 @@ def test_refusals(capsys):
         solve(VerticalData(A, y, BLOCKS), algorithm="dp-bcfw-secure", loss="squared",
               label_party=0, step="pgd", iterations=2)
     with pytest.raises(InputError, match="step 'pgd'"):
-        solve(VerticalData(A, y, BLOCKS), step="pgd", logistic_path="taylor", iterations=2,
-              **KW)
+        solve(VerticalData(A, y, BLOCKS), step="pgd", iterations=2,
+              **dict(KW, logistic_path="taylor"))
     with pytest.raises(InputError, match="step must be"):
         solve(VerticalData(A, y, BLOCKS), step="newton", iterations=2, **KW)
     with pytest.raises(SystemExit) as e:

@@ -274,7 +274,7 @@ def test_logistic_path_resumes_equal_to_an_uninterrupted_run(tmp_path, crash_aft
     its setup (crash_after=0, before any release) or after round 6 with checkpoints every 4
     rounds (records of rounds 4, 5 to replay), then resumed: equal to the uninterrupted run."""
     D = _binary()
-    kw = dict(KW, loss="logistic", iterations=9)
+    kw = dict(KW, loss="logistic", logistic_path="glm", iterations=9)
     ref = solve(D, ledger=str(tmp_path / "ref.jsonl"), **kw)
     led, ck = tmp_path / "l.jsonl", tmp_path / "c.npz"
     real, calls = CK.Checkpointer.__call__, []

@@ -77,12 +77,17 @@ def test_default_run_spends_within_its_budget():
     assert sol.privacy["spent_by_budget_accountant"] <= 4.0 + 1e-9
 
 
-def test_logistic_path_lists_only_the_row_clip():
+def test_logistic_paths_list_the_path_and_the_row_clip():
+    """The default path (ssp) is listed with its reason before the row clip; a path given is
+    not listed (a value the user gave is used as given)."""
     rng = np.random.default_rng(2)
     D = _data(rng)
     D = VerticalData(D.A, np.where(D.y > 0, 1.0, -1.0), D.blocks)
     sol = solve(D, loss="logistic", **PRIV)
-    assert [d["name"] for d in sol.extra["defaults"]] == ["row_clip"]
+    assert [d["name"] for d in sol.extra["defaults"]] == ["logistic_path", "row_clip"]
+    assert sol.extra["defaults"][0]["value"] == "ssp" == sol.extra["path"]
+    glm = solve(D, loss="logistic", logistic_path="glm", **PRIV)
+    assert [d["name"] for d in glm.extra["defaults"]] == ["row_clip"]
 
 
 def test_private_run_without_feature_bound_names_it():

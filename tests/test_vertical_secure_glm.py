@@ -27,6 +27,10 @@ from vflpriv.vertical.secure.ring import KeySource, encode
 SERIES = SigmoidSeries()
 
 
+#: the path this file tests, given (the logistic default is ssp: test_vertical_secure_ssp.py)
+GLM = dict(loss="logistic", algorithm="dp-bcfw-secure", logistic_path="glm")
+
+
 def _sigmoid(m):
     return 1.0 / (1.0 + np.exp(-m))
 
@@ -204,7 +208,7 @@ def test_non_private_logistic_secure_tracks_bcfw():
     D = _logistic()
     ref = solve(D, loss="logistic", algorithm="bcfw", eta=2.0, iterations=60, seed=0,
                 reference=True)
-    sec = solve(D, loss="logistic", algorithm="dp-bcfw-secure", eta=2.0, iterations=60, seed=0,
+    sec = solve(D, **GLM, eta=2.0, iterations=60, seed=0,
                 fit_intercept=False)                 # bcfw fits none: the same problem
     gap = ref.initial_objective - ref.reference.objective
     assert sec.privacy is None and sec.extra["label_party"] == 0
@@ -215,7 +219,7 @@ def test_non_private_logistic_secure_tracks_bcfw():
 def test_private_logistic_secure_charges_t_discrete_gaussians_within_target():
     D = _logistic()
     T = 25
-    sol = solve(D, loss="logistic", algorithm="dp-bcfw-secure", eta=2.0, iterations=T, seed=0,
+    sol = solve(D, **GLM, eta=2.0, iterations=T, seed=0,
                 epsilon=2.0, delta=1e-6, feature_bound=1.0, label_bound=1.0, row_clip=3.0,
                 label_party=1)
     led = sol.ledger
@@ -242,7 +246,7 @@ def test_private_logistic_secure_charges_t_discrete_gaussians_within_target():
 def test_logistic_bytes_match_the_wire_format():
     D = _logistic(n=300, d=12, K=3)
     T, n, K, J = 4, 300, 3, SERIES.terms
-    sol = solve(D, loss="logistic", algorithm="dp-bcfw-secure", eta=1.0, iterations=T, seed=0,
+    sol = solve(D, **GLM, eta=1.0, iterations=T, seed=0,
                 epsilon=2.0, delta=1e-6, feature_bound=1.0, label_bound=1.0)
     by = sol.extra["bytes_by_type"]
     Hd = SM.HEADER_BYTES
@@ -259,11 +263,11 @@ def test_logistic_refuses_bad_labels_and_label_everywhere():
     bad = VerticalData.from_arrays(np.asarray(D.A), np.arange(D.n) % 3 - 1.0, "balanced",
                                    parties=3)
     with pytest.raises(InputError, match="binary labels"):
-        solve(bad, loss="logistic", algorithm="dp-bcfw-secure", iterations=2)
+        solve(bad, **GLM, iterations=2)
     with pytest.raises(InputError, match="label at one party"):
-        solve(D, loss="logistic", algorithm="dp-bcfw-secure", iterations=2, label_party="all")
+        solve(D, **GLM, iterations=2, label_party="all")
     with pytest.raises(InputError, match="party index 0..2"):
-        solve(D, loss="logistic", algorithm="dp-bcfw-secure", iterations=2, label_party=3)
+        solve(D, **GLM, iterations=2, label_party=3)
     with pytest.raises(InputError, match="centralized"):
         solve(D, loss="logistic", algorithm="dpfw", iterations=2, label_party=0)
     with pytest.raises(InputError, match="every party"):
@@ -330,14 +334,15 @@ def test_cli_logistic_path_is_accounted_by_its_renyi_curve(tmp_path):
     base = [sys.executable, "-m", "vflpriv", "run", "--data", str(csv), "--label", "label",
             "--algorithm", "dp-bcfw-secure", "--iterations", "5", "--epsilon", "1", "--delta",
             "1e-6", "--feature-bound", "3", "--label-bound", "1", "--seed", "0"]
+    glm = ["--logistic-path", "glm"]
     for loss in ("logistic", "squared"):
         r = subprocess.run(base + ["--loss", loss, "--accountant", "optimal"],
                            capture_output=True, text=True)
         assert r.returncode == 2 and "--accountant optimal" in r.stderr, (loss, r.stderr)
         assert "Traceback" not in r.stderr
     out = tmp_path / "o.json"
-    r = subprocess.run(base + ["--loss", "logistic", "--json", str(out)], capture_output=True,
-                       text=True)
+    r = subprocess.run(base + ["--loss", "logistic", "--json", str(out)] + glm,
+                       capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     priv = json.loads(out.read_text())["privacy"]
     cal = priv["calibration"]
@@ -387,7 +392,7 @@ def test_spilled_masked_blocks_give_the_same_run(monkeypatch, tmp_path):
     import vflpriv.vertical.secure.store as ST
 
     D = _logistic(n=300, d=6, K=3)
-    kw = dict(loss="logistic", algorithm="dp-bcfw-secure", iterations=6, epsilon=2.0,
+    kw = dict(**GLM, iterations=6, epsilon=2.0,
               delta=1e-6, feature_bound=3.0, label_bound=1.0, seed=5, label_party=1)
     a = solve(D, **kw)
     monkeypatch.setattr(ST, "SPILL_BYTES", 0)
@@ -413,13 +418,13 @@ def test_an_eta_beyond_the_sigmoid_range_is_refused_before_anything(tmp_path):
     D = _logistic(n=200, d=6, K=2)
     led = tmp_path / "l.ledger"
     with pytest.raises(InputError, match=r"--eta 20: .* use --eta <= 2"):
-        solve(D, loss="logistic", algorithm="dp-bcfw-secure", eta=20.0, iterations=3, seed=0,
+        solve(D, **GLM, eta=20.0, iterations=3, seed=0,
               epsilon=1.0, delta=1e-6, feature_bound=2.0, label_bound=1.0, ledger=str(led))
     assert not led.exists()
     with pytest.raises(InputError, match=r"use --eta <= 4"):         # no intercept: 16 / (2 * 2)
-        solve(D, loss="logistic", algorithm="dp-bcfw-secure", eta=4.5, iterations=3, seed=0,
+        solve(D, **GLM, eta=4.5, iterations=3, seed=0,
               epsilon=1.0, delta=1e-6, feature_bound=2.0, label_bound=1.0, fit_intercept=False)
-    sol = solve(D, loss="logistic", algorithm="dp-bcfw-secure", iterations=3, seed=0,
+    sol = solve(D, **GLM, iterations=3, seed=0,
                 epsilon=1.0, delta=1e-6, feature_bound=2.0, label_bound=1.0)
     assert sol.eta == pytest.approx(2.0)
 
@@ -456,7 +461,7 @@ def test_the_helper_party_is_the_users_choice(tmp_path):
     to the sigmoid factors' rounding (the same computation on different shares); H = L, an
     index outside 0..K-1, or a least-squares run is refused before anything is written."""
     D = _logistic(n=300, d=12, K=3)
-    kw = dict(loss="logistic", algorithm="dp-bcfw-secure", eta=1.0, iterations=15, seed=0)
+    kw = dict(**GLM, eta=1.0, iterations=15, seed=0)
     a = solve(D, **kw)
     b = solve(D, helper_party=2, **kw)
     assert a.extra["helper_party"] == 1 and b.extra["helper_party"] == 2

@@ -89,10 +89,21 @@ def serve(connect, spec, progress=None) -> dict:
     if spec.get("model_out") and res.get("error") is None and "x" in res:
         res["model_out"] = _write_model(spec, res)
     res["family"] = inner["family"]
-    plan = inner.get("secure", {}).get("noise_plan")
-    res["calibration"] = plan.to_dict() if plan is not None else {
-        "sigma": inner["glm"]["sigma"], "row_clips": inner["glm"]["clips"]}
+    res["calibration"] = _calibration(inner)
     return res
+
+
+def _calibration(inner) -> dict:
+    """What the training was calibrated to: least squares' noise plan, or the logistic paths'
+    sigma and row clips (the ssp path's in the data's units, with its public scale s)."""
+    plan = inner.get("secure", {}).get("noise_plan")
+    if plan is not None:
+        return plan.to_dict()
+    if "ssp" in inner:
+        s = inner["ssp"]
+        return {"sigma": s["sigma"], "row_clips": [c / s["scale"] for c in s["clips"]],
+                "scale": s["scale"]}
+    return {"sigma": inner["glm"]["sigma"], "row_clips": inner["glm"]["clips"]}
 
 
 def _write_model(spec, res):
@@ -100,7 +111,8 @@ def _write_model(spec, res):
     ["model_out"]``, ``vflpriv flower spec run --model-out``): each party's own coefficients in
     ``party<k>.json`` (the label party's also the intercept) and the public manifest; every
     coefficient is already known to the server (the Frank-Wolfe selections are public, 4.2 /
-    5.4), so nothing new is released.  A folder that cannot be written is reported in the
+    5.4; the ssp path's model is the server's post-processing of its one release, 4.10), so
+    nothing new is released.  A folder that cannot be written is reported in the
     result, never a lost run."""
     from ..model.files import write_split_model
 

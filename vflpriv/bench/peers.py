@@ -21,6 +21,7 @@ import statistics
 
 from ..errors import InputError
 from ..units import format_bytes
+from ..vertical.config import choose_logistic_path
 from .peers_systems import KIND, PRIVATE, SYSTEMS
 
 
@@ -224,7 +225,8 @@ def run(args) -> int:
     print_summary(summary)
     settings = {"tables": opts["tables"], "epsilons": opts["epsilons"], "delta": args.delta,
                 "seeds": opts["seeds"], "test_fraction": args.test_fraction,
-                "iterations": args.iterations, "systems": opts["systems"]}
+                "iterations": args.iterations, "systems": opts["systems"],
+                "default_logistic_path": choose_logistic_path("dp-bcfw-secure", "logistic")[0]}
     from datetime import datetime, timezone
 
     doc = {"command": cmd, "finished_utc": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M"),

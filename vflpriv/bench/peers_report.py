@@ -23,10 +23,23 @@ def _mean(summary, table, system, eps=None):
     return None
 
 
-#: the vertical systems checked against the bar: the default first, then its variants
-VERTICAL_BAR = (("dp-bcfw-secure", "`dp-bcfw-secure`"),
-                ("dp-bcfw-secure-pgd", "`dp-bcfw-secure --step pgd` (not the default)"),
-                ("dp-bcfw-secure-ssp", "`dp-bcfw-secure --logistic-path ssp` (not the default)"))
+def default_path(doc) -> str:
+    """The logistic path ``dp-bcfw-secure``'s rows took by default: recorded in the settings
+    since ssp became the default; a file without it was written when glm was."""
+    return doc["settings"].get("default_logistic_path", "glm")
+
+
+def vertical_bar(doc) -> tuple:
+    """The vertical systems checked against the bar, ``(system, label)``: the default first,
+    then its variants, each marked when it is not what the default ran."""
+    path = default_path(doc)
+    new = "default_logistic_path" in doc["settings"]
+    other = {True: "", False: " (not the default)"}
+    return (("dp-bcfw-secure", "`dp-bcfw-secure`" + (f" (default: the {path} path)" if new
+                                                       else "")),
+            ("dp-bcfw-secure-glm", "`dp-bcfw-secure --logistic-path glm`" + other[path == "glm"]),
+            ("dp-bcfw-secure-pgd", "`dp-bcfw-secure --step pgd` (not the default)"),
+            ("dp-bcfw-secure-ssp", "`dp-bcfw-secure --logistic-path ssp`" + other[path == "ssp"]))
 
 
 def bar_lines(doc) -> list:
@@ -45,7 +58,7 @@ def bar_lines(doc) -> list:
             op, dpl = _mean(summ, t, "opacus", e), _mean(summ, t, "diffprivlib", e)
             opr = _mean(summ, t, "opacus-replace", e)
             # the bar is the default's (dp-bcfw-secure); its variants, where run, beside it
-            for system, label in VERTICAL_BAR:
+            for system, label in vertical_bar(doc):
                 sec = _mean(summ, t, system, e)
                 if sec is None:
                     continue
@@ -83,6 +96,15 @@ def _via(doc):
     return ""
 
 
+def _path_note(doc) -> str:
+    """Which logistic path the page's ``dp-bcfw-secure`` rows took (the default's, named where
+    the file records it)."""
+    if "default_logistic_path" not in doc["settings"]:
+        return ""
+    return (f", its logistic path the default one, {default_path(doc)} "
+            "(`dp-bcfw-secure-glm`: `--logistic-path glm`)")
+
+
 def render(doc) -> str:
     st, v = doc["settings"], doc["versions"]
     out = ["# vflpriv against its peers on held-out tables", "",
@@ -113,7 +135,8 @@ def render(doc) -> str:
            "removal and an addition, so an add/remove eps is a replace-one guarantee only at up "
            "to about twice that eps). vflpriv: `solve` with its defaults "
            f"(`eta=\"auto\"`, intercept on), {st['iterations']} iterations, the declared bounds "
-           "(B_a of the table, B_y = 1); `dp-bcfw-secure` with the label at party 0. "
+           "(B_a of the table, B_y = 1); `dp-bcfw-secure` with the label at party 0"
+           f"{_path_note(doc)}. "
            "Details: `vflpriv/bench/peers_systems.py`, tables: `vflpriv/bench/tables.py`.", ""]
     out += ["## Tables", "", "| table | source | rows | columns | declared bound B_a | "
             "parties (columns each) | positives |", "|---|---|---|---|---|---|---|"]

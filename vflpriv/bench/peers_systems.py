@@ -52,10 +52,13 @@ Central DP peers (one curator holds every column)
   ``settings``.
 
 vflpriv's private algorithms (``dpfw``: centralized DP-FW, Talwar et al. 2015;
-``dp-bcfw-secure``: the vertical secure learner, label at party 0; ``dp-bcfw-secure-pgd``: the
-same with ``step="pgd"``, projected-gradient steps on the same noisy scores;
-``dp-bcfw-secure-ssp``: its ``logistic_path="ssp"``, the sufficient statistics of the loss's
-expansion released once and the model fitted from them), through ``solve`` with
+``dp-bcfw-secure``: the vertical secure learner with its defaults, label at party 0 (since
+the ssp path became the logistic default, its ``logistic_path="ssp"``; before, ``"glm"``: each
+row's ``settings["logistic_path"]`` says which, where recorded); ``dp-bcfw-secure-glm``: its
+``logistic_path="glm"``, the derivatives under secret sharing every round;
+``dp-bcfw-secure-pgd``: the glm path with ``step="pgd"``, projected-gradient steps on the same
+noisy scores; ``dp-bcfw-secure-ssp``: ``logistic_path="ssp"`` given, the sufficient statistics of
+the loss's expansion released once and the model fitted from them), through ``solve`` with
 ``loss="logistic"``, the declared bounds (B_a of the table, B_y = 1), ``--iterations`` and the
 defaults of each (``eta="auto"``).  Their epsilon spent is ``Solution.privacy["epsilon_spent"]
 ["best"]`` (the best of the end-of-run accountants); their bytes are the framed totals of every
@@ -72,9 +75,13 @@ import time
 import numpy as np
 
 SYSTEMS = ("sklearn", "diffprivlib", "opacus", "opacus-replace", "fw", "dpfw",
-           "dp-bcfw-secure", "dp-bcfw-secure-pgd", "dp-bcfw-secure-ssp")
+           "dp-bcfw-secure", "dp-bcfw-secure-glm", "dp-bcfw-secure-pgd", "dp-bcfw-secure-ssp")
 PRIVATE = ("diffprivlib", "opacus", "opacus-replace", "dpfw", "dp-bcfw-secure",
-           "dp-bcfw-secure-pgd", "dp-bcfw-secure-ssp")
+           "dp-bcfw-secure-glm", "dp-bcfw-secure-pgd", "dp-bcfw-secure-ssp")
+#: the vertical secure learner's variants: (logistic path, step) each one passes to ``solve``
+#: (None: the default); ``dp-bcfw-secure`` itself runs with every default
+VERTICAL = {"dp-bcfw-secure": (None, None), "dp-bcfw-secure-glm": ("glm", None),
+            "dp-bcfw-secure-pgd": ("glm", "pgd"), "dp-bcfw-secure-ssp": ("ssp", None)}
 #: the systems that need torch and opacus
 TORCH = ("opacus", "opacus-replace")
 #: what each system is, for the tables (the neighbouring relation of its guarantee included)
@@ -84,6 +91,7 @@ KIND = {"sklearn": "non-private, central", "fw": "non-private, central",
         "opacus-replace": "(eps, delta)-DP replace-one, central",
         "dpfw": "(eps, delta)-DP replace-one, central",
         "dp-bcfw-secure": "(eps, delta)-DP replace-one, vertical",
+        "dp-bcfw-secure-glm": "(eps, delta)-DP replace-one, vertical",
         "dp-bcfw-secure-pgd": "(eps, delta)-DP replace-one, vertical",
         "dp-bcfw-secure-ssp": "(eps, delta)-DP replace-one, vertical"}
 
@@ -285,16 +293,16 @@ def _vflpriv(system, table, A, y, epsilon, delta, iterations, seed):
     kw = {}
     if system in PRIVATE:
         kw = {"epsilon": epsilon, "delta": delta, "label_bound": 1.0}
-    if system in ("dp-bcfw-secure", "dp-bcfw-secure-pgd", "dp-bcfw-secure-ssp"):
-        kw["label_party"] = 0
-    if system == "dp-bcfw-secure-pgd":
-        system, kw["step"] = "dp-bcfw-secure", "pgd"
-    if system == "dp-bcfw-secure-ssp":
-        system, kw["logistic_path"] = "dp-bcfw-secure", "ssp"
+    if system in VERTICAL:
+        path, step = VERTICAL[system]
+        system, kw["label_party"] = "dp-bcfw-secure", 0
+        kw.update({k: v for k, v in (("logistic_path", path), ("step", step)) if v})
     sol = solve(data, algorithm=system, loss="logistic", iterations=iterations,
                 feature_bound=table.feature_bound, seed=seed, **kw)
     out = {"x": np.asarray(sol.x, float), "b": sol.intercept,
            "settings": {"eta": sol.eta, "eta_rule": sol.eta_rule, "iterations": iterations}}
+    if "path" in sol.extra:          # the logistic path the run took (given or the default)
+        out["settings"]["logistic_path"] = sol.extra["path"]
     if sol.privacy is not None:
         out["epsilon_spent"] = float(sol.privacy["epsilon_spent"]["best"])
     if sol.uplink_framed is not None:

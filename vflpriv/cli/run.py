@@ -129,26 +129,27 @@ def add_problem_arguments(p):
                         "bcfw, dfw) or one party's index (dp-bcfw-secure's default: 0); the "
                         "others see only DP releases derived from y")
     p.add_argument("--helper-party", type=int, default=None, metavar="H",
-                   help="dp-bcfw-secure, logistic loss: the party that holds the other share of "
-                        "the margins and loss derivatives (default (label party + 1) mod K). "
-                        "Trust assumption: H does not collude with the label party (together "
-                        "they see the margins in the clear) and no party colludes with the "
-                        "server; no other party ever holds a share of the derivatives")
+                   help="dp-bcfw-secure, logistic glm path (--logistic-path glm): the party "
+                        "that holds the other share of the margins and loss derivatives "
+                        "(default (label party + 1) mod K). Trust assumption: H does not "
+                        "collude with the label party (together they see the margins in the "
+                        "clear) and no party colludes with the server; no other party ever "
+                        "holds a share of the derivatives")
     p.add_argument("--logistic-path", choices=("glm", "taylor", "ssp"), default=None,
-                   help="dp-bcfw-secure, logistic loss: glm (default; the loss's derivatives "
-                        "under secret sharing every round, with a helper party), taylor "
-                        "(least squares on the loss's expansion at 0, labels 2y: cross-products "
-                        "released once, no helper party, far less traffic) or ssp (that "
-                        "expansion's sufficient statistics released once, the model fitted "
-                        "from them, on every backend; docs/vertical.md)")
+                   help="dp-bcfw-secure, logistic loss: ssp (default; the loss's expansion at "
+                        "0, its sufficient statistics released once and the model fitted from "
+                        "them, on every backend), glm (the loss's derivatives under secret "
+                        "sharing every round, with a helper party; needed for --helper-party, "
+                        "--step, --checkpoint) or taylor (least squares on that expansion, "
+                        "labels 2y: cross-products released once); docs/vertical.md")
     p.add_argument("--step", choices=("fw", "pgd", "line"), default=None,
-                   help="dp-bcfw-secure, logistic glm path: how each party moves on its noisy "
-                        "scores: fw (default; its Frank-Wolfe vertex) or pgd (a projected-"
-                        "gradient step of size 4 / (sum_k C_k^2 + 1) in its l1 ball, the model "
-                        "the iterates' average weighted by t + 1); the same releases and spend.  "
-                        "fw (non-private): line (default; exact line search, and --eta auto "
-                        "by 3-fold cross-validation) or fw (2 / (t + 2), paper 004's FW, eta "
-                        "by the public rule)")
+                   help="dp-bcfw-secure, logistic glm path (--logistic-path glm): how each "
+                        "party moves on its noisy scores: fw (default; its Frank-Wolfe vertex) "
+                        "or pgd (a projected-gradient step of size 4 / (sum_k C_k^2 + 1) in its "
+                        "l1 ball, the model the iterates' average weighted by t + 1); the same "
+                        "releases and spend.  fw (non-private): line (default; exact line "
+                        "search, and --eta auto by 3-fold cross-validation) or fw (2 / (t + 2), "
+                        "paper 004's FW, eta by the public rule)")
     p.add_argument("--seed", type=int, default=None,
                    help="seed every random choice (sketch, sampling, noise) for a reproducible "
                         "run; its outputs are marked not for deployment.  Default: the noise "
@@ -617,6 +618,13 @@ def _print_defaults(args, data, epsilon):
                        feature_bound=args.feature_bound, block_sizes=[len(b) for b in data.blocks],
                        rnm=args.rnm, split=args.split, max_features=args.max_features,
                        row_clip=args.row_clip)
+    if getattr(args, "logistic_path", None) is None:
+        from ..vertical.config import choose_logistic_path
+        from ..vertical.secure.defaults import Chosen
+
+        path, rule = choose_logistic_path(args.algorithm, args.loss)
+        if path is not None:           # listed first, as the run's JSON ``defaults`` does
+            chosen = [Chosen("logistic_path", path, rule), *chosen]
     for line in describe(chosen):
         sys.stdout.write(line + "\n")
     sys.stdout.flush()

@@ -109,7 +109,7 @@ def _resolve_eta(cfg, data):
 
     from .scale import auto_eta
 
-    if cfg.logistic_path == "ssp":
+    if cfg.resolved_logistic_path == "ssp":
         # the ssp path fits by a ridge, not over l1 balls (secure/ssp.py): "auto" keeps none
         return cfg, ("no l1 ball: the ssp path's ridge (lambda = sigma sqrt(d + 2), from the "
                      "noise) regularizes; an explicit eta bounds each party's l1 norm"), None

@@ -6,11 +6,12 @@ rows common to every party, is known only once the private set intersection has 
 parties' own machines.  Everything the noise depends on is public once n is known, so the
 server role calls :func:`settle_for` after the alignment and before the first release: the same
 choices as in process (``solve.settle``: rnm, split, feature cap, row clips), the same noise
-calibration (``solve._plan_noise`` for least squares, ``glm_solve._plan_noise`` for the logistic
-loss), the same fixed-point scales, and the whole worst-case plan checked against the server's
-ledger, before any noise is drawn.  The returned spec is the one the least-squares or the
-logistic server role (:mod:`.remote`, :mod:`.glm_remote`) serves, as if the description had
-been written with n known.
+calibration (``solve._plan_noise`` for least squares, ``ssp_run._Plan`` or
+``glm_solve._plan_noise`` for the logistic loss's two paths), the same fixed-point scales, and
+the whole worst-case plan checked against the server's ledger, before any noise is drawn.  The
+returned spec is the one the least-squares or a logistic server role (:mod:`.remote`,
+:mod:`.ssp_remote`, :mod:`.glm_remote`) serves, as if the description had been written with n
+known.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import numpy as np
 #: the VerticalConfig fields a description from schemas carries (JSON-able, public)
 OPTIONS = ("loss", "eta", "iterations", "algorithm", "epsilon", "delta", "rnm", "split",
            "feature_bound", "label_bound", "accountant", "seed", "row_clip", "max_features",
-           "label_party", "fit_intercept", "helper_party")
+           "label_party", "fit_intercept", "helper_party", "logistic_path")
 
 
 class Shape:
@@ -68,15 +69,20 @@ def check_public(options, blocks) -> None:
     shape = Shape(1, blocks)
     cfg = _config(options)
     run = settle(shape, cfg, cfg.loss_fn, int(options["label_party"]))
-    if run.loss.name == "logistic":
+    if run.loss.name == "logistic" and cfg.resolved_logistic_path == "glm":
         check_margin_range(shape, cfg, SigmoidSeries())
         helper_of(run.label_party, shape.K, cfg.helper_party)
+    if run.loss.name == "logistic" and cfg.resolved_logistic_path == "ssp":
+        from .ssp_run import check_options
+
+        check_options(cfg)
 
 
 def settle_for(options, n, blocks, *, ledger, run_id, connect_timeout=60.0,
                reply_timeout=600.0) -> dict:
     """The server role's spec of dp-bcfw-secure on ``n`` aligned rows split in ``blocks``
-    (family ``secure`` or ``glm``), its noise calibrated for ``n`` and its whole worst-case plan
+    (family ``secure``, ``ssp`` or ``glm``), its noise calibrated for ``n`` and its whole
+    worst-case plan
     checked against the server's ``ledger`` (``accounting.BudgetExceeded`` otherwise: nothing
     was released).  ``options``: :func:`config_options` of the run's config, ``eta`` a number."""
     from . import resume as SC
@@ -95,6 +101,8 @@ def settle_for(options, n, blocks, *, ledger, run_id, connect_timeout=60.0,
     common = dict(private=True, ledger=ledger, budget=(budget.epsilon, budget.delta),
                   accountant=cfg.accountant, run_id=run_id, connect_timeout=connect_timeout,
                   reply_timeout=reply_timeout)
+    if run.loss.name == "logistic" and cfg.resolved_logistic_path == "ssp":
+        return _ssp(shape, run, budget, common)
     if run.loss.name == "logistic":
         return _logistic(shape, run, budget, noise_seed, noise_key, common)
     return _least_squares(shape, run, budget, noise_seed, noise_key, common)
@@ -141,3 +149,19 @@ def _logistic(shape, run, budget, noise_seed, noise_key, common):
     # the logistic path's server draws no noise of its own: seed and key are the parties'
     del noise_seed, noise_key
     return GR.make_spec(shape, glm_kwargs=kwargs, **common)
+
+
+def _ssp(shape, run, budget, common):
+    """The logistic loss's default path (``ssp_run``): its one release planned for n rows
+    and checked against the server's ledger; the parties draw its noise (their own seeds)."""
+    from ...errors import InputError
+    from . import ssp_remote as SR
+    from .ssp_run import _Plan, ring_and_fit
+
+    if shape.K < 2:
+        raise InputError("dp-bcfw-secure needs at least 2 parties")
+    plan = _Plan(shape, run)
+    budget.check_plan(plan.event, party="server")
+    frac, fit = ring_and_fit(plan, run.cfg, shape.n, shape.d)
+    return SR.make_spec(shape, ssp_kwargs=SR.ssp_kwargs(run, plan, frac, fit, shape.K),
+                        **common)

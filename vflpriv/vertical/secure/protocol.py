@@ -103,11 +103,12 @@ class PreparedBlock:
 
 
 def prepare_block(A_k, y, *, frac, private, feature_bound=None, label_bound=None,
-                  row_clip=None, k=None) -> PreparedBlock:
-    """:class:`PreparedBlock` of party ``k``'s data ``(A_k, y)``."""
+                  row_clip=None, k=None, warn=True) -> PreparedBlock:
+    """:class:`PreparedBlock` of party ``k``'s data ``(A_k, y)``; ``warn=False`` when the
+    caller already warned about clipping in the user's units (the ssp path's scaled block)."""
     # a party that does not hold the label gets y=None: it only ever sees A_k^T y + noise
     y = None if y is None else np.asarray(y, dtype=np.float64)
-    if private:
+    if private and warn:
         warn_if_clipped(k, A_k, y, feature_bound, label_bound)
     A = clip_block(A_k, feature_bound, row_clip) if private else \
         sp.csr_matrix(A_k, dtype=np.float64, copy=True)

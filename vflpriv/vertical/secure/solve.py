@@ -46,16 +46,17 @@ def solve_secure(data, cfg, label_party):
     """dp-bcfw-secure on ``data`` (a VerticalData) as ``cfg`` (a VerticalConfig) says, with the
     labels at ``label_party`` as ``cfg.check_data`` resolved it (None: every party).  Returns
     the Solution, or with ``flower.spec_dir`` the written description's info."""
-    if cfg.logistic_path == "ssp":
+    path = cfg.resolved_logistic_path
+    if path == "ssp":
         from .ssp_run import check_options
 
         check_options(cfg)         # before settle reads a checkpoint or the radius
     run = settle(data, cfg, cfg.loss_fn, label_party)
-    if run.loss.name == "logistic" and cfg.logistic_path == "taylor":
+    if run.loss.name == "logistic" and path == "taylor":
         from .taylor import solve_taylor
 
         return solve_taylor(data, run, _least_squares, settle)
-    if run.loss.name == "logistic" and cfg.logistic_path == "ssp":
+    if run.loss.name == "logistic" and path == "ssp":
         from .ssp_run import solve_ssp
 
         return solve_ssp(data, run)
@@ -72,7 +73,7 @@ def settle(data, cfg, loss, label_party) -> SecureRun:
     chosen = _choose(data, cfg, loss)
     config = _checkpoint_config(cfg, loss, label_party, chosen)
     # the taylor path's checkpoint is its least-squares run's: read when taylor.py settles that
-    taylor = loss.name == "logistic" and cfg.logistic_path == "taylor"
+    taylor = loss.name == "logistic" and cfg.resolved_logistic_path == "taylor"
     ck = SC.read_resume(cfg.checkpoint, config, cfg.seed, data, cfg.backend) if (
         config is not None and cfg.resume and not taylor) else None
     return SecureRun(cfg=cfg, loss=loss, label_party=label_party, checkpoint_config=config,
@@ -122,6 +123,11 @@ def _choose(data, cfg, loss) -> dict:
                             block_sizes=[len(b) for b in data.blocks], rnm=cfg.rnm,
                             split=cfg.split, max_features=cfg.max_features,
                             row_clip=cfg.row_clip)
+    path, rule = cfg.logistic_path_choice()
+    if path is not None:        # the path left to its default: listed with the other choices
+        from .defaults import Chosen
+
+        chosen = [Chosen("logistic_path", path, rule), *chosen]
     return dict(rnm=values["rnm"], split=values["split"],
                 feature_cap=SP.check_feature_cap(values["max_features"]),
                 row_clips=values["row_clips"], defaults=[c.to_dict() for c in chosen])
@@ -142,7 +148,8 @@ def _checkpoint_config(cfg, loss, label_party, chosen):
                 accountant=cfg.accountant, row_clip=cfg.row_clip,
                 max_features=chosen["feature_cap"], row_clips=chosen["row_clips"],
                 label_party=label_party, fit_intercept=bool(cfg.fit_intercept),
-                logistic_path=cfg.logistic_path, step=cfg.step)
+                logistic_path=cfg.resolved_logistic_path,
+                step=(cfg.step or "fw") if cfg.resolved_logistic_path == "glm" else cfg.step)
 
 
 def _logistic(data, run):

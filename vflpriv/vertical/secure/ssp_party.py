@@ -104,8 +104,13 @@ def prepare(A_k, y, s, k, frac, private, feature_bound, label_bound, clip):
     prepare_block``): ``feature_bound`` B_a s and ``clip`` C_k s are the scaled ones (None when
     not private).  The same function in process and in a party role (:mod:`.ssp_remote`), so
     that both give the same words."""
+    if private:
+        # in the user's units: the warning names --feature-bound as given, not B_a s
+        from ..clipshare import warn_if_clipped
+
+        warn_if_clipped(k, A_k, y, feature_bound / s, label_bound)
     return prepare_block(A_k * s, y, frac=frac, private=private, feature_bound=feature_bound,
-                         label_bound=label_bound, row_clip=clip, k=k)
+                         label_bound=label_bound, row_clip=clip, k=k, warn=False)
 
 
 def public_bounds(plan, private, K):

@@ -223,24 +223,33 @@ class _Got:
         self.out, self.seconds = out, 0.0
 
 
+def ssp_kwargs(srun, plan, frac, fit, K) -> dict:
+    """The ``ssp`` section of a run description (numbers and lists only; an infinite radius or
+    intercept bound as None), from the settled run, its plan (``ssp_run._Plan``), the ring's
+    fraction bits and the fit's options."""
+    from .ssp_party import public_bounds
+
+    cfg = srun.cfg
+    Ba_s, By, clips = public_bounds(plan, srun.private, K)
+    return {"frac": int(frac), "feature_bound": Ba_s, "label_bound": By, "clips": clips,
+            "scale": float(plan.s), "sigma": float(plan.sigma),
+            "label_party": int(srun.label_party), "lam": float(fit["lam"]),
+            "radius": None if math.isinf(fit["radius"]) else float(fit["radius"]),
+            "b_bound": None if math.isinf(fit["b_bound"]) else float(fit["b_bound"]),
+            "fit_intercept": bool(cfg.fit_intercept),
+            # the declared bounds, unscaled, for the warnings on the parties' own data
+            "bounds": [cfg.feature_bound, cfg.label_bound]}
+
+
 def on_flower(data, srun, plan, frac, fit, led, budget, run_dir, noise_root):
     """The ssp path on ``srun.cfg.backend`` (not in process): ``(the server role's result or
     None when a description was written, flower info)``.  ``fit``: the fit's lam, radius and
     intercept bound; ``noise_root``: the in-process noise root of a seeded run (each party's
     stream is its spawn, as in process), else None."""
     from ..hosted import run_hosted
-    from .ssp_party import public_bounds
 
-    cfg, K = srun.cfg, data.K
-    Ba_s, By, clips = public_bounds(plan, srun.private, K)
-    kw = {"frac": int(frac), "feature_bound": Ba_s, "label_bound": By, "clips": clips,
-          "scale": float(plan.s), "sigma": float(plan.sigma),
-          "label_party": int(srun.label_party), "lam": float(fit["lam"]),
-          "radius": None if math.isinf(fit["radius"]) else float(fit["radius"]),
-          "b_bound": None if math.isinf(fit["b_bound"]) else float(fit["b_bound"]),
-          "fit_intercept": bool(cfg.fit_intercept),
-          # the declared bounds, unscaled, for the warnings on the parties' own data
-          "bounds": [cfg.feature_bound, cfg.label_bound]}
+    cfg = srun.cfg
+    kw = ssp_kwargs(srun, plan, frac, fit, data.K)
 
     def runner(**k):
         out, info = run(cfg.backend, data, ssp_kwargs=kw, **k)

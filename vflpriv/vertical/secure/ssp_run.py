@@ -41,8 +41,10 @@ from .ssp_party import (GramParty, _local_blocks, make_parties, model,  # noqa: 
 def check_options(cfg):
     """The options the ssp path refuses (before the run is settled)."""
     if cfg.checkpoint is not None:
-        raise InputError("logistic_path 'ssp' is one release and a local fit: it takes no "
-                         "checkpoint")
+        hint = "" if cfg.logistic_path else " (--logistic-path glm checkpoints its rounds)"
+        raise InputError(f"{'logistic_path' if cfg.logistic_path else 'the default logistic_path'}"
+                         f" 'ssp' is one release and a local fit: it takes no checkpoint{hint}, "
+                         f"got checkpoint {cfg.checkpoint!r}")
 
 
 def check(data, run):
@@ -93,12 +95,24 @@ class _Plan:
                                   "algorithm": "dp-bcfw-secure"})
 
 
+def ring_and_fit(plan, cfg, n, d):
+    """``(frac, fit)``: the ring's fraction bits for n rows of the plan's scaled bounds, and the
+    post-processing fit's options (ridge, l1 radius in the scaled units, intercept bound)."""
+    from .ring import frac_bits
+
+    Ba_s = plan.Ba * plan.s
+    frac = frac_bits(n * Ba_s * max(Ba_s, plan.By) + 40.0 * plan.sigma + 1.0)
+    fit = dict(lam=S.ridge(plan.sigma, d),
+               radius=math.inf if cfg.eta == "auto" else float(cfg.eta) / plan.s,
+               b_bound=math.inf if cfg.fit_intercept else 0.0)
+    return frac, fit
+
+
 def solve_ssp(data, run):
     """The Solution of ``run`` (a logistic SecureRun with ``logistic_path="ssp"``): in process,
     or over a runtime link (``cfg.backend`` local, flower-sim, flower: :func:`.ssp_remote.
     on_flower`; with ``flower.spec_dir`` the written description's info instead)."""
     from ..engine import _seeds
-    from .ring import frac_bits
     from .run import finish, open_budget
 
     check(data, run)
@@ -120,12 +134,8 @@ def solve_ssp(data, run):
             run_dir = run_dir_for(cfg.flower)
             ledger = os.path.join(run_dir, "server.ledger")
         led, budget = open_budget(run, ledger, plan.event, lambda: plan.event)
-    Ba_s = plan.Ba * plan.s
-    frac = frac_bits(n * Ba_s * max(Ba_s, plan.By) + 40.0 * plan.sigma + 1.0)
+    frac, fit = ring_and_fit(plan, cfg, n, d)
     _, _, noise_ss = _seeds(run.seed, None)
-    fit = dict(lam=S.ridge(plan.sigma, d),
-               radius=math.inf if cfg.eta == "auto" else float(cfg.eta) / plan.s,
-               b_bound=math.inf if cfg.fit_intercept else 0.0)
     info = None
     if cfg.backend != "inprocess":
         from .ssp_remote import on_flower

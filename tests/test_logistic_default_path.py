@@ -1,0 +1,91 @@
+"""dp-bcfw-secure's logistic default is the ssp path (vflpriv.vertical.config.choose_logistic_path):
+the default run is the explicit ssp run; what only the glm path has is refused on the default
+with one error naming --logistic-path glm, before anything is written; the path is reported."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from vflpriv.data import VerticalData
+from vflpriv.errors import InputError
+from vflpriv.vertical import solve
+from vflpriv.vertical.config import VerticalConfig, choose_logistic_path
+
+PRIV = dict(algorithm="dp-bcfw-secure", loss="logistic", label_party=0, epsilon=1.0,
+            delta=1e-6, feature_bound=1.0, label_bound=1.0, iterations=5, seed=3)
+
+
+def _data(n=600, seed=0):
+    rng = np.random.default_rng(seed)
+    A = rng.uniform(-1, 1, (n, 6))
+    y = np.where(A @ np.array([1.0, -1, 0.5, 0, 0, 1]) + 0.5 * rng.standard_normal(n) > 0,
+                 1.0, -1.0)
+    return VerticalData(A, y, [[0, 1, 2], [3, 4, 5]])
+
+
+def test_the_default_is_the_ssp_run_itself():
+    D = _data()
+    for kw in (PRIV, dict(PRIV, epsilon=None, delta=None)):   # private and not
+        a = solve(D, **kw)
+        b = solve(D, logistic_path="ssp", **kw)
+        assert a.extra["path"] == b.extra["path"] == "ssp"
+        np.testing.assert_array_equal(a.x, b.x)
+        assert a.intercept == b.intercept
+
+
+def test_the_choice_is_for_dp_bcfw_secure_logistic_only():
+    assert choose_logistic_path("dp-bcfw-secure", "logistic")[0] == "ssp"
+    for algorithm, loss in (("dp-bcfw-secure", "squared"), ("dp-bcfw", "logistic"),
+                            ("fw", "logistic")):
+        assert choose_logistic_path(algorithm, loss) == (None, None)
+    cfg = VerticalConfig(**PRIV)
+    # the config keeps what was given (None) and resolves on use, so a copy chooses again
+    assert cfg.logistic_path is None and cfg.resolved_logistic_path == "ssp"
+    import dataclasses
+
+    assert dataclasses.replace(cfg, seed=4).resolved_logistic_path == "ssp"
+    glm = VerticalConfig(**dict(PRIV, logistic_path="glm"))
+    assert glm.resolved_logistic_path == "glm" and glm.logistic_path_choice() == (None, None)
+    assert glm.step is None        # its solver's "fw"; not read as a given step
+
+
+@pytest.mark.parametrize("extra, needle", [
+    ({"helper_party": 1}, "helper_party 1"),
+    ({"step": "pgd"}, "step 'pgd'"),
+    ({"step": "fw"}, "step 'fw'"),
+])
+def test_glm_only_options_are_refused_on_the_default_naming_glm(extra, needle):
+    with pytest.raises(InputError, match="--logistic-path glm") as e:
+        solve(_data(), **PRIV, **extra)
+    assert needle in str(e.value) and "default logistic_path 'ssp'" in str(e.value)
+    sol = solve(_data(), logistic_path="glm", **PRIV, **extra)     # the glm path takes it
+    assert sol.extra["path"] == "glm"
+
+
+def test_a_checkpoint_on_the_default_is_refused_before_any_file(tmp_path):
+    led, ck = tmp_path / "l.jsonl", tmp_path / "c.npz"
+    with pytest.raises(InputError, match=r"--logistic-path glm checkpoints its rounds"):
+        solve(_data(), ledger=str(led), checkpoint=str(ck), **PRIV)
+    assert not led.exists() and not ck.exists()
+
+
+def test_cli_reports_the_default_and_refuses_glm_only_options(tmp_path):
+    base = [sys.executable, "-m", "vflpriv", "run", "--data",
+            "synthetic:n=300,d=8,density=0.5,seed=0", "--parties", "2", "--loss", "logistic",
+            "--algorithm", "dp-bcfw-secure", "--label-party", "0", "--epsilon", "1",
+            "--delta", "1e-6", "--feature-bound", "1", "--label-bound", "1",
+            "--iterations", "3", "--seed", "0"]
+    out = tmp_path / "o.json"
+    r = subprocess.run(base + ["--json", str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert any(ln.startswith("default logistic_path = ssp: ") for ln in r.stdout.splitlines())
+    js = json.loads(out.read_text())
+    assert js["secure"]["path"] == "ssp" and js["defaults"][0]["name"] == "logistic_path"
+    led = tmp_path / "l.jsonl"
+    r = subprocess.run(base + ["--helper-party", "1", "--ledger", str(led)], capture_output=True,
+                       text=True)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "--logistic-path glm" in r.stderr and "helper_party 1" in r.stderr
+    assert not led.exists()

@@ -22,18 +22,18 @@ def _json(name):
 
 def test_readme_flights_line_is_readme_flights_json():
     """README's flights run: docs/readme_flights.json is the README's command with `--seed 0
-    --json docs/readme_flights.json`."""
+    --json docs/readme_flights.json` (the default logistic path, ssp)."""
     d = _json("readme_flights.json")
-    assert (d["algorithm"], d["seed"], d["iterations"], d["label_party"]) == \
-        ("dp-bcfw-secure", 0, 200, 0)
+    assert (d["algorithm"], d["seed"], d["label_party"], d["secure"]["path"]) == \
+        ("dp-bcfw-secure", 0, 0, "ssp")
+    assert d["defaults"][0]["name"] == "logistic_path" and d["eta"] is None
     assert d["privacy"]["target_epsilon"] == 1.0 and d["delta"] == 1e-6
     text = _unwrapped("README.md")
     assert (f"With `--seed 0` it prints, among its lines, `held-out AUC {d['test_auc']:.4f}, "
             f"log-loss {d['test_log_loss']:.4f}, accuracy {d['test_accuracy']:.4f} (majority class "
-            f"{d['majority_accuracy']:.4f}, {d['test_rows']} rows)`, an excess risk of "
-            f"{d['excess_risk']:.4f} against the certified optimum of the same problem, and "
-            f"epsilon {d['epsilon_spent']['best']:.4f} spent of the 1 asked for "
-            f"({d['seconds']:.0f} s in the recorded run") in text
+            f"{d['majority_accuracy']:.4f}, {d['test_rows']} rows)` and epsilon "
+            f"{d['epsilon_spent']['best']:.4f} spent of the 1 asked for "
+            f"({d['seconds']:.1f} s in the recorded run") in text
 
 
 def _ms_or_s(seconds):
@@ -733,9 +733,9 @@ def test_vertical_md_ten_splits_is_peers_seeds10_json():
     assert ssp_at_or_above == 9 and "at or above DP-SGD's in 9 of the 16 cells" in flat
     assert below_dpsgd == 16 and "glm's mean is below DP-SGD's in all 16" in flat
     readme = _unwrapped("README.md")
-    assert ("it is clearly above the glm path in 10 of 16 cells and never below, and its mean "
-            "AUC is at or above DP-SGD's in 9 of 16, where the glm path's is below in all 16"
-            ) in readme
+    assert ("the ssp path is clearly above the per-round path (glm, below) in 10 of 16 cells and "
+            "never clearly below, its mean AUC is at or above central DP-SGD's in 9 of 16 where "
+            "glm's is below in all 16") in readme
 
 
 def test_vertical_md_ssp_sparsity_is_ssp_sparsity_json():

@@ -89,3 +89,15 @@ def test_cli_reports_the_default_and_refuses_glm_only_options(tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "--logistic-path glm" in r.stderr and "helper_party 1" in r.stderr
     assert not led.exists()
+
+
+def test_reference_needs_the_balls_the_ssp_fit_keeps():
+    """--reference certifies an optimum over l1 balls: with eta auto the ssp fit has none (a
+    ridge), so it is refused naming --eta; with --eta R the fit keeps ||x_k||_1 <= R and the
+    excess is against the optimum over the same balls (>= 0 up to the certificate's gap)."""
+    with pytest.raises(InputError, match="give --eta"):
+        solve(_data(), reference=True, **PRIV)
+    sol = solve(_data(), reference=True, eta=1.0, **PRIV)
+    assert sol.reference.certified
+    assert all(np.abs(sol.x[b]).sum() <= 1.0 + 1e-9 for b in ([0, 1, 2], [3, 4, 5]))
+    assert sol.excess_risk >= -1e-6

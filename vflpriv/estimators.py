@@ -395,16 +395,22 @@ class VerticalDPLogisticRegression(_VerticalLogistic):
     The one public name of the vertical classifier; ``VerticalDPLogistic`` is a deprecated alias
     of it (a ``DeprecationWarning`` when imported).
 
-    ``label_party`` (default 0) holds y; the other parties never see it.  Trust: no party
-    colludes with the server, and the helper party (the party after ``label_party``, which holds
-    the other share of the margins and loss derivatives) does not collude with the label party
-    (docs/sensitivity.md, section 5); ``helper_party`` chooses it.  ``logistic_path="taylor"``
+    ``label_party`` (default 0) holds y; the other parties never see it.  The default
+    ``logistic_path`` (None) is "ssp": the sufficient statistics of the loss's expansion at 0
+    released once and the model fitted from them (a ridge, dense coefficients; an explicit
+    ``eta`` bounds each party's l1 norm; docs/sensitivity.md 4.10; trust: the dealer colludes
+    with no party, no party with its block's helper).  ``logistic_path="glm"`` runs the loss's
+    derivatives under secret sharing every round (sparse, Frank-Wolfe over l1 balls); trust: no
+    party colludes with the server, and the helper party (the party after ``label_party``, which
+    holds the other share of the margins and loss derivatives) does not collude with the label
+    party (docs/sensitivity.md, section 5); ``helper_party`` chooses it (glm only).
+    ``logistic_path="taylor"``
     has no helper: it fits the loss's second-order expansion at 0 by the least-squares protocol
     (labels 2y; a seventieth of the traffic, lower AUC at small epsilon; docs/vertical.md, "The
     Taylor path", and docs/sensitivity.md 4.8).  A private fit
     (finite ``epsilon``) needs ``delta`` and ``feature_bound``; labels are mapped to -1/+1, so
-    ``label_bound`` is 1.  ``row_clip`` C bounds each party's row norm (sensitivity 2 C D per
-    party and round, D the derivative bound of the sigmoid series).
+    ``label_bound`` is 1.  ``row_clip`` C bounds each party's row norm (on the glm path:
+    sensitivity 2 C D per party and round, D the derivative bound of the sigmoid series).
     """
 
     def __init__(self, parties=2, partition="balanced", eta="auto", max_iter=100,

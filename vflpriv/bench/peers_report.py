@@ -33,12 +33,14 @@ def vertical_bar(doc) -> tuple:
     """The vertical systems checked against the bar, ``(system, label)``: the default first,
     then its variants, each marked when it is not what the default ran."""
     path = default_path(doc)
-    new = "default_logistic_path" in doc["settings"]
-    other = {True: "", False: " (not the default)"}
-    return (("dp-bcfw-secure", "`dp-bcfw-secure`" + (f" (default: the {path} path)" if new
-                                                       else "")),
+    # a file from before ssp became the default says so ("then"): its default was glm
+    then = "" if "default_logistic_path" in doc["settings"] else " then"
+    other = {True: "", False: f" (not the default{then})"}
+    return (("dp-bcfw-secure", f"`dp-bcfw-secure` (its default{then}: the {path} path)"),
             ("dp-bcfw-secure-glm", "`dp-bcfw-secure --logistic-path glm`" + other[path == "glm"]),
-            ("dp-bcfw-secure-pgd", "`dp-bcfw-secure --step pgd` (not the default)"),
+            ("dp-bcfw-secure-pgd", ("`dp-bcfw-secure --step pgd` (not the default then)" if then
+                                    else "`dp-bcfw-secure --logistic-path glm --step pgd` (not "
+                                         "the default)")),
             ("dp-bcfw-secure-ssp", "`dp-bcfw-secure --logistic-path ssp`" + other[path == "ssp"]))
 
 
@@ -100,7 +102,8 @@ def _path_note(doc) -> str:
     """Which logistic path the page's ``dp-bcfw-secure`` rows took (the default's, named where
     the file records it)."""
     if "default_logistic_path" not in doc["settings"]:
-        return ""
+        return (", its logistic path the default one when this file was written, glm (the "
+                "default is ssp since)")
     return (f", its logistic path the default one, {default_path(doc)} "
             "(`dp-bcfw-secure-glm`: `--logistic-path glm`)")
 

@@ -665,7 +665,12 @@ def _print_comparison(cmp):
 def _summary(sol, out):
     w = sys.stdout.write
     chose = (sol.selection or {}).get("seconds")
-    w(f"{sol.algorithm}: {sol.iterations} iterations, K={sol.K}, n={sol.n}, "
+    # the ssp path has no rounds: one release, then the server's fit (its solver's iterations)
+    fit_its = sol.extra.get("fit_iterations")
+    rounds = (f"ssp path (one release, then the fit: "
+              + (f"{fit_its} solver iterations)" if fit_its else "closed form)")
+              if sol.extra.get("path") == "ssp" else f"{sol.iterations} iterations")
+    w(f"{sol.algorithm}: {rounds}, K={sol.K}, n={sol.n}, "
       f"{sol.seconds:.2f} s" + (f" ({chose:.2f} s of it choosing eta)" if chose else "") + "\n")
     w(f"  objective {out['initial_objective']:.6g} -> {out['final_objective']:.6g}, "
       f"support {out['support_size']}\n")
@@ -722,7 +727,9 @@ def _secure_bytes(sol):
                 f"{_fmt_bytes(get('MaskedVector', 'ResultShare', 'TripleToHolder', 'TripleToPeer'))}"
                 f", indices and selections {_fmt_bytes(get('SecureIndex', 'Selections'))}")
     if sol.extra.get("path") == "ssp":
-        return (f"  secure (logistic by its expansion at 0, the statistics sum_r z_r z_r^T "
+        return ("  trust: the dealer (the server) colludes with no party, and no party with its "
+                "block's helper party (docs/sensitivity.md 4.10)\n"
+                f"  secure (logistic by its expansion at 0, the statistics sum_r z_r z_r^T "
                 f"released once; label at party {sol.extra['label_party']}, no rounds): masked "
                 f"blocks {_fmt_bytes(get('MaskedBlock'))} (once, to each block's helper), masked "
                 f"vectors {_fmt_bytes(get('MaskedVector'))}, result shares "

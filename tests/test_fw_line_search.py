@@ -162,3 +162,39 @@ def test_bad_cross_validation_options_are_refused_naming_them(kw, needle):
     A, y = _imbalanced(n=60)
     with pytest.raises(InputError, match=needle):
         cross_validate_eta(A, y, "logistic", 0.5, blocks=BLOCKS, iterations=5, **kw)
+
+
+def test_the_selection_shows_its_fits_through_a_callbacks_phase():
+    """A callback with a ``phase`` (the CLI's progress bar) gets one phase for the selection,
+    its total the folds' fits (3 x 7), ticked once per fit in order, and closed before the
+    refit.  The CLI's own bar draws nothing off a terminal."""
+    from vflpriv.cli.progress import Progress
+    from vflpriv.optim.eta_cv import FOLDS
+
+    events = []
+
+    class Callback:
+        def __call__(self, t, f=None):
+            events.append(("round", t))
+
+        def phase(self, desc, total, unit="it"):
+            events.append(("phase", desc, total, unit))
+
+            class Tick:
+                def __enter__(self):
+                    return lambda t: events.append(("fit", t))
+
+                def __exit__(self, *exc):
+                    events.append(("phase end",))
+                    return False
+            return Tick()
+
+    A, y = _imbalanced(n=300)
+    solve(VerticalData.from_arrays(A, y, "0,1,2;3,4,5"), loss="logistic", algorithm="fw",
+          iterations=5, callback=Callback())
+    n = FOLDS * len(GRID)
+    assert events[0] == ("phase", "choosing eta (3-fold CV)", n, "fit")
+    assert events[1:n + 1] == [("fit", t) for t in range(n)]
+    assert events[n + 1:] == [("phase end",)]
+    with Progress(5, "fw").phase("choosing eta", n, unit="fit") as bar:   # pytest: no terminal
+        assert bar._bar is None

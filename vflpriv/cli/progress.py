@@ -7,7 +7,8 @@ also on Ctrl-C: ``vflpriv: interrupted`` then starts on a line of its own.
 
 * ``Progress(total, desc)``: ``bar(t)`` or ``bar(t, f)`` after step ``t`` (0-based) of
   ``total``, with an optional objective value ``f`` shown beside it (the engines' callbacks);
-  ``bar.step()`` advances by one.
+  ``bar.step()`` advances by one; ``bar.phase(desc, total)`` is a bar of its own for a phase
+  before the rounds (``vflpriv.vertical.api`` uses it for fw's cross-validated eta).
 * ``Spinner(desc)``: for work without a step count (a calibration's root search, a benchmark):
   elapsed seconds, redrawn by a daemon thread.
 """
@@ -98,7 +99,7 @@ def _width() -> dict:
 class Progress:
     def __init__(self, total: int, desc: str = "", *, quiet: bool = False, unit: str = "it"):
         self.total, self.n = int(total), 0
-        self._bar = None
+        self._bar, self._quiet = None, bool(quiet)
         if enabled(quiet) and self.total > 0:
             from tqdm import tqdm
 
@@ -121,6 +122,11 @@ class Progress:
 
     def step(self, k: int = 1):
         self(self.n + k - 1)
+
+    def phase(self, desc: str, total: int, *, unit: str = "it") -> "Progress":
+        """A bar of its own for a phase before the rounds (a selection's fits), drawn where
+        this one would be; a context manager, closed when the phase ends."""
+        return Progress(total, desc, quiet=not enabled(False) or self._quiet, unit=unit)
 
     def close(self):
         if self._bar is not None:

@@ -12,6 +12,8 @@ Algorithms (all on the same feasible set, the product of per-party l1 balls of r
 """
 from __future__ import annotations
 
+import contextlib
+
 import math
 import os
 import secrets
@@ -117,11 +119,19 @@ def _resolve_eta(cfg, data):
     if cfg.algorithm == "fw" and cfg.step == "line":
         from ..optim.eta_cv import cross_validate_eta
 
+        from ..optim.eta_cv import FOLDS, GRID
+
         eta0 = eta
-        eta, report = cross_validate_eta(data.A, data.y, cfg.loss_fn, eta0, blocks=data.blocks,
-                                         iterations=int(cfg.iterations),
-                                         fit_intercept=cfg.fit_intercept,
-                                         seed=0 if cfg.seed is None else int(cfg.seed))
+        # a callback that can show a phase (the CLI's progress bar) shows the folds' fits
+        phase = getattr(cfg.callback, "phase", None)
+        with (phase("choosing eta (3-fold CV)", FOLDS * len(GRID), unit="fit") if phase
+              else contextlib.nullcontext()) as tick:
+            eta, report = cross_validate_eta(data.A, data.y, cfg.loss_fn, eta0,
+                                             blocks=data.blocks, iterations=int(cfg.iterations),
+                                             fit_intercept=cfg.fit_intercept,
+                                             seed=0 if cfg.seed is None else int(cfg.seed),
+                                             progress=None if tick is None else
+                                             (lambda done: tick(done - 1)))
         how = (f"kept eta_0 ({report['skipped']})" if report.get("skipped") else
                f"chose {eta / eta0:g} eta_0")
         why = (f"{report['method']} over eta_0 x 2^-2..2^4, eta_0 = {why}; {how}")

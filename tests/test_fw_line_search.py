@@ -167,7 +167,8 @@ def test_bad_cross_validation_options_are_refused_naming_them(kw, needle):
 def test_the_selection_shows_its_fits_through_a_callbacks_phase():
     """A callback with a ``phase`` (the CLI's progress bar) gets one phase for the selection,
     its total the folds' fits (3 x 7), ticked once per fit in order, and closed before the
-    refit.  The CLI's own bar draws nothing off a terminal."""
+    refit, whose rounds then reach the callback.  The CLI's own bar draws nothing off a
+    terminal."""
     from vflpriv.cli.progress import Progress
     from vflpriv.optim.eta_cv import FOLDS
 
@@ -175,7 +176,7 @@ def test_the_selection_shows_its_fits_through_a_callbacks_phase():
 
     class Callback:
         def __call__(self, t, f=None):
-            events.append(("round", t))
+            events.append(("round", t, f))
 
         def phase(self, desc, total, unit="it"):
             events.append(("phase", desc, total, unit))
@@ -195,6 +196,7 @@ def test_the_selection_shows_its_fits_through_a_callbacks_phase():
     n = FOLDS * len(GRID)
     assert events[0] == ("phase", "choosing eta (3-fold CV)", n, "fit")
     assert events[1:n + 1] == [("fit", t) for t in range(n)]
-    assert events[n + 1:] == [("phase end",)]
+    assert events[n + 1] == ("phase end",)
+    assert [e[:2] for e in events[n + 2:]] == [("round", t) for t in range(5)]   # the refit
     with Progress(5, "fw").phase("choosing eta", n, unit="fit") as bar:   # pytest: no terminal
         assert bar._bar is None

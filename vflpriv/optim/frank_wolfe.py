@@ -95,7 +95,7 @@ def _prepare(A, y, loss, eta, blocks, iterations):
     return A, y, loss, blocks, radii, T
 
 
-def _run(A, y, loss, blocks, radii, T, select, intercept=None, line=False):
+def _run(A, y, loss, blocks, radii, T, select, intercept=None, line=False, callback=None):
     """The Frank-Wolfe loop shared by FW and DP-FW; ``select(t, g)`` returns (coords, signs).
 
     ``intercept`` (None: no intercept) is ``(release, bound)``: ``release(t, g_b)`` returns the
@@ -146,6 +146,8 @@ def _run(A, y, loss, blocks, radii, T, select, intercept=None, line=False):
         intercepts[t] = b
         z += b
         objective[t + 1] = loss.objective(A, x, y, Ax=z)
+        if callback is not None:          # a progress display: round t done, its objective
+            callback(t, float(objective[t + 1]))
     return FWResult(x=x, objective=objective, gap=gap, coords=coords, signs=signs,
                     step_sizes=steps, iterations=T, intercept=b, intercepts=intercepts)
 
@@ -156,7 +158,7 @@ FW_STEPS = ("fw", "line")
 
 
 def frank_wolfe(A, y, loss="squared", eta=1.0, *, blocks=None, iterations=100,
-                fit_intercept=False, step="fw"):
+                fit_intercept=False, step="fw", callback=None):
     """Frank-Wolfe (Jaggi 2013) on one l1 ball or a product of l1 balls.
 
     Parameters: A (n x d, dense or scipy.sparse), y (n,), ``loss`` (object or name), ``eta`` (the
@@ -165,8 +167,9 @@ def frank_wolfe(A, y, loss="squared", eta=1.0, *, blocks=None, iterations=100,
     :mod:`vflpriv.optim.intercept`), ``step``: "fw" (gamma_t = 2 / (t + 2); the intercept by the
     damped Newton step of :mod:`vflpriv.optim.intercept`) or "line" (gamma_t by exact line
     search on [0, 1], then the intercept to its exact minimizer given x;
-    :mod:`vflpriv.optim.line_search`).  Returns :class:`FWResult` (``step_sizes`` the gammas
-    used).
+    :mod:`vflpriv.optim.line_search`).  ``callback(t, f)`` (optional) after each round t with
+    the objective it reached (a progress display).  Returns :class:`FWResult` (``step_sizes``
+    the gammas used).
     """
     from .intercept import bound
 
@@ -175,7 +178,7 @@ def frank_wolfe(A, y, loss="squared", eta=1.0, *, blocks=None, iterations=100,
     A, y, loss, blocks, radii, T = _prepare(A, y, loss, eta, blocks, iterations)
     icpt = ((lambda t, g_b: g_b), bound(loss)) if fit_intercept else None
     return _run(A, y, loss, blocks, radii, T, lambda t, g: _lmo_blocks(g, blocks), icpt,
-                line=step == "line")
+                line=step == "line", callback=callback)
 
 
 def derivative_bound(loss, feature_bound, label_bound, radii, derivative_clip=None,

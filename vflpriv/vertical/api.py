@@ -417,7 +417,7 @@ def _centralized(data, cfg):
     t0 = time.perf_counter()
     if cfg.algorithm == "fw":
         r = frank_wolfe(data.A, data.y, loss, eta, blocks=data.blocks, iterations=T,
-                        fit_intercept=cfg.fit_intercept, step=cfg.step)
+                        fit_intercept=cfg.fit_intercept, step=cfg.step, callback=cfg.callback)
         privacy = None
         led = None
     else:

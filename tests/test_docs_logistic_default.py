@@ -63,3 +63,36 @@ def test_the_bench_default_is_the_recorded_ssp_system():
         m = classification_metrics(t.A[test], t.y[test], got["x"], got["b"], "logistic")
         assert m["auc"] == pytest.approx(rec["test_auc"], abs=1e-12)
         assert got["epsilon_spent"] == pytest.approx(rec["epsilon_spent"], abs=1e-12)
+
+
+def test_the_bench_under_the_new_default_is_its_json():
+    """vertical.md's counts from docs/peers_default.json (the page itself is tied to the JSON by
+    tests/test_docs_numbers2.py): at-or-above DP-SGD at eps 0.5 and 1, below diffprivlib."""
+    import re
+
+    d = _json("peers_default.json")
+    assert d["settings"]["default_logistic_path"] == "ssp"
+    assert all(r["settings"]["logistic_path"] == "ssp" for r in d["rows"]
+               if r["system"] == "dp-bcfw-secure")
+    S = {(s["table"], s["system"], s["epsilon"]): s["test_auc"] for s in d["summary"]}
+    T = d["settings"]["tables"]
+    met = {sy: sum(S[(t, sy, e)] >= S[(t, "opacus-replace", e)] for t in T for e in (0.5, 1.0))
+           for sy in ("dp-bcfw-secure", "dp-bcfw-secure-glm")}
+    low = {sy: sum(S[(t, sy, e)] < S[(t, "diffprivlib", e)] for t in T for e in (0.5, 1.0, 4.0))
+           for sy in ("dp-bcfw-secure", "dp-bcfw-secure-glm")}
+    priv = [r for r in d["rows"] if r["private"]]
+    flat = re.sub(r"\s+", " ", _vertical_md())
+    assert (f"the default's mean AUC is at or above DP-SGD's (`opacus-replace`) in "
+            f"{met['dp-bcfw-secure']} of 16 cells, glm's in none") in flat
+    assert met["dp-bcfw-secure-glm"] == 0
+    assert (f"the default is below diffprivlib in {low['dp-bcfw-secure']} of 24 cells (default at "
+            f"eps 0.5 and 4, fair at eps 4), glm in {low['dp-bcfw-secure-glm']}") in flat
+    assert f"Every one of the {len(priv)} private runs spent at most its target" in flat
+    assert all(r["epsilon_spent"] <= r["epsilon"] for r in priv)
+    # the default's rows are the ssp rows recorded before the switch (same seeds and splits)
+    old = {(r["table"], r["seed"], r["epsilon"]): r["test_auc"]
+           for f in ("peers_ssp.json", "peers_untuned.json", "peers_fresh.json")
+           for r in _json(f)["rows"] if r["system"] == "dp-bcfw-secure-ssp"}
+    new = {(r["table"], r["seed"], r["epsilon"]): r["test_auc"] for r in d["rows"]
+           if r["system"] == "dp-bcfw-secure"}
+    assert set(old) <= set(new) and all(new[k] == old[k] for k in old)

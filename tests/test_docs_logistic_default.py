@@ -96,3 +96,43 @@ def test_the_bench_under_the_new_default_is_its_json():
     new = {(r["table"], r["seed"], r["epsilon"]): r["test_auc"] for r in d["rows"]
            if r["system"] == "dp-bcfw-secure"}
     assert set(old) <= set(new) and all(new[k] == old[k] for k in old)
+
+
+def test_the_columns_table_is_its_json():
+    """vertical.md's table of the paths as d grows: docs/logistic_paths_by_dimension.json
+    (`python docs/logistic_paths_by_dimension.py`); the summary is the rows' mean."""
+    import re
+
+    d = _json("logistic_paths_by_dimension.json")
+    flat = re.sub(r"\s+", " ", _vertical_md())
+    for c in d["summary"]:
+        for p in ("ssp", "glm"):
+            sel = [r for r in d["rows"] if (r["d"], r["epsilon"], r["path"]) ==
+                   (c["d"], c["epsilon"], p)]
+            assert len(sel) == len(d["seeds"])
+            assert c[f"{p}_auc"] == pytest.approx(np.mean([r["test_auc"] for r in sel]),
+                                                  abs=1e-12)
+            assert all(r["epsilon_spent"] <= r["epsilon"] + 1e-9 for r in sel)
+        assert (f"| {c['d']} | {c['epsilon']:g} | {c['ssp_auc']:.3f} | {c['glm_auc']:.3f} | "
+                f"{c['ssp_auc'] - c['glm_auc']:+.3f} | {c['ssp_bytes'] / 1e9:.2f} / "
+                f"{c['glm_bytes'] / 1e9:.2f} GB |") in flat
+    above = sum(c["ssp_auc"] > c["glm_auc"] for c in d["summary"])
+    assert f"ssp is above glm in {above} of {len(d['summary'])} cells" in flat
+
+
+def test_the_paper_scale_runs_are_their_json():
+    """vertical.md's two runs at the regression bar's scale: docs/logistic_paths_paper_scale_
+    {ssp,glm}.json, each the quoted command with its path."""
+    import re
+
+    flat = re.sub(r"\s+", " ", _vertical_md())
+    d = {p: _json(f"logistic_paths_paper_scale_{p}.json") for p in ("ssp", "glm")}
+    for p, run in d.items():
+        assert run["secure"]["path"] == p and run["n"] == 80000 and run["test_rows"] == 20000
+        assert run["epsilon_spent"]["best"] <= 4.0 + 1e-9
+    gb = {p: (sum(r["uplink_bytes_framed"].values()) + sum(r["downlink_bytes_framed"].values()))
+          / 1e9 for p, r in d.items()}
+    assert (f"ssp reaches held-out AUC {d['ssp']['test_auc']:.3f} ({gb['ssp']:.1f} GB, "
+            f"{d['ssp']['seconds']:.0f} s) and glm {d['glm']['test_auc']:.3f} ({gb['glm']:.1f} GB, "
+            f"{d['glm']['seconds']:.0f} s, {d['glm']['support_size']} nonzero coefficients "
+            f"against ssp's {d['ssp']['support_size']})") in flat

@@ -101,3 +101,26 @@ def test_reference_needs_the_balls_the_ssp_fit_keeps():
     assert sol.reference.certified
     assert all(np.abs(sol.x[b]).sum() <= 1.0 + 1e-9 for b in ([0, 1, 2], [3, 4, 5]))
     assert sol.excess_risk >= -1e-6
+
+
+def test_a_checkpoint_from_before_the_switch_resumes_on_glm(tmp_path, monkeypatch):
+    """A logistic run checkpointed while glm was the default saved no --logistic-path in its
+    options; --resume takes the path its run's config recorded (glm), not today's default
+    (which would refuse the checkpoint), and ends as the run did."""
+    from vflpriv.cli.main import main
+    from vflpriv.vertical.checkpoint import read_checkpoint, write_checkpoint
+
+    monkeypatch.chdir(tmp_path)
+    cli = ["run", "--data", "synthetic:n=200,d=12,seed=0", "--parties", "2", "--loss",
+           "logistic", "--algorithm", "dp-bcfw-secure", "--label-party", "0", "--epsilon", "2",
+           "--delta", "1e-5", "--feature-bound", "1", "--label-bound", "1", "--iterations", "4",
+           "--seed", "3", "--quiet", "--ledger", "l.jsonl", "--checkpoint", "c.npz"]
+    assert main(cli + ["--logistic-path", "glm", "--json", "a.json"]) == 0
+    meta, arrays = read_checkpoint("c.npz")
+    assert meta["config"]["logistic_path"] == "glm"
+    meta["extra"]["cli"]["logistic_path"] = None          # as written before the switch
+    write_checkpoint("c.npz", {k: v for k, v in meta.items() if k not in ("format", "version")},
+                     arrays)
+    assert main(["run", "--resume", "c.npz", "--json", "b.json", "--quiet"]) == 0
+    a, b = (json.loads((tmp_path / f).read_text()) for f in ("a.json", "b.json"))
+    assert b["secure"]["path"] == "glm" and b["objective"] == a["objective"]

@@ -185,6 +185,11 @@ def _resumed_args(args):
     for dest, value in saved.items():
         if dest not in _RESUME_OK:
             setattr(args, dest, value)
+    # a logistic run checkpointed while glm was the default saved no --logistic-path; its run's
+    # config records the path it took, which the resume keeps (the default is ssp since)
+    path = (meta.get("config") or {}).get("logistic_path")
+    if getattr(args, "logistic_path", None) is None and path is not None:
+        args.logistic_path = path
     return args
 
 

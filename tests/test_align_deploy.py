@@ -230,3 +230,17 @@ def test_the_server_writes_the_split_model_that_predict_then_uses(tmp_path):
                  "y", "--label-party", "0", "--algorithm", "dp-bcfw-secure", *BOUNDS, *opts,
                  "--model-out", str(busy)]) == 2
     assert not (tmp_path / "desc2").exists()
+
+
+def test_a_description_from_before_the_ssp_default_keeps_glm(tmp_path):
+    """A logistic description written while glm was the default has no ``logistic_path`` among
+    its options: it still runs glm (family), where a new one runs the ssp default."""
+    paths, _ = party_files(tmp_path, classes=True)
+    opts = ["--loss", "logistic", "--epsilon", "4", "--delta", "1e-5", "--iterations", "3",
+            "--seed", "3"]
+    run, cfgs = write_run(tmp_path, paths, opts)
+    spec = load_description(run)
+    assert "logistic_path" in spec["config"] and spec["config"]["logistic_path"] is None
+    del spec["config"]["logistic_path"]                 # as written before the switch
+    res = run_local(spec, seeded(cfgs, 3))
+    assert res["error"] is None and res["family"] == "glm"

@@ -42,6 +42,10 @@ def config_options(cfg) -> dict:
 def _config(options):
     from ..config import VerticalConfig
 
+    options = dict(options)
+    if "logistic_path" not in options and options.get("loss") == "logistic":
+        # a description written while glm was the logistic default names no path: it keeps glm
+        options["logistic_path"] = "glm"
     return VerticalConfig(**options)
 
 

@@ -144,6 +144,8 @@ def _one(net, n, loss, args, run_dir):
                frame_uplink_bytes=int(sum(sol.uplink_framed)),
                frame_downlink_bytes=int(sum(sol.downlink_framed)),
                epsilon_spent=(sol.privacy or {}).get("epsilon_spent"))
+    if "path" in sol.extra:       # the logistic path the run took (ssp by default since it was
+        row["logistic_path"] = sol.extra["path"]          # made so; glm before)
     totals = fl.get("totals") or {}
     row.update(flower_uplink_bytes=totals.get("uplink"),
                flower_downlink_bytes=totals.get("downlink"))

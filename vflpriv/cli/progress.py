@@ -126,7 +126,7 @@ class Progress:
     def phase(self, desc: str, total: int, *, unit: str = "it") -> "Progress":
         """A bar of its own for a phase before the rounds (a selection's fits), drawn where
         this one would be; a context manager, closed when the phase ends."""
-        return Progress(total, desc, quiet=not enabled(False) or self._quiet, unit=unit)
+        return Progress(total, desc, quiet=self._quiet, unit=unit)
 
     def close(self):
         if self._bar is not None:

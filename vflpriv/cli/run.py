@@ -622,14 +622,8 @@ def _print_defaults(args, data, epsilon):
     _, chosen = choose(loss=args.loss, private=math.isfinite(epsilon),
                        feature_bound=args.feature_bound, block_sizes=[len(b) for b in data.blocks],
                        rnm=args.rnm, split=args.split, max_features=args.max_features,
-                       row_clip=args.row_clip)
-    if getattr(args, "logistic_path", None) is None:
-        from ..vertical.config import choose_logistic_path
-        from ..vertical.secure.defaults import Chosen
-
-        path, rule = choose_logistic_path(args.algorithm, args.loss)
-        if path is not None:           # listed first, as the run's JSON ``defaults`` does
-            chosen = [Chosen("logistic_path", path, rule), *chosen]
+                       row_clip=args.row_clip,
+                       logistic_path=getattr(args, "logistic_path", None))
     for line in describe(chosen):
         sys.stdout.write(line + "\n")
     sys.stdout.flush()

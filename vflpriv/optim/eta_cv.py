@@ -43,8 +43,8 @@ def cross_validate_eta(A, y, loss, eta0, *, blocks=None, iterations=100, fit_int
     (module docstring).  ``report`` is JSON-able: ``candidates``, ``scores`` (mean held-out loss
     per candidate, None where not computed), ``chosen``, ``folds``, ``method``, ``seconds``; when
     there are too few rows for the folds, eta0 itself and ``skipped`` says why.  ``progress``:
-    called with the number of fold fits done so far after each one (``folds * len(grid)`` in
-    all), for a progress display."""
+    called as ``progress(i)`` after fold fit i (0-based, ``folds * len(grid)`` in all), as the
+    engines call their round callbacks, for a progress display."""
     import time
 
     from .frank_wolfe import _prepare, frank_wolfe
@@ -67,7 +67,7 @@ def cross_validate_eta(A, y, loss, eta0, *, blocks=None, iterations=100, fit_int
     if splits is None:
         report.update(scores=None, chosen=float(eta0), skipped=why)
         return float(eta0), report
-    totals, done = np.zeros(len(candidates)), 0
+    totals, fit = np.zeros(len(candidates)), 0
     for train, test in splits:
         A_tr, A_te = A[train], A[test]
         for i, eta in enumerate(candidates):
@@ -75,9 +75,9 @@ def cross_validate_eta(A, y, loss, eta0, *, blocks=None, iterations=100, fit_int
                             fit_intercept=fit_intercept, step="line")
             z = np.asarray(A_te @ r.x).ravel() + r.intercept
             totals[i] += float(np.sum(loss.value(z, y[test])))
-            done += 1
             if progress is not None:
-                progress(done)
+                progress(fit)
+            fit += 1
     scores = totals / y.shape[0]
     best = int(np.argmin(scores))               # the first (smallest radius) on a tie
     report.update(scores=[float(v) for v in scores], chosen=candidates[best],

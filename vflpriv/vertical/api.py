@@ -13,7 +13,6 @@ Algorithms (all on the same feasible set, the product of per-party l1 balls of r
 from __future__ import annotations
 
 import contextlib
-
 import math
 import os
 import secrets
@@ -117,9 +116,7 @@ def _resolve_eta(cfg, data):
                      "noise) regularizes; an explicit eta bounds each party's l1 norm"), None
     eta, why = auto_eta(cfg.loss_fn.name, data.K, cfg.feature_bound, cfg.label_bound, data)
     if cfg.algorithm == "fw" and cfg.step == "line":
-        from ..optim.eta_cv import cross_validate_eta
-
-        from ..optim.eta_cv import FOLDS, GRID
+        from ..optim.eta_cv import FOLDS, GRID, cross_validate_eta
 
         eta0 = eta
         # a callback that can show a phase (the CLI's progress bar) shows the folds' fits
@@ -130,8 +127,7 @@ def _resolve_eta(cfg, data):
                                              blocks=data.blocks, iterations=int(cfg.iterations),
                                              fit_intercept=cfg.fit_intercept,
                                              seed=0 if cfg.seed is None else int(cfg.seed),
-                                             progress=None if tick is None else
-                                             (lambda done: tick(done - 1)))
+                                             progress=tick)
         how = (f"kept eta_0 ({report['skipped']})" if report.get("skipped") else
                f"chose {eta / eta0:g} eta_0")
         why = (f"{report['method']} over eta_0 x 2^-2..2^4, eta_0 = {why}; {how}")

@@ -58,11 +58,18 @@ def default_row_clips(feature_bound, block_sizes):
 
 
 def choose(*, loss, private, feature_bound, block_sizes, rnm=None, split=None,
-           max_features=None, row_clip=None):
+           max_features=None, row_clip=None, logistic_path=None):
     """Fill the options left at None; returns (values, chosen) where ``values`` has rnm, split,
     max_features and row_clips (a list, or None for "as given": use ``row_clip``) and ``chosen``
-    lists the :class:`Chosen` ones with their reasons."""
+    lists the :class:`Chosen` ones with their reasons, the logistic loss's path first when it
+    was left to its default (``vflpriv.vertical.config.choose_logistic_path``)."""
+    from ..config import choose_logistic_path
+
     chosen = []
+    if logistic_path is None:
+        path, rule = choose_logistic_path("dp-bcfw-secure", loss)
+        if path is not None:
+            chosen.append(Chosen("logistic_path", path, rule))
     glm = loss != "squared"
     if rnm is None:
         rnm = "gumbel"

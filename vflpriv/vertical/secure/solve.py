@@ -122,12 +122,7 @@ def _choose(data, cfg, loss) -> dict:
                             feature_bound=cfg.feature_bound,
                             block_sizes=[len(b) for b in data.blocks], rnm=cfg.rnm,
                             split=cfg.split, max_features=cfg.max_features,
-                            row_clip=cfg.row_clip)
-    path, rule = cfg.logistic_path_choice()
-    if path is not None:        # the path left to its default: listed with the other choices
-        from .defaults import Chosen
-
-        chosen = [Chosen("logistic_path", path, rule), *chosen]
+                            row_clip=cfg.row_clip, logistic_path=cfg.logistic_path)
     return dict(rnm=values["rnm"], split=values["split"],
                 feature_cap=SP.check_feature_cap(values["max_features"]),
                 row_clips=values["row_clips"], defaults=[c.to_dict() for c in chosen])

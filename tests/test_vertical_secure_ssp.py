@@ -157,28 +157,94 @@ def test_one_replaced_row_moves_svec_m_by_at_most_the_sensitivity(a, b, ya, yb):
 
 
 def test_the_fit_is_the_constrained_minimizer():
+    """Noiseless moments of 200 rows: every centered eigenvalue is far above lam = 3, so the floor
+    is inactive and the fit is least squares on 2y with an unpenalized intercept (numpy's lstsq);
+    with l1 balls and an intercept bound, SLSQP on the same quadratic is the reference."""
     rng = np.random.default_rng(1)
     Z = np.hstack([rng.normal(size=(200, 6)), np.ones((200, 1)), rng.normal(size=(200, 1))])
     M = Z.T @ Z
     blocks = [np.arange(0, 3), np.arange(3, 6)]
     G, h = M[:7, :7], M[:7, 7]
+    Zc = Z[:, :6] - Z[:, :6].mean(axis=0)
+    assert np.linalg.eigvalsh(Zc.T @ Zc).min() > 30 * 3.0   # the floor lam = 3 does not bind
 
-    def obj(w, lam):
-        return 0.5 * w @ (G + lam * np.eye(7)) @ w - 2 * h @ w
+    def obj(w):
+        return 0.5 * w @ G @ w - 2 * h @ w
 
     # unconstrained: the normal equations
     x, b, it = S.fit(M, blocks, lam=3.0)
-    w = np.linalg.solve(G + 3.0 * np.eye(7), 2 * h)
+    w = np.linalg.lstsq(Z[:, :7], 2 * Z[:, 7], rcond=None)[0]
     assert it == 0 and np.allclose(np.r_[x, b], w, atol=1e-9)
+    # no intercept (b_bound 0): least squares on the features alone
+    x, b, it = S.fit(M, blocks, lam=3.0, b_bound=0.0)
+    w = np.linalg.lstsq(Z[:, :6], 2 * Z[:, 7], rcond=None)[0]
+    assert b == 0.0 and np.allclose(x, w, atol=1e-9)
     # l1 balls of radius 0.2 and |b| <= 0.05: SLSQP on the same problem as the reference
     x, b, it = S.fit(M, blocks, lam=3.0, radius=0.2, b_bound=0.05)
     assert it > 0 and all(np.abs(x[bl]).sum() <= 0.2 + 1e-9 for bl in blocks)
     cons = [{"type": "ineq", "fun": lambda w, bl=bl: 0.2 - np.sum(np.abs(w[bl]))}
             for bl in blocks]
-    ref = minimize(lambda w: obj(w, 3.0), np.zeros(7), method="SLSQP", constraints=cons,
+    ref = minimize(obj, np.zeros(7), method="SLSQP", constraints=cons,
                    bounds=[(None, None)] * 6 + [(-0.05, 0.05)], options={"ftol": 1e-12,
                                                                          "maxiter": 500})
-    assert obj(np.r_[x, b], 3.0) <= ref.fun + 1e-6 * abs(ref.fun)
+    assert obj(np.r_[x, b]) <= ref.fun + 1e-6 * abs(ref.fun)
+
+
+def _noisy_moments(seed, n=300, d=5, sigma=40.0, positives=0.05):
+    rng = np.random.default_rng(seed)
+    A = rng.uniform(0, 1, (n, d))
+    y = np.where(rng.uniform(size=n) < positives, 1.0, -1.0)
+    M = _moments(A, y, [list(range(d))])
+    E = np.triu(rng.normal(0, sigma / math.sqrt(2), M.shape), 1)
+    E = E + E.T + np.diag(rng.normal(0, sigma, M.shape[0]))
+    E[d, d] = 0.0                          # 1^T 1 = n is public
+    return M + E
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), shift=st.lists(st.floats(-3, 3), min_size=5, max_size=5),
+       lam=st.floats(0.1, 1e4))
+def test_the_fit_does_not_depend_on_where_a_feature_s_zero_is(seed, shift, lam):
+    """The intercept is unpenalized, so shifting feature j by t_j (a_j -> a_j + t_j, which moves
+    the released moments by the linear map T M T^T: the statistics of the shifted rows, noise
+    included) changes only the intercept, by -t^T x, and never the coefficients.  The fit that
+    kept the intercept inside the ridge fails this (docs/vertical.md, "The ssp fit leaves the
+    intercept unpenalized")."""
+    M = _noisy_moments(seed)
+    d = M.shape[0] - 2
+    T = np.eye(d + 2)
+    T[:d, d] = shift                       # row j of T: e_j + t_j e_one
+    x, b, _ = S.fit(M, [list(range(d))], lam=lam)
+    x2, b2, _ = S.fit(T @ M @ T.T, [list(range(d))], lam=lam)
+    scale = 1.0 + np.abs(x).max()
+    np.testing.assert_allclose(x2, x, atol=1e-8 * scale)
+    assert b2 == pytest.approx(b - np.dot(shift, x), abs=1e-7 * scale * (1 + abs(b)))
+
+
+def test_a_huge_floor_leaves_the_intercept_at_the_label_mean():
+    """lam -> infinity shrinks every coefficient to 0, never the intercept: b -> 2 sum(y) / n
+    (the least-squares intercept on 2y with no features), here with 5% positives."""
+    M = _noisy_moments(3)
+    d = M.shape[0] - 2
+    x, b, _ = S.fit(M, [list(range(d))], lam=1e12)
+    assert np.abs(x).max() < 1e-8
+    assert b == pytest.approx(2.0 * M[d, d + 1] / M[d, d], rel=1e-6)
+
+
+def test_the_floor_raises_only_the_eigenvalues_below_it():
+    """The centered quadratic's curvature: each eigenvalue of C = G_aa - g g^T / n below lam is
+    raised to lam, the others are kept (checked against the fit's own solution: c = C_f x)."""
+    M = _noisy_moments(4)
+    d = M.shape[0] - 2
+    n, g = M[d, d], M[:d, d]
+    C = M[:d, :d] - np.outer(g, g) / n
+    c = 2 * (M[:d, d + 1] - g * M[d, d + 1] / n)
+    ev, V = np.linalg.eigh(C)
+    lam = float(np.median(ev))                # some eigenvalues on each side
+    x, _, _ = S.fit(M, [list(range(d))], lam=lam)
+    Cf = (V * np.maximum(ev, lam)) @ V.T
+    np.testing.assert_allclose(Cf @ x, c, rtol=1e-9, atol=1e-9 * np.abs(c).max())
+    assert (ev < lam).any() and (ev > lam).any()
 
 
 def _parties(n=5):

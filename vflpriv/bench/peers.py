@@ -28,8 +28,8 @@ from .peers_systems import KIND, PRIVATE, SYSTEMS
 def add_arguments(p):
     p.add_argument("--tables", default="flights,caravan,default",
                    help="comma-separated tables (flights, caravan, default, oj, fair, anes96, "
-                        "wage, college; see vflpriv/bench/tables.py for their sources and "
-                        "public scaling)")
+                        "wage, college, carseats, boston, bikeshare; see vflpriv/bench/"
+                        "tables.py for their sources and public scaling)")
     p.add_argument("--epsilons", default="0.5,1,4",
                    help="comma-separated target epsilons of the private systems")
     p.add_argument("--delta", type=float, default=1e-6,

@@ -29,14 +29,28 @@ discrete Gaussian noise in the ring (4.9), so the event is a ``DiscreteGaussian`
 is the continuous Gaussian's, which also covers the float-noised coordinates).
 
 The fit (post-processing of the release; ``fit``): G = the noisy (a, 1) block, h = its column
-with y; G's eigenvalues are floored at 0 and shifted by lambda = sigma sqrt(d + 2) (the noise's
-spectral norm is about sigma sqrt(2 (d + 2)); a shift of that order keeps the noisy quadratic
-strongly convex, as AdaSSP's ridge does), and
+with y.  The intercept is unpenalized (issue 30: outside the l1 balls and the ridge), so it is
+profiled out exactly: with g = the noisy column sums sum_r a_r and n = 1^T 1 (public),
 
-    minimize  (1/n) [ w^T (G + lambda I) w / 8 - h^T w / 2 ]   over w = (x, b),
+    C = G_aa - g g^T / n,   c = h_a - g h_b / n          (the centered Gram and label column),
+
+and C's eigenvalues are raised to at least lambda = sigma sqrt(d + 2) (the noise's spectral norm
+is about sigma sqrt(2 (d + 2)); an eigenvalue floor of that order keeps the noisy quadratic
+strongly convex, as AdaSSP's ridge does, Wang 2018, while the directions the data dominate keep
+their own curvature).  The quadratic over w = (x, b) is H = [[C_f + g g^T / n, g], [g^T, n]]
+(C_f the floored C), whose minimizer over b for a fixed x is b = (h_b - g^T x) / n; then
+
+    minimize  (1/n) [ w^T H w / 8 - h^T w / 2 ]   over w = (x, b),
     ||x_k||_1 <= eta / s per party (x in the scaled units), |b| <= B_b,
 
-by accelerated projected gradient to convergence; x is returned in the data's units (s x).
+in closed form when unconstrained, else by accelerated projected gradient to convergence; x is
+returned in the data's units (s x).  Without an intercept (B_b = 0) C = G_aa and c = h_a.
+
+Why the intercept stays out of the ridge: shrinking b by even a small fraction of n leaves a
+residual of the label mean that the features then explain through their own means; with rare
+positives (|h_b| near n) that residual is of the order of the features' covariance with the
+label and can turn the ranking around (docs/vertical.md, "The ssp fit leaves the intercept
+unpenalized").
 """
 from __future__ import annotations
 
@@ -175,7 +189,8 @@ def split_part(k, sizes, words, label_party):
 
 
 def ridge(sigma, d) -> float:
-    """lambda = sigma sqrt(d + 2): the eigenvalue shift of the noisy Gram (module docstring)."""
+    """lambda = sigma sqrt(d + 2): the eigenvalue floor of the noisy centered Gram (module
+    docstring)."""
     return float(sigma) * math.sqrt(d + 2.0)
 
 
@@ -192,26 +207,38 @@ def _project_l1(v, r):
     return np.sign(v) * np.maximum(a - theta, 0.0)
 
 
+def _floored(C, lam):
+    """C's eigendecomposition with the eigenvalues raised to at least ``lam`` (``lam`` 0: floored
+    at 0, the noiseless case): ``(ev, V)``."""
+    ev, V = np.linalg.eigh((C + C.T) / 2.0)
+    return np.maximum(ev, float(lam)), V
+
+
 def fit(M, blocks, *, lam, radius=math.inf, b_bound=math.inf, labels_scale=2.0):
     """(x in scaled units, b, solver iterations): the minimizer over w = (x, b) of least squares
     on the labels ``labels_scale`` y written in the released moments,
 
-        w^T (G+ + lam I) w / 2 - labels_scale h^T w,
+        w^T H w / 2 - labels_scale h^T w,
 
-    G+ the noisy (a, 1) block with its eigenvalues floored at 0, h its column with y (for
-    labels_scale 2 this is the expansion's problem: (m - 2y)^2 / 8 is a quarter of least squares
-    on 2y), over the per-party l1 balls of ``radius`` (inf: none) and |b| <= ``b_bound``.  The
-    unconstrained minimizer is solved in closed form (a pseudo-inverse where lam = 0); only when
-    it leaves the feasible set does accelerated projected gradient (FISTA) start from its
+    H the noisy (a, 1) block with its centered part's eigenvalues raised to at least ``lam``
+    and the intercept unpenalized (module docstring), h its column with y (for labels_scale 2
+    this is the expansion's problem: (m - 2y)^2 / 8 is a quarter of least squares on 2y), over
+    the per-party l1 balls of ``radius`` (inf: none) and |b| <= ``b_bound`` (0: no intercept).
+    The unconstrained minimizer is solved in closed form (a pseudo-inverse where lam = 0); only
+    when it leaves the feasible set does accelerated projected gradient (FISTA) start from its
     projection."""
     d = M.shape[0] - 2
     G = M[:d + 1, :d + 1]
     G = (G + G.T) / 2.0
     h = labels_scale * M[:d + 1, d + 1]
-    ev, V = np.linalg.eigh(G)
-    ev = np.maximum(ev, 0.0) + float(lam)
-    keep = ev > ev.max() * 1e-12
-    w = V[:, keep] @ ((V[:, keep].T @ h) / ev[keep])
+    n = float(G[d, d])
+    g = G[:d, d] if b_bound > 0 else np.zeros(d)
+    C = G[:d, :d] - np.outer(g, g) / n
+    c = h[:d] - g * (h[d] / n)
+    ev, V = _floored(C, lam)
+    keep = ev > max(ev.max(), 0.0) * 1e-12
+    x = V[:, keep] @ ((V[:, keep].T @ c) / ev[keep])
+    w = np.append(x, (h[d] - g @ x) / n if b_bound > 0 else 0.0)
     idx = [np.asarray(b, dtype=np.intp) for b in blocks]
 
     def feasible(w):
@@ -226,8 +253,11 @@ def fit(M, blocks, *, lam, radius=math.inf, b_bound=math.inf, labels_scale=2.0):
         w[d] = min(max(w[d], -b_bound), b_bound)
         return w
 
-    Gp = (V * ev) @ V.T
-    L = float(ev.max())
+    Gp = np.empty((d + 1, d + 1))
+    Gp[:d, :d] = (V * ev) @ V.T + np.outer(g, g) / n
+    Gp[:d, d] = Gp[d, :d] = g
+    Gp[d, d] = n
+    L = float(np.linalg.eigvalsh(Gp).max())
     w = project(w)
     yv, t, it = w.copy(), 1.0, 0
     for it in range(1, MAX_ITER + 1):

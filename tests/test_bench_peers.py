@@ -185,7 +185,11 @@ def test_summary_mean_and_sd_match_numpy(aucs):
     # (pinned by its SHA-256); College's 565 private of 777, as ISLR's data description says;
     # Wage's 343 of 3000 above 150 thousand dollars were read once from the CSV (pinned)
     ("caravan", 5822, 85, 348, 2), ("default", 10000, 3, 333, 2), ("oj", 1070, 18, 417, 2),
-    ("wage", 3000, 22, 343, 2), ("college", 777, 17, 565, 3)])
+    ("wage", 3000, 22, 343, 2), ("college", 777, 17, 565, 3),
+    # Carseats' 164 stores with Sales > 8 of 400, as ISLR's tree lab prints for High; Boston's 84
+    # tracts with medv > 30 and Bikeshare's 1208 hours with more than 300 bikers were read once
+    # from the CSVs (pinned)
+    ("carseats", 400, 12, 164, 2), ("boston", 506, 12, 84, 2), ("bikeshare", 8645, 36, 1208, 2)])
 def test_islp_tables_within_their_public_bounds(name, rows, cols, positives, parties):
     import os
 

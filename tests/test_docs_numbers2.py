@@ -779,3 +779,22 @@ def test_every_peers_page_is_rendered_from_its_json():
         with open(j) as fh:
             doc = json.load(fh)
         assert _text("docs", os.path.basename(md)) == render(doc) + "\n", md
+
+
+def test_vertical_md_fw_fresh_table_is_peers_fw_fresh_json():
+    """docs/vertical.md's `fw` rows on carseats, boston and bikeshare: docs/peers_fw_fresh.json
+    (the command named there), the first bar (within 0.01 of scikit-learn) on each, and the
+    widened grid recorded in every fw row."""
+    d = _json("peers_fw_fresh.json")
+    assert d["settings"]["tables"] == ["carseats", "boston", "bikeshare"]
+    S = {(r["table"], r["system"]): r for r in d["summary"]}
+    page, flat = _text("docs", "vertical.md"), _unwrapped("docs", "vertical.md")
+    worst = 0.0
+    for t in d["settings"]["tables"]:
+        f, k = S[(t, "fw")]["test_auc"], S[(t, "sklearn")]["test_auc"]
+        assert f"| {t} | {f:.3f} | {k:.3f} | {f - k:+.3f} |" in page
+        assert abs(f - k) <= 0.01
+        worst = max(worst, k - f)
+    assert f"(the largest shortfall {worst:.3f}, carseats)" in flat
+    fw = [r for r in d["rows"] if r["system"] == "fw"]
+    assert fw and all("2^-2..2^" in r["settings"]["eta_rule"] for r in fw)

@@ -101,23 +101,27 @@ def test_bad_step_is_refused_naming_it():
             solve(data, loss="logistic", algorithm=algorithm, step="line", iterations=2)
 
 
+def _sklearn_cv_log_loss(A, y, eta, seed, iterations):
+    """scikit-learn's log_loss of the pooled held-out probabilities of the 3 stratified folds'
+    fits at radius ``eta`` (its own formula, not ours)."""
+    probs, labels = [], []
+    for tr, te in StratifiedKFold(3, shuffle=True, random_state=seed).split(A, y > 0):
+        r = frank_wolfe(A[tr], y[tr], "logistic", eta, blocks=BLOCKS, iterations=iterations,
+                        fit_intercept=True, step="line")
+        probs.append(1 / (1 + np.exp(-(A[te] @ r.x + r.intercept))))
+        labels.append(y[te] > 0)
+    return log_loss(np.concatenate(labels), np.concatenate(probs))
+
+
 def test_cross_validation_scores_are_sklearn_log_losses_and_the_best_wins():
     """Each candidate's score is the held-out log-loss scikit-learn computes from the fold
     fits' probabilities (its own formula, not ours), pooled over the folds; the smallest wins."""
     A, y = _imbalanced(n=300)
     eta, rep = cross_validate_eta(A, y, "logistic", 0.5, blocks=BLOCKS, iterations=50,
                                   fit_intercept=True, seed=3)
-    assert rep["candidates"] == [0.5 * m for m in GRID]
-    splits = list(StratifiedKFold(3, shuffle=True, random_state=3).split(A, y > 0))
+    assert rep["candidates"][:len(GRID)] == [0.5 * m for m in GRID]
     for cand, score in zip(rep["candidates"], rep["scores"]):
-        probs, labels = [], []
-        for tr, te in splits:
-            r = frank_wolfe(A[tr], y[tr], "logistic", cand, blocks=BLOCKS, iterations=50,
-                            fit_intercept=True, step="line")
-            probs.append(1 / (1 + np.exp(-(A[te] @ r.x + r.intercept))))
-            labels.append(y[te] > 0)
-        assert score == pytest.approx(log_loss(np.concatenate(labels), np.concatenate(probs)),
-                                      rel=1e-9)
+        assert score == pytest.approx(_sklearn_cv_log_loss(A, y, cand, 3, 50), rel=1e-9)
     assert eta == rep["candidates"][int(np.argmin(rep["scores"]))] == rep["chosen"]
 
 
@@ -157,7 +161,8 @@ def test_cli_step_line_for_a_private_algorithm_exits_2_naming_it():
 
 @pytest.mark.parametrize("kw, needle", [({"folds": 1}, "folds"), ({"folds": 2.5}, "folds"),
                                         ({"grid": (1.0, -2.0)}, "-2.0"), ({"grid": ()}, "grid"),
-                                        ({"grid": ("a",)}, "'a'"), ({"grid": (float("inf"),)}, "inf")])
+                                        ({"grid": ("a",)}, "'a'"), ({"grid": (float("inf"),)}, "inf"),
+                                        ({"extend": -1}, "-1"), ({"extend": 1.5}, "1.5")])
 def test_bad_cross_validation_options_are_refused_naming_them(kw, needle):
     A, y = _imbalanced(n=60)
     with pytest.raises(InputError, match=needle):
@@ -200,3 +205,32 @@ def test_the_selection_shows_its_fits_through_a_callbacks_phase():
     assert [e[:2] for e in events[n + 2:]] == [("round", t) for t in range(5)]   # the refit
     with Progress(5, "fw").phase("choosing eta", n, unit="fit") as bar:   # pytest: no terminal
         assert bar._bar is None
+
+
+def test_the_grid_is_widened_while_its_largest_radius_wins():
+    """A radius far below what the data want (eta0 = 0.01 on separable-ish data): the grid's end
+    wins, so doublings are scored (each a real 3-fold score, here recomputed by scikit-learn's
+    log_loss) until one no longer wins or the cap is reached; the winner is the argmin of every
+    scored candidate.  With extend=0 the grid is the old one."""
+    from vflpriv.optim.eta_cv import EXTEND
+
+    A, y = _imbalanced(n=300)
+    eta, rep = cross_validate_eta(A, y, "logistic", 0.01, blocks=BLOCKS, iterations=30,
+                                  fit_intercept=True, seed=1)
+    k = rep["extended"]
+    assert 1 <= k <= EXTEND
+    assert rep["multiples"] == list(GRID) + [GRID[-1] * 2.0 ** (j + 1) for j in range(k)]
+    assert len(rep["scores"]) == len(rep["candidates"]) == len(GRID) + k
+    s = rep["scores"]
+    # every extension was earned: before each doubling, the then-largest scored best
+    for j in range(k):
+        m = len(GRID) + j
+        assert int(np.argmin(s[:m])) == m - 1
+    assert k == EXTEND or int(np.argmin(s)) != len(s) - 1     # it stopped for a reason
+    assert eta == rep["candidates"][int(np.argmin(s))] == rep["chosen"]
+    assert s[-1] == pytest.approx(_sklearn_cv_log_loss(A, y, rep["candidates"][-1], 1, 30),
+                                  rel=1e-9)
+    _, rep0 = cross_validate_eta(A, y, "logistic", 0.01, blocks=BLOCKS, iterations=30,
+                                 fit_intercept=True, seed=1, extend=0)
+    assert rep0["extended"] == 0 and rep0["candidates"] == [0.01 * m for m in GRID]
+    assert rep0["scores"] == s[:len(GRID)]

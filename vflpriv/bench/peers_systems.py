@@ -12,9 +12,9 @@ Non-private references
   coefficient (``intercept_scaling=1``), which moves no AUC.
 * ``fw``: vflpriv's centralized Frank-Wolfe, ``vflpriv.vertical.solve(algorithm="fw")`` with its
   defaults (the intercept on; the line-search step and ``eta="auto"``, which for fw is 3-fold
-  cross-validation over the public rule's radius times 2^-2..2^4, ``vflpriv.optim.eta_cv``;
-  until 2026-11-26 it was the 2 / (t + 2) step at the rule's radius), the declared bound B_a
-  given.
+  cross-validation over the public rule's radius times 2^-2..2^4, widened while its end wins,
+  ``vflpriv.optim.eta_cv``; until 2026-11-26 it was the 2 / (t + 2) step at the rule's
+  radius), the declared bound B_a given.
 
 Central DP peers (one curator holds every column)
 * ``diffprivlib``: ``diffprivlib.models.LogisticRegression`` (objective perturbation with the

@@ -96,8 +96,8 @@ def add_problem_arguments(p):
                    help="l1 radius of each party's block: a number, or auto (the default): "
                         "the public rule eta_k = 8 / (K B_a) for classification, 4 B_y / (K B_a) "
                         "for least squares (docs/vertical.md, 'Scale and intercept'); the "
-                        "non-private fw chooses among that radius x 2^-2..2^4 by 3-fold "
-                        "cross-validation (JSON selection)")
+                        "non-private fw chooses among that radius x 2^-2..2^4 (doubled further "
+                        "while the largest wins) by 3-fold cross-validation (JSON selection)")
     p.add_argument("--no-intercept", dest="fit_intercept", action="store_false", default=None,
                    help="fit no intercept (default: an unpenalized intercept, held by the label "
                         "party (party 0 in dp-bcfw, bcfw, dfw) and fitted with the coefficients, "

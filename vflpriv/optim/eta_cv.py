@@ -7,8 +7,12 @@ the public rule's radius eta_0 (``vflpriv.vertical.scale``) times 2^k, k = -2..4
 of docs/peers.md); each is fitted by Frank-Wolfe with the line-search step on FOLDS - 1 folds
 and scored by the mean loss on the held-out fold, summed over the folds (stratified by class for
 the classification losses); the radius with the smallest held-out loss wins (the smaller one
-on a tie).  The caller refits on all rows with it.  Nothing here is private: a private run
-never comes here (its radius is the public rule's, or an explicit one).
+on a tie).  When the largest candidate wins, the grid was too short for the table: it is
+extended by doubling (2^5, 2^6, ... eta_0, at most ``EXTEND`` times) while the new largest
+candidate still scores best, as one widens a regularization path whose optimum sits at its end
+(on the three tables added for issue 30, carseats, boston and bikeshare, 16 eta_0 won in all
+nine fits before this).  The caller refits on all rows with the winner.  Nothing here is
+private: a private run never comes here (its radius is the public rule's, or an explicit one).
 """
 from __future__ import annotations
 
@@ -18,6 +22,8 @@ from ..errors import InputError
 
 #: the candidates, as multiples of the public rule's radius
 GRID = tuple(2.0 ** k for k in range(-2, 5))
+#: at most this many doublings past the grid's largest multiple while that end keeps winning
+EXTEND = 6
 #: folds of the cross-validation (scikit-learn's LogisticRegressionCV in docs/peers.md uses 3)
 FOLDS = 3
 
@@ -38,12 +44,14 @@ def _folds(y, loss_name, folds, seed):
 
 
 def cross_validate_eta(A, y, loss, eta0, *, blocks=None, iterations=100, fit_intercept=False,
-                       grid=GRID, folds=FOLDS, seed=0, progress=None):
-    """``(eta, report)``: the candidate eta0 * m (m in ``grid``) with the smallest held-out loss
-    (module docstring).  ``report`` is JSON-able: ``candidates``, ``scores`` (mean held-out loss
-    per candidate, None where not computed), ``chosen``, ``folds``, ``method``, ``seconds``; when
-    there are too few rows for the folds, eta0 itself and ``skipped`` says why.  ``progress``:
-    called as ``progress(i)`` after fold fit i (0-based, ``folds * len(grid)`` in all), as the
+                       grid=GRID, folds=FOLDS, seed=0, progress=None, extend=EXTEND):
+    """``(eta, report)``: the candidate eta0 * m (m in ``grid``, extended by doubling while its
+    largest wins, at most ``extend`` times) with the smallest held-out loss (module docstring).
+    ``report`` is JSON-able: ``candidates``, ``multiples``, ``scores`` (mean held-out loss per
+    candidate, None where not computed), ``chosen``, ``extended`` (doublings added), ``folds``,
+    ``method``, ``seconds``; when there are too few rows for the folds, eta0 itself and
+    ``skipped`` says why.  ``progress``: called as ``progress(i)`` after fold fit i of the grid
+    (0-based, ``folds * len(grid)`` in all; the extension's fits are not counted), as the
     engines call their round callbacks, for a progress display."""
     import time
 
@@ -59,6 +67,8 @@ def cross_validate_eta(A, y, loss, eta0, *, blocks=None, iterations=100, fit_int
         raise InputError(f"grid must be positive multiples of eta0, got {grid!r}") from None
     if not grid or not all(0 < m < np.inf for m in grid):
         raise InputError(f"grid must be positive finite multiples of eta0, got {grid!r}")
+    if isinstance(extend, bool) or not isinstance(extend, (int, np.integer)) or extend < 0:
+        raise InputError(f"extend must be a non-negative integer, got {extend!r}")
     candidates = [float(eta0) * float(m) for m in grid]
     report = {"method": f"{folds}-fold cross-validation of the held-out {loss.name} loss "
                         "(non-private)", "folds": int(folds), "candidates": candidates,
@@ -67,19 +77,36 @@ def cross_validate_eta(A, y, loss, eta0, *, blocks=None, iterations=100, fit_int
     if splits is None:
         report.update(scores=None, chosen=float(eta0), skipped=why)
         return float(eta0), report
-    totals, fit = np.zeros(len(candidates)), 0
-    for train, test in splits:
-        A_tr, A_te = A[train], A[test]
-        for i, eta in enumerate(candidates):
-            r = frank_wolfe(A_tr, y[train], loss, eta, blocks=blocks, iterations=T,
+    folds_data = [(A[train], y[train], A[test], y[test]) for train, test in splits]
+
+    def score(eta, tick=None):
+        total = 0.0
+        for A_tr, y_tr, A_te, y_te in folds_data:
+            r = frank_wolfe(A_tr, y_tr, loss, eta, blocks=blocks, iterations=T,
                             fit_intercept=fit_intercept, step="line")
             z = np.asarray(A_te @ r.x).ravel() + r.intercept
-            totals[i] += float(np.sum(loss.value(z, y[test])))
-            if progress is not None:
-                progress(fit)
-            fit += 1
-    scores = totals / y.shape[0]
+            total += float(np.sum(loss.value(z, y_te)))
+            if tick is not None:
+                tick()
+        return total / y.shape[0]
+
+    count = iter(range(folds * len(candidates)))
+
+    def tick():
+        i = next(count)
+        if progress is not None:
+            progress(i)
+
+    scores = [score(eta, tick) for eta in candidates]
+    multiples, extended = list(report["multiples"]), 0
+    # the largest radius won: the path's optimum may lie beyond it, so widen it by doubling
+    while extended < extend and multiples[int(np.argmin(scores))] == max(multiples):
+        multiples.append(max(multiples) * 2.0)
+        candidates.append(float(eta0) * multiples[-1])
+        scores.append(score(candidates[-1]))
+        extended += 1
     best = int(np.argmin(scores))               # the first (smallest radius) on a tie
-    report.update(scores=[float(v) for v in scores], chosen=candidates[best],
+    report.update(candidates=candidates, multiples=multiples, extended=extended,
+                  scores=[float(v) for v in scores], chosen=candidates[best],
                   seconds=time.perf_counter() - t0)
     return candidates[best], report

@@ -130,7 +130,8 @@ def _resolve_eta(cfg, data):
                                              progress=tick)
         how = (f"kept eta_0 ({report['skipped']})" if report.get("skipped") else
                f"chose {eta / eta0:g} eta_0")
-        why = (f"{report['method']} over eta_0 x 2^-2..2^4, eta_0 = {why}; {how}")
+        top = 4 + int(report.get("extended") or 0)    # the grid, doubled while its end won
+        why = (f"{report['method']} over eta_0 x 2^-2..2^{top}, eta_0 = {why}; {how}")
         return dataclasses.replace(cfg, eta=eta), why, report
     return dataclasses.replace(cfg, eta=eta), why, None
 

@@ -356,8 +356,15 @@ SIGINT_DEFAULT = [sys.executable, "-c", "import os, signal, sys; "
                   "os.execv(sys.executable, [sys.executable] + sys.argv[1:])"]
 
 
-STARTER = ("import sys, vflpriv, runpy; sys.stdout.write('up\\n'); sys.stdout.flush(); "
-           "runpy.run_module('vflpriv', run_name='__main__', alter_sys=True)")
+#: `python -m vflpriv` with its module found and compiled before 'up' (runpy's own search for
+#: vflpriv.__main__ is Python's, and on a loaded machine it took more than 10 ms: a signal there
+#: is not vflpriv's to handle); after 'up' only vflpriv's __main__ runs
+STARTER = ("import sys, vflpriv, importlib.util; "
+           "spec = importlib.util.find_spec('vflpriv.__main__'); "
+           "code = spec.loader.get_code('vflpriv.__main__'); "
+           "sys.argv[0] = spec.origin; "
+           "sys.stdout.write('up\\n'); sys.stdout.flush(); "
+           "exec(code, {'__name__': '__main__', '__spec__': spec, '__file__': spec.origin})")
 
 
 @pytest.mark.slow

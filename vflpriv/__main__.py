@@ -2,8 +2,10 @@ import sys
 
 try:
     from vflpriv.cli.main import main
-except KeyboardInterrupt:          # Ctrl-C while Python imports the command: no traceback
+    code = main()
+except KeyboardInterrupt:
+    # Ctrl-C while Python imports the command, or in main() before its own handler is set
     sys.stderr.write("vflpriv: interrupted\n")
     raise SystemExit(130) from None
 
-raise SystemExit(main())
+raise SystemExit(code)

@@ -94,6 +94,15 @@ def test_the_bench_under_the_new_default_is_its_json():
             f"glm in {len(low['dp-bcfw-secure-glm'])}") in flat
     assert f"Every one of the {len(priv)} private runs spent at most its target" in flat
     assert all(r["epsilon_spent"] <= r["epsilon"] * (1 + 1e-9) for r in priv)
+    # the default's rows are the ten-split runs' rows of the same seeds and splits (the rows of
+    # the fit before, peers_ssp/untuned/fresh.json, no longer are: the fit changed)
+    ten = {(r["table"], r["seed"], r["epsilon"]): r["test_auc"]
+           for f in ("peers_seeds10_fit.json", "peers_fresh10.json")
+           for r in _json(f)["rows"] if r["system"] == "dp-bcfw-secure"}
+    new = {(r["table"], r["seed"], r["epsilon"]): r["test_auc"] for r in d["rows"]
+           if r["system"] == "dp-bcfw-secure"}
+    shared = set(ten) & set(new)
+    assert len(shared) == len(T) * 3 * 2 and all(new[k] == ten[k] for k in shared)
 
 
 def test_the_intercept_fit_table_is_its_json():
@@ -171,3 +180,51 @@ def test_the_ten_split_table_is_its_json():
     with open(os.path.join(ROOT, "README.md")) as fh:
         readme = re.sub(r"\s+", " ", fh.read())
     assert f"the default is at or above DP-SGD in {met} of {len(rows)} cells" in readme
+
+
+def test_the_columns_table_is_its_json():
+    """vertical.md's table of the paths as d grows: docs/logistic_paths_by_dimension.json
+    (`python docs/logistic_paths_by_dimension.py`); the summary is the rows' mean."""
+    import re
+
+    d = _json("logistic_paths_by_dimension.json")
+    flat = re.sub(r"\s+", " ", _vertical_md())
+    for c in d["summary"]:
+        for p in ("ssp", "glm"):
+            sel = [r for r in d["rows"] if (r["d"], r["epsilon"], r["path"]) ==
+                   (c["d"], c["epsilon"], p)]
+            assert len(sel) == len(d["seeds"])
+            assert c[f"{p}_auc"] == pytest.approx(np.mean([r["test_auc"] for r in sel]),
+                                                  abs=1e-12)
+            assert all(r["epsilon_spent"] <= r["epsilon"] + 1e-9 for r in sel)
+        assert (f"| {c['d']} | {c['epsilon']:g} | {c['ssp_auc']:.3f} | {c['glm_auc']:.3f} | "
+                f"{c['ssp_auc'] - c['glm_auc']:+.3f} | {c['ssp_bytes'] / 1e9:.2f} / "
+                f"{c['glm_bytes'] / 1e9:.2f} GB |") in flat
+    above = sum(c["ssp_auc"] > c["glm_auc"] for c in d["summary"])
+    assert f"ssp is above glm in {above} of {len(d['summary'])} cells" in flat
+    glm_ahead = sorted({c["d"] for c in d["summary"] if c["glm_auc"] > c["ssp_auc"]})
+    assert all(c["epsilon"] == 4.0 for c in d["summary"] if c["glm_auc"] > c["ssp_auc"])
+    with open(os.path.join(ROOT, "README.md")) as fh:
+        readme = re.sub(r"\s+", " ", fh.read())
+    assert (f"On synthetic tables of {min(c['d'] for c in d['summary'])} to "
+            f"{max(c['d'] for c in d['summary'])} columns it is ahead in {above} of "
+            f"{len(d['summary'])} cells; glm is ahead at eps 4 with {max(glm_ahead)} columns or "
+            "fewer") in readme
+
+
+def test_the_paper_scale_runs_are_their_json():
+    """vertical.md's two runs at the regression bar's scale: docs/logistic_paths_paper_scale_
+    {ssp,glm}.json, each the quoted command with its path."""
+    import re
+
+    flat = re.sub(r"\s+", " ", _vertical_md())
+    d = {p: _json(f"logistic_paths_paper_scale_{p}.json") for p in ("ssp", "glm")}
+    for p, run in d.items():
+        assert run["secure"]["path"] == p and run["n"] == 80000 and run["test_rows"] == 20000
+        assert run["epsilon_spent"]["best"] <= 4.0 + 1e-9
+    gb = {p: (sum(r["uplink_bytes_framed"].values()) + sum(r["downlink_bytes_framed"].values()))
+          / 1e9 for p, r in d.items()}
+    assert (f"ssp reaches held-out AUC {d['ssp']['test_auc']:.3f} ({gb['ssp']:.1f} GB, "
+            f"{d['ssp']['seconds']:.0f} s) and glm {d['glm']['test_auc']:.3f} ({gb['glm']:.1f} GB, "
+            f"{d['glm']['seconds']:.0f} s, {d['glm']['support_size']} nonzero coefficients "
+            f"against ssp's {d['ssp']['support_size']})") in flat

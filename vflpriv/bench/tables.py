@@ -282,6 +282,13 @@ WAGE_CENSUS = {"maritl": ("1. Never Married", "2. Married", "3. Widowed", "4. Di
                "health": ("1. <=Good", "2. >=Very Good")}
 
 
+def _parties(name, parts, y, source):
+    """A table of declared bound 1 whose parties hold ``parts`` (column blocks), in order."""
+    edges = np.cumsum([0] + [p.shape[1] for p in parts])
+    return Table(name, np.hstack(parts), y, 1.0,
+                 [list(range(a, b)) for a, b in zip(edges[:-1], edges[1:])], source)
+
+
 def _one_hot(df, levels):
     return np.column_stack([(df[c].to_numpy() == v).astype(float)
                             for c, vs in levels.items() for v in vs])
@@ -316,10 +323,7 @@ def college() -> Table:
     df = pd.read_csv(io.BytesIO(_islp_csv("College.csv")))
     y = np.where(df["Private"].to_numpy() == "Yes", 1.0, -1.0)
     parts = [_scaled(df, r) for r in (COLLEGE_ADMISSIONS, COLLEGE_FINANCE, COLLEGE_FACULTY)]
-    edges = np.cumsum([0] + [p.shape[1] for p in parts])
-    return Table("college", np.hstack(parts), y, 1.0,
-                 [list(range(a, b)) for a, b in zip(edges[:-1], edges[1:])],
-                 f"ISLP 0.6.0 data/College.csv, {len(y)} rows")
+    return _parties("college", parts, y, f"ISLP 0.6.0 data/College.csv, {len(y)} rows")
 
 
 #: carseats' public ranges and levels, party by party (module docstring)
@@ -327,12 +331,6 @@ CARSEATS_STORE = {"CompPrice": (0, 200), "Price": (0, 200), "Advertising": (0, 3
 CARSEATS_STORE_LEVELS = {"ShelveLoc": ("Bad", "Medium", "Good"), "Urban": ("Yes",), "US": ("Yes",)}
 CARSEATS_CENSUS = {"Income": (0, 150), "Population": (0, 600), "Age": (20, 80),
                    "Education": (10, 18)}
-
-
-def _parties(name, parts, y, source):
-    edges = np.cumsum([0] + [p.shape[1] for p in parts])
-    return Table(name, np.hstack(parts), y, 1.0,
-                 [list(range(a, b)) for a, b in zip(edges[:-1], edges[1:])], source)
 
 
 def carseats() -> Table:

@@ -77,33 +77,29 @@ def cross_validate_eta(A, y, loss, eta0, *, blocks=None, iterations=100, fit_int
     if splits is None:
         report.update(scores=None, chosen=float(eta0), skipped=why)
         return float(eta0), report
-    folds_data = [(A[train], y[train], A[test], y[test]) for train, test in splits]
+    fits = 0                                    # fold fits so far
 
-    def score(eta, tick=None):
+    def score(eta, show=True):
+        """Mean held-out loss of radius ``eta`` over the folds (the grid's fits are shown)."""
+        nonlocal fits
         total = 0.0
-        for A_tr, y_tr, A_te, y_te in folds_data:
-            r = frank_wolfe(A_tr, y_tr, loss, eta, blocks=blocks, iterations=T,
+        for train, test in splits:
+            r = frank_wolfe(A[train], y[train], loss, eta, blocks=blocks, iterations=T,
                             fit_intercept=fit_intercept, step="line")
-            z = np.asarray(A_te @ r.x).ravel() + r.intercept
-            total += float(np.sum(loss.value(z, y_te)))
-            if tick is not None:
-                tick()
+            z = np.asarray(A[test] @ r.x).ravel() + r.intercept
+            total += float(np.sum(loss.value(z, y[test])))
+            if show and progress is not None:
+                progress(fits)
+            fits += 1
         return total / y.shape[0]
 
-    count = iter(range(folds * len(candidates)))
-
-    def tick():
-        i = next(count)
-        if progress is not None:
-            progress(i)
-
-    scores = [score(eta, tick) for eta in candidates]
+    scores = [score(eta) for eta in candidates]
     multiples, extended = list(report["multiples"]), 0
     # the largest radius won: the path's optimum may lie beyond it, so widen it by doubling
     while extended < extend and multiples[int(np.argmin(scores))] == max(multiples):
         multiples.append(max(multiples) * 2.0)
         candidates.append(float(eta0) * multiples[-1])
-        scores.append(score(candidates[-1]))
+        scores.append(score(candidates[-1], show=False))
         extended += 1
     best = int(np.argmin(scores))               # the first (smallest radius) on a tie
     report.update(candidates=candidates, multiples=multiples, extended=extended,

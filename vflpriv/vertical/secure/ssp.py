@@ -207,13 +207,6 @@ def _project_l1(v, r):
     return np.sign(v) * np.maximum(a - theta, 0.0)
 
 
-def _floored(C, lam):
-    """C's eigendecomposition with the eigenvalues raised to at least ``lam`` (``lam`` 0: floored
-    at 0, the noiseless case): ``(ev, V)``."""
-    ev, V = np.linalg.eigh((C + C.T) / 2.0)
-    return np.maximum(ev, float(lam)), V
-
-
 def fit(M, blocks, *, lam, radius=math.inf, b_bound=math.inf, labels_scale=2.0):
     """(x in scaled units, b, solver iterations): the minimizer over w = (x, b) of least squares
     on the labels ``labels_scale`` y written in the released moments,
@@ -235,7 +228,8 @@ def fit(M, blocks, *, lam, radius=math.inf, b_bound=math.inf, labels_scale=2.0):
     g = G[:d, d] if b_bound > 0 else np.zeros(d)
     C = G[:d, :d] - np.outer(g, g) / n
     c = h[:d] - g * (h[d] / n)
-    ev, V = _floored(C, lam)
+    ev, V = np.linalg.eigh(C)
+    ev = np.maximum(ev, float(lam))         # the floor (lam 0: at 0, the noiseless case)
     keep = ev > max(ev.max(), 0.0) * 1e-12
     x = V[:, keep] @ ((V[:, keep].T @ c) / ev[keep])
     w = np.append(x, (h[d] - g @ x) / n if b_bound > 0 else 0.0)

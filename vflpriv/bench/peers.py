@@ -10,7 +10,9 @@ epsilon-DP), and scored on the same held-out rows: test AUC, test log-loss, accu
 majority share, the epsilon actually spent (from each system's own accountant, at run time),
 bytes (vflpriv's federated algorithm: framed bytes of every message between parties) and wall
 seconds.  The summary is the mean and sample standard deviation over seeds per (table, system,
-epsilon); ``--json`` writes every row and the summary, ``--markdown`` a page for docs
+epsilon), and each vertical system against DP-SGD paired over the seeds (:mod:`.peers_paired`:
+the mean per-seed difference in test AUC with its 95% interval); ``--json`` writes every row,
+the summary and the paired comparisons (``paired``), ``--markdown`` a page for docs
 (:mod:`.peers_report`).  No system is tuned on these tables: each uses its library's defaults or
 the rule stated in :mod:`.peers_systems`.
 """
@@ -184,6 +186,7 @@ def run(args) -> int:
     from ..bench import write_json
     from ..vertical.metrics import split_rows
     from . import peers_systems as S
+    from .peers_paired import paired
     from .peers_report import write_markdown
     from .tables import load_table
 
@@ -231,7 +234,7 @@ def run(args) -> int:
 
     doc = {"command": cmd, "finished_utc": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M"),
            "settings": settings, "versions": S.versions(), "tables": tables,
-           "rows": rows, "summary": summary}
+           "rows": rows, "summary": summary, "paired": paired(rows)}
     write_json(args.json, doc)
     if args.markdown:
         write_markdown(args.markdown, doc)

@@ -87,6 +87,14 @@ def bar_lines(doc) -> list:
     return lines
 
 
+def paired_lines(doc) -> list:
+    """The paired comparisons of the page: the file's own (``paired``), else computed from its
+    rows (a file written before they were recorded)."""
+    from .peers_paired import lines, paired
+
+    return lines(doc.get("paired") or paired(doc["rows"]))
+
+
 def _via(doc):
     """How diffprivlib was called, when not through its class (scikit-learn >= 1.8)."""
     vias = {r["settings"].get("via") for r in doc["rows"]
@@ -169,6 +177,14 @@ def render(doc) -> str:
     lines = bar_lines(doc)
     if lines:
         out += ["## Issue 30's bar, against these means", ""] + lines + [""]
+    pairs = paired_lines(doc)
+    if pairs:
+        out += ["## Paired over the seeds", "",
+                "The same comparison seed by seed: each seed is one split and one noise draw "
+                "shared by both systems, so the per-seed difference in test AUC leaves out the "
+                "split's luck. Mean difference and its 95% Student t interval; `level`: the "
+                "interval holds 0, these seeds cannot tell the two apart "
+                "(`vflpriv/bench/peers_paired.py`).", ""] + pairs + [""]
     return "\n".join(out)
 
 

@@ -44,6 +44,9 @@ import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ssp_tuning import dp_quantile, prepared, quad_loss, table_lines as _table_lines  # noqa: E402
+
 TABLES = ("flights", "caravan", "default", "oj", "fair", "anes96", "wage", "college",
           "carseats", "boston", "bikeshare")
 EPSILONS = (0.5, 1.0)
@@ -97,20 +100,6 @@ def moments(Z, y):
     return W.T @ W
 
 
-def quad_loss(M, x, b):
-    """The expansion's loss written in M (up to constants): w^T G w - 4 h^T w, w = (x, b)."""
-    d = M.shape[0] - 2
-    w = np.append(x, b)
-    return float(w @ M[:d + 1, :d + 1] @ w - 4.0 * M[:d + 1, d + 1] @ w)
-
-
-def dp_clip(norms, top, eps_q, rng):
-    grid = top * 2.0 ** (-np.arange(33) / 4.0)
-    below = np.searchsorted(np.sort(norms), grid, side="right")
-    score = -np.abs(below - 0.9 * norms.size)
-    return float(grid[int(np.argmax(score + rng.gumbel(0.0, 2.0 / eps_q, grid.size)))])
-
-
 def one_table(name):
     from sklearn.metrics import roc_auc_score
 
@@ -119,9 +108,6 @@ def one_table(name):
     from vflpriv.vertical.metrics import split_rows
     from vflpriv.vertical.secure import ssp as S
     from vflpriv.vertical.secure.defaults import default_row_clips
-
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from ssp_tuning import prepared
 
     t = load_table(name)
     blocks = [np.asarray(b) for b in t.blocks]
@@ -176,14 +162,14 @@ def one_table(name):
             Mf = released(rule, s_rule, sigma, part, 1)
             Mv = released(rule, s_rule, sigma, held, 2)
             fits = [fitted(Mf, m * lam, s_rule) for m in MULTS]
-            best = int(np.argmin([quad_loss(Mv, x, b) for x, b, _ in fits]))
+            best = int(np.argmin([quad_loss(Mv, np.append(x, b)) for x, b, _ in fits]))
             row["split_select"], row["split_multiplier"] = fits[best][2], MULTS[best]
             norms = [np.linalg.norm(np.clip(At[:, b], -Ba, Ba), axis=1) for b in blocks]
             q90 = [max(float(np.quantile(v, 0.9)), 1e-6) for v in norms]
             s_q = S.scale(1.0, q90)
             row["clip_q90"] = fitted(released(q90, s_q, sigma), lam, s_q)[2]
             qrng = rng(7)
-            dpc = [dp_clip(v, Ba * math.sqrt(p), eps_q, qrng) for v, p in zip(norms, sizes)]
+            dpc = [dp_quantile(v, Ba * math.sqrt(p), eps_q, qrng) for v, p in zip(norms, sizes)]
             s_dp = S.scale(1.0, dpc)
             row["clip_dp_q90"] = fitted(released(dpc, s_dp, sigma_q),
                                         S.ridge(sigma_q, d), s_dp)[2]
@@ -220,12 +206,7 @@ def summarize(rows):
 
 def table_lines(summary):
     """The markdown table of docs/ssp_selection_fit.md (its test reads it back)."""
-    lines = ["| table | eps | " + " | ".join(SYSTEMS) + " |",
-             "|---|---|" + "---|" * len(SYSTEMS)]
-    for e in summary:
-        lines.append(f"| {e['table']} | {e['epsilon']:g} | "
-                     + " | ".join(f"{e[s]:.3f}" for s in SYSTEMS) + " |")
-    return lines
+    return _table_lines(summary, SYSTEMS)
 
 
 def main(path="docs/ssp_selection_fit.json"):

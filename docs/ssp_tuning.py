@@ -207,13 +207,14 @@ def summarize(rows):
     return out
 
 
-def table_lines(summary):
-    """The markdown table of docs/ssp_tuning.md (tests/test_docs_ssp_tuning.py reads it back)."""
-    lines = ["| table | eps | " + " | ".join(SYSTEMS) + " |",
-             "|---|---|" + "---|" * len(SYSTEMS)]
+def table_lines(summary, systems=SYSTEMS):
+    """The markdown table of docs/ssp_tuning.md (tests/test_docs_ssp_tuning.py reads it back),
+    or of another study's ``systems`` (docs/ssp_selection_fit.py)."""
+    lines = ["| table | eps | " + " | ".join(systems) + " |",
+             "|---|---|" + "---|" * len(systems)]
     for e in summary:
         lines.append(f"| {e['table']} | {e['epsilon']:g} | "
-                     + " | ".join(f"{e[s]:.3f}" for s in SYSTEMS) + " |")
+                     + " | ".join(f"{e[s]:.3f}" for s in systems) + " |")
     return lines
 
 

@@ -46,26 +46,23 @@ def verdict(lo, hi) -> str:
 def paired(rows, reference=None) -> list:
     """Per (table, epsilon, compared system): the system's test AUC minus ``reference``'s
     (default: the first of :data:`REFERENCES` present in ``rows``) over the seeds both ran."""
-    auc = {}
+    cells = {}                                  # (table, epsilon, system) -> {seed: AUC}
     for r in rows:
         if r.get("test_auc") is not None and r.get("epsilon") is not None:
-            auc[(r["table"], r["epsilon"], r["system"], r["seed"])] = r["test_auc"]
-    present = {k[2] for k in auc}
+            cells.setdefault((r["table"], r["epsilon"], r["system"]), {})[r["seed"]] = \
+                r["test_auc"]
+    present = {system for (_, _, system) in cells}
     if reference is None:
         reference = next((s for s in REFERENCES if s in present), None)
     if reference is None or reference not in present:
         return []
-    cells = dict.fromkeys((k[0], k[1], k[2]) for k in auc)
     out = []
-    for table, eps, system in cells:
-        if system not in COMPARED:
+    for (table, eps, system), auc in cells.items():
+        ref = cells.get((table, eps, reference), {})
+        seeds = sorted(set(auc) & set(ref))
+        if system not in COMPARED or not seeds:
             continue
-        seeds = sorted(s for (t, e, sy, s) in auc if (t, e, sy) == (table, eps, system)
-                       and (table, eps, reference, s) in auc)
-        if not seeds:
-            continue
-        diffs = [auc[(table, eps, system, s)] - auc[(table, eps, reference, s)] for s in seeds]
-        mean, sd, lo, hi = t_interval(diffs)
+        mean, sd, lo, hi = t_interval([auc[s] - ref[s] for s in seeds])
         out.append({"table": table, "epsilon": eps, "system": system, "reference": reference,
                     "seeds": len(seeds), "mean_difference": mean, "sd": sd,
                     "ci95": None if lo is None else [lo, hi], "verdict": verdict(lo, hi)})

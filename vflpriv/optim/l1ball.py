@@ -106,9 +106,14 @@ def _project(v, eta):
     j = np.arange(1, u.size + 1)
     # rho: the last j with u_j > (css_j - eta) / j; the condition holds for j = 1 and is
     # monotone (Duchi et al., Lemma 2), so the last True is the count of True.
-    rho = int(np.count_nonzero(u * j > css - eta))
+    # In floating point an eta below the rounding of css - eta (1e-20 against entries near 1)
+    # can leave no True at all: j = 1 is then taken, as in exact arithmetic, and a result that
+    # rounding left outside the ball is scaled into it.
+    rho = max(int(np.count_nonzero(u * j > css - eta)), 1)
     theta = (css[rho - 1] - eta) / rho
-    return np.sign(v) * np.maximum(a - theta, 0.0)
+    out = np.sign(v) * np.maximum(a - theta, 0.0)
+    s = np.abs(out).sum()
+    return out if s <= eta else out * (eta / s)
 
 
 def project_l1_balls(v, blocks, eta):

@@ -1,0 +1,85 @@
+"""Hostile input, second round (issue 53): each case the issue lists, with the property that
+was broken.  Commands run in this process through ``vflpriv.cli.main.main``; a refusal must be
+one line naming the bad value, exit 2, no traceback, and leave every file as it was."""
+import json
+import os
+import stat
+
+import numpy as np
+import pytest
+
+from vflpriv.cli.main import main
+
+SECURE_LOGISTIC = ["run", "--data", "synthetic:n=300,d=40,seed=1", "--parties", "2",
+                   "--feature-bound", "1", "--label-bound", "1", "--iterations", "3", "--seed",
+                   "3", "--algorithm", "dp-bcfw-secure", "--loss", "logistic", "--epsilon", "1",
+                   "--delta", "1e-5", "--quiet"]
+
+
+def _snapshot(tp):
+    out = {}
+    for root, dirs, files in os.walk(tp):
+        for name in files + dirs:
+            path = os.path.join(root, name)
+            st = os.lstat(path)
+            out[os.path.relpath(path, tp)] = (open(path, "rb").read() if stat.S_ISREG(st.st_mode)
+                                              else stat.S_IFMT(st.st_mode))
+    return out
+
+
+def _lines(err):
+    return [ln for ln in err.splitlines() if ln.strip() and ": warning: " not in ln]
+
+
+def refused(argv, capsys, tmp_path, *words, code=2):
+    """Run ``argv``; assert the refusal: exit ``code``, one line with ``words``, no file
+    touched under ``tmp_path``.  Returns the message."""
+    capsys.readouterr()
+    before = _snapshot(tmp_path)
+    try:
+        rc = main(argv)
+    except SystemExit as exc:
+        rc = exc.code
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err
+    assert rc == code, err
+    assert len(_lines(err)) == 1, err
+    for w in words:
+        assert w in err, (w, err)
+    assert _snapshot(tmp_path) == before, "a file was created, changed or removed"
+    return err
+
+
+# -- 1. --eta below the rounding of the l1 projection ---------------------------------------
+
+@pytest.mark.parametrize("r", [1e-20, 1e-300, 5e-324, 1e-17])
+def test_l1_projection_tiny_radius_lands_in_the_ball(r):
+    """ssp's projection raised IndexError for a radius under the rounding of |v|_1 (after the
+    release); it must return a point of the ball, and the exact one at ordinary radii."""
+    from vflpriv.optim.l1ball import project_l1_ball
+    from vflpriv.vertical.secure.ssp import _project_l1
+
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        v = rng.normal(size=40)
+        for f in (_project_l1, project_l1_ball):
+            w = f(v, r)
+            assert np.all(np.isfinite(w)) and np.abs(w).sum() <= r
+    v = rng.normal(size=40)
+    np.testing.assert_allclose(_project_l1(v, 0.5), project_l1_ball(v, 0.5), atol=1e-15)
+    assert abs(np.abs(_project_l1(v, 0.5)).sum() - 0.5) < 1e-12
+
+
+def test_secure_logistic_tiny_eta_ends_with_a_model(tmp_path, capsys):
+    """Issue 53 case 1: the run spent its budget and then crashed in the projection; now it
+    ends with exit 0, the spend recorded and a model inside the radius."""
+    led, js, mo = tmp_path / "e.ledger", tmp_path / "e.json", tmp_path / "m"
+    rc = main(SECURE_LOGISTIC + ["--eta", "1e-20", "--ledger", str(led), "--json", str(js),
+                                 "--model-out", str(mo)])
+    err = capsys.readouterr().err
+    assert rc == 0 and "Traceback" not in err, err
+    out = json.loads(js.read_text())
+    assert out["eta"] == 1e-20 and out["support_size"] == 0
+    for k in (0, 1):
+        body = json.loads((mo / f"party{k}.json").read_text())
+        assert sum(abs(c) for c in body["coef"]) <= 1e-20

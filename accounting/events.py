@@ -13,6 +13,7 @@ scale, NaN, delta outside [0, 1), ...) raises ``ValueError`` naming the field.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field, fields
 from typing import Iterator
@@ -22,6 +23,14 @@ REPLACE_ONE = "replace_one"
 NEIGHBORING_RELATIONS = (ADD_REMOVE, REPLACE_ONE)
 
 RNM_NOISES = ("laplace", "gumbel", "exponential")
+
+#: Largest ``summands`` of a :class:`DistributedDiscreteGaussian`: its tau is a sum of one term
+#: per summand, so a plan or ledger record with summands = 1e12 hung certify, ledger verify and
+#: every run on that ledger.  A summand is one noise holder (a party or a client): this is the
+#: largest client count a run accepts (vflpriv.errors.MAX_CLIENTS), about 20 ms of tau.
+MAX_SUMMANDS = 100_000
+#: Largest ``dimension`` (exact as a float64, like a plan's count)
+MAX_DIMENSION = 2 ** 53
 
 
 def _number(name: str, value) -> float:
@@ -147,6 +156,20 @@ class DiscreteGaussian(DpEvent):
         return self.sensitivity / self.sigma
 
 
+@functools.lru_cache(maxsize=256)
+def _kls_tau(m: int, var: float) -> float:
+    """:attr:`DistributedDiscreteGaussian.tau` for m summands of variance ``var`` each
+    (one term per summand, each rounded up; cached: an accountant asks for it at every order)."""
+    if var < 0.25:
+        return math.inf
+    total = 0.0
+    for k in range(1, m):
+        exponent = -2.0 * math.pi ** 2 * var * k / (k + 1)
+        term = math.exp(exponent) if exponent > -700.0 else 5e-324
+        total = math.nextafter(total + math.nextafter(term, math.inf), math.inf)
+    return math.nextafter(10.0 * total, math.inf)
+
+
 @dataclass(frozen=True)
 class DistributedDiscreteGaussian(DpEvent):
     """The distributed discrete Gaussian: f(D) + Y with f integer-valued on the lattice
@@ -180,26 +203,20 @@ class DistributedDiscreteGaussian(DpEvent):
     def __post_init__(self):
         _check_gaussian_fields(self)
         object.__setattr__(self, "granularity", _check_positive("granularity", self.granularity))
-        for name in ("summands", "dimension"):
+        for name, cap in (("summands", MAX_SUMMANDS), ("dimension", MAX_DIMENSION)):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+            if v > cap:
+                raise ValueError(f"{name} must be at most {cap:,} (accounting.events.MAX_"
+                                 f"{name.upper()}), got {v:,}")
 
     @property
     def tau(self) -> float:
         """KLS's tau for ``summands`` draws of variance (sigma / granularity)^2 / summands,
         rounded up (a term below the smallest double is counted as that double); inf where a
         summand's variance is below 1/4 (outside the proposition)."""
-        m = self.summands
-        var = (self.sigma / self.granularity) ** 2 / m
-        if var < 0.25:
-            return math.inf
-        total = 0.0
-        for k in range(1, m):
-            exponent = -2.0 * math.pi ** 2 * var * k / (k + 1)
-            term = math.exp(exponent) if exponent > -700.0 else 5e-324
-            total = math.nextafter(total + math.nextafter(term, math.inf), math.inf)
-        return math.nextafter(10.0 * total, math.inf)
+        return _kls_tau(self.summands, (self.sigma / self.granularity) ** 2 / self.summands)
 
     @property
     def mu(self) -> float:

@@ -2,6 +2,7 @@
 was broken.  Commands run in this process through ``vflpriv.cli.main.main``; a refusal must be
 one line naming the bad value, exit 2, no traceback, and leave every file as it was."""
 import json
+import math
 import os
 import stat
 
@@ -83,3 +84,65 @@ def test_secure_logistic_tiny_eta_ends_with_a_model(tmp_path, capsys):
     for k in (0, 1):
         body = json.loads((mo / f"party{k}.json").read_text())
         assert sum(abs(c) for c in body["coef"]) <= 1e-20
+
+
+# -- 2. counts a plan or a ledger record can set: capped, the cap named ---------------------
+
+HUGE_SUMMANDS = 10 ** 12
+
+
+def test_distributed_discrete_gaussian_summands_capped():
+    import accounting as acc
+    from accounting.events import MAX_SUMMANDS
+
+    with pytest.raises(ValueError, match=f"summands must be at most {MAX_SUMMANDS:,}"):
+        acc.DistributedDiscreteGaussian(sigma=100.0, summands=HUGE_SUMMANDS)
+    with pytest.raises(ValueError, match="dimension must be at most"):
+        acc.DistributedDiscreteGaussian(sigma=100.0, dimension=2 ** 60)
+    # the largest accepted count is still accounted (and quickly: tau is one term per summand)
+    e = acc.DistributedDiscreteGaussian(sigma=1000.0, summands=MAX_SUMMANDS)
+    assert 0 < acc.get_accountant("rdp").epsilon(e, 1e-5) < math.inf
+
+
+def test_certify_refuses_huge_summands(tmp_path, capsys):
+    plan = tmp_path / "plan.toml"
+    plan.write_text('delta = 1e-5\n[[release]]\nmechanism = "distributed_discrete_gaussian"\n'
+                    f'sigma = 100.0\nsummands = {HUGE_SUMMANDS}\n')
+    refused(["certify", str(plan)], capsys, tmp_path, "summands", "at most 100,000",
+            "1,000,000,000,000")
+
+
+def _ddg_ledger(tmp_path, *, reserve):
+    """A ledger with a distributed-discrete-Gaussian record (a reservation ended, or a release)
+    whose summands an editor set to 1e12, its checksum recomputed (a CRC is no signature)."""
+    import accounting as acc
+    from accounting.ledger import _crc
+
+    p = tmp_path / "l.jsonl"
+    led = acc.Ledger(p, budget={"epsilon": 10.0, "delta": 1e-5, "accountant": "rdp"})
+    e = acc.DistributedDiscreteGaussian(sigma=50.0, summands=2)
+    if reserve:
+        led.reserve(e)
+        led.end_reservation()
+    else:
+        led.append(e)
+    lines = p.read_text().splitlines()
+    for i, ln in enumerate(lines[1:], 1):
+        rec = json.loads(ln)
+        if "event" in rec:
+            rec.pop("crc")
+            rec["event"]["summands"] = HUGE_SUMMANDS
+            rec["crc"] = _crc(rec)
+            lines[i] = json.dumps(rec)
+    p.write_text("\n".join(lines) + "\n")
+    return str(p)
+
+
+@pytest.mark.parametrize("reserve", [False, True], ids=["release", "ended-reservation"])
+def test_ledger_with_huge_summands_refused_not_hung(reserve, tmp_path, capsys):
+    """Issue 53 case 2: `ledger verify` hung on the release record; the ended reservation
+    passed verify and then hung every later private run on that ledger."""
+    led = _ddg_ledger(tmp_path, reserve=reserve)
+    refused(["ledger", "verify", led], capsys, tmp_path, "summands", "at most 100,000")
+    refused(SECURE_LOGISTIC + ["--ledger", led], capsys, tmp_path, "summands",
+            "at most 100,000")

@@ -40,7 +40,7 @@ Central DP peers (one curator holds every column)
   imported only here; without them the rows say ``unavailable``.
 * ``opacus-replace``: the same DP-SGD run (same rule, same code) made (epsilon, delta)-DP under
   the neighbouring relation of every vflpriv release, replace-one (one person's row replaced;
-  ../shared/DESIGN.md: "neighbouring datasets differ in one row").  opacus' accountants (and the
+  docs/vertical.md, "Threat model and problem").  opacus' accountants (and the
   ``opacus`` row) are add/remove: a record added or removed.  Replacing a record is a removal and
   an addition, so an add/remove (epsilon, delta) guarantee is a replace-one guarantee only at a
   larger epsilon (up to about 2 epsilon at small epsilon), and "the same (epsilon, delta)" across

@@ -6,7 +6,7 @@
    data set (paper 004's generator), as ``vflpriv run`` does, against the certified optimum:
    without privacy (BCFW-AS); with dp-bcfw-secure at epsilon = 4 (cross-party products under
    secret sharing, released once per selected feature), which learns; and with the paper's
-   DP-BCFW-AS at the same budget, which warns before spending and learns far less (DESIGN.md,
+   DP-BCFW-AS at the same budget, which warns before spending and learns far less (docs/vertical.md,
    "Honest expectations").  After each run, where its bytes went.
 """
 from __future__ import annotations

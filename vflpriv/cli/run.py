@@ -87,8 +87,11 @@ def add_problem_arguments(p):
                         "(default balanced, or the shipped data set's own split)")
     p.add_argument("--algorithm", default="dp-bcfw",
                    choices=["dp-bcfw", "bcfw", "fw", "dpfw", "dfw", "dp-bcfw-secure"],
-                   help="dp-bcfw-secure: cross-party products under secret sharing, released "
-                        "once per selected feature (least squares; docs/vertical.md)")
+                   help="dp-bcfw (the default): DP-BCFW-AS, the paper's algorithm, which learns "
+                        "little at usual budgets; dp-bcfw-secure: the private algorithm that "
+                        "learns, cross-party products under secret sharing (squared loss: "
+                        "released once per selected feature; logistic: see --logistic-path); "
+                        "docs/vertical.md")
     p.add_argument("--loss", default="squared", choices=["squared", "logistic", "smoothed-hinge"])
     from .options import auto_or_number
 

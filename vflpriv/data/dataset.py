@@ -1,6 +1,6 @@
 """A vertically partitioned data set: A (n x d, dense or CSC) split by columns among K parties.
 
-Threat model (DESIGN.md, paper 004 Section IV): every party holds the same n people (rows, already
+Threat model (docs/vertical.md, "Threat model and problem"; paper 004 Section IV): every party holds the same n people (rows, already
 aligned by a public identifier), its own block of feature columns, and the labels y (the paper's
 assumption).  Neighbouring data sets differ in one person's row (features and label).
 """

@@ -6,7 +6,8 @@ Feasible sets:
 * a product  M = B_1(eta_1) x ... x B_K(eta_K), where ``blocks`` is a partition of the coordinates
   [d] into K disjoint index sets P_k (the parties' columns in the vertical setting) and the
   constraint is ||x_{P_k}||_1 <= eta_k for every k.  Paper 004's Algorithm 2 adds one vertex per
-  party per iteration, so its iterates live in this product (DESIGN.md).
+  party per iteration, so its iterates live in this product (docs/vertical.md, "Threat model
+  and problem").
 
 Projection onto B(eta): Duchi, Shalev-Shwartz, Singer & Chandra (2008), "Efficient projections
 onto the l1-ball for learning in high dimensions", Figure 1 (the O(d log d) sort version): with

@@ -4,7 +4,8 @@ Problem (paper 004 eq. 4 with Definition 5's 1/n):  min f(x) = (1/n) sum_j loss(
 over the product of per-party l1 balls  M = B_1 x ... x B_K,  B_k = {x_k : ||x_k||_1 <= eta}.
 Algorithm 2 adds one vertex per party per round (line 12: s = eta sum_k -sign(idx_k) e_|idx_k|), so
 its iterates live in this product set, not in one l1 ball of radius eta; we make that reading
-explicit and compute reference optima and excess risks on the same set (DESIGN.md).
+explicit and compute reference optima and excess risks on the same set (docs/vertical.md,
+"Threat model and problem").
 
 One round t of BCFW-AS / DP-BCFW-AS (every message serialized and metered, see messages.py):
 

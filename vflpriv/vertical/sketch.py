@@ -4,7 +4,7 @@ J is never shipped: the server broadcasts ``(kind, m, seed)`` in the Setup messa
 regenerates the same J.  Three kinds:
 
 * ``identity``: J = I_n (m = n).  Exact per-sample predictors; needed by the logistic and smoothed
-  hinge losses (DESIGN.md).  Column norms 1.
+  hinge losses (docs/vertical.md, "Logistic and smoothed-hinge losses with a sketch").  Column norms 1.
 * ``gaussian``: J_ij ~ N(0, 1/m) i.i.d. (the paper's Gaussian sketch, E[J^T J] = I), from the
   counter-based generator of :mod:`vflpriv.kernels` keyed by the seed
   (``kernels.reference.sketch_operator``), rebuilt once per process (m x n floats, the O(m n)
@@ -14,8 +14,8 @@ regenerates the same J.  Three kinds:
   E[J^T J] = I).  Column norms exactly 1; O(n) memory.
 
 ``column_norms()`` are public (a function of the seed), so the L2 sensitivity of J a to one row of
-a is ``2 B_a max_j ||J e_j||`` (DESIGN.md: tighter than the paper's leading singular value, which
-``spectral_norm()`` gives for the paper's closed-form calibration).
+a is ``2 B_a max_j ||J e_j||`` (docs/sensitivity.md section 2: tighter than the paper's leading
+singular value, which ``spectral_norm()`` gives for the paper's closed-form calibration).
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ The server talks to parties only through ``transport.request(party, message, rou
 synchronous request/response: the message is framed (:mod:`.messages`), metered as downlink,
 delivered, and the party's reply is framed, metered as uplink and decoded for the server.  The
 algorithms never see bytes or party objects, so a multi-process or multi-machine transport (e.g.
-on Flower, DESIGN.md) only has to implement ``request`` and ``close``.
+on Flower, docs/architecture.md) only has to implement ``request`` and ``close``.
 """
 from __future__ import annotations
 

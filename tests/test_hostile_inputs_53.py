@@ -146,3 +146,63 @@ def test_ledger_with_huge_summands_refused_not_hung(reserve, tmp_path, capsys):
     refused(["ledger", "verify", led], capsys, tmp_path, "summands", "at most 100,000")
     refused(SECURE_LOGISTIC + ["--ledger", led], capsys, tmp_path, "summands",
             "at most 100,000")
+
+
+# -- 3, 4. one output rule, before any work ------------------------------------------------
+
+def _spent_nothing_ledger(tmp_path):
+    import accounting as acc
+
+    p = tmp_path / "L.ledger"
+    acc.Ledger(p, budget={"epsilon": 1.0, "delta": 1e-5, "accountant": "rdp"})
+    return str(p)
+
+
+def test_json_and_model_out_the_same_path_refused_before_the_release(tmp_path, capsys):
+    """Issue 53 case 3: the run trained and spent the whole budget, wrote the JSON, then
+    exited 2 because `out` existed: no model, no budget left."""
+    led = _spent_nothing_ledger(tmp_path)
+    out = str(tmp_path / "out")
+    refused(SECURE_LOGISTIC + ["--ledger", led, "--json", out, "--model-out", out], capsys,
+            tmp_path, "--json", "--model-out", "same file")
+    # a file output inside the model directory (written whole) is refused the same way
+    (tmp_path / "m").mkdir()
+    refused(SECURE_LOGISTIC + ["--ledger", led, "--json", str(tmp_path / "m" / "r.json"),
+                               "--model-out", str(tmp_path / "m")], capsys, tmp_path,
+            "inside --model-out")
+    refused(SECURE_LOGISTIC + ["--ledger", out, "--model-out", out], capsys, tmp_path,
+            "same file")
+
+
+def _model_and_tables(tmp_path, K=2, n=60, *, intercept=0.25, label_party=0):
+    import pandas as pd
+
+    from vflpriv.model import write_split_model
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(n, 2 * K))
+    paths = []
+    for k in range(K):
+        df = pd.DataFrame(X[:, 2 * k:2 * k + 2], columns=[f"f{2 * k + j}" for j in range(2)])
+        df.insert(0, "cid", [f"c{i}" for i in range(n)])
+        p = tmp_path / f"new{k}.csv"
+        df.to_csv(p, index=False)
+        paths.append(str(p))
+    model = tmp_path / "model"
+    write_split_model(str(model), coef=rng.normal(size=2 * K),
+                      blocks=[range(2 * k, 2 * k + 2) for k in range(K)],
+                      names=[f"f{j}" for j in range(2 * K)], intercept=intercept,
+                      label_party=label_party, loss="logistic")
+    argv = ["predict", "--model", str(model), "--id", "cid"]
+    for k, p in enumerate(paths):
+        argv += ["--party-data", f"{k}={p}"]
+    return argv, model, X
+
+
+def test_predict_json_into_the_models_own_manifest_refused(tmp_path, capsys):
+    """Issue 53 case 4: predict exited 0 after overwriting the model's own manifest."""
+    argv, model, _ = _model_and_tables(tmp_path)
+    refused(argv + ["--json", str(model / "manifest.json")], capsys, tmp_path,
+            "--json", "inside --model")
+    refused(argv + ["--json", str(model / "scores.json")], capsys, tmp_path, "inside --model")
+    assert main(argv + ["--json", str(tmp_path / "scores.json")]) == 0

@@ -1,11 +1,14 @@
 """Output files: checked before any work, written atomically, never over anything but a file.
 
 Every command checks all of its output paths (``--json``, ``--plot``, ``--checkpoint``, the
-ledger) before it loads data or spends budget (:func:`check_outputs`): each must name a regular
-file or nothing yet, in an existing writable directory; a plot needs a known image extension (so
-``--plot DIR`` is refused instead of writing ``DIR.png``); and no two of them, nor an output and
-an input (the data, a resumed checkpoint, a plan), may be the same file (``--json`` naming the
-ledger would otherwise replace the ledger's records).  Files are then written atomically
+ledger, ``--model-out``) before it loads data or spends budget (:func:`check_outputs`, the one
+output rule): each file output must name a regular file or nothing yet, in an existing writable
+directory; a directory output (``--model-out``) a new or empty directory; a plot needs a known
+image extension (so ``--plot DIR`` is refused instead of writing ``DIR.png``); and no two of
+them may be the same path or one inside the other, nor an output be an input (the data, a
+resumed checkpoint, a plan) or lie inside an input directory (a model read by ``predict``):
+``--json`` naming the ledger would otherwise replace the ledger's records, and ``--json out
+--model-out out`` spent the budget and then found ``out`` taken.  Files are then written atomically
 (:func:`write_atomic`): to a temporary file in the same directory, fsync'ed, then renamed over
 the target, which is re-checked to be a regular file first (a FIFO or device node that appeared
 meanwhile is never replaced).
@@ -66,6 +69,33 @@ def check_output(path, option: str, *, image: bool = False) -> str:
     return path
 
 
+def check_output_dir(path, option: str) -> str:
+    """Refuse (InputError naming ``option``) a directory output that cannot be written whole:
+    an empty name, an existing file, a non-empty directory (a model is never written over
+    another), a parent that does not exist or is not writable."""
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+        raise InputError(f"{option} needs a directory name, got {path!r}")
+    path = os.path.abspath(os.fspath(path))
+    if os.path.lexists(path):
+        if not os.path.isdir(path):
+            raise InputError(f"{option} {path!r} exists and is not a directory")
+        if os.listdir(path):
+            raise InputError(f"{option} {path!r} is not empty; give a new or empty directory "
+                             "(a model is never written over another)")
+    parent = os.path.dirname(path)
+    if not os.path.isdir(parent):
+        raise InputError(f"{option} {path!r}: directory {parent!r} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"{option} {path!r}: directory {parent!r} is not writable")
+    return path
+
+
+def _inside(path, directory) -> bool:
+    """``path`` names a file at or under ``directory`` (symbolic links resolved)."""
+    p, d = os.path.realpath(path), os.path.realpath(directory)
+    return p == d or p.startswith(d.rstrip(os.sep) + os.sep)
+
+
 def _same(a, b) -> bool:
     if os.path.realpath(a) == os.path.realpath(b):
         return True
@@ -74,23 +104,38 @@ def _same(a, b) -> bool:
     return False
 
 
-def check_outputs(outputs: dict, inputs: dict | None = None, images=()) -> None:
-    """Check every output (``{option: path}``; None entries skipped) and that no two outputs,
-    and no output and input, are the same file.  ``images``: the options that are plots."""
+def check_outputs(outputs: dict, inputs: dict | None = None, images=(), directories=()) -> None:
+    """The one output rule, applied before any work: check every output (``{option: path}``;
+    None entries skipped; a ``directories`` option is a new or empty directory written whole,
+    :func:`check_output_dir`, the others files, :func:`check_output`), and that no two outputs
+    are the same path or one inside the other, and that no output is an input or lies inside
+    an input directory (``predict --json MODEL/manifest.json`` would change the model).
+    ``images``: the options that are plots."""
     outs = [(o, os.fspath(p)) for o, p in outputs.items() if p is not None]
     for option, path in outs:
-        check_output(path, option, image=option in images)
+        if option in directories:
+            check_output_dir(path, option)
+        else:
+            check_output(path, option, image=option in images)
     ins = [(o, os.fspath(p)) for o, p in (inputs or {}).items()
-           if isinstance(p, (str, os.PathLike)) and os.path.exists(p)]
+           if isinstance(p, (str, os.PathLike)) and os.fspath(p) and os.path.exists(p)]
     for i, (option, path) in enumerate(outs):
         for other, opath in outs[i + 1:]:
             if _same(path, opath):
                 raise InputError(f"{option} and {other} name the same file {path!r}; each output "
                                  "needs its own")
+            for (o1, p1), (o2, p2) in (((option, path), (other, opath)),
+                                       ((other, opath), (option, path))):
+                if o2 in directories and _inside(p1, p2):
+                    raise InputError(f"{o1} {p1!r} is inside {o2} {p2!r}, which is written "
+                                     "whole: give it a path outside")
         for other, ipath in ins:
             if _same(path, ipath):
                 raise InputError(f"{option} {path!r} is the same file as {other}: it would be "
                                  "overwritten")
+            if os.path.isdir(ipath) and _inside(path, ipath):
+                raise InputError(f"{option} {path!r} is inside {other} {ipath!r}: it would "
+                                 "change that input; give a path outside it")
 
 
 def check_command_outputs(args, inputs: dict | None = None):

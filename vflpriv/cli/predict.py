@@ -51,6 +51,7 @@ def run(args) -> int:
 
     paths = parse_party_data(args.party_data)
     inputs = {f"--party-data {k}={v}": v for k, v in paths.items()}
+    inputs["--model"] = args.model          # a directory: no output may land inside it
     check_outputs({"--json": args.json}, inputs)
     backend, flower = B.options(args, "vertical")
     model = read_split_model(args.model)

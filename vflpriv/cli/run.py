@@ -202,15 +202,12 @@ def _check_paths(args):
     from ..outputs import check_outputs
 
     outputs = {"--json": args.json, "--plot": args.plot, "--ledger": args.ledger,
-               "--resume" if args.resume else "--checkpoint": args.resume or args.checkpoint}
+               "--resume" if args.resume else "--checkpoint": args.resume or args.checkpoint,
+               "--model-out": getattr(args, "model_out", None)}
     inputs = {"--data": args.data}
     for i, spec in enumerate(getattr(args, "party_data", None) or []):
         inputs[f"--party-data {spec}"] = spec.partition("=")[2] or None
-    check_outputs(outputs, inputs, images=("--plot",))
-    if getattr(args, "model_out", None):
-        from ..model import check_model_out
-
-        check_model_out(args.model_out)
+    check_outputs(outputs, inputs, images=("--plot",), directories=("--model-out",))
 
 
 def _labels(y, loss):

@@ -26,21 +26,13 @@ FORMAT = "vflpriv-split-model/1"
 MANIFEST = "manifest.json"
 
 
-def check_model_out(path):
+def check_model_out(path, option="--model-out"):
     """Refuse ``--model-out DIR`` before any work: an existing file, a non-empty directory, or
-    a parent directory that does not exist or is not writable."""
-    path = os.path.abspath(str(path))
-    if os.path.exists(path):
-        if not os.path.isdir(path):
-            raise InputError(f"--model-out {path!r} exists and is not a directory")
-        if os.listdir(path):
-            raise InputError(f"--model-out {path!r} is not empty; give a new or empty directory "
-                             "(a model is never written over another)")
-    parent = os.path.dirname(path)
-    if not os.path.isdir(parent):
-        raise InputError(f"--model-out {path!r}: directory {parent!r} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise InputError(f"--model-out {path!r}: directory {parent!r} is not writable")
+    a parent directory that does not exist or is not writable (:func:`vflpriv.outputs.
+    check_output_dir`)."""
+    from ..outputs import check_output_dir
+
+    check_output_dir(path, option)
 
 
 @dataclass

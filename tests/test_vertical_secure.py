@@ -98,8 +98,8 @@ def test_released_noise_is_gaussian_with_the_planned_sigma():
     for row, block in peer.masked_blocks():
         holder.receive_block(0, SM.MaskedBlock(row, block))
     to_holder, to_peer = dealer.triples(1, 0, [0])
-    z, shares = holder.holder_messages(0, to_holder)
-    peer.peer_output(z, to_peer[0], shares[0])
+    zs, shares = holder.holder_messages(0, to_holder)
+    peer.peer_output(zs[0], to_peer[0], shares[0])
     resid = peer.cross[(1, 0)] - np.asarray(peer.A_csr.T @ holder.A_csr[:, 0].toarray()).ravel()
     assert stats.kstest(resid / sigma, "norm").pvalue > 1e-3
     assert abs(np.std(resid) / sigma - 1) < 0.05        # 3000 draws: sd of the ratio ~0.013
@@ -127,19 +127,24 @@ def test_a_helpers_release_is_the_product_plus_the_planned_noise():
         for row, block in parties[k].masked_blocks():
             parties[(k + 1) % K].receive_block(k, SM.MaskedBlock(row, block))
     to_holder, to_helper, to_peer = dealer.routed_triples(2, 0, [0, 1])
-    assert sorted(to_holder) == [1] and sorted(to_helper) == [0]
-    z, shares = parties[2].holder_messages(0, to_holder)
+    assert sorted(to_holder) == [0, 1] and sorted(to_helper) == [0]
+    assert isinstance(to_holder[1], SM.TripleToHolder)  # the block the holder helps
+    assert isinstance(to_holder[0], SM.VectorKey)       # block 0's mask key, alone
+    # one mask per peer: party 1, block 0's helper, holds v_0's key, never its own v_1's
+    assert to_helper[0].v_key == to_holder[0].v_key != to_holder[1].v_key
+    zs, shares = parties[2].holder_messages(0, to_holder)
     assert sorted(shares) == [1]                        # the holder helps block 1 only
+    assert sorted(zs) == [0, 1] and not np.array_equal(zs[0].z, zs[1].z)
     res = parties[1].helper_share(to_helper[0])
     assert (res.holder, res.index) == (2, 0)
     for k, share in ((0, res), (1, shares[1])):
-        parties[k].peer_output(z, to_peer[k], share)
+        parties[k].peer_output(zs[k], to_peer[k], share)
     col = parties[2].A_csr[:, 0].toarray()
     resid = parties[0].cross[(2, 0)] - np.asarray(parties[0].A_csr.T @ col).ravel()
     assert stats.kstest(resid / sigma, "norm").pvalue > 1e-3
     assert abs(np.std(resid) / sigma - 1) < 0.05
     with pytest.raises(InputError, match="name different products"):
-        parties[0].peer_output(z, to_peer[0], SM.ResultShare(1, 0, res.share))
+        parties[0].peer_output(zs[0], to_peer[0], SM.ResultShare(1, 0, res.share))
 
 
 # -- wire format ------------------------------------------------------------------------------
@@ -149,8 +154,9 @@ def test_messages_roundtrip():
             SM.TripleToHolder(2, 5, bytes(16), np.arange(4, dtype=np.uint64)),
             SM.TripleToPeer(1, bytes(16)), SM.MaskedVector(1, 9, np.arange(5, dtype=np.uint64)),
             SM.ResultShare(1, 9, np.arange(3, dtype=np.uint64)), SM.NewFeatures([0, 2]),
-            SM.TripleToHelper(3, 2, 5, bytes(range(16)), np.arange(4, dtype=np.uint64))]
-    sizes = [25, 12, 4, 12 + 48, 22 + 32, 18, 6 + 40, 6 + 24, 4, 24 + 32]
+            SM.TripleToHelper(3, 2, 5, bytes(range(16)), np.arange(4, dtype=np.uint64)),
+            SM.VectorKey(3, 7, bytes(range(16, 32)))]
+    sizes = [25, 12, 4, 12 + 48, 22 + 32, 18, 6 + 40, 6 + 24, 4, 24 + 32, 22]
     for msg, size in zip(msgs, sizes):
         frame = SM.encode(msg, 1, 7)
         assert len(frame) == SM.HEADER_BYTES + size
@@ -476,7 +482,8 @@ def test_a_helper_serves_only_what_its_own_ledger_charged():
 
     def ask(l, i, k=0, at=helper):
         to_holder, to_helper, _ = dealer.routed_triples(l, i, [q for q in range(K) if q != l])
-        assert sorted(to_holder) == [(l - 1) % K] and len(to_helper) == K - 2
+        own = [q for q, m in to_holder.items() if isinstance(m, SM.TripleToHolder)]
+        assert own == [(l - 1) % K] and len(to_helper) == K - 2
         return at.helper_share(to_helper[k])
 
     with pytest.raises(InputError, match="its own ledger charged no"):

@@ -113,6 +113,7 @@ def make_release(n: int = 4, p: int = 2, feature_bound: float = 1.0, row_clip: f
         A1 = np.zeros((n, 1))
         A1[0, 0] = a0
         h = SecureParty(1, A1, y, 1.0, row_clip=clips[1], sigma=sigma * noise_factor, **kw)
+        h.setup(SM.SecureSetup(f, 10, 2, n, dealer.mask_keys[1]))
         for row, block in blocks:
             h.receive_block(0, SM.MaskedBlock(row, block))
         return h
@@ -126,8 +127,8 @@ def make_release(n: int = 4, p: int = 2, feature_bound: float = 1.0, row_clip: f
             out = np.empty(k)
             for r in range(k):
                 to_holder, to_peer = dealer.triples(1, 0, [0])
-                z, shares = h.holder_messages(0, to_holder)
-                peer.peer_output(z, to_peer[0], shares[0])
+                zs, shares = h.holder_messages(0, to_holder)
+                peer.peer_output(zs[0], to_peer[0], shares[0])
                 out[r] = peer.cross[(1, 0)][0]
             outs.append(out)
         return outs[0], outs[1]
@@ -202,10 +203,10 @@ def make_release_routed(n: int = 4, p: int = 2, feature_bound: float = 1.0,
             out = np.empty(k)
             for r in range(k):
                 to_holder, to_helper, to_peer = dealer.routed_triples(2, 0, [0, 1])
-                z, shares = h.holder_messages(0, to_holder)          # party 1's share
+                zs, shares = h.holder_messages(0, to_holder)         # party 1's share
                 s0 = p1.helper_share(to_helper[0])                    # party 0's, from h(0)
-                p0.peer_output(z, to_peer[0], s0)
-                p1.peer_output(z, to_peer[1], shares[1])
+                p0.peer_output(zs[0], to_peer[0], s0)                 # each its own mask
+                p1.peer_output(zs[1], to_peer[1], shares[1])
                 out[r] = (p0.cross[(2, 0)][0] + p1.cross[(2, 0)][0]) / math.sqrt(2.0)
             outs.append(out)
         return outs[0], outs[1]

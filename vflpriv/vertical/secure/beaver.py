@@ -8,39 +8,50 @@ k sends E_k = A_k - U_k to ONE party, its block's helper h(k) = (k + 1) mod K
 (:func:`block_helper`).  E_k is a one-time pad of A_k (U_k is known to k and the dealer only), so
 it can be sent once and reused for every product with k's block, whoever holds the column.
 
-Online, for a feature j of party l and each other party k (one vector mask v per feature;
+Online, for a feature j of party l and each other party k (ONE VECTOR MASK v_k PER PEER k;
 h = h(k)):
 
-    dealer:  v uniform (key to l and to h), W_k = U_k^T v, w_k uniform (key to k),
+    dealer:  v_k uniform (key to l and to h), W_k = U_k^T v_k, w_k uniform (key to k),
              W_k - w_k (to h)
-    l -> k:  z = a_j + v                                  (uniform to k: v is unknown to it)
-    h -> k:  s_h = -E_k^T v - (W_k - w_k) + round(N_k 2^{2f}),  N_k ~ N_Z(0, sigma^2 I), drawn
-             by h from its own generator, once its own ledger charged the release
-    k:       A_k^T z - w_k + s_h = A_k^T (a_j + v) - (E_k + U_k)^T v + N_k = A_k^T a_j + N_k
+    l -> k:  z_k = a_j + v_k                              (uniform to k: v_k is unknown to it)
+    h -> k:  s_h = -E_k^T v_k - (W_k - w_k) + round(N_k 2^{2f}),  N_k ~ N_Z(0, sigma^2 I),
+             drawn by h from its own generator, once its own ledger charged the release
+    k:       A_k^T z_k - w_k + s_h = A_k^T (a_j + v_k) - (E_k + U_k)^T v_k + N_k
+                                   = A_k^T a_j + N_k
 
-Every party l is the helper of the block l - 1 (mod K), so the holder of a column always gets
-the key of v with its triple for that block; for the K - 2 other blocks (K > 2) the dealer sends
-the key of v and W_k - w_k to their helpers instead (``TripleToHelper``).  At K = 2 the helper of
-k's block is the holder l itself: the protocol is the holder-adds-the-noise one.
+Every party l is the helper of the block l - 1 (mod K), so the holder of a column gets the key
+of v_{l-1} with its triple for that block (``TripleToHolder``) and the keys of the other peers'
+masks alone (``VectorKey``); for the K - 2 other blocks (K > 2) the dealer sends the key of v_k
+and W_k - w_k to their helpers (``TripleToHelper``).  At K = 2 the helper of k's block is the
+holder l itself: the protocol is the holder-adds-the-noise one.
 
-Who sees what (semi-honest; the dealer does not collude with a party): k sees z (uniform) and a
-share that, with its w_k, gives A_k^T a_j + N_k only; h(k) sees E_k (a one-time pad) and v
-(uniform, independent of the data: it never sees z); l sees the key of v.  Only {dealer, h(k)}
-together could unmask A_k (E_k + U_k), where {dealer, any other party} could before (each held
-E_k).  The price: h(k) draws k's noise, so k and h(k) together (h(k) != l, K >= 3) would learn
-A_k^T a_j without it; the threat model excludes that coalition (docs/sensitivity.md 4.5), where
-the holder-adds-the-noise protocol excluded no coalition of parties.
+Why one mask per peer.  The helper h(k) of a block is, for K >= 3, usually itself a peer of the
+same product (it holds a block too).  With one v shared by every peer (the protocol before
+2026-11-29), h(k) received z = a_j + v as a peer and the key of v as k's helper, and read a_j:
+the label at the label party's release, every column of a lower party in the ssp path.  With
+v_k per peer, the party h(k) = k + 1 receives z_{k+1} = a_j + v_{k+1}, whose key goes to l and
+to h(k + 1) = k + 2 only, never to k + 1 (docs/sensitivity.md 4.5 proves each view; the view
+tests check every value every party receives, tests/test_secure_views.py).
 
-Costs: the dealer's U_k^T v and h(k)'s E_k^T v are each one dense n x p_k product over the ring;
-k's A_k^T z is sparse.  Bytes: 8 n p_k once per k (E_k to h(k) only: K blocks in all, not
-K (K - 1)), then per product 8 n (z, shared by the K - 1 peers), 8 p_k (h(k)'s share to k),
-8 p_k (the dealer's share to h(k)), and three 16-byte keys (v and w_k are sent as PRG keys, the
-standard compression of dealer randomness).
+Who sees what (semi-honest; the dealer does not collude with a party): k sees z_k (uniform) and
+a share that, with its w_k, gives A_k^T a_j + N_k only; h(k) sees E_k (a one-time pad), v_k
+and W_k - w_k (uniform: w_k is k's); l sees the keys of every v_k.  Coalitions that break it:
+{dealer, any party}; {k, h(k)} (h(k) draws k's noise and holds v_k, so together they learn
+A_k^T a_j without noise and, from z_k, a_j itself).  At K = 3 every pair of parties is such a
+pair for some block: "no party colludes with its block's helper" means "no two parties
+collude" there.
+
+Costs: the dealer's U_k^T v_k and h(k)'s E_k^T v_k are each one dense n x p_k product over the
+ring; k's A_k^T z_k is sparse.  Bytes: 8 n p_k once per k (E_k to h(k) only: K blocks in all,
+not K (K - 1)), then per product 8 n (z_k, one per peer), 8 p_k (h(k)'s share to k), 8 p_k (the
+dealer's share to h(k)), and three 16-byte keys (v_k and w_k are sent as PRG keys, the standard
+compression of dealer randomness).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from . import views
 from .ring import Prg
 
 
@@ -55,7 +66,10 @@ def masked_block_chunks(A_fx, mask_key, chunk_rows, start=0, stop=None):
         e = min(stop, s + chunk_rows)
         U = prg.uint64((e - s) * p).reshape(e - s, p)
         dense = A_fx[s:e].toarray()
-        yield s, dense - U
+        E = dense - U
+        if views.enabled():
+            views.masked(E, [views.mask_id(mask_key)])
+        yield s, E
 
 
 def _vec_mat(v, M):
@@ -117,7 +131,10 @@ class Dealer:
         block."""
         W = self.mask_product(k, v)
         w_key = self.keys.key(f"share-{holder}-{index}-{k}")
-        return w_key, W - Prg(w_key).uint64(self.sizes[k])
+        share = W - Prg(w_key).uint64(self.sizes[k])
+        if views.enabled():
+            views.masked(share, [views.mask_id(w_key)])
+        return w_key, share
 
     def triples(self, holder, index, peers):
         """({k: TripleToHolder}, {k: TripleToPeer}) for the feature ``index`` of ``holder``,
@@ -136,22 +153,24 @@ class Dealer:
         return to_holder, to_peer
 
     def routed_triples(self, holder, index, peers):
-        """The least-squares path's triples for the feature ``index`` of ``holder``: each peer
-        k's share goes to its block's helper h(k) (:func:`block_helper`), with the key of v:
-        ``({k: TripleToHolder}, {k: TripleToHelper}, {k: TripleToPeer})``, the first for the
-        blocks whose helper is the holder itself (always exactly one: the holder helps block
-        holder - 1), the second addressed to h(k) for the others."""
-        from .messages import TripleToHelper, TripleToHolder, TripleToPeer
+        """The least-squares and ssp paths' triples for the feature ``index`` of ``holder``,
+        one vector mask v_k per peer k (module docstring): ``({k: TripleToHolder or
+        VectorKey}, {k: TripleToHelper}, {k: TripleToPeer})``.  The first, to the holder, holds
+        every peer's mask key: with the share for the block whose helper is the holder itself
+        (always exactly one: the holder helps block holder - 1), the key alone for the others;
+        the second goes to h(k) for those others."""
+        from .messages import TripleToHelper, TripleToHolder, TripleToPeer, VectorKey
 
         K = len(self.sizes)
-        v_key = self.keys.key(f"vector-mask-{holder}-{index}")
-        v = Prg(v_key).uint64(self.n)
         to_holder, to_helper, to_peer = {}, {}, {}
         for k in peers:
+            v_key = self.keys.key(f"vector-mask-{holder}-{index}-{k}")
+            v = Prg(v_key).uint64(self.n)
             w_key, share = self._triple(holder, index, k, v)
             if block_helper(k, K) == int(holder):
                 to_holder[k] = TripleToHolder(k, int(index), v_key, share)
             else:
+                to_holder[k] = VectorKey(k, int(index), v_key)
                 to_helper[k] = TripleToHelper(int(holder), k, int(index), v_key, share)
             to_peer[k] = TripleToPeer(holder, w_key)
         return to_holder, to_helper, to_peer

@@ -19,11 +19,13 @@ an object handed to it:
 
 Who sends what to whom (``beaver.py``): each party k's masked block E_k to one party, its block's
 helper h(k) = (k + 1) mod K; per product of party l's feature, the dealer's triple of the block l
-helps (l - 1) to l (``TripleToHolder``: it carries the key of v) and those of the K - 2 other
-blocks to their helpers (``TripleToHelper``), l's masked column z to every other party, and each
-block's (noised) result share from its helper to its owner.  Threat model: the dealer colludes
-with no party, and no party k with its helper h(k) (h(k) draws k's noise); any other coalition
-of parties learns nothing beyond the releases to its members.
+helps (l - 1) to l (``TripleToHolder``: it carries the key of v_{l-1}), the keys of the other
+peers' masks to l (``VectorKey``) and their triples to their helpers (``TripleToHelper``), l's
+masked column z_k = a_j + v_k to each peer k (its own mask: the helper of k's block, itself a
+peer, never holds the key of the mask on what it receives), and each block's (noised) result
+share from its helper to its owner.  Threat model: the dealer colludes with no party, and no
+party k with its helper h(k) (h(k) draws k's noise and holds v_k); no single party learns more
+than its releases (docs/sensitivity.md 4.5).
 
 The in-process path stays separate from the roles-over-LocalLink path because the latter
 rebuilds each party role and unpickles and pickles its state -- the masked blocks above all --
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 from ..transport import DOWN, UP, Meter
 from . import messages as SM
+from . import views
 from .beaver import block_helper
 
 
@@ -54,12 +57,14 @@ class Network:
     def down(self, k, msg, t):
         frame = SM.encode(msg, k, t)
         self.meter.record(k, DOWN, t, len(frame), type(msg).__name__)
-        return SM.decode(frame)[0]
+        with views.receiving(k):
+            return SM.decode(frame)[0]
 
     def up(self, k, msg, t):
         frame = SM.encode(msg, k, t)
         self.meter.record(k, UP, t, len(frame), type(msg).__name__)
-        return SM.decode(frame)[0]
+        with views.receiving("server"):
+            return SM.decode(frame)[0]
 
     def peer(self, src, dsts, msg, t):
         frame = SM.encode(msg, src, t)
@@ -68,7 +73,8 @@ class Network:
             self.meter.record(src, UP, t, len(frame), type(msg).__name__)
             self.meter.record(d, DOWN, t, len(frame), None)
             self.peer_bytes += len(frame)
-            out.append(SM.decode(frame)[0])
+            with views.receiving(d):
+                out.append(SM.decode(frame)[0])
         return out
 
 
@@ -135,23 +141,23 @@ class LocalParties:
 
     def product(self, l, i, to_holder, to_helper, to_peer, t):
         """Party l's feature i times every other party k's block, under the Beaver product
-        (``Dealer.routed_triples``): l sends z = a_j + v to every k, and the share with k's
-        noise comes from k's helper h(k): l itself for the block it helps (``to_holder``), the
-        party h(k) for the others (``to_helper``)."""
+        (``Dealer.routed_triples``): l sends each k its own masked column z_k = a_j + v_k, and
+        the share with k's noise comes from k's helper h(k): l itself for the block it helps
+        (a ``TripleToHolder`` in ``to_holder``), the party h(k) for the others
+        (``to_helper``; l then has v_k's key alone, a ``VectorKey``)."""
         net, K = self.net, len(self.parties)
-        others = sorted(set(to_holder) | set(to_helper))
         holder = self.parties[l]
         triples = {k: net.down(l, to_holder[k], t) for k in sorted(to_holder)}
-        z, shares = holder.holder_messages(i, triples)
-        zs = net.peer(l, others, z, t)
+        zs, shares = holder.holder_messages(i, triples)
+        zk = {k: net.peer(l, [k], zs[k], t)[0] for k in sorted(zs)}
         res = {k: net.peer(l, [k], shares[k], t)[0] for k in sorted(shares)}
         for k in sorted(to_helper):
             h = block_helper(k, K)
             tr = net.down(h, to_helper[k], t)
             res[k] = net.peer(h, [k], self.parties[h].helper_share(tr), t)[0]
-        for k, zk in zip(others, zs):
+        for k in sorted(zk):
             tp = net.down(k, to_peer[k], t)
-            self.parties[k].peer_output(zk, tp, res[k])
+            self.parties[k].peer_output(zk[k], tp, res[k])
 
     def ledgers(self):
         return [None if p.budget is None else p.budget.ledger for p in self.parties]

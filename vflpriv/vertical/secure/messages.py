@@ -35,9 +35,16 @@ Type codes start at 32 so that a frame of one protocol is never parsed as the ot
     50   TripleToHelper server -> h(k)    holder l u16, recipient k u16, local index u32,
                                           AES key of v 16 B, then p_k uint64 (W_k - w_k):
                                           TripleToHolder for a helper h(k) != l             24 + 8 p_k
+    52   VectorKey      server -> l       recipient k u16, local index u32, AES key of the
+                                          vector mask v_k 16 B, for a block k whose helper
+                                          h(k) is another party (l masks its column for k
+                                          with v_k: one mask per peer, never shared)        22
 
 h(k) = (k + 1) mod K is block k's helper (``beaver.block_helper``): the one party that receives
-E_k and computes h(k)'s share, with k's noise, of every product with k's block (least squares).
+E_k and computes h(k)'s share, with k's noise, of every product with k's block (least squares
+and the ssp path).  Each peer k of a product gets its own masked column a_j + v_k: the key of
+v_k goes to the holder and to h(k) only, so a helper that is also a peer of the product holds
+the key of another peer's mask, never of its own (``beaver.py``; docs/sensitivity.md 4.5).
 
 The intercept (``fit_intercept``): b = (sum y - sum_k s_k^T x_k) / n from the noisy sums of
 type 48 (public once released), clipped to [-B_b, B_b]; sent with the selections each round.
@@ -242,6 +249,27 @@ class TripleToHelper:
 
 
 @dataclass
+class VectorKey:
+    """server -> the holder l: the key of the vector mask v_k of peer k's masked column, for a
+    block k whose helper is another party (that helper gets the same key in its
+    ``TripleToHelper``; the block l helps comes with its ``TripleToHolder``)."""
+    peer: int
+    index: int
+    v_key: bytes
+    TYPE = 52
+    _S = struct.Struct("<HI16s")
+
+    def payload(self):
+        return self._S.pack(self.peer, self.index, self.v_key)
+
+    @classmethod
+    def parse(cls, b):
+        if len(b) != cls._S.size:
+            raise InputError(f"a VectorKey payload of {len(b)} bytes is malformed")
+        return cls(*cls._S.unpack(b))
+
+
+@dataclass
 class TripleToPeer:
     holder: int
     w_key: bytes
@@ -415,12 +443,19 @@ class GramPart:
 
 MESSAGE_TYPES = {c.TYPE: c for c in (SecureSetup, Selections, SecureIndex, MaskedBlock,
                                      TripleToHolder, TripleToPeer, MaskedVector, ResultShare,
-                                     TripleToHelper,
+                                     TripleToHelper, VectorKey,
                                      NewFeatures, MarginShare, MarginKey, MaskedFactors,
                                      FactorTriple, InterceptShare, SelectionsB,
                                      NoisySums, Coefficients, GramPart)}
 
 
 def decode(frame: bytes):
-    """``(message, party, round)``; InputError on a malformed frame."""
-    return decode_frame(frame, MESSAGE_TYPES, "secure-protocol message")
+    """``(message, party, round)``; InputError on a malformed frame.  With the view log on
+    (``views.py``, tests only), the decoded message is logged as received by the current
+    receiver."""
+    out = decode_frame(frame, MESSAGE_TYPES, "secure-protocol message")
+    from . import views
+
+    if views.enabled():
+        views.received(out[0])
+    return out

@@ -54,6 +54,7 @@ from ..clipshare import warn_if_clipped
 from ..sketch import signed_argmax
 from ..transport import Meter
 from . import messages as SM
+from . import views
 from .beaver import block_helper, holder_shares, masked_block_chunks, peer_output
 from .local import LocalParties, Network  # noqa: F401  (the in-process link; re-exported)
 from .ring import Prg, decode, encode
@@ -355,7 +356,7 @@ class SecureParty:
         self._help_owed.discard(code)
         self._helped.add((int(l), int(i)))
 
-    def _share(self, l, i, k, v, w_share):
+    def _share(self, l, i, k, v, w_share, v_key=None):
         """h(k)'s share of A_k^T a_j for the holder l's feature i, with k's noise (exact
         discrete Gaussian at the product's scale, sensitivity.md 4.9) from this party's own
         generator: k never sees the reconstructed value without it."""
@@ -364,27 +365,39 @@ class SecureParty:
         s = holder_shares(self.masked[k], v, w_share)
         if self.private and self.sigma > 0:
             s = s + ring_noise(self.rng, self.sigma, 2 * self.f, s.shape[0])
+        if views.enabled():          # with z_k, the two parts of k's product (views.py)
+            views.masked(s, [views.mask_id(v_key)], ("product", int(l), int(i), int(k)))
         return SM.ResultShare(l, i, s)
 
     # -- secure product, helper side (h(k) != l: the helper of k's block) ---------------------
     def helper_share(self, tr: SM.TripleToHelper):
-        """h(k)'s ResultShare for k of the holder's feature: -E_k^T v - (W_k - w_k) + noise."""
+        """h(k)'s ResultShare for k of the holder's feature: -E_k^T v_k - (W_k - w_k) + noise."""
         if tr.peer != self.helpee or tr.holder in (self.k, tr.peer) or tr.holder >= self.K:
             raise InputError(f"party {self.k} helps only party {self.helpee}'s block, for "
                              f"another party's column (asked: party {tr.peer}'s, for party "
                              f"{tr.holder}'s)")
         self._gate_help(tr.holder, tr.index)
         return self._share(tr.holder, tr.index, tr.peer, Prg(tr.v_key).uint64(self.n),
-                           tr.share)
+                           tr.share, tr.v_key)
 
     # -- secure product, holder side (party l holds the selected column a_j) ------------------
     def holder_messages(self, i, triples):
-        """``triples``: {k: TripleToHolder} for the blocks this party helps (its helpee).
-        Returns (MaskedVector for every other party, {k: ResultShare}).  The noise for k is
-        added to the helper's share (l never sees the reconstructed value)."""
+        """``triples``: {k: TripleToHolder or VectorKey}, one per peer k of the product
+        (``Dealer.routed_triples``): the key of k's own vector mask v_k, and for the block this
+        party helps (its helpee) the dealer's share.  Returns ({k: MaskedVector a_j + v_k},
+        {k: ResultShare} for the helped block).  The noise for k is added to the helper's share
+        (l never sees the reconstructed value)."""
         if not triples:
             raise InputError(f"party {self.k}: no triple came with the request for feature {i} "
-                             "(the key of its vector mask comes with it)")
+                             "(the keys of its vector masks come with it)")
+        keys = [t.v_key for t in triples.values()]
+        if len(set(keys)) != len(keys):
+            # one mask for two peers would let a helper that is also a peer unmask the column
+            raise InputError(f"party {self.k}: the dealer sent one vector mask for two peers "
+                             f"of feature {i}; each peer's masked column needs its own")
+        if any(t.index != i for t in triples.values()):
+            raise InputError(f"party {self.k}: a vector mask for another feature came with "
+                             f"the request for feature {i}")
         self._gate_release(i)
         if i == SM.LABEL_INDEX:
             if self.y is None:
@@ -394,13 +407,16 @@ class SecureParty:
             col = np.zeros(self.n, dtype=np.uint64)
             a = self.A_csc[:, i]
             col[a.indices] = encode(a.data, self.f)
-        keys = {t.v_key for t in triples.values()}
-        if len(keys) != 1:
-            raise InputError("the dealer sent different vector masks for one feature")
-        v = Prg(keys.pop()).uint64(self.n)
-        z = SM.MaskedVector(self.k, i, col + v)
-        shares = {k: self._share(self.k, i, k, v, tr.share) for k, tr in triples.items()}
-        return z, shares
+        zs, shares = {}, {}
+        for k in sorted(triples):
+            tr = triples[k]
+            v = Prg(tr.v_key).uint64(self.n)
+            zs[k] = SM.MaskedVector(self.k, i, col + v)
+            if views.enabled():
+                views.masked(zs[k].z, [views.mask_id(tr.v_key)], ("product", self.k, int(i), k))
+            if isinstance(tr, SM.TripleToHolder):    # the block it helps (it holds E_k)
+                shares[k] = self._share(self.k, i, k, v, tr.share, tr.v_key)
+        return zs, shares
 
     # -- secure product, peer side (party k holds the block) ----------------------------------
     def peer_output(self, z: SM.MaskedVector, tr: SM.TripleToPeer, res: SM.ResultShare):

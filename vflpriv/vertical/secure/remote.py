@@ -161,9 +161,12 @@ class SecurePartyRole(SecureSaves, PartyRole):
             entries = unpack_bundle(frame)
             i = struct.unpack("<I", entries[0][1])[0]
             triples = {q: SM.decode(b)[0] for q, b in entries[1:]}
-            z, shares = p.holder_messages(i, triples)
-            zf = SM.encode(z, self.k, t)
-            out = [(q, ch.seal(q, "MaskedVector", t, zf)) for q in self._z_receivers(i)]
+            if set(triples) != set(self._z_receivers(i)):
+                raise Refused(f"party {self.k}: asked to mask feature {i} for parties "
+                              f"{sorted(triples)}; it sends it to {self._z_receivers(i)} only")
+            zs, shares = p.holder_messages(i, triples)
+            out = [(q, ch.seal(q, "MaskedVector", t, SM.encode(zs[q], self.k, t)))
+                   for q in sorted(zs)]
             out += [(q, ch.seal(q, "ResultShare", t, SM.encode(shares[q], self.k, t)))
                     for q in sorted(shares)]
             return "bundle", pack_bundle(out)
@@ -391,22 +394,23 @@ class LinkParties:
         return out
 
     def product(self, l, i, to_holder, to_helper, to_peer, t):
-        """As :meth:`.local.LocalParties.product`: one exchange asks the holder l (its masked
-        column for every other party, the share for the block it helps) and, at once, the
-        helper h(k) of every other block (its share for k); a second hands each k its triple,
-        z and its helper's share."""
-        others = sorted(set(to_holder) | set(to_helper))
-        helper = {k: (l if k in to_holder else block_helper(k, self.K)) for k in others}
+        """As :meth:`.local.LocalParties.product`: one exchange asks the holder l (each peer's
+        own masked column, the share for the block it helps) and, at once, the helper h(k) of
+        every other block (its share for k); a second hands each k its triple, z_k and its
+        helper's share."""
+        others = sorted(to_holder)            # every peer: its mask's key goes to the holder
+        own = [k for k in others if isinstance(to_holder[k], SM.TripleToHolder)]
+        helper = {k: (l if k in own else block_helper(k, self.K)) for k in others}
         entries = [(l, struct.pack("<I", int(i)))] + \
-            [(k, self._down(l, to_holder[k], t)) for k in sorted(to_holder)]
+            [(k, self._down(l, to_holder[k], t)) for k in others]
         reqs = [(l, pack_bundle(entries), "holder")] + \
             [(helper[k], self._down(helper[k], to_helper[k], t), "helper")
              for k in sorted(to_helper)]
         replies = self.link.exchange(reqs, t)
         got = unpack_bundle(replies[0])
-        if len(got) != len(others) + len(to_holder):
+        if len(got) != len(others) + len(own):
             raise InputError(f"party {l} answered {len(got)} messages for feature {i}, not "
-                             f"{len(others) + len(to_holder)}")
+                             f"{len(others) + len(own)}")
         z = dict(got[:len(others)])
         r = dict(got[len(others):])
         for k, reply in zip(sorted(to_helper), replies[1:]):

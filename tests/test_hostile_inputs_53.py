@@ -206,3 +206,82 @@ def test_predict_json_into_the_models_own_manifest_refused(tmp_path, capsys):
             "--json", "inside --model")
     refused(argv + ["--json", str(model / "scores.json")], capsys, tmp_path, "inside --model")
     assert main(argv + ["--json", str(tmp_path / "scores.json")]) == 0
+
+
+# -- 5, 7. party tables: repeated headers refused, IDs read as text ---------------------------
+
+def _write(tp, name, text):
+    p = tp / name
+    p.write_text(text)
+    return str(p)
+
+
+def _two_party_files(tp, label_header="id,a0,a1,a2,y", label_extra="", ids=None, n=40):
+    rng = np.random.default_rng(1)
+    ids = ids or [f"p{i}" for i in range(n)]
+    rows0 = [label_header]
+    rows1 = ["id,b0,b1"]
+    for i, pid in enumerate(ids):
+        y = int(rng.random() < 0.5)
+        rows0.append(f"{pid},{rng.normal():.3f},{rng.normal():.3f},{rng.normal():.3f},{y}"
+                     + (f",{1 - y}" if label_extra else ""))
+        rows1.append(f"{pid},{rng.normal():.3f},{rng.normal():.3f}")
+    return (_write(tp, "p0.csv", "\n".join(rows0) + "\n"),
+            _write(tp, "p1.csv", "\n".join(rows1) + "\n"))
+
+
+PARTY_RUN = ["run", "--id", "id", "--label", "y", "--algorithm", "fw", "--loss", "logistic",
+             "--iterations", "3", "--quiet"]
+
+
+def test_repeated_header_in_a_party_table_refused(tmp_path, capsys):
+    """Issue 53 case 5: header `id,a0,a1,a2,y,y` trained on the second label column as a
+    feature `y.1` (pandas renames repeated headers, so no duplicate check fired)."""
+    p0, p1 = _two_party_files(tmp_path, "id,a0,a1,a2,y,y", label_extra="y")
+    refused(PARTY_RUN + ["--party-data", f"0={p0}", "--party-data", f"1={p1}"], capsys,
+            tmp_path, "p0.csv", "'y' twice")
+    from vflpriv.align import read_party_table
+    from vflpriv.errors import InputError
+
+    with pytest.raises(InputError, match="'y' twice"):
+        read_party_table(0, p0, "id", "y")
+
+
+def test_flower_schema_lists_the_header_as_written(tmp_path, capsys):
+    """`flower schema` listed a column `a0.1` the file does not have; now the repeated name is
+    refused, and a file without one is listed as spelled."""
+    pytest.importorskip("flwr")
+    bad = _write(tmp_path, "bad.csv", "id,a0,a0,y\nx,1,2,1\n")
+    refused(["flower", "schema", "--party-data", bad, "--id", "id", "--json",
+             str(tmp_path / "s.json")], capsys, tmp_path, "'a0' twice")
+    good = _write(tmp_path, "good.csv", "id,a0,a0.1,y\nx,1,2,1\n")
+    assert main(["flower", "schema", "--party-data", good, "--id", "id", "--label", "y",
+                 "--json", str(tmp_path / "s.json")]) == 0
+    assert json.loads((tmp_path / "s.json").read_text())["columns"] == ["a0", "a0.1"]
+
+
+def test_ids_are_text_na_is_an_id(tmp_path):
+    """Issue 53 case 7: the ID `NA` (a country code) was refused as empty; `null`, `NaN`, `007`
+    are IDs as written; an empty ID is still refused; a feature's NA is still missing."""
+    from vflpriv.align import read_party_table
+    from vflpriv.errors import InputError
+
+    p = _write(tmp_path, "t.csv", "id,a,y\nNA,1,1\nnull,2,0\nNaN,3,1\n007,4,0\n7,5,1\n")
+    t = read_party_table(0, p, "id", "y")
+    assert t.ids == ["NA", "null", "NaN", "007", "7"]
+    assert t.X[:, 0].tolist() == [1, 2, 3, 4, 5]
+    with pytest.raises(InputError, match="empty at row 1"):
+        read_party_table(0, _write(tmp_path, "e.csv", "id,a\nx,1\n,2\n"), "id")
+    with pytest.raises(InputError, match="'a' has a non-finite or empty value at row 1"):
+        read_party_table(0, _write(tmp_path, "f.csv", "id,a\nx,1\nNA,NA\n"), "id")
+
+
+def test_country_code_ids_align(tmp_path, capsys):
+    """End to end: parties keyed by country codes, Namibia's `NA` among them, align and train."""
+    codes = ["NA", "DE", "FR", "IT", "ES", "PT", "NL", "BE", "AT", "CH"] * 4
+    codes = [f"{c}{i // 10}" if i >= 10 else c for i, c in enumerate(codes)]
+    p0, p1 = _two_party_files(tmp_path, ids=codes)
+    js = tmp_path / "r.json"
+    assert main(PARTY_RUN + ["--party-data", f"0={p0}", "--party-data", f"1={p1}", "--json",
+                             str(js)]) == 0, capsys.readouterr().err
+    assert json.loads(js.read_text())["alignment"]["intersection_size"] == 40

@@ -20,27 +20,11 @@ FORMAT = "vflpriv-party-schema/1"
 
 
 def header_columns(path) -> list:
-    """The column names of a CSV, TSV or parquet file, from its header alone."""
-    from ..data.files import regular_file
+    """The column names of a CSV, TSV or parquet file, from its header alone, as it spells them
+    (a repeated name refused: :func:`vflpriv.align.tables.header_columns`, the one reader)."""
+    from .tables import header_columns as read_header
 
-    regular_file(path, "--party-data file")
-    low = str(path).lower()
-    try:
-        if low.endswith(".parquet"):
-            try:
-                import pyarrow.parquet as pq
-            except ImportError as exc:
-                raise InputError(f"reading {path!r} needs a parquet engine: pip install "
-                                 f"'vflpriv[parquet]' (pyarrow; {exc})") from None
-            return [str(c) for c in pq.read_schema(path).names]
-        import pandas as pd
-
-        return [str(c) for c in pd.read_csv(path, sep="\t" if low.endswith(".tsv") else ",",
-                                             nrows=0).columns]
-    except InputError:
-        raise
-    except Exception as exc:         # pandas/pyarrow raise many types for a malformed file
-        raise InputError(f"--party-data file {path!r} cannot be read as a table: {exc}") from None
+    return read_header(path)
 
 
 def file_schema(path, id_column, label=None) -> dict:

@@ -4,7 +4,9 @@ A consortium never pools its tables (issue 31): each party reads only its own fi
 are matched by private set intersection (:mod:`.psi`).  Everything that can be wrong with a file
 is found here, before the protocol starts and before any release: a missing or empty file, an
 ID column that is missing or has empty values, duplicate IDs (an ID must name one person), a
-feature column that is not numeric or not finite, a label column that is missing.
+column name repeated in the header, a feature column that is not numeric or not finite, a label
+column that is missing.  IDs are read as text, as written (``NA`` is a country code, not a
+missing value).
 """
 from __future__ import annotations
 
@@ -59,26 +61,63 @@ def parse_party_data(specs, option="--party-data") -> dict:
     return dict(sorted(out.items()))
 
 
-def _frame(path, id_column):
-    import pandas as pd
+#: what pandas reads as missing by default (its documented list): kept for the feature and
+#: label columns, never for the ID column, where ``NA`` (Namibia) or ``null`` is a name
+NA_TEXT = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
+           "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null")
 
+
+def _sep(path):
+    return "\t" if str(path).lower().endswith(".tsv") else ","
+
+
+def header_columns(path, what="--party-data file") -> list:
+    """The column names of a CSV, TSV or parquet file as its header spells them, from the header
+    alone, a repeated name refused: pandas renames a repeated header (``y, y`` -> ``y, y.1``),
+    so a check on its columns never fires, and a second label column became a feature.  The
+    one reader of a party table's header (:func:`read_party_table`, ``flower schema``)."""
     from ..data.files import regular_file
 
-    regular_file(path, "--party-data file")
-    low = str(path).lower()
+    regular_file(path, what)
     try:
-        if low.endswith(".parquet"):
+        if str(path).lower().endswith(".parquet"):
             try:
-                import pyarrow  # noqa: F401
+                import pyarrow.parquet as pq
             except ImportError as exc:
                 raise InputError(f"reading {path!r} needs a parquet engine: pip install "
                                  f"'vflpriv[parquet]' (pyarrow; {exc})") from None
-            return pd.read_parquet(path)
-        # the IDs as text: "007" and "7" are different people, and no ID is rounded
-        return pd.read_csv(path, sep="\t" if low.endswith(".tsv") else ",",
-                           dtype={id_column: str}, keep_default_na=True)
+            cols = [str(c) for c in pq.read_schema(path).names]
+        else:
+            import pandas as pd
+
+            row = pd.read_csv(path, sep=_sep(path), header=None, nrows=1, dtype=str,
+                              keep_default_na=False)
+            cols = [str(c) for c in row.iloc[0].tolist()] if row.shape[0] else []
     except InputError:
         raise
+    except Exception as exc:         # pandas/pyarrow raise many types for a malformed file
+        raise InputError(f"{what} {path!r} cannot be read as a table: {exc}") from None
+    seen = set()
+    for c in cols:
+        if c in seen:
+            raise InputError(f"{what} {path!r} has the column {c!r} twice in its header (a "
+                             "column name must name one column)")
+        seen.add(c)
+    return cols
+
+
+def _frame(path, id_column):
+    import pandas as pd
+
+    cols = header_columns(path)
+    try:
+        if str(path).lower().endswith(".parquet"):
+            return pd.read_parquet(path)
+        # the IDs as text, as written: "007" and "7" are different people, no ID is rounded,
+        # and "NA" or "null" is an ID like any other (an empty one is refused by _ids)
+        return pd.read_csv(path, sep=_sep(path), dtype={id_column: str},
+                           keep_default_na=False,
+                           na_values={c: list(NA_TEXT) for c in cols if c != id_column})
     except Exception as exc:         # pandas/pyarrow raise many types for a malformed file
         raise InputError(f"--party-data file {path!r} cannot be read as a table: {exc}") from None
 
@@ -87,8 +126,10 @@ def _ids(df, path, id_column):
     import pandas as pd
 
     col = df[id_column]
-    if col.isna().any():
-        row = int(np.flatnonzero(col.isna().to_numpy())[0])
+    empty = col.isna().to_numpy() | np.array([isinstance(v, str) and not v.strip()
+                                              for v in col.tolist()], dtype=bool)
+    if empty.any():
+        row = int(np.flatnonzero(empty)[0])
         raise InputError(f"--party-data file {path!r}: ID column {id_column!r} is empty at "
                          f"row {row}")
     if pd.api.types.is_float_dtype(col):

@@ -51,6 +51,7 @@ from ...noise.discrete import ring_noise
 from ..clipshare import warn_if_clipped
 from ..sketch import signed_argmax
 from . import messages as SM
+from . import views
 from .beaver import holder_shares, masked_block_chunks, peer_output
 from .fourier import MIN_FACTOR_BITS, SigmoidSeries, unit_factors  # noqa: F401
 from .protocol import CHUNK_ROWS, clip_block
@@ -202,7 +203,10 @@ class GlmParty:
         """(to L, to H) for a party outside {L, H}."""
         key = self.keys.key("margin")
         r = Prg(key).uint64(self.n)
-        return SM.MarginShare(self.own_margin() - r), SM.MarginKey(key)
+        share = self.own_margin() - r
+        if views.enabled():
+            views.masked(share, [views.mask_id(key)])
+        return SM.MarginShare(share), SM.MarginKey(key)
 
     # -- step 2: derivative shares --------------------------------------------------------------
     def factors(self, share):
@@ -217,7 +221,10 @@ class GlmParty:
         w = prg.uint64(n)
         cr, ci = self.factors(share)
         self._pending = (r, w)
-        return SM.MaskedFactors(J, np.concatenate([cr, ci]) + r)
+        words = np.concatenate([cr, ci]) + r
+        if views.enabled():            # r and w are two parts of one key's stream
+            views.masked(words, [views.mask_id(triple.key, "r")])
+        return SM.MaskedFactors(J, words)
 
     def label_share(self, theirs: SM.MaskedFactors):
         """d_L = -sum_j b_j (r_j . (ci_H + v_j) + r'_j . (cr_H + v'_j)) + w + S/2 - S y01."""
@@ -236,7 +243,10 @@ class GlmParty:
         cr, ci = self.factors(share)
         self._pending = (cr, ci, triple.correction)
         # H sends (ci_H + v, cr_H + v'): the factors L's (cr_L, ci_L) multiply
-        return SM.MaskedFactors(J, np.concatenate([ci, cr]) + v)
+        words = np.concatenate([ci, cr]) + v
+        if views.enabled():
+            views.masked(words, [views.mask_id(triple.key)])
+        return SM.MaskedFactors(J, words)
 
     def helper_share(self, theirs: SM.MaskedFactors):
         """d_H = sum_j b_j ((cr_L + r_j) . ci_H + (ci_L + r'_j) . cr_H) + correction."""
@@ -282,8 +292,10 @@ class GlmParty:
         keys = {t.v_key for t in triples.values()}
         if len(keys) != 1:
             raise InputError("the dealer sent different vector masks for one product")
-        v = Prg(keys.pop()).uint64(self.n)
-        z = SM.MaskedVector(self.k, triples[next(iter(triples))].index, vec + v)
+        v_key = next(iter(triples.values())).v_key
+        v = Prg(v_key).uint64(self.n)
+        index = triples[next(iter(triples))].index
+        z = SM.MaskedVector(self.k, index, vec + v)
         shares = {}
         for k, tr in triples.items():
             s = holder_shares(self.masked[k], v, tr.share)
@@ -291,6 +303,10 @@ class GlmParty:
             if self.private and self.sigma > 0 and part > 0:
                 s = s + ring_noise(self.rng, self.sigma, self.ring.score_bits, s.shape[0], part)
             shares[k] = SM.ResultShare(self.k, tr.index, s)
+            if views.enabled():       # z and k's share: the two parts of k's product
+                tag = ("product", self.k, int(index), int(k))
+                views.masked(z.z, [views.mask_id(v_key)], tag)
+                views.masked(s, [views.mask_id(v_key)], tag)
         return z, shares
 
     def scores(self, own_share, products):
@@ -432,4 +448,7 @@ def _factor_correction(kL, kH, series, n):
     w = pl.uint64(n)
     v = Prg(kH).uint64(2 * J * n).reshape(2 * J, n)
     b = _u(series.coefficients)[:, None]
-    return (b * (r[:J] * v[:J] + r[J:] * v[J:])).sum(axis=0, dtype=np.uint64) - w
+    corr = (b * (r[:J] * v[:J] + r[J:] * v[J:])).sum(axis=0, dtype=np.uint64) - w
+    if views.enabled():
+        views.masked(corr, [views.mask_id(kL, "w")])
+    return corr

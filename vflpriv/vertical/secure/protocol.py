@@ -123,6 +123,15 @@ def prepare_block(A_k, y, *, frac, private, feature_bound=None, label_bound=None
     return PreparedBlock(A_fx=A_fx, A_csc=A.tocsc(), y=y, n=int(n), p=int(p))
 
 
+def check_distinct_masks(k, i, triples):
+    """The holder's refusal of a request whose peers share a vector mask: one mask for two
+    peers would let a peer that helps the other's block unmask the column (``beaver.py``)."""
+    keys = [t.v_key for t in triples.values()]
+    if len(set(keys)) != len(keys):
+        raise InputError(f"party {k}: the dealer sent one vector mask for two peers of feature "
+                         f"{i}; each peer's masked column needs its own")
+
+
 class SecureParty:
     """One data holder: its block (clipped when private), the labels, its noise generator, the
     masked block of the party whose helper it is (party k - 1 mod K: ``beaver.block_helper``)
@@ -390,11 +399,7 @@ class SecureParty:
         if not triples:
             raise InputError(f"party {self.k}: no triple came with the request for feature {i} "
                              "(the keys of its vector masks come with it)")
-        keys = [t.v_key for t in triples.values()]
-        if len(set(keys)) != len(keys):
-            # one mask for two peers would let a helper that is also a peer unmask the column
-            raise InputError(f"party {self.k}: the dealer sent one vector mask for two peers "
-                             f"of feature {i}; each peer's masked column needs its own")
+        check_distinct_masks(self.k, i, triples)
         if any(t.index != i for t in triples.values()):
             raise InputError(f"party {self.k}: a vector mask for another feature came with "
                              f"the request for feature {i}")

@@ -88,19 +88,24 @@ def received(msg):
         return
     from dataclasses import fields
 
-    arrays, keys, data = {}, [], {}
+    arrays, keys, data, ints, shapes = {}, [], {}, {}, {}
     name = type(msg).__name__
     for f in fields(msg):
         v = getattr(msg, f.name)
         if isinstance(v, (bytes, bytearray)) and f.name.endswith("key"):
             keys.append(bytes(v).hex())
         elif isinstance(v, np.ndarray) and v.dtype.itemsize == 8:
+            if v.size == 0:
+                continue                  # an empty part (L's FactorTriple has no correction)
             arrays[f.name] = digest(v)
             if name in _KEEP_WORDS:
                 data[f.name] = [str(int(w)) for w in np.asarray(v).view(np.uint64).ravel()]
+                shapes[f.name] = list(v.shape)
+        elif isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+            ints[f.name] = int(v)
     who = _receiver.get()
     entry = {"e": "recv", "who": who, "type": name, "arrays": arrays, "keys": keys,
-             "data": data}
+             "data": data, "shapes": shapes, "ints": ints}
     if name == "MaskedBlock":
         entry["row"] = int(msg.row)
     _write(entry)

@@ -1,0 +1,131 @@
+"""The view audit of the secure paths (``vflpriv audit views``; tests/test_secure_views.py).
+
+A run of a secure path with the view log on (``vflpriv.vertical.secure.views``) records every
+message each party and the server decodes, and, at the senders, which masks blind each array
+that travels.  :func:`findings` reads the log and checks, for every receiver:
+
+1. every array it receives is known to the log (a masked value whose masks were recorded), or
+   belongs to a DP release or a public message (``RELEASES``, ``PUBLIC``);
+2. every masked value it receives is blinded by at least one mask whose key it never receives;
+3. no such mask blinds two values it receives, unless those values are the two parts of one
+   product whose output is addressed to it (the masked vector z_k and its result share, which
+   reconstruct A_k^T a_j + noise, its release);
+4. the server receives releases and public messages only.
+
+A finding is a sentence naming the receiver, the message and the mask; an empty list passes.
+:func:`run_logged` runs one path with the log on and returns ``(masks, receipts)``.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from collections import defaultdict
+
+import numpy as np
+
+#: messages that carry DP releases (to the server, or InterceptShare to the label party)
+RELEASES = {"SecureIndex", "NoisySums", "GramPart", "Coefficients", "InterceptShare"}
+#: public messages and messages that carry only keys (checked by what keys they hand out)
+PUBLIC = {"SecureSetup", "Selections", "SelectionsB", "NewFeatures", "TripleToPeer",
+          "VectorKey", "MarginKey"}
+
+PATHS = ("squares", "ssp", "glm")
+
+
+def findings(masks, receipts):
+    """The view checks above over one run's log; a list of sentences (empty: all hold)."""
+    out = []
+    by = defaultdict(list)
+    for e in receipts:
+        by[e["who"]].append(e)
+    for who, es in sorted(by.items(), key=lambda kv: str(kv[0])):
+        name = "the server" if who == "server" else f"party {who}"
+        held = {k for e in es for k in e["keys"]}
+        blinded = defaultdict(set)
+        tags = {}
+        for e in es:
+            if who == "server" and e["type"] not in RELEASES | PUBLIC:
+                out.append(f"{name} received a {e['type']}, which is neither a release nor "
+                           "public")
+            if e["type"] in RELEASES:
+                continue
+            for field, h in e["arrays"].items():
+                ann = masks.get(h)
+                if not ann:
+                    out.append(f"{name} received {e['type']}.{field}, a value no sender "
+                               "recorded as masked")
+                    continue
+                ms = {m for mm, _ in ann for m in mm}
+                free = {m for m in ms if m.split(":")[0] not in held}
+                if not free:
+                    out.append(f"{name} holds the key of every mask on the {e['type']}.{field} "
+                               f"it received ({sorted(ms)[0][:12]}...)")
+                for m in free:
+                    blinded[m].add(h)
+                tags[h] = {tag for _, tag in ann if tag is not None}
+        for m, hs in blinded.items():
+            if len(hs) < 2:
+                continue
+            common = set.intersection(*(tags[h] for h in hs))
+            if not any(t[0] == "product" and t[-1] == who for t in common):
+                out.append(f"{name} received {len(hs)} values blinded by one mask "
+                           f"({m[:12]}...) that are not the two parts of its own product: "
+                           "their difference would unmask them")
+    return out
+
+
+def received_keys(receipts, who):
+    return {k for e in receipts if e["who"] == who for k in e["keys"]}
+
+
+def classification(n, K, seed, d_per=2, label01=False):
+    """A small table: n rows, K blocks of ``d_per`` columns each (or the sizes ``d_per`` as a
+    list), entries in [-1, 1], labels +-1 from a planted model (or in [-1, 1] for least
+    squares, ``label01=False`` keeps +-1)."""
+    from ..data import VerticalData
+
+    sizes = list(d_per) if isinstance(d_per, (list, tuple)) else [int(d_per)] * int(K)
+    d = int(sum(sizes))
+    rng = np.random.default_rng(seed)
+    A = rng.uniform(-1, 1, size=(n, d))
+    w = rng.normal(size=d)
+    y = np.where(rng.uniform(size=n) < 1 / (1 + np.exp(-A @ w)), 1.0, -1.0)
+    ends = np.cumsum([0] + sizes)
+    blocks = [list(range(ends[k], ends[k + 1])) for k in range(len(sizes))]
+    return VerticalData(A, y, blocks)
+
+
+def run_kwargs(path, L, seed=0, iterations=3):
+    """The ``solve`` options of one private run of ``path`` with the label at party ``L``."""
+    kw = dict(algorithm="dp-bcfw-secure", label_party=int(L), epsilon=1.0, delta=1e-6,
+              feature_bound=1.0, label_bound=1.0, seed=seed)
+    if path == "squares":
+        kw.update(loss="squared", iterations=iterations, eta=1.0)
+    else:
+        kw.update(loss="logistic", logistic_path=path)
+        if path == "glm":
+            kw.update(iterations=iterations, eta=1.0)
+    return kw
+
+
+def run_logged(data, path, L, backend="inprocess", seed=0, iterations=3, folder=None):
+    """Run ``path`` on ``data`` with the view log on; ``(masks, receipts)``.  ``folder``: where
+    the log goes (a fresh temporary folder by default)."""
+    import warnings
+
+    from ..vertical import solve
+    from ..vertical.secure import views
+
+    folder = folder or tempfile.mkdtemp(prefix="vflpriv-views-")
+    old = os.environ.get(views.ENV)
+    os.environ[views.ENV] = folder
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            solve(data, backend=backend, **run_kwargs(path, L, seed, iterations))
+    finally:
+        if old is None:
+            os.environ.pop(views.ENV, None)
+        else:
+            os.environ[views.ENV] = old
+    return views.read(folder)

@@ -285,3 +285,85 @@ def test_country_code_ids_align(tmp_path, capsys):
     assert main(PARTY_RUN + ["--party-data", f"0={p0}", "--party-data", f"1={p1}", "--json",
                              str(js)]) == 0, capsys.readouterr().err
     assert json.loads(js.read_text())["alignment"]["intersection_size"] == 40
+
+
+# -- 6. model files: one checked reader, in process and deployed -----------------------------
+
+def _edit(path, fn):
+    body = json.loads(path.read_text())
+    body = fn(body)
+    path.write_text(json.dumps(body) if not isinstance(body, str) else body)
+
+
+def _set(key, value, at=None):
+    def fn(b):
+        (b if at is None else at(b))[key] = value
+        return b
+    return fn
+
+
+MODEL_EDITS = [
+    # (id, file, edit, words the one-line refusal names)
+    ("non-label-intercept", "party1.json", _set("intercept", 100), ["party 1", "intercept",
+                                                                      "not the label party"]),
+    ("nan-intercept", "party0.json", _set("intercept", float("nan")), ["intercept", "nan"]),
+    ("inf-intercept", "party0.json", _set("intercept", float("inf")), ["intercept", "inf"]),
+    ("bool-intercept", "party0.json", _set("intercept", True), ["intercept", "True"]),
+    ("null-intercept", "party0.json", _set("intercept", None), ["intercept", "None"]),
+    ("text-coef", "party0.json", _set("coef", ["a", 1.0]), ["coefficient 0", "'a'"]),
+    ("nested-coef", "party1.json", _set("coef", [[1.0], 1.0]), ["coefficient 0"]),
+    ("manifest-a-list", "manifest.json", lambda b: [b], ["manifest format"]),
+    ("party-not-a-dict", "party0.json", lambda b: [b], ["does not hold party 0"]),
+    ("manifest-entry-without-file", "manifest.json",
+     lambda b: {**b, "parties": [{k: v for k, v in e.items() if k != "file"}
+                                 for e in b["parties"]]}, ["parties 0..K-1"]),
+    ("manifest-file-outside", "manifest.json",
+     lambda b: {**b, "parties": [dict(e, file="../" + e["file"]) for e in b["parties"]]},
+     ["parties 0..K-1"]),
+    ("manifest-label-party-text", "manifest.json", _set("label_party", "x"), ["label party"]),
+    ("manifest-label-party-bool", "manifest.json", _set("label_party", True), ["label party"]),
+    ("manifest-loss-unknown", "manifest.json", _set("loss", "hinge"), ["loss 'hinge'"]),
+    ("manifest-holder-other", "manifest.json", _set("intercept_holder", 1),
+     ["intercept holder"]),
+    ("manifest-column-twice", "manifest.json",
+     lambda b: {**b, "parties": [b["parties"][0], dict(b["parties"][1],
+                                                       columns=b["parties"][0]["columns"])]},
+     ["column 'f0'"]),
+    ("party-columns-other", "party1.json", _set("columns", ["f0", "f1"]), ["columns"]),
+    ("party-file-not-json", "party0.json", lambda b: "{not json", ["cannot be read"]),
+]
+
+
+@pytest.mark.parametrize("name, edit, words", [r[1:] for r in MODEL_EDITS],
+                         ids=[r[0] for r in MODEL_EDITS])
+def test_predict_refuses_a_bad_model_file(name, edit, words, tmp_path, capsys):
+    """Issue 53 case 6: a non-label party's intercept 100 shifted every score by ~+101, a NaN
+    or infinite intercept gave NaN scores with exit 0, and malformed manifests or party files
+    ended in tracebacks."""
+    argv, model, _ = _model_and_tables(tmp_path)
+    _edit(model / name, edit)
+    refused(argv + ["--json", str(tmp_path / "s.json")], capsys, tmp_path, *words)
+
+
+def test_deployed_party_reader_refuses_an_intercept_off_the_label_party(tmp_path):
+    """The deployed party reads its own file with the same reader: a non-label party's file
+    holding an intercept is refused there too, not silently ignored."""
+    from vflpriv.errors import InputError
+    from vflpriv.model.files import read_party_model
+
+    _, model, _ = _model_and_tables(tmp_path)
+    _edit(model / "party1.json", _set("intercept", 100))
+    with pytest.raises(InputError, match="not the label party"):
+        read_party_model(model / "party1.json", 1, ["f2", "f3"], intercept=False)
+
+
+def test_predict_scores_are_the_models_margins(tmp_path):
+    """The checked reader keeps a good model's scores: x.w + b on every row."""
+    argv, model, X = _model_and_tables(tmp_path)
+    js = tmp_path / "s.json"
+    assert main(argv + ["--json", str(js)]) == 0
+    out = json.loads(js.read_text())
+    w = np.concatenate([json.loads((model / f"party{k}.json").read_text())["coef"]
+                        for k in (0, 1)])
+    rows = [int(i[1:]) for i in out["ids"]]
+    np.testing.assert_allclose(out["scores"], X[rows] @ w + 0.25, atol=1e-8)

@@ -97,86 +97,111 @@ def _read_json(path, what):
         raise InputError(f"{what} {path!r} cannot be read: {exc}") from None
 
 
+#: the losses a split model may be written for (``vflpriv run --loss``)
+LOSSES = ("squared", "logistic", "smoothed-hinge")
+
+
+def _real(v) -> bool:
+    """A JSON number that is a real value (not a bool, not a string, finite)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
 def read_manifest(path) -> dict:
-    """The public manifest of the model in directory ``path``, checked: its format, at least
-    two parties numbered 0..K-1 each with a list of column names, a label party among them.
-    What a deployment's description is written from (the party files stay with the parties)."""
+    """The public manifest of the model in directory ``path``, checked: its format, a known
+    loss, at least two parties numbered 0..K-1 each with its own file name (a name in ``path``,
+    no folder) and a list of column names (no name held twice), a label party among them that
+    is also the intercept holder.  What :func:`read_split_model` (in process) and a
+    deployment's description are read from (the party files stay with the parties)."""
     if not os.path.isdir(str(path)):
         raise InputError(f"--model {str(path)!r} is not a directory written by --model-out")
     man = _read_json(os.path.join(path, MANIFEST), "--model manifest")
     if not isinstance(man, dict) or man.get("format") != FORMAT:
         got = man.get("format") if isinstance(man, dict) else None
         raise InputError(f"--model {str(path)!r}: manifest format {got!r} is not {FORMAT!r}")
+    if man.get("loss") not in LOSSES:
+        raise InputError(f"--model {str(path)!r}: the manifest's loss {man.get('loss')!r} is "
+                         f"not one of {', '.join(LOSSES)}")
     parties = man.get("parties")
     if not (isinstance(parties, list) and len(parties) >= 2 and all(
-            isinstance(e, dict) and e.get("party") == k and isinstance(e.get("file"), str)
+            isinstance(e, dict) and e.get("party") == k and not isinstance(e.get("party"), bool)
+            and isinstance(e.get("file"), str) and e["file"]
+            and os.path.basename(e["file"]) == e["file"] and e["file"] not in (".", "..")
             and isinstance(e.get("columns"), list) and e["columns"]
             and all(isinstance(c, str) for c in e["columns"]) for k, e in enumerate(parties))):
         raise InputError(f"--model {str(path)!r}: the manifest's parties are not a list of "
-                         "parties 0..K-1 (K >= 2) with their files and column names")
+                         "parties 0..K-1 (K >= 2) with their files (names in the model "
+                         "directory) and column names")
+    owner = {}
+    for e in parties:
+        for c in e["columns"]:
+            if c in owner:
+                raise InputError(f"--model {str(path)!r}: the manifest lists column {c!r} at "
+                                 f"party {owner[c]} and party {e['party']}")
+            owner[c] = e["party"]
     lp = man.get("label_party")
-    if not (isinstance(lp, int) and 0 <= lp < len(parties)):
+    if not (isinstance(lp, int) and not isinstance(lp, bool) and 0 <= lp < len(parties)):
         raise InputError(f"--model {str(path)!r}: the manifest's label party {lp!r} is not one "
                          f"of its parties 0..{len(parties) - 1}")
+    if man.get("intercept_holder", lp) != lp:
+        raise InputError(f"--model {str(path)!r}: the manifest's intercept holder "
+                         f"{man.get('intercept_holder')!r} is not its label party {lp}")
     return man
 
 
 def read_party_model(path, party: int, columns=None, intercept=False) -> dict:
     """Party ``party``'s own model file (``party<k>.json``): ``{"columns", "coef"}`` and, with
     ``intercept`` (the label party), ``"intercept"``; checked against the run's ``columns`` of
-    that party.  Each error names the file."""
+    that party: every coefficient a finite real number, the intercept a finite real number at
+    the label party and absent at every other party (an intercept there would shift every
+    score).  The one reader of a party's file, in process (:func:`read_split_model`) and
+    deployed (:mod:`.deployed`).  Each error names the file."""
     what = f"party {party}'s model file"
     body = _read_json(str(path), what)
     if not isinstance(body, dict):
         body = {}
     cols, coef = body.get("columns"), body.get("coef")
     if (body.get("format") != FORMAT or body.get("party") != party
+            or isinstance(body.get("party"), bool)
             or not isinstance(cols, list) or not isinstance(coef, list)
-            or len(cols) != len(coef)):
+            or len(cols) != len(coef) or not cols
+            or not all(isinstance(c, str) for c in cols)):
         raise InputError(f"{what} {str(path)!r} does not hold party {party}'s columns and "
                          f"coefficients ({FORMAT})")
+    bad = next((i for i, v in enumerate(coef) if not _real(v)), None)
+    if bad is not None:
+        raise InputError(f"{what} {str(path)!r}: coefficient {bad} ({cols[bad]!r}) is "
+                         f"{coef[bad]!r}, not a finite number")
     c = np.asarray(coef, dtype=np.float64)
-    if not np.all(np.isfinite(c)):
-        raise InputError(f"{what} {str(path)!r}: its coefficients are not finite")
-    if columns is not None and [str(x) for x in cols] != list(columns):
+    if columns is not None and list(cols) != list(columns):
         raise InputError(f"{what} {str(path)!r} holds the columns {cols[:8]}, not the model's "
                          f"columns of party {party} {list(columns)[:8]}")
-    out = {"columns": [str(x) for x in cols], "coef": c}
+    out = {"columns": list(cols), "coef": c}
+    b = body.get("intercept")
     if intercept:
-        b = body.get("intercept")
-        if not isinstance(b, (int, float)) or not math.isfinite(b):
+        if not _real(b):
             raise InputError(f"{what} {str(path)!r} (the label party's) has no finite "
-                             "intercept")
+                             f"intercept (got {b!r})")
         out["intercept"] = float(b)
+    elif "intercept" in body:
+        raise InputError(f"{what} {str(path)!r} holds an intercept ({b!r}), but party {party} "
+                         "is not the label party: only the label party holds the intercept")
     return out
 
 
 def read_split_model(path) -> SplitModel:
-    """The model in directory ``path`` (every file checked: format, party numbers, columns)."""
-    if not os.path.isdir(str(path)):
-        raise InputError(f"--model {str(path)!r} is not a directory written by --model-out")
-    man = _read_json(os.path.join(path, MANIFEST), "--model manifest")
-    if man.get("format") != FORMAT:
-        raise InputError(f"--model {str(path)!r}: manifest format {man.get('format')!r} is "
-                         f"not {FORMAT!r}")
+    """The model in directory ``path``: its manifest (:func:`read_manifest`) and every party's
+    file (:func:`read_party_model`, the reader a deployed party uses on its own file), each
+    checked: format, party numbers, the manifest's columns, finite numbers, the intercept at
+    the label party only."""
+    man = read_manifest(path)
+    lp = man["label_party"]
     columns, coef, intercept = [], [], None
-    for k, entry in enumerate(man.get("parties", [])):
-        body = _read_json(os.path.join(path, os.path.basename(entry["file"])),
-                          f"--model party file of party {k}")
-        if body.get("party") != k or len(body.get("coef", [])) != len(body.get("columns", [])):
-            raise InputError(f"--model {str(path)!r}: party file {entry['file']!r} does not "
-                             f"hold party {k}'s columns and coefficients")
-        c = np.asarray(body["coef"], dtype=np.float64)
-        if not np.all(np.isfinite(c)):
-            raise InputError(f"--model {str(path)!r}: party {k}'s coefficients are not finite")
-        columns.append([str(x) for x in body["columns"]])
-        coef.append(c)
-        if "intercept" in body:
-            intercept = float(body["intercept"])
-    if len(coef) < 2:
-        raise InputError(f"--model {str(path)!r}: the manifest lists {len(coef)} parties")
-    lp = int(man.get("label_party", 0))
-    if not 0 <= lp < len(coef) or intercept is None:
-        raise InputError(f"--model {str(path)!r}: the label party {lp} has no intercept file")
-    return SplitModel(loss=str(man.get("loss")), label_party=lp, columns=columns, coef=coef,
+    for k, entry in enumerate(man["parties"]):
+        m = read_party_model(os.path.join(path, entry["file"]), k, entry["columns"],
+                             intercept=k == lp)
+        columns.append(m["columns"])
+        coef.append(m["coef"])
+        if k == lp:
+            intercept = m["intercept"]
+    return SplitModel(loss=man["loss"], label_party=lp, columns=columns, coef=coef,
                       intercept=intercept, manifest=man)

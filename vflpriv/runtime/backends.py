@@ -16,6 +16,7 @@ import :mod:`vflpriv.flower` and ``import vflpriv`` never needs ``flwr``.
 from __future__ import annotations
 
 import importlib
+import os
 from dataclasses import dataclass
 
 from ..errors import InputError
@@ -85,6 +86,9 @@ class FlowerOptions:
     #: write the run description for separate machines into this folder instead of running
     #: (``vflpriv flower spec``; :mod:`.spec`)
     spec_dir: str | None = None
+    #: with ``spec_dir``: each party's identity fingerprint for a description with key
+    #: exchanges (dp-bcfw-secure), or unpinned (:class:`vflpriv.runtime.keys.Pinning`)
+    pinning: object = None
 
 
 ON_CLIENT_LOSS = ("stop", "continue")
@@ -125,6 +129,10 @@ def launch(backend, spec, party_configs, run_dir, *, progress=None, quiet=True) 
         return run_local(spec, party_configs, progress=progress)
     if backend not in HOSTS:
         raise InputError(f"no host for backend {backend!r}; known: local, {', '.join(HOSTS)}")
+    from ..vertical.secure import views
+
+    if views.enabled():      # tests only: parties in other processes log into the same folder
+        party_configs = [dict(c, **{"view-log": os.environ[views.ENV]}) for c in party_configs]
     return importlib.import_module(HOSTS[backend]).launch(backend, spec, party_configs, run_dir,
                                                 progress=progress, quiet=quiet)
 

@@ -53,13 +53,20 @@ def answer(build, cfg: dict, store: dict, kind: str, frame: bytes, round: int) -
     retried message finds the state after this one).  ``hello`` answers the party's index.
     """
     out = {"kind": "", "frame": b"", "round": int(round)}
+    from ..vertical.secure import views
+
+    if cfg.get("view-log"):      # tests only (views.py): this process logs what it decodes
+        import os
+
+        os.environ[views.ENV] = str(cfg["view-log"])
     try:
         if kind == "hello":
             out.update(kind="hello", frame=str(int(cfg["party"])).encode())
             return out
         if kind == "setup":
             setup = json.loads(frame.decode())
-            role = build(cfg, setup)
+            with views.receiving(int(cfg["party"])):
+                role = build(cfg, setup)
         else:
             if "setup" not in store:
                 raise Refused("no setup received for this run")
@@ -68,10 +75,9 @@ def answer(build, cfg: dict, store: dict, kind: str, frame: bytes, round: int) -
                 # the role is rebuilt for every message (a deployed SuperNode starts a process
                 # per message): the party's warnings on its own data were given at setup
                 warnings.simplefilter("ignore", ClippingWarning)
-                role = build(cfg, setup)
+                with views.receiving(int(cfg["party"])):
+                    role = build(cfg, setup)
             role.set_state(pickle.loads(bytes(store["state"])))
-        from ..vertical.secure import views
-
         with views.receiving(int(cfg["party"])):     # what it decodes is its view (tests)
             reply_kind, reply = role.handle(kind, frame, round)
         store["setup"] = json.dumps(setup).encode()

@@ -224,6 +224,7 @@ def calibrate(make_event: Callable[[float], DpEvent], target_epsilon: float, tar
         # no valid accountant goes below an exact optimum: skip the PLD convolutions
         names = [n for n in names if n != "pld"]
     per, evals, best = {}, 0, None
+    why = {}                                 # reason -> the accountants that gave it
     seed = None
     if accountant in ("pld", "optimal") and not discrete and get_accountant("rdp").supports(probe):
         # A cheap RDP answer is a close starting point for the costly accountant (RDP bounds
@@ -254,15 +255,21 @@ def calibrate(make_event: Callable[[float], DpEvent], target_epsilon: float, tar
                 value, n, decreasing = _solve_one(acc, make_event, float(target_epsilon), delta,
                                                   start, lower, upper, discrete, decreasing,
                                                   factor=1.05 if close else 2.0)
-        except ValueError:
+        except ValueError as exc:
             if accountant != "best":
                 raise
+            why.setdefault(str(exc), []).append(name)
             per[name] = None
             continue
         evals += n
         per[name] = value
         if best is None or (value < best[1] if decreasing else value > best[1]):
             best = (name, value)
+    if best is None and why:
+        # the accountants' own reasons (``even 1 release(s) exceed the target epsilon``), not
+        # a generic "no accountant supports" that hides them
+        raise ValueError("no accountant could calibrate the plan: " + "; ".join(
+            f"{reason} ({', '.join(names)})" for reason, names in why.items()))
     if best is None:
         raise UnsupportedEventError("no accountant supports the plan being calibrated")
     name, value = best

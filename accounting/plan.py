@@ -345,7 +345,7 @@ def _calibration_target(plan: Plan, param: str):
     if not sites:
         names = sorted({k for rel in plan.releases for k in rel["params"]
                         if k not in ("noise", "stopping") + SELECTION_PARAMETERS} | {"count"})
-        raise ValueError(f"--calibrate {param}: no release has that parameter "
+        raise ValueError(f"--calibrate {param!r}: no release has that parameter "
                          f"(calibratable: {', '.join(names)})")
     if len(sites) > 1:
         raise ValueError(f"--calibrate {param}: {len(sites)} releases have that parameter; "
@@ -359,7 +359,7 @@ def certify(plan: Plan, calibrate_param: str | None = None, accountants=ACCOUNTA
     Returns the JSON-ready certificate (see ``vflpriv certify --help``).
     """
     overrides, calibrated = {}, None
-    if calibrate_param:
+    if calibrate_param is not None:          # '' is a (missing) name, never "no calibration"
         site = _calibration_target(plan, calibrate_param)
         rel = plan.releases[site]
         guess = rel["count"] if calibrate_param == "count" else rel["params"][calibrate_param]

@@ -4,6 +4,7 @@ one line naming the bad value, exit 2, no traceback, and leave every file as it 
 import json
 import math
 import os
+import re
 import stat
 
 import numpy as np
@@ -367,3 +368,72 @@ def test_predict_scores_are_the_models_margins(tmp_path):
                         for k in (0, 1)])
     rows = [int(i[1:]) for i in out["ids"]]
     np.testing.assert_allclose(out["scores"], X[rows] @ w + 0.25, atol=1e-8)
+
+
+# -- the validation layer: typed option values, the same check everywhere ----------------------
+
+def test_typed_option_parsers():
+    import argparse
+
+    from vflpriv.cli.options import count, output_path, real, seed
+
+    bad = [(count(8), "64", "at most 8, got 64"), (count(8), "1e9", "integer, got '1e9'"),
+           (count(8), "0", ">= 1"), (count(8), "9" * 60, "at most 8"),
+           (seed, "-1", ">= 0"), (real(0, lo_open=True), "-1", "> 0, got -1.0"),
+           (real(0, lo_open=True), "0", "> 0, got 0.0"),
+           (real(0, 1, lo_open=True, hi_open=True), "1", "in (0, 1), got 1.0"),
+           (real(0, 1, lo_open=True), "nan", "must be a number"),
+           (real(0), "inf", "finite"), (real(0), "1e309", "too large"),
+           (output_path, "", "needs a file name"), (output_path, "  ", "needs a file name")]
+    for parse, text, words in bad:
+        with pytest.raises(argparse.ArgumentTypeError, match=re.escape(words)):
+            parse(text)
+    assert count(8)("8") == 8 and seed("0") == 0 and real(0, 1)("1") == 1.0
+    assert real(0, infinite=True)("inf") == math.inf
+
+
+LAYER_ROWS = [
+    # (id, argv, words): each refused at parse time, before any work, naming the option
+    ("bench-align-workers-64", ["bench", "align", "--workers", "64", "--no-peer"],
+     ["--workers", "at most 8", "64"]),
+    ("bench-align-sizes-huge", ["bench", "align", "--sizes", "100000000000", "--no-peer"],
+     ["--sizes", "at most 10,000,000"]),
+    ("fedp3-local-epochs-negative-ignored", ["fedp3", "--local-epochs", "-1", "--local-steps",
+                                             "2", "--rounds", "1"], ["--local-epochs", "-1.0"]),
+    ("fedp3-paper-c-negative", ["fedp3", "--paper-c", "-1", "--rounds", "1"],
+     ["--paper-c", "-1.0"]),
+    ("sparse-clip-negative-non-private", ["sparse", "--clip", "-1", "--rounds", "1"],
+     ["--clip", "-1.0"]),
+    ("audit-seed-negative", ["audit", "--seed", "-1"], ["--seed", "-1"]),
+    ("audit-json-empty", ["audit", "--json", ""], ["--json", "''"]),
+    ("bench-accounting-json-empty", ["bench", "accounting", "--json", ""], ["--json", "''"]),
+    ("run-json-empty", ["run", "--data", "synthetic:n=60,d=20", "--algorithm", "bcfw",
+                        "--json", ""], ["--json", "''"]),
+]
+
+
+@pytest.mark.parametrize("argv, words", [r[1:] for r in LAYER_ROWS],
+                         ids=[r[0] for r in LAYER_ROWS])
+def test_options_checked_by_the_layer(argv, words, tmp_path, capsys):
+    refused(argv, capsys, tmp_path, *words)
+
+
+def test_align_api_caps_workers():
+    from vflpriv.align import align
+    from vflpriv.errors import InputError
+
+    with pytest.raises(InputError, match="--workers must be at most 8, got 64"):
+        align([["a", "b"], ["a", "b"]], 0, workers=64)
+
+
+def test_certify_calibrate_empty_and_the_real_cause(tmp_path, capsys):
+    """`certify --calibrate ''` was ignored; a calibration no accountant can reach said 'no
+    accountant supports the plan being calibrated', hiding the cause."""
+    plan = tmp_path / "c.toml"
+    plan.write_text('delta = 1e-5\ntarget_epsilon = 1e-9\n[[release]]\nmechanism = "gaussian"\n'
+                    'sigma = 1.0\ncount = 10\n')
+    refused(["certify", str(plan), "--calibrate", ""], capsys, tmp_path, "--calibrate ''",
+            "calibratable")
+    err = refused(["certify", str(plan), "--calibrate", "count"], capsys, tmp_path,
+                  "even 1 release(s) exceed the target epsilon 1e-09")
+    assert "no accountant supports" not in err

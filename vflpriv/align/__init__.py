@@ -58,10 +58,12 @@ def align(tables, leader: int, *, meter=None, workers=None) -> Alignment:
     from ..vertical.transport import Meter
     from ..vertical.transport import relay as relayed
     from . import messages as M
-    from .psi import TAG_BYTES, PsiParty, default_workers, new_nonce
+    from ..errors import check_count
+    from .psi import MAX_WORKERS, TAG_BYTES, PsiParty, default_workers, new_nonce
 
     meter = Meter() if meter is None else meter
-    workers = default_workers() if workers is None else int(workers)
+    workers = default_workers() if workers is None else check_count("--workers", workers,
+                                                                    MAX_WORKERS)
     ids = [t.ids if isinstance(t, PartyTable) else list(t) for t in tables]
     names = [f"party {k}'s file {t.path!r}" if isinstance(t, PartyTable) else f"party {k}"
              for k, t in enumerate(tables)]

@@ -83,8 +83,13 @@ def tags(points: bytes, tag_bytes: int = TAG_BYTES) -> bytes:
                     for i in range(0, len(points), 32))
 
 
+#: most processes the X25519 work of one party starts (``--workers``; the default is the CPU
+#: count up to this): beyond, processes only compete for the same cores
+MAX_WORKERS = 8
+
+
 def default_workers() -> int:
-    return max(1, min(os.cpu_count() or 1, 8))
+    return max(1, min(os.cpu_count() or 1, MAX_WORKERS))
 
 
 class PsiParty:

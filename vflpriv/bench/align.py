@@ -25,17 +25,29 @@ import time
 import numpy as np
 
 
+#: most IDs per party (each is a Python string and a curve point: ~10 GB at this count)
+MAX_IDS = 10_000_000
+#: most parties of the benchmark
+MAX_PARTIES = 64
+
+
 def add_arguments(p):
+    from ..align.psi import MAX_WORKERS
+    from ..cli.options import count, real, seed
+
     p.add_argument("--sizes", default="100000,1000000", metavar="N,N",
-                   help="IDs per party, comma-separated (default 100000,1000000)")
-    p.add_argument("--parties", type=int, default=3, metavar="K", help="parties (default 3)")
-    p.add_argument("--overlap", type=float, default=0.875, metavar="F",
-                   help="share of the universe each party holds (default 0.875)")
-    p.add_argument("--workers", type=int, default=None, metavar="W",
-                   help="processes for vflpriv's X25519 work (default: the CPU count, <= 8)")
+                   help=f"IDs per party, comma-separated, each at most {MAX_IDS:,} (default "
+                   "100000,1000000)")
+    p.add_argument("--parties", type=count(MAX_PARTIES, minimum=2), default=3, metavar="K",
+                   help=f"parties, 2 to {MAX_PARTIES} (default 3)")
+    p.add_argument("--overlap", type=real(0, 1, lo_open=True), default=0.875, metavar="F",
+                   help="share of the universe each party holds, in (0, 1] (default 0.875)")
+    p.add_argument("--workers", type=count(MAX_WORKERS), default=None, metavar="W",
+                   help=f"processes for vflpriv's X25519 work, 1 to {MAX_WORKERS} (default: the "
+                   f"CPU count, <= {MAX_WORKERS})")
     p.add_argument("--no-peer", dest="peer", action="store_false",
                    help="skip openmined-psi")
-    p.add_argument("--seed", type=int, default=0, help="seed of the ID sets (default 0)")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the ID sets (default 0)")
 
 
 def _sets(size, parties, overlap, seed):
@@ -101,16 +113,16 @@ def _openmined(sets):
 def run(args) -> int:
     from ..errors import InputError
 
+    import argparse
+
+    from ..cli.options import count
+
     try:
-        sizes = [int(float(s)) for s in str(args.sizes).split(",") if s.strip()]
-    except ValueError:
-        raise InputError(f"--sizes {args.sizes!r}: give integers, e.g. 100000,1000000") from None
-    if not sizes or min(sizes) < 1:
-        raise InputError(f"--sizes {args.sizes!r}: every size must be >= 1")
-    if args.parties < 2:
-        raise InputError(f"--parties must be >= 2, got {args.parties}")
-    if not 0 < args.overlap <= 1:
-        raise InputError(f"--overlap must be in (0, 1], got {args.overlap}")
+        sizes = [count(MAX_IDS)(s) for s in str(args.sizes).split(",") if s.strip()]
+    except argparse.ArgumentTypeError as exc:
+        raise InputError(f"--sizes {args.sizes!r}: each size {exc}") from None
+    if not sizes:
+        raise InputError(f"--sizes {args.sizes!r}: give integers, e.g. 100000,1000000")
     rows = []
     for size in sizes:
         sets = _sets(size, args.parties, args.overlap, args.seed)

@@ -41,7 +41,9 @@ def register(sub):
     add_outputs(p, also=True)
     p.add_argument("--samples", metavar="N", default="100000",
                    help="runs per neighbouring dataset (default 100000)")
-    p.add_argument("--seed", metavar="S", type=int, default=0,
+    from .options import seed
+
+    p.add_argument("--seed", metavar="S", type=seed, default=0,
                    help="seed of the audit's noise (default 0; audits are reproducible)")
     p.add_argument("--confidence", metavar="C", type=float, default=0.95,
                    help="family-wise confidence over all audited mechanisms (default 0.95)")

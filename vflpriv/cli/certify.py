@@ -63,8 +63,9 @@ def run(args) -> int:
     from .progress import Spinner
 
     plan = load_plan(args.plan)
-    with Spinner(f"calibrating {args.calibrate}" if args.calibrate else "certifying",
-                 quiet=args.quiet or not args.calibrate):
+    calibrating = args.calibrate is not None
+    with Spinner(f"calibrating {args.calibrate}" if calibrating else "certifying",
+                 quiet=args.quiet or not calibrating):
         cert = certify(plan, calibrate_param=args.calibrate)
     if args.json:
         print(json.dumps(cert, allow_nan=True))

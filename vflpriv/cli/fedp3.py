@@ -47,18 +47,23 @@ def register(sub):
     a("--global-pruning", default="random", help="random | magnitude (default random)")
     a("--aggregation", default="simple", help="simple | weighted (default simple)")
     a("--participation", type=float, default=1.0, help="fraction of clients per round (default 1)")
-    a("--local-epochs", type=float, default=2.0, help="local epochs per round (default 2)")
+    from .options import real, seed
+
+    a("--local-epochs", type=real(0, lo_open=True), default=2.0,
+      help="local epochs per round (default 2)")
     a("--local-steps", type=int, default=None, help="local steps per round (overrides epochs)")
     a("--lr", type=float, default=0.3, help="local SGD step size (default 0.3)")
     from . import options as O
 
     g = O.add_privacy(p, scope="per-client ", delta_default=1e-5, choices=False)
-    g.add_argument("--clip", type=float, default=1.0, help="per-sample clipping norm C (default 1)")
+    g.add_argument("--clip", type=real(0, lo_open=True), default=1.0,
+                   help="per-sample clipping norm C (default 1)")
     a("--batch-size", type=int, default=16, help="expected minibatch size b; q = b/m (default 16)")
     a("--noise", default="calibrate", help="calibrate (accountant) | paper (eq. 18, needs --paper-c)")
-    a("--paper-c", type=float, default=None, help="the constant c of the paper's eq. (18)")
+    a("--paper-c", type=real(0, lo_open=True), default=None,
+      help="the constant c of the paper's eq. (18)")
     O.add_ledger(p, temporary=True)
-    a("--seed", type=int, default=None, help="seed the data split, pruning and noise for a "
+    a("--seed", type=seed, default=None, help="seed the data split, pruning and noise for a "
       "reproducible run (outputs marked not for deployment); default: OS entropy")
     O.add_backend(p, family="fedp3")
     O.add_outputs(p, what="the figures", plot="accuracy per round")

@@ -1,5 +1,10 @@
 """Option groups several commands share, declared once: privacy, ledger, backend, outputs, progress.
 
+Typed option values (:func:`real`, :func:`count`, :func:`seed`, :func:`existing_file`,
+:func:`output_path`) are the parsers every command uses for a number with a range, a count
+with a cap, a path that must exist or must be written; the one output rule across all of a
+command's paths is :func:`vflpriv.outputs.check_outputs`.
+
 Each ``add_*(parser, **variant)`` adds one titled group (``--help`` lists it under its title) with
 the same option names, destinations, types and metavars in every command; ``variant`` says only
 what differs between commands: defaults, the accepted choices, and a note on what the option
@@ -70,6 +75,105 @@ def positive_epsilon(text) -> float:
     return v
 
 
+# -- typed option values ---------------------------------------------------------------------
+# One parser per kind of value, shared by every command, so an option is checked the same way
+# wherever it appears, at parse time (before any file is read or any budget spent) and whether
+# or not the chosen algorithm reads it: argparse prints ``vflpriv CMD: error: argument
+# --workers: must be at most 8, got 64`` (one line, exit 2).
+
+def _interval(lo, hi, lo_open, hi_open) -> str:
+    if hi is None:
+        return f"{'>' if lo_open else '>='} {lo:g}"
+    if lo is None:
+        return f"{'<' if hi_open else '<='} {hi:g}"
+    return f"in {'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
+
+
+def real(lo=None, hi=None, *, lo_open=False, hi_open=False, infinite=False):
+    """A number option with a range: read as :func:`number` reads it (no silent overflow or
+    underflow), NaN refused, +-inf refused unless ``infinite``, and the value inside
+    ``[lo, hi]`` (``lo_open`` / ``hi_open``: the bound itself excluded; None: no bound).  The
+    message names the range and the value read: ``must be > 0, got -1.0``."""
+    def parse(text):
+        v = number(text)
+        if math.isnan(v):
+            raise argparse.ArgumentTypeError(f"must be a number, got {text!r}")
+        if math.isinf(v) and not infinite:
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+        if (lo is not None and (v < lo or (lo_open and v == lo))) or (
+                hi is not None and (v > hi or (hi_open and v == hi))):
+            raise argparse.ArgumentTypeError(
+                f"must be {_interval(lo, hi, lo_open, hi_open)}, got {v!r}")
+        return v
+
+    parse.__name__ = "number"
+    return parse
+
+
+def count(cap, *, minimum=1):
+    """An integer option with a cap: decimal digits only (``1e9`` and ``1.5`` are refused, not
+    rounded), at least ``minimum`` and at most ``cap``, the cap named in the message
+    (``must be at most 8, got 64``)."""
+    def parse(text):
+        t = str(text).strip()
+        digits = t.lstrip("+-").replace("_", "")
+        if not digits.isdigit() or not digits.isascii():
+            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}")
+        if len(digits) > 40:
+            raise argparse.ArgumentTypeError(f"must be at most {cap:,}, got {t[:12]}... "
+                                             f"({len(digits)} digits)")
+        v = int(t)
+        if v < minimum:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text!r}")
+        if v > cap:
+            raise argparse.ArgumentTypeError(f"must be at most {cap:,}, got {v:,}")
+        return v
+
+    parse.__name__ = "integer"
+    return parse
+
+
+#: the largest seed a command accepts (numpy's generators take any non-negative integer; a seed
+#: is a label, and 2^63 - 1 is every seed a JSON reader keeps exact as a signed 64-bit integer)
+MAX_SEED = 2 ** 63 - 1
+
+
+def seed(text):
+    """``--seed``: an integer from 0 to :data:`MAX_SEED`."""
+    return count(MAX_SEED, minimum=0)(text)
+
+
+def existing_file(text):
+    """An input path that must exist and be a regular file (a FIFO or a device is refused by
+    what it is, never opened)."""
+    import os
+    import stat as st
+
+    path = str(text)
+    if not path.strip():
+        raise argparse.ArgumentTypeError(f"needs a file name, got {text!r}")
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise argparse.ArgumentTypeError(f"{path!r} does not exist") from None
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"{path!r}: {exc.strerror}") from None
+    if not st.S_ISREG(mode):
+        raise argparse.ArgumentTypeError(f"{path!r} is not a regular file")
+    return path
+
+
+def output_path(text):
+    """An output path (a file, or with ``--model-out`` a directory) that is to be written: a
+    name is needed (``--json ''`` was silently ignored).  Where it may be written, and that it
+    is no input and no other output, is checked by :func:`vflpriv.outputs.check_outputs`
+    before the command's work, once every option is known."""
+    path = str(text)
+    if not path.strip():
+        raise argparse.ArgumentTypeError(f"needs a file name, got {text!r}")
+    return path
+
+
 def _group(p, title, description=None):
     return p.add_argument_group(title, description)
 
@@ -103,7 +207,7 @@ def add_ledger(p, *, temporary=False):
     """``--ledger FILE``: the privacy ledger every release is appended to (``temporary``: the
     command keeps one in a temporary file when none is given)."""
     g = _group(p, "ledger")
-    g.add_argument("--ledger", default=None, metavar="FILE",
+    g.add_argument("--ledger", default=None, metavar="FILE", type=output_path,
                    help="append every release to this privacy ledger file" +
                    (" (default: a temporary file)" if temporary else ""))
     return g
@@ -144,10 +248,10 @@ def add_outputs(p, *, what="the results", plot=None, also=False):
     """``--json FILE`` (``what`` as one JSON object; ``also``: besides the printed table) and,
     when ``plot`` says what is plotted, ``--plot FILE.png``."""
     g = _group(p, "outputs", "files written at the end (checked before any work)")
-    g.add_argument("--json", default=None, metavar="FILE",
+    g.add_argument("--json", default=None, metavar="FILE", type=output_path,
                    help=f"{'also ' if also else ''}write {what} as one JSON object to FILE")
     if plot is not None:
-        g.add_argument("--plot", default=None, metavar="FILE.png",
+        g.add_argument("--plot", default=None, metavar="FILE.png", type=output_path,
                        help=f"plot {plot} (needs matplotlib)")
     return g
 

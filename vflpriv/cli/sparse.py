@@ -85,10 +85,13 @@ def add_run_arguments(p):
     g.add_argument("--privacy", default="record", choices=["record", "client"],
                    help="what a private run protects: one record (local DP-SGD) or one client's "
                    "data (clipped updates, noise at the aggregator); default record")
-    g.add_argument("--clip", type=float, default=1.0, help="clipping norm C (per-sample "
+    from .options import real, seed
+
+    g.add_argument("--clip", type=real(0, lo_open=True), default=1.0,
+                   help="clipping norm C (per-sample "
                    "gradients at record level, client updates at client level; default 1)")
     O.add_ledger(p)
-    a("--seed", type=int, help="seed every random choice (reproducible; marked not for "
+    a("--seed", type=seed, help="seed every random choice (reproducible; marked not for "
       "deployment); default OS entropy")
 
 

@@ -5,6 +5,8 @@ script) and once through a real subprocess to check exit codes and that no trace
 """
 import json
 import math
+import os
+import re
 import subprocess
 import sys
 
@@ -171,6 +173,12 @@ def test_demo_runs_the_example_plans(capsys):
     tail = out[out.index("The three fits"):].splitlines()
     assert [r.split()[0] for r in tail[2:5]] == ["bcfw", "dp-bcfw-secure", "dp-bcfw"]
     assert [float(r.split("%")[0].split()[-1]) for r in tail[2:5]] == removed
+    # the README shows that table as the demo prints it
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           "README.md")) as fh:
+        readme = fh.read()
+    shown = re.search(r"^```\n(  fit .*?)^```", readme, re.S | re.M).group(1).splitlines()
+    assert shown == tail[1:5]
 
 
 def test_tiny_delta_plan_over_target_is_not_certified(tmp_path, capsys):

@@ -86,8 +86,8 @@ SKIP = {
 SLOW = {
     "vflpriv run --data flights --loss logistic --algorithm dp-bcfw-secure --label-party 0 "
     "--epsilon 1 --delta 1e-6 --feature-bound 1 --label-bound 1 --test-fraction 0.2",
-    "vflpriv run --data diabetes --algorithm dp-bcfw --epsilon 4 --delta 1e-5 --feature-bound 1 "
-    "--label-bound 1 --iterations 20 --backend flower-sim",
+    "vflpriv run --data diabetes --algorithm dp-bcfw-secure --epsilon 4 --delta 1e-5 "
+    "--feature-bound 1 --label-bound 1 --iterations 20 --backend flower-sim",
     "vflpriv horizontal --algorithm feddyn --elastic-net --data digits --clients 20 --rounds 50 "
     "--participation 0.1 --alpha 0.3 --seed 0 --json run.json --plot run.png",
     "vflpriv fedp3 --data digits --clients 10 --rounds 15 --scheme opu2 --local-pruning fixed "

@@ -20,15 +20,16 @@ def _json(name):
     return json.loads(_text("docs", name))
 
 
-def test_readme_flights_line_is_readme_flights_json():
-    """README's flights run: docs/readme_flights.json is the README's command with `--seed 0
+def test_classification_md_flights_line_is_readme_flights_json():
+    """The flights run (moved from the README to docs/classification.md): docs/readme_flights.json
+    is the page's command with `--seed 0
     --json docs/readme_flights.json` (the default logistic path, ssp)."""
     d = _json("readme_flights.json")
     assert (d["algorithm"], d["seed"], d["label_party"], d["secure"]["path"]) == \
         ("dp-bcfw-secure", 0, 0, "ssp")
     assert d["defaults"][0]["name"] == "logistic_path" and d["eta"] is None
     assert d["privacy"]["target_epsilon"] == 1.0 and d["delta"] == 1e-6
-    text = _unwrapped("README.md")
+    text = _unwrapped("docs", "classification.md")
     assert (f"With `--seed 0` it prints, among its lines, `held-out AUC {d['test_auc']:.4f}, "
             f"log-loss {d['test_log_loss']:.4f}, accuracy {d['test_accuracy']:.4f} (majority class "
             f"{d['majority_accuracy']:.4f}, {d['test_rows']} rows)` and epsilon "
@@ -732,7 +733,7 @@ def test_vertical_md_ten_splits_is_peers_seeds10_json():
         for t in V.TABLES for e in V.EPSILONS)
     assert ssp_at_or_above == 9 and "at or above DP-SGD's in 9 of the 16 cells" in flat
     assert below_dpsgd == 16 and "glm's mean is below DP-SGD's in all 16" in flat
-    readme = _unwrapped("README.md")
+    readme = _unwrapped("docs", "classification.md")
     assert ("the ssp path is clearly above the per-round path (glm, below) in 10 of 16 cells and "
             "never clearly below, its mean AUC is at or above central DP-SGD's in 9 of 16 where "
             "glm's is below in all 16") in readme

@@ -37,11 +37,11 @@ def test_peers_pgd_md_is_rendered_from_its_json():
     assert _read("peers_pgd.md") == render(json.loads(_read("peers_pgd.json"))) + "\n"
 
 
-def test_readme_quotes_the_same_count():
+def test_classification_md_quotes_the_same_count():
     doc = json.loads(_read("peers_pgd.json"))
     S = {(s["table"], s["system"], s["epsilon"]): s["test_auc"] for s in doc["summary"]}
     cells = [(t, e) for (t, sys_, e) in S if sys_ == "dp-bcfw-secure"]
     better = sum(S[(t, "dp-bcfw-secure-pgd", e)] > S[(t, "dp-bcfw-secure", e)] for t, e in cells)
-    with open(os.path.join(ROOT, "README.md")) as fh:
+    with open(os.path.join(ROOT, "docs", "classification.md")) as fh:
         readme = re.sub(r"\s+", " ", fh.read())
     assert f"ahead on {better} of {len(cells)} held-out table and epsilon cells" in readme

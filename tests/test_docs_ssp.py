@@ -66,12 +66,12 @@ def test_the_ten_seed_ssp_comparison_is_its_json():
     assert f"({ratio:.1f}x fewer)" in flat
 
 
-def test_the_readme_quotes_the_same_figures():
+def test_classification_md_quotes_the_same_figures():
     S = _summary()
     ahead = sum(round(S[(t, "dp-bcfw-secure-ssp", e)], 3) > round(S[(t, "dp-bcfw-secure", e)], 3)
                 for t in TABLES for e in (0.5, 1.0, 4.0))
     ten = {s["path"]: s for s in json.loads(_read("secure_traffic_flights_eps1.json"))["summary"]}
-    with open(os.path.join(ROOT, "README.md")) as fh:
+    with open(os.path.join(ROOT, "docs", "classification.md")) as fh:
         readme = re.sub(r"\s+", " ", fh.read())
     assert f"ssp is ahead in {ahead} of 18 cells" in re.sub(r"\s+", " ", _read("vertical.md"))
     assert (f"{ten['ssp']['test_auc']:.3f} ± {ten['ssp']['test_auc_sd']:.3f} against "

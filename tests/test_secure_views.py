@@ -183,3 +183,17 @@ def test_in_the_fixed_protocol_no_party_recovers_a_column_or_the_label():
                         # the columns travel clipped (and, on the ssp path, scaled): whatever
                         # their exact words, unmasked they would be small
                         assert not _small(z - u), (path, K, L, e["who"])
+
+
+def test_the_audit_entry_views(tmp_path, capsys):
+    import json
+
+    from vflpriv.cli.main import main
+
+    out = tmp_path / "views.json"
+    assert main(["audit", "--mechanism", "views", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["ok"] is True and doc["mechanisms"] == []
+    assert doc["views"]["ok"] and doc["views"]["findings"] == []
+    assert doc["views"]["runs"] == 3 * (3 + 4)          # three paths, every label party
+    assert "views: 21 runs" in capsys.readouterr().out

@@ -129,3 +129,53 @@ def run_logged(data, path, L, backend="inprocess", seed=0, iterations=3, folder=
         else:
             os.environ[views.ENV] = old
     return views.read(folder)
+
+
+def unmasked(receipts):
+    """The attack of the audit: for every masked vector or block a receiver got and every key it
+    holds, x - PRG(key) or x + PRG(key) (the stream entered where x's words start) must not be
+    fixed-point data (all words below 2^56 in absolute value; a masked word is uniform).  Returns
+    the sentences of what it unmasked."""
+    from ..vertical.secure.ring import Prg
+
+    lim = np.uint64(1 << 56)
+
+    def small(w):
+        return bool(np.all((w < lim) | (w > np.uint64(2 ** 64 - 2 ** 56))))
+
+    held = defaultdict(set)
+    for e in receipts:
+        held[e["who"]].update(e["keys"])
+    out = []
+    for e in receipts:
+        for field, words in e.get("data", {}).items():
+            x = np.array([int(w) for w in words], dtype=np.uint64)
+            starts = {0} | ({int(e["row"]) * int(e["shapes"][field][1])}
+                            if e["type"] == "MaskedBlock" else set())
+            if small(x):
+                out.append(f"party {e['who']} received {e['type']}.{field} in the clear")
+            for key in held[e["who"]]:
+                for s in starts:
+                    u = Prg(bytes.fromhex(key), s).uint64(x.size)
+                    if small(x - u) or small(x + u):
+                        out.append(f"party {e['who']} unmasks {e['type']}.{field} with a key "
+                                   "it holds")
+    return out
+
+
+def audit_views(Ks=(3, 4), paths=PATHS, n=24, progress=None) -> dict:
+    """``vflpriv audit``'s ``views`` entry: every path, each K in ``Ks``, every label party, in
+    process; ``{"name": "views", "ok", "runs", "findings"}``."""
+    runs, found = 0, []
+    for K in Ks:
+        data = classification(n, K, seed=K)
+        for path in paths:
+            for L in range(K):
+                masks, recs = run_logged(data, path, L, iterations=2)
+                runs += 1
+                for f in findings(masks, recs) + unmasked(recs):
+                    found.append(f"{path}, K={K}, label at {L}: {f}")
+    if progress is not None:
+        progress(1)
+    return {"name": "views", "ok": not found and runs > 0, "runs": runs, "findings": found,
+            "paths": list(paths), "K": list(Ks)}

@@ -67,6 +67,7 @@ def run(args) -> int:
     if args.list:
         for name in registered():
             print(name)
+        print("views (what each party and the server receive on the secure paths)")
         for name, reason in unavailable().items():
             print(f"{name} (unavailable: {reason})")
         return 0
@@ -82,10 +83,24 @@ def run(args) -> int:
     from .progress import Progress
 
     t0 = time.perf_counter()
-    total = len(args.mechanism) if args.mechanism else len(registered())
+    # "views" is not a DP mechanism: the confidentiality check of the secure paths
+    views = args.mechanism is None or "views" in args.mechanism
+    mechs = None if args.mechanism is None else [m for m in args.mechanism if m != "views"]
+    total = (len(mechs) if mechs is not None else len(registered())) + int(views)
     with Progress(total, "audit", quiet=args.quiet, unit="mechanism") as bar:
-        result = run_suite(args.mechanism, samples=samples, seed=args.seed,
-                           confidence=args.confidence, progress=bar)
+        if mechs == []:
+            result = {"ok": True, "mechanisms": [], "skipped": [],
+                      "confidence": args.confidence,
+                      "per_mechanism_confidence": args.confidence}
+        else:
+            result = run_suite(mechs, samples=samples, seed=args.seed,
+                               confidence=args.confidence, progress=bar)
+        if views:
+            from vflpriv.audit.views import audit_views
+
+            result["views"] = audit_views()
+            bar(total - 1)
+            result["ok"] = bool(result["ok"] and result["views"]["ok"])
     result["seed"] = args.seed
     result["wall_seconds"] = time.perf_counter() - t0
     result["peak_rss_bytes"] = _peak_rss_bytes()
@@ -122,6 +137,13 @@ def table(result) -> str:
                        enumerate(zip(r, widths))) for r in rows]
     for m in result["skipped"]:
         lines.append(f"{m['name']}: skipped, {m['reason']}")
+    v = result.get("views")
+    if v is not None:
+        lines.append(f"views: {v['runs']} runs ({', '.join(v['paths'])}; K = "
+                     f"{', '.join(map(str, v['K']))}; every label party): "
+                     + ("every value each party and the server received is blinded by a mask "
+                        "whose key it never got; ok" if v["ok"] else
+                        f"FAIL, {len(v['findings'])} findings: " + "; ".join(v["findings"][:3])))
     lines.append("lower bound: epsilon at delta, valid for any mechanism (the larger of the split "
                  "threshold test and the trade-off envelope's); GDP: mu from the ROC's confidence "
                  "envelope, checked against Gaussian claims (docs/audit.md)")

@@ -537,6 +537,7 @@ def _results(args, cfg, sol, data, test) -> dict:
                   "fit_iterations"):
             if k in sol.extra:
                 out["secure"][k] = sol.extra[k]
+        out["secure"]["helpers"] = _helpers(sol, data)
     if args.algorithm not in ("fw", "dpfw"):
         lp = sol.extra.get("label_party", "all")
         out["label_party"] = "all" if lp is None else lp
@@ -723,13 +724,28 @@ def _summary(sol, out):
           f"{pr['target_epsilon']:g}, {pr['releases']} ledger records\n")
 
 
+def _helpers(sol, data):
+    """``secure.helpers``: entry k lists the parties that hold k's masked block and help its
+    products (``secure/trust.py``)."""
+    from ..vertical.secure.trust import helpers
+
+    return helpers(sol.K, sol.extra.get("path"), sol.extra.get("label_party"),
+                   sol.extra.get("helper_party"))
+
+
+def _trust(sol):
+    from ..vertical.secure.trust import statement
+
+    x = sol.extra
+    return f"  trust: {statement(sol.K, x.get('path'), x.get('label_party'), x.get('helper_party'))}\n"
+
+
 def _secure_bytes(sol):
     """Where dp-bcfw-secure's bytes go (framed, summed over senders and receivers' copies)."""
     by = sol.extra.get("bytes_by_type", {})
     get = lambda *names: sum(by.get(n, [0, 0])[1] for n in names)  # noqa: E731
     if sol.extra.get("path") == "glm":
-        return (f"  trust: the helper party {sol.extra['helper_party']} does not collude with the "
-                f"label party {sol.extra['label_party']}, and no party colludes with the server\n"
+        return (_trust(sol) +
                 f"  secure (logistic, label at party {sol.extra['label_party']}, helper party "
                 f"{sol.extra['helper_party']}): masked blocks {_fmt_bytes(get('MaskedBlock'))} "
                 f"(once), margin shares {_fmt_bytes(get('MarginShare', 'MarginKey'))}, sigmoid "
@@ -738,24 +754,23 @@ def _secure_bytes(sol):
                 f"{_fmt_bytes(get('MaskedVector', 'ResultShare', 'TripleToHolder', 'TripleToPeer'))}"
                 f", indices and selections {_fmt_bytes(get('SecureIndex', 'Selections'))}")
     if sol.extra.get("path") == "ssp":
-        return ("  trust: the dealer (the server) colludes with no party, and no party with its "
-                "block's helper party (docs/sensitivity.md 4.10)\n"
+        return (_trust(sol) +
                 f"  secure (logistic by its expansion at 0, the statistics sum_r z_r z_r^T "
                 f"released once; label at party {sol.extra['label_party']}, no rounds): masked "
                 f"blocks {_fmt_bytes(get('MaskedBlock'))} (once, to each block's helper), masked "
                 f"vectors {_fmt_bytes(get('MaskedVector'))}, result shares "
                 f"{_fmt_bytes(get('ResultShare'))}, dealer triples "
-                f"{_fmt_bytes(get('TripleToHolder', 'TripleToHelper', 'TripleToPeer'))}, the "
+                f"{_fmt_bytes(get('TripleToHolder', 'TripleToHelper', 'TripleToPeer', 'VectorKey'))}, the "
                 f"parties' statistics {_fmt_bytes(get('GramPart'))}")
     head = "  secure"
     if sol.extra.get("path") == "taylor":
         head = ("  secure (logistic by its Taylor expansion at 0: least squares on labels 2y, "
                 f"label at party {sol.extra['label_party']}, no helper party)")
-    return (f"{head}: {sol.extra['secure_products']} products; masked blocks "
+    return _trust(sol) + (f"{head}: {sol.extra['secure_products']} products; masked blocks "
             f"{_fmt_bytes(get('MaskedBlock'))} (once: each party's n x p_k block, one-time-padded, "
             f"to its helper party k + 1 mod K), masked vectors {_fmt_bytes(get('MaskedVector'))}, "
             f"result shares {_fmt_bytes(get('ResultShare'))}, dealer triples "
-            f"{_fmt_bytes(get('TripleToHolder', 'TripleToHelper', 'TripleToPeer'))}, indices "
+            f"{_fmt_bytes(get('TripleToHolder', 'TripleToHelper', 'TripleToPeer', 'VectorKey'))}, indices "
             f"and selections "
             f"{_fmt_bytes(get('SecureIndex', 'Selections', 'SelectionsB'))}"
             + (f", intercept sums {_fmt_bytes(get('NoisySums'))} (once)"

@@ -437,3 +437,32 @@ def test_certify_calibrate_empty_and_the_real_cause(tmp_path, capsys):
     err = refused(["certify", str(plan), "--calibrate", "count"], capsys, tmp_path,
                   "even 1 release(s) exceed the target epsilon 1e-09")
     assert "no accountant supports" not in err
+
+
+# -- 8. still open from the first round -------------------------------------------------------
+
+SMALL_RUN = ["run", "--data", "synthetic:n=300,d=40,seed=1", "--parties", "2", "--iterations",
+             "3", "--seed", "3", "--quiet"]
+
+
+def test_eta_1e308_refused_not_nan(tmp_path, capsys):
+    """`--eta 1e308` ended with objective nan and exit 0; refused before any release, naming
+    --eta and the reach K eta B_a, and a large but representable radius still runs."""
+    led = _spent_nothing_ledger(tmp_path)
+    refused(SMALL_RUN + ["--algorithm", "fw", "--eta", "1e308"], capsys, tmp_path,
+            "--eta 1e+308", "K eta B_a")
+    refused(SMALL_RUN + ["--algorithm", "dp-bcfw", "--epsilon", "1", "--delta", "1e-5",
+                         "--feature-bound", "1", "--label-bound", "1", "--eta", "1e308",
+                         "--ledger", led], capsys, tmp_path, "--eta 1e+308")
+    js = tmp_path / "r.json"
+    assert main(SMALL_RUN + ["--algorithm", "fw", "--eta", "1e90", "--json", str(js)]) == 0
+    assert math.isfinite(json.loads(js.read_text())["final_objective"])
+
+
+def test_feature_bound_1e308_blames_the_bound_not_eta(tmp_path, capsys):
+    err = refused(SMALL_RUN + ["--algorithm", "dp-bcfw", "--epsilon", "1", "--delta", "1e-5",
+                               "--feature-bound", "1e308", "--label-bound", "1"], capsys,
+                  tmp_path, "feature_bound", "1e+308")
+    assert "eta" not in err
+    refused(SMALL_RUN + ["--algorithm", "fw", "--label-bound", "1e308"], capsys, tmp_path,
+            "label_bound", "1e+308")

@@ -105,6 +105,9 @@ def _resolve_eta(cfg, data):
     the line-search step, by cross-validation around it (``vflpriv.optim.eta_cv``; its report
     is ``selection``); an explicit eta is kept (rule and selection None)."""
     if cfg.eta != "auto":
+        from .scale import check_reach
+
+        check_reach(cfg.eta, data.K, cfg.feature_bound, data)
         return cfg, None, None
     import dataclasses
 

@@ -311,6 +311,9 @@ class VerticalConfig:
         """Budget, noise choices and calibration; a finite epsilon only for a private algorithm."""
         self._set("epsilon", check_epsilon(self.epsilon, self.delta))
         check_seed(self.seed)
+        for name in ("feature_bound", "label_bound"):
+            if getattr(self, name) is not None:     # declared: in range, private run or not
+                P.check_bound(name, getattr(self, name))   # (1e308 blamed eta, made from it)
         if self.algorithm != "dp-bcfw-secure":
             self._set("rnm", "laplace" if self.rnm is None else self.rnm)
             self._set("split", 0.5 if self.split is None else self.split)

@@ -58,6 +58,24 @@ def _bound(declared, values, name):
     return top if top > 0 else 1.0
 
 
+#: the largest reach K eta B_a of the model's linear part a row's margin may have: beyond, the
+#: squared loss of a margin overflows float64 (1e308) and a run ends in NaN (``--eta 1e308``
+#: gave objective nan with exit 0)
+MAX_REACH = 1e100
+
+
+def check_reach(eta, K, feature_bound, data=None):
+    """Refuse an explicit ``eta`` whose margins could reach beyond :data:`MAX_REACH`: K eta B_a
+    with B_a the declared bound, or without one max |a_ij| of the data (a non-private run;
+    nothing is released)."""
+    B_a = _bound(feature_bound, None if data is None else data.A, "feature_bound")
+    reach = float(K) * float(eta) * B_a
+    if not reach <= MAX_REACH:
+        raise InputError(f"--eta {float(eta):g}: the model's margin could reach K eta B_a = "
+                         f"{K} x {float(eta):g} x {B_a:g} = {reach:.3g}, beyond {MAX_REACH:g} "
+                         "(where the loss overflows); give a smaller --eta")
+
+
 def auto_eta(loss_name, K, feature_bound, label_bound, data=None) -> tuple[float, str]:
     """``(eta_k, reason)`` by the rule of the module docstring.  ``data`` (a VerticalData) is
     read only when a bound is not declared (non-private runs)."""

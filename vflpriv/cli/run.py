@@ -575,9 +575,10 @@ def _print_results(args, sol, out):
         sys.stdout.write(_metrics_line(out) + "\n")
     if "flower" in out:
         f = out["flower"]
-        sys.stdout.write(f"  {f['backend']}: uplink {f['uplink_flower_bytes']} B in Flower "
-                         f"messages for {f['uplink_frame_bytes']} B of frames; downlink "
-                         f"{f['downlink_flower_bytes']} B for {f['downlink_frame_bytes']} B\n")
+        sys.stdout.write(f"  {f['backend']}: uplink {_fmt_bytes(f['uplink_flower_bytes'])} in "
+                         f"Flower messages for {_fmt_bytes(f['uplink_frame_bytes'])} of frames; "
+                         f"downlink {_fmt_bytes(f['downlink_flower_bytes'])} for "
+                         f"{_fmt_bytes(f['downlink_frame_bytes'])}\n")
     if args.compare_calibration:
         _print_comparison(out.get("calibration_comparison"))
 

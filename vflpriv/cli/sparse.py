@@ -197,10 +197,12 @@ def _summary(res, out):
       f"(serialized messages, all rounds and clients)\n")
     if "flower" in out:
         f = out["flower"]
-        w(f"  {f['backend']}: uplink {f['uplink_flower_bytes']} B in Flower messages for "
-          f"{f['uplink_inprocess_bytes']} B in process; downlink {f['downlink_flower_bytes']} B "
-          f"for {f['downlink_inprocess_bytes']} B (+ setup {f['setup_flower_bytes']['uplink']} / "
-          f"{f['setup_flower_bytes']['downlink']} B)\n")
+        from ..units import format_bytes as fb
+
+        w(f"  {f['backend']}: uplink {fb(f['uplink_flower_bytes'])} in Flower messages for "
+          f"{fb(f['uplink_inprocess_bytes'])} in process; downlink "
+          f"{fb(f['downlink_flower_bytes'])} for {fb(f['downlink_inprocess_bytes'])} (+ setup "
+          f"{fb(f['setup_flower_bytes']['uplink'])} / {fb(f['setup_flower_bytes']['downlink'])})\n")
         if f.get("party_spend"):
             worst = max(v["epsilon"] for v in f["party_spend"].values())
             w(f"  clients' own ledgers: largest spend epsilon {worst:.4g}\n")

@@ -38,16 +38,6 @@ PLACEHOLDERS = {"NAME.md", "NN_name.md", "docs/tutorials/NN_name.py"}
 #: (file, reference) pairs in files other engineers are changing at the same time; each to be
 #: fixed there (the reference and the fix are named)
 PENDING = {
-    ("vflpriv/audit/mechanisms.py", "DESIGN.md"):
-        "the design notes are outside the repository; cite docs/sensitivity.md section 2",
-    ("docs/flower.md", "vflpriv/flower/horizontal.py"):
-        "removed: the roles are vflpriv/horizontal/remote.py, hosted by vflpriv/flower/apps.py",
-    ("docs/flower.md", "vflpriv/flower/fedp3.py"):
-        "removed: the roles are vflpriv/horizontal/fedp3_remote.py",
-    ("docs/flower.md", "vflpriv/flower/sparse.py"):
-        "removed: the roles are vflpriv/sparse/remote.py",
-    ("vflpriv/vertical/secure/beaver.py", "tests/test_secure_views.py"):
-        "a test being written with the change that cites it",
 }
 
 

@@ -27,7 +27,7 @@ per side has power (a claim of 10 could not be tested, a claim of 0.01 would tes
 * ``sketch_gaussian``: the sketched-feature release a_hat = J a + xi of DP-BCFW-AS (paper 004):
   a seeded Gaussian JL sketch J (m x n, entries N(0, 1/m)), a column a with |a_j| <= B and its
   neighbour a + 2B e_i at the row i with the largest column norm of J (the worst case: the L2
-  sensitivity is 2B max_j ||J e_j||, DESIGN.md); xi ~ N(0, sigma^2 I_m) with sigma calibrated by
+  sensitivity is 2B max_j ||J e_j||, docs/sensitivity.md section 2); xi ~ N(0, sigma^2 I_m) with sigma calibrated by
   the accountant to (1, 1e-5).  Score: the projection of the output on J e_i / ||J e_i||, which
   is a sufficient statistic for this pair (the two output laws differ only along J e_i).
 * ``laplace_snapping``: the floating-point-safe Laplace of :mod:`accounting.snapping` on

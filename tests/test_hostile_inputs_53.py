@@ -466,3 +466,59 @@ def test_feature_bound_1e308_blames_the_bound_not_eta(tmp_path, capsys):
     assert "eta" not in err
     refused(SMALL_RUN + ["--algorithm", "fw", "--label-bound", "1e308"], capsys, tmp_path,
             "label_bound", "1e+308")
+
+
+def test_split_out_of_range_refused_on_every_path(tmp_path, capsys):
+    """`flower spec run --party-schema ... --split 2` wrote a description (exit 0) that its
+    run would refuse; the run config refuses a given split outside (0, 1) on every path."""
+    from vflpriv.errors import InputError
+    from vflpriv.vertical.config import VerticalConfig
+
+    for algo in ("dp-bcfw-secure", "dpfw", "dp-bcfw"):
+        with pytest.raises(InputError, match="split must be in"):
+            VerticalConfig(algorithm=algo, epsilon=1.0, delta=1e-5, feature_bound=1.0,
+                           label_bound=1.0, split=2.0)
+    pytest.importorskip("flwr")
+    s0 = _write(tmp_path, "s0.csv", "id,a,y\nx,1,1\n")
+    s1 = _write(tmp_path, "s1.csv", "id,b\nx,1\n")
+    for k, (p, label) in enumerate(((s0, ["--label", "y"]), (s1, []))):
+        assert main(["flower", "schema", "--party-data", p, "--id", "id", "--json",
+                     str(tmp_path / f"s{k}.json")] + label) == 0
+    capsys.readouterr()
+    base = ["flower", "spec", "run", "--out", str(tmp_path / "sp"), "--party-schema",
+            f"0={tmp_path / 's0.json'}", "--party-schema", f"1={tmp_path / 's1.json'}",
+            "--label", "y", "--algorithm", "dp-bcfw-secure", "--epsilon", "1",
+            "--feature-bound", "1", "--label-bound", "1", "--unpinned"]
+    refused(base + ["--delta", "1e-5", "--split", "2"], capsys, tmp_path, "split", "2.0")
+    refused(base + ["--delta", "1"], capsys, tmp_path, "delta", "1.0")
+
+
+def test_flower_node_insecure_with_root_certificates_refused(tmp_path, capsys):
+    pytest.importorskip("flwr")
+    node = _write(tmp_path, "node.toml", 'party = 0\ndata = "c.npz"\n')
+    _write(tmp_path, "c.npz", "x")
+    ca = _write(tmp_path, "ca.crt", "x")
+    refused(["flower", "node", node, "--superlink", "127.0.0.1:9092", "--insecure",
+             "--root-certificates", ca], capsys, tmp_path, "--insecure", "--root-certificates",
+            "not both")
+
+
+def test_bench_utility_label_party_refused_before_any_row(tmp_path, capsys):
+    """`bench utility --label-party 9` was refused only when dp-bcfw-secure's turn came, after
+    the other algorithms' rows were computed and printed."""
+    capsys.readouterr()
+    rc = main(["bench", "utility", "--n", "100", "--d", "20", "--parties", "2",
+               "--iterations", "2", "--epsilons", "1", "--algorithms", "dpfw,dp-bcfw-secure",
+               "--label-party", "9"])
+    out, err = capsys.readouterr()
+    assert rc == 2 and len(_lines(err)) == 1 and "Traceback" not in err, err
+    assert "--label-party '9'" in err and "0..1" in err, err
+    assert "dpfw" not in out, out                       # no row was computed
+
+
+def test_empty_svmlight_file_named(tmp_path, capsys):
+    empty = _write(tmp_path, "empty.svm", "")
+    refused(["run", "--data", empty, "--algorithm", "bcfw"], capsys, tmp_path, "empty.svm",
+            "no rows")
+    refused(["sparse", "--data", empty, "--clients", "2", "--rounds", "1"], capsys, tmp_path,
+            "empty.svm", "no rows")

@@ -138,6 +138,16 @@ def run(args) -> int:
     if full is not None and max(ns) > full.n:
         raise InputError(f"--n: the flights set has {full.n} rows, got n = {max(ns)}")
     d = args.d if full is None else full.A.shape[1]
+    if args.label_party is not None:
+        # checked with the data's K before the first row (--label-party 9 was refused only
+        # when dp-bcfw-secure's turn came, after the other algorithms' rows were computed)
+        from ..vertical.config import check_label_party
+
+        K = args.parties if full is None else len(full.blocks)
+        try:
+            check_label_party(args.label_party, "dp-bcfw-secure", K)
+        except InputError as exc:
+            raise InputError(f"--label-party {args.label_party!r}: {exc}") from None
     algos = ([a.strip() for a in args.algorithms.split(",") if a.strip()]
              if args.algorithms else list(_default_algorithms(args.loss, d)))
     for a in algos:

@@ -159,5 +159,9 @@ def load(spec: str, label: str | None = None, chunk_rows: int = READ_CHUNK_ROWS)
     except MemoryError:
         raise InputError(f"{spec!r}: the svmlight matrix does not fit in memory (a huge "
                          "feature index?)") from None
+    if A.shape[0] == 0:
+        # scikit-learn reads an empty file as 0 rows of 1 column: named here, not as a
+        # partition or client count that does not fit
+        raise InputError(f"data file {spec!r} has no rows (an empty svmlight/LIBSVM file)")
     A = as_matrix(sp.csc_matrix(A))
     return A, as_labels(y, A.shape[0]), None

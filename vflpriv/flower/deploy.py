@@ -411,6 +411,11 @@ def node_command(cfg, superlink, *, root_certificates=None, insecure=False) -> l
     """The ``flower-supernode`` command line that serves ``cfg`` (TLS unless ``insecure``,
     which is for 127.0.0.1 only)."""
     check_superlink(superlink)
+    if insecure and root_certificates:
+        # one of the two was not meant: a CA given and then ignored would look like TLS
+        raise InputError(f"--insecure and --root-certificates {root_certificates!r} together: "
+                         "give --root-certificates (TLS) or --insecure (127.0.0.1 only), not "
+                         "both")
     argv = [_bin("flower-supernode"), "--superlink", superlink]
     if insecure:
         check_loopback_only(superlink)

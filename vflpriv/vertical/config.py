@@ -314,6 +314,13 @@ class VerticalConfig:
         for name in ("feature_bound", "label_bound"):
             if getattr(self, name) is not None:     # declared: in range, private run or not
                 P.check_bound(name, getattr(self, name))   # (1e308 blamed eta, made from it)
+        s = self.split
+        if s is not None and (isinstance(s, bool) or not isinstance(
+                s, (int, float, np.integer, np.floating)) or not 0 < s < 1):
+            # given: in range whatever the path (a description written with --split 2 was
+            # refused only by the run it described)
+            raise InputError(f"split must be in (0, 1) (share of epsilon for the index "
+                             f"releases), got {s!r}")
         if self.algorithm != "dp-bcfw-secure":
             self._set("rnm", "laplace" if self.rnm is None else self.rnm)
             self._set("split", 0.5 if self.split is None else self.split)

@@ -33,7 +33,7 @@ MAX_PARTIES = 64
 
 def add_arguments(p):
     from ..align.psi import MAX_WORKERS
-    from ..cli.options import count, real, seed
+    from ..values import count, real, seed
 
     p.add_argument("--sizes", default="100000,1000000", metavar="N,N",
                    help=f"IDs per party, comma-separated, each at most {MAX_IDS:,} (default "
@@ -115,7 +115,7 @@ def run(args) -> int:
 
     import argparse
 
-    from ..cli.options import count
+    from ..values import count
 
     try:
         sizes = [count(MAX_IDS)(s) for s in str(args.sizes).split(",") if s.strip()]

@@ -50,8 +50,12 @@ def write_run(tmp_path, paths, opts, out="desc"):
     schemas = []
     for k, p in enumerate(paths):
         s = tmp_path / f"schema{k}.json"
+        # each party makes its own identity key beside its file; the schema carries the
+        # fingerprint and the key's path (issue 49)
+        key = os.path.join(os.path.dirname(p), f"party{k}_identity.key")
         assert main(["flower", "schema", "--party-data", p, "--id", "cid",
-                     *(["--label", "y"] if k == 0 else []), "--json", str(s)]) == 0
+                     *(["--label", "y"] if k == 0 else []), "--json", str(s),
+                     "--identity-key", key]) == 0
         schemas += ["--party-schema", f"{k}={s}"]
     d = tmp_path / out
     assert main(["flower", "spec", "run", "--out", str(d), *schemas, "--label", "y",
@@ -193,8 +197,12 @@ def test_schema_and_spec_refuse_bad_input_with_one_line(tmp_path, capsys):
              out=out)
     _bad(capsys, ["flower", "spec", "run", "--out", out, *ps[:4], "--party-schema",
                   f"2={s[1]}", *base], "column 'f3'", out=out)
-    # without --label, the label party's schema names it
-    assert main(["flower", "spec", "run", "--out", str(tmp_path / "ok"), *ps, *base[:-2]]) == 0
+    # without --label, the label party's schema names it (these schemas carry no
+    # fingerprint: refused, naming the party, unless --unpinned)
+    _bad(capsys, ["flower", "spec", "run", "--out", out, *ps, *base[:-2]],
+         "party 0 has no identity fingerprint", out=out)
+    assert main(["flower", "spec", "run", "--out", str(tmp_path / "ok"), *ps, *base[:-2],
+                 "--unpinned"]) == 0
     _bad(capsys, ["flower", "spec", "run", "--out", out, *ps, *base, "--algorithm", "dp-bcfw"],
          "dp-bcfw", out=out)
     _bad(capsys, ["flower", "spec", "run", "--out", out, "--party-schema", f"0={paths[0]}",

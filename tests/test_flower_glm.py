@@ -97,16 +97,23 @@ def test_a_written_logistic_description_runs_from_its_files_alone(tmp_path, caps
     from vflpriv.runtime.backends import FlowerOptions, run_local
     from vflpriv.runtime.partydata import load_party_data
 
+    from vflpriv.runtime.keys import Pinning, new_identity
+
+    keys = {k: str(tmp_path / f"party{k}_own.key") for k in range(3)}
+    fps = {k: new_identity(path) for k, path in keys.items()}     # each party's own key
     out = tmp_path / "desc"
     assert main(["flower", "spec", "run", "--out", str(out), "--data",
                  "synthetic:n=120,d=12,density=0.5,seed=0", "--parties", "3", "--loss",
                  "logistic", "--algorithm", "dp-bcfw-secure", "--epsilon", "2", "--delta",
                  "1e-5", "--feature-bound", "1", "--label-bound", "1", "--iterations", "2",
-                 "--label-party", "1", "--logistic-path", "glm"]) == 0
+                 "--label-party", "1", "--logistic-path", "glm", "--fingerprints",
+                 ",".join(f"{k}={fp}" for k, fp in fps.items())]) == 0
     capsys.readouterr()
     spec = load_description(str(out / "run.json"))
     assert spec["family"] == "glm" and spec["glm"]["label_party"] == 1
-    cfgs = [read_node_config(str(out / f"node{k}.toml")) for k in range(3)]
+    # each party's identity-key set to where it keeps its own key
+    cfgs = [dict(read_node_config(str(out / f"node{k}.toml")), **{"identity-key": keys[k]})
+            for k in range(3)]
     assert [load_party_data(c["data"])[1].size for c in cfgs] == [0, 120, 0]
     assert all(c.get("peer-fingerprints") for c in cfgs)
     assert read_ledger(str(out / "server.ledger")).records == []
@@ -118,7 +125,8 @@ def test_a_written_logistic_description_runs_from_its_files_alone(tmp_path, caps
     data = _binary(n=120)
     plain = dict(PLAIN, fit_intercept=True)
     out2 = tmp_path / "plain"
-    solve(data, backend="flower", flower=FlowerOptions(spec_dir=str(out2)), **plain)
+    solve(data, backend="flower", flower=FlowerOptions(spec_dir=str(out2),
+                                                       pinning=Pinning(fps, keys)), **plain)
     res2 = run_local(load_description(str(out2 / "run.json")),
                      [read_node_config(str(out2 / f"node{k}.toml")) for k in range(3)])
     ref = solve(data, **plain)

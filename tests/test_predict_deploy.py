@@ -53,7 +53,11 @@ def write_scoring(tmp_path, paths, model, *extra, out="scoring"):
     schemas = []
     for k, p in enumerate(paths):
         s = tmp_path / f"schema{k}.json"
-        assert main(["flower", "schema", "--party-data", p, "--id", "cid", "--json", str(s)]) == 0
+        # each party's own identity key, made on its machine; its schema carries the
+        # fingerprint and the key's path (issue 49: the scoring keys are pinned)
+        key = os.path.join(os.path.dirname(p), f"new{k}_identity.key")
+        assert main(["flower", "schema", "--party-data", p, "--id", "cid", "--json", str(s),
+                     "--identity-key", key]) == 0
         schemas += ["--party-schema", f"{k}={s}"]
     d = tmp_path / out
     assert main(["flower", "spec", "predict", "--out", str(d), "--model", model, *schemas,
@@ -70,6 +74,32 @@ def in_process(tmp_path, paths, model):
     return json.loads(js.read_text())
 
 
+def _signed(rs, al, what="bytes"):
+    """The in-process scoring report's frame bytes with each pinned scoring key a signed key
+    offer (issue 49: each party j != L signs its ScoreKey with its own identity key; 99 bytes
+    more than the bare 32-byte key, up from j and down to each other j')."""
+    import copy
+
+    from vflpriv.runtime.keys import OFFER_BYTES
+
+    K, L = len(al["party_rows"]), al["leader"]
+    signers = [j for j in range(K) if j != L] if K - 1 >= 2 else []
+    extra = OFFER_BYTES - 32
+    if what == "types":
+        out = copy.deepcopy(rs["messages_by_type"])
+        if signers:
+            out["ScoreKey"][1] += extra * out["ScoreKey"][0]
+        return out
+    out = copy.deepcopy(rs["bytes"])
+    for j in signers:
+        out["uplink"][j] += extra
+        for b in signers:
+            if b != j:
+                out["downlink"][b] += extra
+    out["total"] = sum(out["uplink"]) + sum(out["downlink"])
+    return out
+
+
 def same_scoring(res, scores, ref):
     """The deployed run's result and the label party's scores against ``vflpriv predict``."""
     assert res["error"] is None, res["error"]
@@ -80,7 +110,7 @@ def same_scoring(res, scores, ref):
     assert al["intersection_size"] == ra["intersection_size"] and al["party_rows"] == ra["party_rows"]
     assert al["bytes"] == ra["bytes"] and al["messages_by_type"] == ra["messages_by_type"]
     sc, rs = res["scoring"], ref["scoring"]
-    assert sc["bytes"] == rs["bytes"] and sc["messages_by_type"] == rs["messages_by_type"]
+    assert sc["bytes"] == _signed(rs, al) and sc["messages_by_type"] == _signed(rs, al, "types")
     assert sc["masked"] == rs["masked"]
     # the Flower messages carried at least the frames (the key offers ride on the PSI's last
     # exchange, so they are in the alignment's Flower bytes)
@@ -139,7 +169,12 @@ def test_a_party_sends_no_margin_without_every_peers_key(tmp_path):
 
     party = ScoringParty(cfgs[1], setup)
     party.set_state({"score_key": key_pair()[0]})          # its offer made with the PSI
-    only2 = M.encode(M.ScoreKey(bytes(32)), 2, 0)
+    from vflpriv.runtime.keys import load_identity, make_offer
+
+    # party 2's key, signed by its own identity key (pinned in party 1's node config)
+    signed2 = make_offer(key_pair()[1], load_identity(cfgs[2]["identity-key"]), "r", 2,
+                         purpose="scoring")
+    only2 = M.encode(M.ScoreKey(signed2), 2, 0)
     with pytest.raises(Refused, match=r"parties \[2\], not of every party .* \(\[2, 3\]\)"):
         party.handle("score_margin", pack_bundle([(2, only2)]), 0)
     with pytest.raises(Refused, match="party 3 as party 2"):

@@ -214,7 +214,9 @@ def test_a_written_vertical_description_runs_from_its_files_alone(tmp_path, algo
     kw = dict(algorithm=algorithm, iterations=3, seed=4, epsilon=4.0, delta=1e-5,
               feature_bound=1.0, label_bound=3.0, **extra)
     out = tmp_path / "desc"
-    desc = solve(data, backend="flower", flower=FlowerOptions(spec_dir=str(out)), **kw)
+    pin = _own_identities(tmp_path, 3)         # each party's own key, made on its machine
+    desc = solve(data, backend="flower", flower=FlowerOptions(spec_dir=str(out), pinning=pin),
+                 **kw)
     assert desc["clients"] == 3 and (out / "server.ledger").exists()
     spec = load_description(str(out / "run.json"))
     cfgs = [read_node_config(str(out / f"node{k}.toml")) for k in range(3)]
@@ -230,10 +232,25 @@ def test_a_written_vertical_description_runs_from_its_files_alone(tmp_path, algo
     plain = {k: v for k, v in kw.items() if k not in ("epsilon", "delta")}
     plain["algorithm"] = "bcfw" if algorithm == "dp-bcfw" else algorithm
     out2 = tmp_path / "plain"
-    solve(data, backend="flower", flower=FlowerOptions(spec_dir=str(out2)), **plain)
+    solve(data, backend="flower", flower=FlowerOptions(spec_dir=str(out2), pinning=pin), **plain)
     res2 = run_local(load_description(str(out2 / "run.json")),
                      [read_node_config(str(out2 / f"node{k}.toml")) for k in range(3)])
     assert np.array_equal(res2["x"], solve(data, **plain).x)
+
+
+def _own_identities(tmp_path, K):
+    """Issue 49: each party makes its own identity key in its own folder (``vflpriv flower
+    identity``) and sends its fingerprint and where it keeps the key; no description writes a
+    private key.  Returns the :class:`~vflpriv.runtime.keys.Pinning` the preparer builds."""
+    from vflpriv.runtime.keys import Pinning, new_identity
+
+    fps, keys = {}, {}
+    for k in range(K):
+        home = tmp_path / f"machine{k}"
+        home.mkdir(exist_ok=True)
+        keys[k] = str(home / f"party{k}.key")
+        fps[k] = new_identity(keys[k])
+    return Pinning(fps, keys)
 
 
 def test_flower_spec_run_writes_the_files_and_refuses_before_writing(tmp_path, capsys):
@@ -242,14 +259,19 @@ def test_flower_spec_run_writes_the_files_and_refuses_before_writing(tmp_path, c
     from vflpriv.flower.spec import read_node_config
     from vflpriv.runtime.backends import run_local
 
+    pin = _own_identities(tmp_path, 3)        # each party's own key; only its fingerprint sent
     opts = ["--data", "synthetic:n=120,d=24,density=0.3,seed=0", "--parties", "3",
             "--algorithm", "dp-bcfw-secure", "--epsilon", "4", "--delta", "1e-5",
-            "--feature-bound", "1", "--label-bound", "3", "--iterations", "3", "--seed", "2"]
+            "--feature-bound", "1", "--label-bound", "3", "--iterations", "3", "--seed", "2",
+            "--fingerprints", ",".join(f"{k}={fp}" for k, fp in pin.fingerprints.items())]
     out = tmp_path / "desc"
     assert main(["flower", "spec", "run", "--out", str(out), *opts]) == 0
     assert "vflpriv flower node node<i>.toml" in capsys.readouterr().out
-    res = run_local(load_description(str(out / "run.json")),
-                    [read_node_config(str(out / f"node{k}.toml")) for k in range(3)])
+    # each party sets identity-key to where it keeps its own key (default party<k>.key beside
+    # its node config)
+    cfgs = [dict(read_node_config(str(out / f"node{k}.toml")), **{"identity-key": pin.keys[k]})
+            for k in range(3)]
+    res = run_local(load_description(str(out / "run.json")), cfgs)
     assert res["error"] is None and res["t"] == 3
     for bad, needle in ((["--algorithm", "fw"], "fw"), (["--ledger", "x.ledger"], "--ledger")):
         d = tmp_path / "bad"
@@ -261,30 +283,31 @@ def test_flower_spec_run_writes_the_files_and_refuses_before_writing(tmp_path, c
         assert code == 2 and not d.exists() and needle in err, err
 
 
-def test_a_secure_description_pins_every_peer_key_by_default(tmp_path):
-    """Issue 32: the dp-bcfw-secure description carries an identity key per party and every
-    peer's fingerprint; the pinned run over the local link completes, and one substituted key
-    file makes its peers refuse at the key exchange."""
+def test_a_secure_description_pins_each_partys_own_key(tmp_path):
+    """Issues 32 and 49: each party makes its own identity key and sends its fingerprint; the
+    dp-bcfw-secure description pins every peer's fingerprint and writes no key file; the
+    pinned run over the local link completes, and a party that swapped its key for another
+    is refused by its peers at the key exchange."""
     pytest.importorskip("flwr")
     import os
 
     from vflpriv.data import VerticalData, make_synthetic
     from vflpriv.flower.spec import read_node_config
     from vflpriv.runtime.backends import FlowerOptions, run_local
-    from vflpriv.runtime.keys import fingerprint, identity_public, load_identity, new_identity
+    from vflpriv.runtime.keys import new_identity
     from vflpriv.vertical.api import solve
 
     A, y, _ = make_synthetic(n=60, d=24, density=0.3, seed=0)
     data = VerticalData.from_arrays(A, y, "balanced", parties=3)
     out = tmp_path / "desc"
-    solve(data, backend="flower", flower=FlowerOptions(spec_dir=str(out)),
+    pin = _own_identities(tmp_path, 3)
+    solve(data, backend="flower", flower=FlowerOptions(spec_dir=str(out), pinning=pin),
           algorithm="dp-bcfw-secure", iterations=2, seed=4)
+    assert not any(f.endswith(".key") for f in os.listdir(out))
     cfgs = [read_node_config(str(out / f"node{k}.toml")) for k in range(3)]
-    fps = {}
+    fps = pin.fingerprints
     for k, c in enumerate(cfgs):
-        assert os.stat(c["identity-key"]).st_mode & 0o777 == 0o600
-        fps[k] = fingerprint(identity_public(load_identity(c["identity-key"])))
-    for k, c in enumerate(cfgs):
+        assert c["identity-key"] == pin.keys[k]
         assert c["peer-fingerprints"] == ",".join(f"{q}={fps[q]}" for q in range(3) if q != k)
     spec = load_description(str(out / "run.json"))
     res = run_local(spec, cfgs)
@@ -292,4 +315,5 @@ def test_a_secure_description_pins_every_peer_key_by_default(tmp_path):
     os.remove(cfgs[2]["identity-key"])
     new_identity(cfgs[2]["identity-key"])            # party 2's key swapped for another
     res = run_local(spec, cfgs)
-    assert res["error"] is not None and "fingerprint" in str(res["error"])
+    assert res["error"] is not None and "party 2's identity key has fingerprint" in \
+        str(res["error"])

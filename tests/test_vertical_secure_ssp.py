@@ -427,18 +427,23 @@ def test_a_description_for_separate_machines_is_of_the_ssp_family(tmp_path):
     from vflpriv.runtime.backends import FlowerOptions
     from vflpriv.runtime.partydata import load_party_data
 
+    from vflpriv.runtime.keys import Pinning, new_identity
+
     A, y = _classification(n=60)
     out = tmp_path / "d"
+    keys = {k: str(tmp_path / f"own{k}.key") for k in range(3)}       # each party's own key
+    pin = Pinning({k: new_identity(path) for k, path in keys.items()}, keys)
     info = solve(VerticalData(A, y, BLOCKS), algorithm="dp-bcfw-secure", loss="logistic",
                  logistic_path="ssp", label_party=2, epsilon=1.0, delta=1e-6,
                  feature_bound=1.0, label_bound=1.0, backend="flower",
-                 flower=FlowerOptions(spec_dir=str(out)))
+                 flower=FlowerOptions(spec_dir=str(out), pinning=pin))
     assert info["family"] == "ssp" and info["clients"] == 3
     spec = json.loads((out / "run.json").read_text())
     assert spec["family"] == "ssp" and spec["ssp"]["label_party"] == 2
     assert spec["ssp"]["scale"] < 1.0 and spec["ssp"]["sigma"] > 0
     A0, y0 = load_party_data(str(out / "party0.npz"))
     assert np.array_equal(A0, A[:, BLOCKS[0]]) and y0.size == 0
+    assert "own0.key" in (out / "node0.toml").read_text()    # its key pinned, never written
 
 
 @pytest.mark.slow

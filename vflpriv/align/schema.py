@@ -4,7 +4,10 @@
 each party on its own machine and writes its schema: the file's path there, the ID column, the
 label column (the label party only) and the feature columns' names, in the file's order.  Only
 the file's header is read (a CSV/TSV's first line, a parquet file's metadata), never a row, so
-the schema holds no value of any person.  ``vflpriv flower spec run --party-schema I=SCHEMA``
+the schema holds no value of any person.  With ``--identity-key KEY`` the party also makes its
+own identity key there (if absent; it never leaves the machine) and the schema carries the
+key's ``fingerprint`` and its path (``identity-key``), which the description pins
+(:mod:`vflpriv.runtime.keys`).  ``vflpriv flower spec run --party-schema I=SCHEMA``
 writes the run description and each party's node config from the schemas alone; the declared
 bounds are the command's options, as always.  At run time each party reads its own file and
 refuses one whose columns are not those of its schema (:mod:`.deployed`).
@@ -77,6 +80,15 @@ def read_schema(path, option="--party-schema") -> dict:
             and (s.get("label") is None or isinstance(s["label"], str))):
         raise InputError(f"{option} {str(path)!r}: needs a file, an id column and a non-empty "
                          "list of column names")
+    from ..runtime.keys import is_fingerprint
+
+    # optional: the party's identity fingerprint and its key's path on its machine (issue 49)
+    if s.get("fingerprint") is not None and not is_fingerprint(s["fingerprint"]):
+        raise InputError(f"{option} {str(path)!r}: its fingerprint must be 64 hex digits "
+                         "(vflpriv flower schema --identity-key FILE writes it)")
+    if s.get("identity-key") is not None and not (isinstance(s["identity-key"], str)
+                                                 and s["identity-key"]):
+        raise InputError(f"{option} {str(path)!r}: its identity-key must be a path")
     return s
 
 

@@ -7,7 +7,9 @@ each machine.  ``vflpriv flower node DIR/node<i>.toml --superlink HOST:PORT
 --root-certificates ca.crt`` reads a node config back and starts that client's SuperNode
 (``--print``: only print the command).  ``vflpriv flower identity --out party0.key`` makes a
 party's identity key for pinned peer keys (dp-bcfw-secure; :mod:`vflpriv.runtime.keys`) and prints
-its fingerprint.  docs/flower.md, "Across machines".
+its fingerprint: each party runs it on its own machine and sends only the fingerprint, which
+``flower spec run|predict --fingerprints`` pins (:mod:`.flower_pins`; no description ever holds a
+private key).  docs/flower.md, "Across machines" and "Identity keys".
 """
 from __future__ import annotations
 
@@ -67,6 +69,9 @@ def register(sub):
 
     add_problem_arguments(r)
     add_spec_arguments(r)
+    from .flower_pins import add_arguments as add_pins
+
+    add_pins(r)
     r.add_argument("--model-out", metavar="DIR", default=None,
                    help="with --party-schema: the ServerApp writes the trained split model "
                         "there at the end (party<k>.json, each party's own coefficients, the "
@@ -96,11 +101,14 @@ def register(sub):
     n.set_defaults(func=node)
 
     i = fsub.add_parser("identity", help="make (or show) a party's identity key for pinned "
-                        "peer keys in dp-bcfw-secure",
+                        "peer keys in dp-bcfw-secure and scoring",
                         description="Write a new Ed25519 identity key (PKCS#8 PEM, mode 0600) "
                         "and print its fingerprint; for an existing file, print its fingerprint. "
-                        "A party's node config names its key (identity-key=FILE) and its peers' "
-                        "fingerprints (peer-fingerprints=\"1=HEX,2=HEX\"); docs/flower.md.")
+                        "Each party runs it on its own machine and sends only the fingerprint "
+                        "to whoever writes the description (vflpriv flower spec ... "
+                        "--fingerprints K=HEX,...). A party's node config names its key "
+                        "(identity-key=FILE) and its peers' fingerprints "
+                        "(peer-fingerprints=\"1=HEX,2=HEX\"); docs/flower.md.")
     i.add_argument("--out", required=True, metavar="FILE")
     i.set_defaults(func=identity)
 
@@ -189,11 +197,19 @@ def spec_run(args) -> int:
                          "I=SCHEMA, written on its machine by vflpriv flower schema; "
                          "docs/alignment.md)")
     args, epsilon, chunk_rows = R._checked_args(args)
+    from . import flower_pins
+
+    secure = args.algorithm == "dp-bcfw-secure"
+    if not secure:
+        flower_pins.refuse_without_keys(args, f"--algorithm {args.algorithm}")
+    pin = flower_pins.pinning(args, None) if secure else None
     opts = FlowerOptions(spec_dir=args.out, on_client_loss=args.on_client_loss,
-                         connect_timeout=args.connect_timeout)
+                         connect_timeout=args.connect_timeout, pinning=pin)
     on_client_loss(opts, "vertical")
     cfg = R._config(args, epsilon, "flower", opts)      # every option checked, and flwr
     data, _ = R._load_data(args, chunk_rows)
+    if secure:                 # every party's own key pinned (or --unpinned), before writing
+        flower_pins.check(flower_pins.pinning(args, data.K), range(data.K))
     if args.algorithm == "dp-bcfw-secure":
         R._print_defaults(args, data, epsilon)
     with description_folder(args.out):
@@ -214,6 +230,11 @@ def node(args) -> int:
     from ..flower.spec import read_node_config
 
     cfg = read_node_config(args.config)
+    key = cfg.get("identity-key")
+    if key and not os.path.exists(key):       # the party's own key, made on this machine
+        raise InputError(f"{args.config}: its identity key {key!r} does not exist: make it here "
+                         f"first (vflpriv flower identity --out {key}) and send the fingerprint "
+                         "it prints to whoever writes the description")
     argv = node_command(cfg, args.superlink, root_certificates=args.root_certificates,
                         insecure=args.insecure)
     if args.print_only:

@@ -13,8 +13,10 @@ party, the feature columns' names: the header only, no row).  From the schemas::
         --feature-bound 1 --label-bound 1 --iterations 100
 
 writes the run description (``run.json``: family ``align``), each party's ``node<i>.toml``
-naming its own file and ID column, its ledger and identity key, and the Flower App; n is not in
-it: the run aligns first and calibrates its noise from n = |C| (:mod:`vflpriv.align.deployed`).
+naming its own file and ID column, its ledger, where it keeps its own identity key and its
+peers' fingerprints (``vflpriv flower schema --identity-key FILE`` puts the party's in its
+schema; or ``--fingerprints``, :mod:`.flower_pins`), and the Flower App; n is not in it: the run
+aligns first and calibrates its noise from n = |C| (:mod:`vflpriv.align.deployed`).
 docs/alignment.md, "Across machines".
 """
 from __future__ import annotations
@@ -39,6 +41,10 @@ def register_schema(fsub):
     s.add_argument("--label", default=None, metavar="COLUMN",
                    help="its label column (the label party only)")
     s.add_argument("--json", required=True, metavar="FILE", help="where to write the schema")
+    s.add_argument("--identity-key", default=None, metavar="FILE",
+                   help="this party's identity key (made here, mode 0600, if it does not exist: "
+                   "vflpriv flower identity): the schema carries its fingerprint and this path, "
+                   "so the description pins it; the key itself never leaves this machine")
     s.set_defaults(func=schema)
 
 
@@ -55,11 +61,32 @@ def schema(args) -> int:
 
     check_outputs({"--json": args.json}, {"--party-data": args.party_data})
     s = file_schema(args.party_data, args.id_column, args.label)
+    made = None
+    if args.identity_key:
+        made = _own_identity(args.identity_key)
+        s["fingerprint"], s["identity-key"] = made[0], os.path.abspath(args.identity_key)
     write_schema(s, args.json)
     sys.stdout.write(f"wrote the schema of {s['file']} ({len(s['columns'])} feature columns, ID "
                      f"{s['id']!r}{', label ' + repr(s['label']) if s['label'] else ''}) to "
                      f"{args.json}\n")
+    if made:
+        sys.stdout.write(f"{made[0]}  {args.identity_key}{' (existing key)' if made[1] else ''}"
+                         "\n")
     return 0
+
+
+def _own_identity(path):
+    """``(fingerprint, existed)`` of this party's identity key at ``path``, made if absent."""
+    from ..runtime.keys import KeyRefused, fingerprint, identity_public, load_identity, new_identity
+
+    if os.path.exists(path):
+        try:
+            return fingerprint(identity_public(load_identity(path))), True
+        except KeyRefused as exc:
+            raise InputError(f"--identity-key: {exc}") from None
+    if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        raise InputError(f"--identity-key {path!r}: its folder does not exist")
+    return new_identity(path), False
 
 
 def _schemas(args):
@@ -140,6 +167,10 @@ def spec_from_schemas(args, checked_spec_options, written) -> int:
 
         check_model_out(args.model_out)          # a new or empty folder, before anything
     schemas, epsilon, lp = _checked(args)
+    from . import flower_pins
+
+    pin = flower_pins.pinning(args, len(schemas), schemas)
+    flower_pins.check(pin, range(len(schemas)))      # each party's own key, or --unpinned
     opts = FlowerOptions(spec_dir=args.out, on_client_loss=args.on_client_loss,
                          connect_timeout=args.connect_timeout)
     on_client_loss(opts, "vertical")
@@ -175,7 +206,7 @@ def spec_from_schemas(args, checked_spec_options, written) -> int:
                   "accountant": args.accountant})
         cfgs.append(c)
     with description_folder(out):
-        pin_identities(out, cfgs)
+        pin_identities(out, cfgs, pin)
         desc = write_description(out, spec, cfgs)
     return written(desc, out, "aligned dp-bcfw-secure", who="party",
                     files="its own data file")

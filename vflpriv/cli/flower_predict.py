@@ -11,7 +11,10 @@ label party, the loss; no coefficient, no row), each party's ``node<i>.toml`` na
 file of new rows and ID column (``data``, ``id-column``) and its own model file
 (``model-file``: ``party<i>.json`` of the model), the label party's also where it writes the
 scores (``scores-file``) and whether it releases them to the server (``release-scores``), and
-the Flower App.  The run: :mod:`vflpriv.model.deployed`; docs/alignment.md.
+the Flower App.  The scoring keys of the parties other than the label party are pinned to their
+own identity keys (``identity-key``, ``peer-fingerprints``: ``--fingerprints`` or their schemas,
+:mod:`.flower_pins`) unless ``--unpinned``.  The run: :mod:`vflpriv.model.deployed`;
+docs/alignment.md.
 """
 from __future__ import annotations
 
@@ -45,6 +48,9 @@ def register_spec(ssub, func):
                    "are then in the run's result); default: they stay on its machine")
     p.add_argument("--connect-timeout", type=float, default=600.0, metavar="S",
                    help="seconds the ServerApp waits for every party's SuperNode (default 600)")
+    from .flower_pins import add_arguments as add_pins
+
+    add_pins(p)
     p.set_defaults(func=func, ledger=None)
 
 
@@ -89,8 +95,17 @@ def spec_predict(args, checked_spec_options, written) -> int:
     from ..flower.spec import write_description
     from ..model.deployed import make_spec, party_config
 
+    from . import flower_pins
+    from ..vertical.secure.remote import pin_identities
+
     checked_spec_options(args)
     man, schemas = _checked(args)
+    K, L = len(schemas), int(man["label_party"])
+    # the secure sum's keys are the parties' other than L (none when K = 2): each pinned by
+    # its party's own identity key, or --unpinned
+    signers = [j for j in range(K) if j != L] if K - 1 >= 2 else []
+    pin = flower_pins.pinning(args, K, schemas)
+    flower_pins.check(pin, signers)
     require_flwr("flower")
     out, L = args.out, int(man["label_party"])
     spec = make_spec(manifest=man, run_id=uuid.uuid4().hex,
@@ -102,6 +117,7 @@ def spec_predict(args, checked_spec_options, written) -> int:
                          leader=L, scores=scores, release=args.release_scores)
             for k, s in sorted(schemas.items())]
     with description_folder(out):
+        pin_identities(out, cfgs, pin, parties=signers)
         desc = write_description(out, spec, cfgs)
     return written(desc, out, "scoring", who="party",
                     files="its own file of new rows and its party<i>.json")

@@ -23,7 +23,13 @@ The server role (:func:`serve`) runs, over the one link the run has:
    every party that still answers to delete them (``close``).
 
 The server sees the public keys, the masked words (uniform in Z_2^64 when K - 1 >= 2: it holds
-no mask key) and, only if L releases them, the scores.  A party j refuses to send its margin
+no mask key) and, only if L releases them, the scores.  The public keys are pinned as in training
+(:mod:`vflpriv.runtime.keys`, purpose ``scoring``): a party j != L whose node config names its
+``identity-key`` signs its ``ScoreKey``, and one with ``peer-fingerprints`` refuses, before its
+margin, a peer's key not signed by that peer's pinned identity for this run (a server that
+substituted a key would otherwise read the margin it relays).  A node config written with
+``--unpinned`` (``unpinned = true``), or a party of the secure sum without pins, warns in the
+node's log.  A party j refuses to send its margin
 unless it got the key of every other party j' != L (a server that dropped a key would
 otherwise make j's margin go out less masked).  Every frame is the in-process frame, so the
 bytes (``alignment`` and ``scoring``) are those of ``vflpriv predict`` in process.
@@ -172,12 +178,17 @@ class _ScoringPsi(PsiPhase):
         from . import messages as M
         from .scoring import key_pair
 
+        from ..runtime.keys import load_identity_of, make_offer
+
         super()._psi_rows(frame)
         if len(self.setup["columns"]) - 1 < 2:
             return []
         private, public = key_pair()
         self.state["score_key"] = private
-        return [(self.k, M.encode(M.ScoreKey(public), self.k, 0))]
+        # signed by its identity key when its node config names one (pinned, as in training)
+        offer = make_offer(public, load_identity_of(self.cfg, self.k, Refused),
+                           self.setup.get("run_id") or "", self.k, purpose="scoring")
+        return [(self.k, M.encode(M.ScoreKey(offer), self.k, 0))]
 
     def _keep(self, t, rows):
         path = aligned_path(self.cfg, self.setup.get("run_id"), self.k)
@@ -251,6 +262,7 @@ class ScoringParty(PartyRole):
             self.model()
             if self.k == self.leader:
                 self._check_outputs()
+            self._warn_unpinned()
         if kind in PSI_KINDS:
             return self.psi.handle(kind, frame)
         if kind not in ("score_margin", "score_sum"):
@@ -260,6 +272,18 @@ class ScoringParty(PartyRole):
         pack, _ = _bundle()
         took = np.array([time.perf_counter() - t0], "<f8").tobytes()
         return "bundle", pack(entries + [(SECONDS, took)])
+
+    def _warn_unpinned(self):
+        """Loud, in this node's own log: a description written with ``--unpinned`` (every node),
+        or a party of the secure sum whose scoring keys are not pinned."""
+        from ..runtime.keys import unpinned_warning
+
+        pinned = self.cfg.get("identity-key") and self.cfg.get("peer-fingerprints")
+        sums = self.K - 1 >= 2 and self.k != self.leader
+        if str(self.cfg.get("unpinned", "")).lower() == "true" or (sums and not pinned):
+            import sys
+
+            sys.stderr.write(unpinned_warning(self.k, "scoring keys"))
 
     def _aligned(self):
         if not os.path.exists(self.path):
@@ -275,14 +299,22 @@ class ScoringParty(PartyRole):
         _, unpack = _bundle()
         if self.k == self.leader:
             raise Refused("the label party sends no margin")
+        from ..runtime.keys import KeyRefused, accept_offer, parse_pins
+
         want = set(range(self.K)) - {self.leader, self.k}
         public = {}
-        for b, f in unpack(frame):
-            msg, sender, _ = M.decode(f)
-            if not isinstance(msg, M.ScoreKey) or sender != b or b not in want:
-                raise Refused(f"party {self.k} got a {type(msg).__name__} of party {sender} as "
-                              f"party {b}'s scoring key")
-            public[b] = msg.public
+        try:
+            pins = parse_pins(self.cfg.get("peer-fingerprints"))
+            for b, f in unpack(frame):
+                msg, sender, _ = M.decode(f)
+                if not isinstance(msg, M.ScoreKey) or sender != b or b not in want:
+                    raise Refused(f"party {self.k} got a {type(msg).__name__} of party {sender} "
+                                  f"as party {b}'s scoring key")
+                # pinned: signed by b's pinned identity for this run, else refused
+                public[b] = accept_offer(msg.public, self.k, b, self.setup.get("run_id") or "",
+                                         pins, purpose="scoring")
+        except KeyRefused as exc:
+            raise Refused(str(exc)) from None
         if set(public) != want:
             raise Refused(f"party {self.k} got the scoring keys of parties {sorted(public)}, "
                           f"not of every party besides the label party ({sorted(want)}): its "

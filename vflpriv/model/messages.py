@@ -2,6 +2,8 @@
 
     type name          from -> to              payload                                  bytes
     72  ScoreKey       party j -> parties b    X25519 public key of j for this scoring   32
+                                               (pinned: the signed key offer of         131
+                                               vflpriv.runtime.keys, purpose scoring)
     73  MaskedMargin   party j -> label party  count u32, then count uint64: j's margin
                                                in fixed point plus its pairwise masks    4 + 8 n
 """
@@ -25,8 +27,11 @@ class ScoreKey:
 
     @classmethod
     def parse(cls, b):
-        if len(b) != 32:
-            raise InputError(f"ScoreKey: {len(b)} bytes, an X25519 public key has 32")
+        from ..runtime.keys import OFFER_BYTES
+
+        if len(b) not in (32, OFFER_BYTES):
+            raise InputError(f"ScoreKey: {len(b)} bytes, an X25519 public key has 32 (a signed "
+                             f"key offer {OFFER_BYTES})")
         return cls(bytes(b))
 
 

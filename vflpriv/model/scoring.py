@@ -6,7 +6,9 @@ and L must learn only the sum of the others' margins, never one party's (docs/al
 "Scoring"):
 
 1. Every pair (a, b) of parties other than L agrees on a key: X25519 key pairs made for this
-   run, public keys relayed by the server, HKDF-SHA256 of the shared secret -> a 16-byte
+   run, public keys relayed by the server (deployed: signed by each party's own identity key
+   and checked against its pinned fingerprint, :mod:`.deployed`), HKDF-SHA256 of the shared
+   secret -> a 16-byte
    AES-128-CTR key (``ring.Prg``).  m_ab is that keystream, n words of Z_{2^64}.
 2. Party j != L sends L the masked margin  enc(z_j) + sum_{b > j} m_jb - sum_{a < j} m_aj
    (mod 2^64), enc(z) = round(z 2^32).

@@ -75,7 +75,8 @@ def run_hosted(backend, flower, run_dir, data, loss, eta, T, private, server_kwa
                            party_budget=flower.party_budget or (epsilon, delta),
                            noise_root=noise_root, connect_timeout=flower.connect_timeout,
                            reply_timeout=flower.reply_timeout, progress=progress,
-                           quiet=flower.quiet, spec_dir=spec_dir)
+                           quiet=flower.quiet, spec_dir=spec_dir,
+                           pinning=getattr(flower, "pinning", None))
         if spec_dir:                    # nothing ran: ``info`` says what was written
             return None, info
         if private:

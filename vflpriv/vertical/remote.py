@@ -272,13 +272,14 @@ def run_info(backend, out, cfgs, private) -> dict:
 def run(backend, data, loss, eta, iterations, *, server_kwargs, private, run_dir,
         ledger=None, budget=None, accountant="rdp", run_id=None, party_ledgers=None,
         party_budget=None, noise_root=None, connect_timeout=60.0, reply_timeout=600.0,
-        progress=None, quiet=True, spec_dir=None):
+        progress=None, quiet=True, spec_dir=None, pinning=None):
     """Run a vertical method on ``backend`` ("flower-sim" or "flower"); returns
     ``(RunResult, flower)`` where ``flower`` holds the Flower byte counts, each party's own
     spend and the error that stopped the run, if any (:class:`~.link.PartyLost` /
     :class:`~.link.PartyRefused`: which party, which round).  ``spec_dir``: nothing runs; the
     description for separate machines is written there and ``(None, what was written)``
-    returned (``vflpriv flower spec run``)."""
+    returned (``vflpriv flower spec run``; ``pinning`` is unused: these methods exchange no
+    keys)."""
     from .engine import RunResult, replay_objective
 
     spec = make_spec(data, loss=loss, eta=eta, iterations=iterations,

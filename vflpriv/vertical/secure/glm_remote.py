@@ -431,8 +431,9 @@ def replay_objective(data, loss, eta, selections, intercepts):
 def run(backend, data, loss, *, glm_kwargs, private, run_dir, ledger=None, budget=None,
         accountant="rdp", run_id=None, party_ledgers=None, party_budget=None, noise_root=None,
         connect_timeout=60.0, reply_timeout=600.0, progress=None, quiet=True, spec_dir=None,
-        checkpoint=None, resume=False):
-    """Run the logistic path on ``backend``; ``(out, info)`` as :func:`.remote.run`, with the
+        checkpoint=None, resume=False, pinning=None):
+    """Run the logistic path on ``backend``; ``(out, info)`` as :func:`.remote.run` (a
+    description's keys pinned by ``pinning``), with the
     objective history replayed here from the selections and L's intercepts.  ``checkpoint``
     (``make_spec``): each party saves its own state beside it (``<path>.party<k>``; in a
     description ``party<k>.ckpt`` beside its node config) and resumes from it."""
@@ -455,7 +456,7 @@ def run(backend, data, loss, *, glm_kwargs, private, run_dir, ledger=None, budge
                          bounds=(glm_kwargs.get("feature_bound"), None))
     party_checkpoints(cfgs, checkpoint, spec_dir)
     if spec_dir:
-        pin_identities(run_dir, cfgs)
+        pin_identities(run_dir, cfgs, pinning)
         return None, describe(run_dir, spec, cfgs)
     out = launch(backend, spec, cfgs, run_dir, progress=progress, quiet=quiet)
     info = run_info(backend, out, cfgs, private)

@@ -249,21 +249,14 @@ class SecurePartyRole(SecureSaves, PartyRole):
     def _offer(self):
         """This party's key offer: its ephemeral public key, signed by its identity key when
         its node config names one (``identity-key``; :mod:`.keys`)."""
-        from ...runtime.keys import KeyRefused, load_identity, make_offer
+        from ...runtime.keys import load_identity_of, make_offer, unpinned_warning
 
-        path = self.cfg.get("identity-key")
-        try:
-            ident = load_identity(path) if path else None
-        except KeyRefused as exc:
-            raise Refused(f"party {self.k}: {exc}") from None
-        if not path or not self.cfg.get("peer-fingerprints"):
+        ident = load_identity_of(self.cfg, self.k, Refused)
+        if ident is None or not self.cfg.get("peer-fingerprints"):
             import sys
 
             # loud, in the party's own log: this deployment trusts the server with the keys
-            sys.stderr.write(f"vflpriv party {self.k}: WARNING: running unpinned (no "
-                             "identity-key / peer-fingerprints in its node config): a server "
-                             "that swaps key offers can read the party-to-party messages; "
-                             "vflpriv flower spec writes pinned configs (docs/flower.md)\n")
+            sys.stderr.write(unpinned_warning(self.k, "key offers"))
         return make_offer(self.public_key, ident, self.setup.get("run_id") or "", self.k)
 
     def get_state(self):
@@ -534,39 +527,54 @@ def make_spec(data, *, secure_kwargs, private, ledger=None, budget=None, account
             "checkpoint": checkpoint, "resume": bool(resume)}
 
 
-def pin_identities(run_dir, cfgs):
-    """Key pinning on by default in a description for separate machines (issue 32): each
-    party gets an Ed25519 identity key ``party<k>.key`` (mode 0600, ``keys.new_identity``) and
-    its node config names it and pins every peer's fingerprint, so a server that substitutes a
-    key offer is refused before the first release.  Each party should keep only its own key
-    file; parties that would rather make their own run ``vflpriv flower identity`` and
-    exchange fingerprints out of band (docs/flower.md)."""
-    import os
+def pin_identities(run_dir, cfgs, pinning, parties=None):
+    """Key pinning in a description for separate machines (issues 32, 49): each party makes
+    its own Ed25519 identity key on its own machine (``vflpriv flower identity``) and sends only
+    its fingerprint; ``pinning`` (:class:`~vflpriv.runtime.keys.Pinning`) carries them.  Each
+    node config of ``parties`` (default: every one) names where its party keeps its key
+    (``identity-key``: ``pinning.keys[k]``, else ``party<k>.key`` beside the node config) and
+    pins every other such party's fingerprint (``peer-fingerprints``).  No private key is ever
+    written here.  A party without a fingerprint is refused (:class:`InputError`, naming it)
+    unless ``pinning.unpinned``: then every node config says ``unpinned = true`` and every node
+    warns in its log."""
+    from ...runtime.keys import missing_fingerprint, pins_text
 
-    from ...runtime.keys import new_identity
-
-    fps = {}
+    parties = sorted(int(c["party"]) for c in cfgs) if parties is None else sorted(parties)
+    if pinning is None or not hasattr(pinning, "missing"):
+        raise InputError("a dp-bcfw-secure description pins every party's identity key: give "
+                         "each party's fingerprint (--fingerprints K=HEX,...; Pinning) or "
+                         "--unpinned")
+    missing = pinning.missing(parties)
+    if missing:
+        raise InputError(missing_fingerprint(missing[0]))
+    if pinning.unpinned:
+        for cfg in cfgs:
+            cfg.pop("identity-key", None)
+            cfg.pop("peer-fingerprints", None)
+            cfg["unpinned"] = True
+        return {}
+    fps = {k: pinning.fingerprints[k] for k in parties}
     for cfg in cfgs:
         k = int(cfg["party"])
-        path = os.path.join(run_dir, f"party{k}.key")
-        fps[k] = new_identity(path)
-        cfg["identity-key"] = path
-    for cfg in cfgs:
-        k = int(cfg["party"])
-        cfg["peer-fingerprints"] = ",".join(f"{q}={fp}" for q, fp in sorted(fps.items())
-                                            if q != k)
+        if k not in fps:
+            continue
+        cfg["identity-key"] = pinning.keys.get(k) or os.path.join(run_dir, f"party{k}.key")
+        peers = pins_text(fps, k)
+        if peers:
+            cfg["peer-fingerprints"] = peers
     return fps
 
 
 def run(backend, data, *, secure_kwargs, private, run_dir, ledger=None, budget=None,
         accountant="rdp", run_id=None, party_ledgers=None, party_budget=None, noise_root=None,
         connect_timeout=60.0, reply_timeout=600.0, progress=None, quiet=True, spec_dir=None,
-        checkpoint=None, resume=False):
+        checkpoint=None, resume=False, pinning=None):
     """Run dp-bcfw-secure on ``backend``; returns ``(out, flower info)`` (``out`` as the
     ServerApp's result, with the objective history replayed here from the selections).
     ``spec_dir``: the description for separate machines is written there instead, and
-    ``(None, what was written)`` returned.  ``checkpoint`` (``make_spec``): each party saves
-    its own state beside it (``saves.party_checkpoints``) and resumes from it."""
+    ``(None, what was written)`` returned (its keys pinned by ``pinning``:
+    :func:`pin_identities`).  ``checkpoint`` (``make_spec``): each party saves its own state
+    beside it (``saves.party_checkpoints``) and resumes from it."""
     from ...runtime.partydata import noise_entropy_of
     from ..remote import party_configs, run_info
     from .protocol import replay_objective
@@ -588,7 +596,7 @@ def run(backend, data, *, secure_kwargs, private, run_dir, ledger=None, budget=N
     from ...runtime.backends import describe, launch
 
     if spec_dir:
-        pin_identities(run_dir, cfgs)
+        pin_identities(run_dir, cfgs, pinning)
         return None, describe(run_dir, spec, cfgs)
     out = launch(backend, spec, cfgs, run_dir, progress=progress, quiet=quiet)
     info = run_info(backend, out, cfgs, private)

@@ -192,9 +192,11 @@ def make_spec(data, *, ssp_kwargs, private, ledger=None, budget=None, accountant
 
 def run(backend, data, *, ssp_kwargs, private, run_dir, ledger=None, budget=None,
         accountant="rdp", run_id=None, party_ledgers=None, party_budget=None, noise_root=None,
-        connect_timeout=60.0, reply_timeout=600.0, progress=None, quiet=True, spec_dir=None):
+        connect_timeout=60.0, reply_timeout=600.0, progress=None, quiet=True, spec_dir=None,
+        pinning=None):
     """Run the ssp path on ``backend``; ``(out, info)`` as :func:`.remote.run` (``out`` the
-    server role's result), or with ``spec_dir`` ``(None, what was written)``."""
+    server role's result), or with ``spec_dir`` ``(None, what was written)``, its keys pinned
+    by ``pinning`` (:func:`.remote.pin_identities`)."""
     from ...runtime.backends import describe, launch
     from ...runtime.partydata import noise_entropy_of
     from ..remote import party_configs, run_info
@@ -210,7 +212,7 @@ def run(backend, data, *, ssp_kwargs, private, run_dir, ledger=None, budget=None
                          label_party=ssp_kwargs["label_party"],
                          bounds=(ssp_kwargs["bounds"] if private else None))
     if spec_dir:
-        pin_identities(run_dir, cfgs)
+        pin_identities(run_dir, cfgs, pinning)
         return None, describe(run_dir, spec, cfgs)
     out = launch(backend, spec, cfgs, run_dir, progress=progress, quiet=quiet)
     return out, run_info(backend, out, cfgs, private)

@@ -1,6 +1,6 @@
 """What each party and the server receives on every secure path (issue 49).
 
-Two independent checks over the view log (``vflpriv/vertical/secure/views.py``):
+Two independent checks over the view log (``vflpriv/runtime/views.py``):
 
 * the mask bookkeeping (``vflpriv.audit.views.findings``): every value a receiver gets is
   blinded by a mask whose key it never receives, and no such mask blinds two values it gets

@@ -1,6 +1,6 @@
 """The view audit of the secure paths (``vflpriv audit views``; tests/test_secure_views.py).
 
-A run of a secure path with the view log on (``vflpriv.vertical.secure.views``) records every
+A run of a secure path with the view log on (``vflpriv.runtime.views``) records every
 message each party and the server decodes, and, at the senders, which masks blind each array
 that travels.  :func:`findings` reads the log and checks, for every receiver:
 
@@ -114,7 +114,7 @@ def run_logged(data, path, L, backend="inprocess", seed=0, iterations=3, folder=
     import warnings
 
     from ..vertical import solve
-    from ..vertical.secure import views
+    from ..runtime import views
 
     folder = folder or tempfile.mkdtemp(prefix="vflpriv-views-")
     old = os.environ.get(views.ENV)

@@ -129,7 +129,7 @@ def launch(backend, spec, party_configs, run_dir, *, progress=None, quiet=True) 
         return run_local(spec, party_configs, progress=progress)
     if backend not in HOSTS:
         raise InputError(f"no host for backend {backend!r}; known: local, {', '.join(HOSTS)}")
-    from ..vertical.secure import views
+    from . import views
 
     if views.enabled():      # tests only: parties in other processes log into the same folder
         party_configs = [dict(c, **{"view-log": os.environ[views.ENV]}) for c in party_configs]

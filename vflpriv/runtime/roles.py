@@ -53,7 +53,7 @@ def answer(build, cfg: dict, store: dict, kind: str, frame: bytes, round: int) -
     retried message finds the state after this one).  ``hello`` answers the party's index.
     """
     out = {"kind": "", "frame": b"", "round": int(round)}
-    from ..vertical.secure import views
+    from . import views
 
     if cfg.get("view-log"):      # tests only (views.py): this process logs what it decodes
         import os

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import views
+from ...runtime import views
 from .ring import Prg
 
 

@@ -51,7 +51,7 @@ from ...noise.discrete import ring_noise
 from ..clipshare import warn_if_clipped
 from ..sketch import signed_argmax
 from . import messages as SM
-from . import views
+from ...runtime import views
 from .beaver import holder_shares, masked_block_chunks, peer_output
 from .fourier import MIN_FACTOR_BITS, SigmoidSeries, unit_factors  # noqa: F401
 from .protocol import CHUNK_ROWS, clip_block

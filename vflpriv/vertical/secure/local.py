@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from ..transport import DOWN, UP, Meter
 from . import messages as SM
-from . import views
+from ...runtime import views
 from .beaver import block_helper
 
 

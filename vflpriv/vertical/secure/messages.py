@@ -454,7 +454,7 @@ def decode(frame: bytes):
     (``views.py``, tests only), the decoded message is logged as received by the current
     receiver."""
     out = decode_frame(frame, MESSAGE_TYPES, "secure-protocol message")
-    from . import views
+    from ...runtime import views
 
     if views.enabled():
         views.received(out[0])

@@ -54,7 +54,7 @@ from ..clipshare import warn_if_clipped
 from ..sketch import signed_argmax
 from ..transport import Meter
 from . import messages as SM
-from . import views
+from ...runtime import views
 from .beaver import block_helper, holder_shares, masked_block_chunks, peer_output
 from .local import LocalParties, Network  # noqa: F401  (the in-process link; re-exported)
 from .ring import Prg, decode, encode

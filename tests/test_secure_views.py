@@ -203,5 +203,48 @@ def test_the_audit_entry_views(tmp_path, capsys):
     doc = json.loads(out.read_text())
     assert doc["ok"] is True and doc["mechanisms"] == []
     assert doc["views"]["ok"] and doc["views"]["findings"] == []
-    assert doc["views"]["runs"] == 3 * (3 + 4)          # three paths, every label party
-    assert "views: 21 runs" in capsys.readouterr().out
+    assert doc["views"]["runs"] == 4 * (3 + 4)     # three paths and predict, every label party
+    assert "views: 28 runs" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("K", [2, 3, 4, 5, 6])
+def test_the_secure_sum_of_predict(K):
+    """vflpriv predict's secure sum: the label party gets the K - 1 masked margins; their masks
+    cancel in the whole sum (the score it is entitled to) and in no proper subset of them, no
+    key of a pairwise mask reaches it, and no key it holds unmasks a margin.  At K = 2 the one
+    margin is the sum itself (the score reveals it anyway: docs/alignment.md)."""
+    from vflpriv.audit.views import scoring_logged
+
+    for L in range(K):
+        masks, recs, scores, expected = scoring_logged(K, L, N, seed=K + L)
+        np.testing.assert_allclose(scores, expected, atol=K * 2.0 ** -30)
+        assert findings(masks, recs) == []
+        got = [e for e in recs if e["type"] == "MaskedMargin"]
+        assert {e["who"] for e in got} == {L} and len(got) == K - 1
+        leaks = attack(recs)
+        if K == 2:
+            assert leaks == [(L, "MaskedMargin", "in the clear")]
+        else:
+            assert leaks == []
+
+
+def test_the_sum_check_catches_a_mask_that_does_not_cancel(monkeypatch):
+    """A broken secure sum (party b adds its mask with party a where it should subtract it):
+    the masks of the whole sum no longer cancel, or a partial sum does."""
+    from vflpriv.audit.views import scoring_logged
+    from vflpriv.model import scoring
+
+    real = scoring.Prg
+
+    class Shared:                    # every pair the same key stream: m_ab = m for all a, b
+        def __init__(self, key, *a):
+            self.p = real(bytes(16), *a)
+
+        def uint64(self, n):
+            return self.p.uint64(n)
+
+    monkeypatch.setattr(scoring, "Prg", Shared)
+    monkeypatch.setattr(scoring, "_pair_key", lambda *a: bytes(16))
+    masks, recs, _, _ = scoring_logged(4, 0, N)
+    # parties 1, 2, 3: +m +m, -m +m, -m -m; parts 1 and 3 together cancel: a partial sum
+    assert any("partial sum leaks" in f for f in findings(masks, recs))

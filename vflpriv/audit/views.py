@@ -27,7 +27,7 @@ import numpy as np
 RELEASES = {"SecureIndex", "NoisySums", "GramPart", "Coefficients", "InterceptShare"}
 #: public messages and messages that carry only keys (checked by what keys they hand out)
 PUBLIC = {"SecureSetup", "Selections", "SelectionsB", "NewFeatures", "TripleToPeer",
-          "VectorKey", "MarginKey"}
+          "VectorKey", "MarginKey", "ScoreKey"}
 
 PATHS = ("squares", "ssp", "glm")
 
@@ -35,6 +35,7 @@ PATHS = ("squares", "ssp", "glm")
 def findings(masks, receipts):
     """The view checks above over one run's log; a list of sentences (empty: all hold)."""
     out = []
+    sums = defaultdict(dict)
     by = defaultdict(list)
     for e in receipts:
         by[e["who"]].append(e)
@@ -55,6 +56,11 @@ def findings(masks, receipts):
                     out.append(f"{name} received {e['type']}.{field}, a value no sender "
                                "recorded as masked")
                     continue
+                tag_set = {tag for _, tag in ann if tag is not None}
+                if any(t[0] == "sum" for t in tag_set):
+                    # a part of a secure sum: checked as a whole below
+                    sums[who][h] = [m for mm, _ in ann for m in mm]
+                    continue
                 ms = {m for mm, _ in ann for m in mm}
                 free = {m for m in ms if m.split(":")[0] not in held}
                 if not free:
@@ -71,6 +77,40 @@ def findings(masks, receipts):
                 out.append(f"{name} received {len(hs)} values blinded by one mask "
                            f"({m[:12]}...) that are not the two parts of its own product: "
                            "their difference would unmask them")
+        out += _sum_findings(name, sums.get(who, {}), held)
+    return out
+
+
+def _sum_findings(name, parts, held):
+    """The parts of a secure sum one receiver got (``{hash: signed masks}``): their masks must
+    cancel in the whole sum (its output) and in no proper subset of the parts (each such
+    combination stays blinded), and no mask's key may be held by the receiver.  A lone part
+    is the sum itself (one party besides L: the score reveals it anyway)."""
+    from collections import Counter
+    from itertools import combinations
+
+    if len(parts) < 2:
+        return []
+    out = []
+    signed = list(parts.values())
+    if any(m[1:].split(":")[0] in held for ms in signed for m in ms):
+        out.append(f"{name} holds the key of a mask on a part of its secure sum")
+
+    def net(group):
+        c = Counter()
+        for ms in group:
+            for m in ms:
+                c[m[1:]] += 1 if m[0] == "+" else -1
+        return {k for k, v in c.items() if v}
+
+    if net(signed):
+        out.append(f"{name}: the masks of its secure sum do not cancel")
+    for r in range(1, len(signed)):
+        for group in combinations(signed, r):
+            if not net(group):
+                out.append(f"{name} can add {r} of the {len(signed)} parts of its secure sum "
+                           "with every mask cancelled: a partial sum leaks")
+                return out
     return out
 
 
@@ -163,6 +203,35 @@ def unmasked(receipts):
     return out
 
 
+def scoring_logged(K, L, n=24, seed=0, folder=None):
+    """Score ``n`` rows of a random split model with the label at ``L`` (the secure sum of
+    ``vflpriv predict``, ``model.scoring.secure_scores``) with the view log on; ``(masks,
+    receipts, scores, expected)``."""
+    from ..model.files import SplitModel
+    from ..model.scoring import secure_scores
+    from ..runtime import views
+
+    rng = np.random.default_rng(seed)
+    sizes = [2] * int(K)
+    blocks = [rng.uniform(-1, 1, size=(n, p)) for p in sizes]
+    coef = [rng.normal(size=p) for p in sizes]
+    model = SplitModel(loss="logistic", label_party=int(L),
+                       columns=[[f"c{k}_{i}" for i in range(p)] for k, p in enumerate(sizes)],
+                       coef=coef, intercept=0.25, manifest={})
+    folder = folder or tempfile.mkdtemp(prefix="vflpriv-views-")
+    old = os.environ.get(views.ENV)
+    os.environ[views.ENV] = folder
+    try:
+        scores, _ = secure_scores(blocks, model)
+    finally:
+        if old is None:
+            os.environ.pop(views.ENV, None)
+        else:
+            os.environ[views.ENV] = old
+    expected = sum(b @ c for b, c in zip(blocks, coef)) + 0.25
+    return (*views.read(folder), scores, expected)
+
+
 def audit_views(Ks=(3, 4), paths=PATHS, n=24, progress=None) -> dict:
     """``vflpriv audit``'s ``views`` entry: every path, each K in ``Ks``, every label party, in
     process; ``{"name": "views", "ok", "runs", "findings"}``."""
@@ -175,7 +244,12 @@ def audit_views(Ks=(3, 4), paths=PATHS, n=24, progress=None) -> dict:
                 runs += 1
                 for f in findings(masks, recs) + unmasked(recs):
                     found.append(f"{path}, K={K}, label at {L}: {f}")
+        for L in range(K):                   # the secure sum of vflpriv predict
+            masks, recs, _, _ = scoring_logged(K, L, n)
+            runs += 1
+            for f in findings(masks, recs) + unmasked(recs):
+                found.append(f"predict, K={K}, label at {L}: {f}")
     if progress is not None:
         progress(1)
     return {"name": "views", "ok": not found and runs > 0, "runs": runs, "findings": found,
-            "paths": list(paths), "K": list(Ks)}
+            "paths": list(paths) + ["predict"], "K": list(Ks)}

@@ -52,4 +52,9 @@ MESSAGE_TYPES = {c.TYPE: c for c in (ScoreKey, MaskedMargin)}
 
 
 def decode(frame: bytes):
-    return decode_frame(frame, MESSAGE_TYPES, "scoring message")
+    out = decode_frame(frame, MESSAGE_TYPES, "scoring message")
+    from ..runtime import views
+
+    if views.enabled():          # tests only: the receiver's view (vflpriv/runtime/views.py)
+        views.received(out[0])
+    return out

@@ -69,9 +69,16 @@ def masked_margin(X, coef, me: int, private: bytes | None, public: dict) -> np.n
     word = encode_round(partial_margin(X, coef), SCALE_BITS)
     n = word.shape[0]
     mine = X25519PrivateKey.from_private_bytes(private) if public else None
+    signed = []
     for b in sorted(public):
-        m = Prg(_pair_key(mine, public[b], me, b)).uint64(n)
+        key = _pair_key(mine, public[b], me, b)
+        m = Prg(key).uint64(n)
         word = word + m if me < b else word - m
+        signed.append(("+" if me < b else "-") + key.hex())
+    from ..runtime import views
+
+    if views.enabled():          # one part of the sum L is entitled to (views.py)
+        views.masked(word, signed, ("sum", "scores"))
     return word
 
 
@@ -100,8 +107,11 @@ def secure_scores(blocks, model, *, meter=None) -> tuple:
     secs = [0.0] * K
     t_start = time.perf_counter()
 
+    from ..runtime import views
+
     def relay(src, dst, msg):
-        return relayed(meter, msg, src, dst, M.decode)
+        with views.receiving(dst if isinstance(dst, int) else "server"):
+            return relayed(meter, msg, src, dst, M.decode)
 
     def timed(k, fn, *a):
         t0 = time.perf_counter()

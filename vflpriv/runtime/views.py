@@ -37,7 +37,7 @@ _receiver = contextvars.ContextVar("vflpriv_view_receiver", default="server")
 
 #: message types whose words the log keeps (the masked vectors and blocks an attacker would
 #: try to unmask with the keys it holds)
-_KEEP_WORDS = ("MaskedVector", "MaskedBlock", "MarginShare", "MaskedFactors")
+_KEEP_WORDS = ("MaskedVector", "MaskedBlock", "MarginShare", "MaskedFactors", "MaskedMargin")
 
 
 def enabled() -> bool:
@@ -83,7 +83,7 @@ def receiving(who):
 
 
 def received(msg):
-    """Log that the current receiver decoded ``msg`` (a secure-protocol message)."""
+    """Log that the current receiver decoded ``msg`` (a secure-protocol or scoring message)."""
     if not enabled():
         return
     from dataclasses import fields

@@ -98,6 +98,12 @@ def register(sub):
                    help="no TLS (127.0.0.1 only)")
     n.add_argument("--print", action="store_true", dest="print_only",
                    help="print the flower-supernode command instead of running it")
+    from ..values import count
+
+    n.add_argument("--port", metavar="PORT", type=count(65535, minimum=1), default=None,
+                   help="the port of this SuperNode's own runtime API on 127.0.0.1 (default: a "
+                   "free one, so that several nodes start on one host; flower-supernode's own "
+                   "default, 9094, would collide)")
     n.set_defaults(func=node)
 
     i = fsub.add_parser("identity", help="make (or show) a party's identity key for pinned "
@@ -236,7 +242,7 @@ def node(args) -> int:
                          f"first (vflpriv flower identity --out {key}) and send the fingerprint "
                          "it prints to whoever writes the description")
     argv = node_command(cfg, args.superlink, root_certificates=args.root_certificates,
-                        insecure=args.insecure)
+                        insecure=args.insecure, port=args.port)
     if args.print_only:
         sys.stdout.write(" ".join(shlex.quote(a) for a in argv) + "\n")
         return 0

@@ -48,6 +48,21 @@ def register(sub):
         if name == "verify":
             c.add_argument("--json", action="store_true", help="print the result as JSON")
         c.set_defaults(func=verify if name == "verify" else show)
+    i = cmds.add_parser("init", help="create a party's ledger with its own budget",
+                        description="Create a new ledger whose header holds the budget every "
+                        "later run on it must fit (epsilon at delta, across runs and "
+                        "processes).  Refused if FILE exists.")
+    i.add_argument("file", metavar="FILE", help="the ledger file to create")
+    from ..values import real
+
+    i.add_argument("--budget-epsilon", required=True, metavar="E", type=real(0, lo_open=True),
+                   help="the ledger's whole budget: a positive finite epsilon")
+    i.add_argument("--delta", required=True, metavar="D",
+                   type=real(0, 1, lo_open=True, hi_open=True), help="the budget's delta, in (0, 1)")
+    i.add_argument("--accountant", default=None, metavar="NAME",
+                   help="accountant the budget is checked with: basic|advanced|optimal|rdp|pld|"
+                   "best (default: each run's)")
+    i.set_defaults(func=init)
     r = cmds.add_parser("release", help="end a run's live reservation (e.g. after a crash)",
                         description="End one run's live reservation, releasing what it did not "
                         "use.")
@@ -307,3 +322,37 @@ def show(args) -> int:
               "`vflpriv ledger release FILE RUN_ID`):")
         print("\n".join(live))
     return 0
+
+
+def init(args) -> int:
+    """``vflpriv ledger init FILE --budget-epsilon E --delta D``: a new ledger with this budget
+    (a party sets its own budget, across runs, before any run; the file is never overwritten)."""
+    import os
+
+    from ..errors import InputError
+
+    eps, delta = float(args.budget_epsilon), float(args.delta)
+    if args.accountant is not None:
+        from accounting import get_accountant
+
+        try:
+            get_accountant(args.accountant)
+        except (KeyError, ValueError):
+            raise InputError(f"--accountant must be basic|advanced|optimal|rdp|pld|best, got "
+                             f"{args.accountant!r}") from None
+    if os.path.lexists(args.file):
+        raise InputError(f"ledger {args.file!r} exists: vflpriv ledger init never overwrites one "
+                         "(its records are the spend of earlier runs)")
+    parent = os.path.dirname(os.path.abspath(args.file))
+    if not os.path.isdir(parent):
+        raise InputError(f"the folder of {args.file!r} does not exist")
+    from accounting import Ledger
+
+    budget = {"epsilon": eps, "delta": delta}
+    if args.accountant is not None:
+        budget["accountant"] = args.accountant
+    Ledger(args.file, budget=budget)
+    sys.stdout.write(f"ledger {args.file}: budget epsilon {eps:g} at delta {delta:g}"
+                     + (f" ({args.accountant})" if args.accountant else "") + ", nothing spent\n")
+    return 0
+

@@ -407,9 +407,10 @@ def check_root_certificates(path: str) -> str:
     return path
 
 
-def node_command(cfg, superlink, *, root_certificates=None, insecure=False) -> list:
+def node_command(cfg, superlink, *, root_certificates=None, insecure=False, port=None) -> list:
     """The ``flower-supernode`` command line that serves ``cfg`` (TLS unless ``insecure``,
-    which is for 127.0.0.1 only)."""
+    which is for 127.0.0.1 only), its runtime API on ``port`` (None: a free port the OS gives,
+    so that two nodes on one host do not both take flower-supernode's default 9094)."""
     check_superlink(superlink)
     if insecure and root_certificates:
         # one of the two was not meant: a CA given and then ignored would look like TLS
@@ -428,4 +429,6 @@ def node_command(cfg, superlink, *, root_certificates=None, insecure=False) -> l
     else:
         raise InputError("a SuperNode across machines needs --root-certificates CA.crt (TLS); "
                          "--insecure is for 127.0.0.1 only")
-    return argv + ["--node-config", _node_config(cfg)]
+    if port is None:
+        port = free_port()
+    return argv + ["--port", str(int(port)), "--node-config", _node_config(cfg)]

@@ -427,6 +427,13 @@ def _checked_args(args):
     if args.test_fraction is not None and args.loss == "squared":
         raise InputError("--test-fraction reports classification metrics: it needs --loss "
                          "logistic or smoothed-hinge")
+    if args.ledger and math.isfinite(epsilon) and not args.resume and \
+            not os.path.exists(args.ledger) and args.delta is not None:
+        # said, not silent: a new ledger's budget is this run's target (issue 51)
+        sys.stderr.write(f"vflpriv run: ledger {args.ledger} is new: its whole budget will be "
+                         f"this run's target, epsilon {epsilon:g} at delta {args.delta:g}; "
+                         f"for a budget across runs create it first: vflpriv ledger init "
+                         f"{args.ledger} --budget-epsilon E --delta D\n")
     return args, epsilon, chunk_rows
 
 

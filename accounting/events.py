@@ -31,6 +31,56 @@ RNM_NOISES = ("laplace", "gumbel", "exponential")
 MAX_SUMMANDS = 100_000
 #: Largest ``dimension`` (exact as a float64, like a plan's count)
 MAX_DIMENSION = 2 ** 53
+#: Largest ``count`` of a :class:`SelfComposed` (exact as a float64; a plan's count has the same
+#: cap): a ledger record edited to count = 1e30 was read and summed.
+MAX_COUNT = 2 ** 53
+#: Deepest nesting of compositions (:class:`Composed`, :class:`SelfComposed`, a
+#: :class:`PrivateSelection`'s base) an event may have.  A run's events nest two or three deep;
+#: a ledger record edited to nest 490 deep ended in a RecursionError line, deeper ones in a
+#: generic "nested too deeply".
+MAX_NESTING = 32
+#: Largest expected number of base runs E[K] of a :class:`PrivateSelection` (a million training
+#: runs; mu = 1e300 was accepted and charged as if it could happen).
+MAX_SELECTIONS = 1_000_000
+
+
+def nesting(event) -> int:
+    """How deep ``event``'s compositions nest (a leaf: 0)."""
+    return getattr(event, "_nesting", 0)
+
+
+def _set_nesting(event, *children) -> None:
+    """Record ``event``'s nesting depth (one more than its deepest child); refuse one past
+    :data:`MAX_NESTING`, naming it."""
+    depth = 1 + max(nesting(c) for c in children)
+    if depth > MAX_NESTING:
+        raise ValueError(f"events nest at most {MAX_NESTING} deep (accounting.events."
+                         f"MAX_NESTING), got {depth}")
+    object.__setattr__(event, "_nesting", depth)       # not a field: kept out of eq/hash
+
+
+def check_nesting(data) -> None:
+    """Refuse an event description (``to_dict`` output) nested deeper than
+    :data:`MAX_NESTING`, without recursion (so a description 100,000 deep is refused as
+    quickly as one 33 deep, before any event is built)."""
+    stack = [(data, 0)]
+    while stack:
+        d, depth = stack.pop()
+        if not isinstance(d, dict):
+            continue
+        children = []
+        kind = d.get("kind")
+        if kind == "composed" and isinstance(d.get("events"), (list, tuple)):
+            children = list(d["events"])
+        elif kind == "self_composed":
+            children = [d.get("event")]
+        elif kind == "private_selection":
+            children = [d.get("base")]
+        if children:
+            if depth + 1 > MAX_NESTING:
+                raise ValueError(f"events nest at most {MAX_NESTING} deep (accounting.events."
+                                 f"MAX_NESTING), got more")
+            stack.extend((c, depth + 1) for c in children)
 
 
 def _number(name: str, value) -> float:
@@ -365,6 +415,10 @@ class SelfComposed(DpEvent):
             raise ValueError(f"event must be a DpEvent, got {self.event!r}")
         if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
             raise ValueError(f"count must be an integer >= 1, got {self.count!r}")
+        if self.count > MAX_COUNT:
+            raise ValueError(f"count must be at most 2**53 = {MAX_COUNT:,} (accounting.events."
+                             f"MAX_COUNT), got {self.count:.4g}")
+        _set_nesting(self, self.event)
 
 
 @dataclass(frozen=True)
@@ -382,6 +436,7 @@ class Composed(DpEvent):
             if not isinstance(e, DpEvent):
                 raise ValueError(f"events must hold DpEvent objects, got {e!r}")
         object.__setattr__(self, "events", evs)
+        _set_nesting(self, *evs)
 
 
 #: stopping distributions of :class:`PrivateSelection` (Papernot & Steinke 2022)
@@ -432,6 +487,7 @@ class PrivateSelection(DpEvent):
     def __post_init__(self):
         if not isinstance(self.base, DpEvent):
             raise ValueError(f"base must be a DpEvent, got {self.base!r}")
+        _set_nesting(self, self.base)
         try:
             relation = neighboring_of(self.base)
         except ValueError as exc:
@@ -475,6 +531,10 @@ class PrivateSelection(DpEvent):
             if not math.isfinite(self.log_expected_count):
                 raise ValueError(f"gamma={self.gamma!r} with eta={self.eta!r}: the expected "
                                  "number of runs overflows")
+        if self.log_expected_count > math.log(MAX_SELECTIONS) + 1e-12:
+            raise ValueError(f"the expected number of runs E[K] = {self.expected_count:.4g} "
+                             f"({self.stopping}, {self.stopping_parameters}) must be at most "
+                             f"{MAX_SELECTIONS:,} (accounting.events.MAX_SELECTIONS)")
 
     @property
     def neighboring(self) -> str:
@@ -513,14 +573,19 @@ LEAF_TYPES = {cls.kind: cls for cls in (Laplace, Gaussian, DiscreteGaussian,
 
 def event_from_dict(data: dict) -> DpEvent:
     """Rebuild an event from :meth:`DpEvent.to_dict` output (validating every field)."""
+    check_nesting(data)
+    return _from_dict(data)
+
+
+def _from_dict(data: dict) -> DpEvent:
     if not isinstance(data, dict) or "kind" not in data:
         raise ValueError(f"not an event description: {data!r}")
     data = dict(data)
     kind = data.pop("kind")
     if kind == "self_composed":
-        return SelfComposed(event_from_dict(data["event"]), data["count"])
+        return SelfComposed(_from_dict(data["event"]), data["count"])
     if kind == "composed":
-        return Composed(tuple(event_from_dict(e) for e in data["events"]))
+        return Composed(tuple(_from_dict(e) for e in data["events"]))
     if kind == PrivateSelection.kind:
         known = {f.name for f in fields(PrivateSelection)}
         unknown = set(data) - known
@@ -528,7 +593,7 @@ def event_from_dict(data: dict) -> DpEvent:
             raise ValueError(f"unknown field(s) {sorted(unknown)} for event kind {kind!r}"
                              if unknown else f"event kind {kind!r} needs a base event")
         rest = {k: v for k, v in data.items() if k != "base"}
-        return PrivateSelection(event_from_dict(data["base"]), **rest)
+        return PrivateSelection(_from_dict(data["base"]), **rest)
     if kind not in LEAF_TYPES:
         raise ValueError(f"unknown event kind {kind!r}")
     cls = LEAF_TYPES[kind]

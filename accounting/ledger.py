@@ -59,8 +59,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from .accountants import get_accountant
-from .events import (Composed, DiscreteGaussian, DistributedDiscreteGaussian, DpEvent, Gaussian, SelfComposed, event_from_dict,
-                     flatten)
+from .events import (MAX_NESTING, Composed, DiscreteGaussian, DistributedDiscreteGaussian,
+                     DpEvent, Gaussian, SelfComposed, check_nesting, event_from_dict, flatten)
 
 FORMAT = "vflpriv-ledger"
 VERSION = 3
@@ -269,7 +269,13 @@ def _parse_header(path, raw: bytes) -> dict:
 
 
 def _parse_record(raw: bytes, seq: int) -> LedgerRecord:
-    rec = _loads(raw)
+    try:
+        rec = json.loads(raw)
+    except RecursionError:
+        raise ValueError(f"nested too deeply: a record's events nest at most {MAX_NESTING} deep "
+                         "(accounting.events.MAX_NESTING)") from None
+    if isinstance(rec, dict) and "event" in rec:
+        check_nesting(rec["event"])         # before the checksum, which recurses as deep
     crc = rec.pop("crc")
     if crc != _crc(rec):
         raise ValueError("checksum mismatch")

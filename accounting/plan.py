@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 from .accountants import ACCOUNTANT_NAMES, report
 from .calibration import calibrate
-from .events import (NEIGHBORING_RELATIONS, ApproxDP, Composed, DiscreteGaussian,
+from .events import (MAX_COUNT, NEIGHBORING_RELATIONS, ApproxDP, Composed, DiscreteGaussian,
                      DistributedDiscreteGaussian, Exponential,
                      Gaussian, Laplace,
                      PoissonSubsampledGaussian, PrivateSelection, PureDP, ReportNoisyMax,
@@ -77,8 +77,6 @@ TOP_LEVEL_KEYS = ("name", "delta", "epsilon", "target_epsilon", "target_delta", 
                   "release")
 
 
-#: largest count (exact as a float64)
-MAX_COUNT = 2 ** 53
 #: sensitivity / noise ratios the accountants compute in float64: below, the privacy loss
 #: underflows to zero; above, the release protects nothing (epsilon in the tens of millions)
 RATIO_RANGE = (1e-100, 1e4)

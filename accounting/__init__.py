@@ -16,7 +16,7 @@ from .accountants import (ACCOUNTANT_NAMES, Accountant, AdvancedComposition, Bas
                           BestAccountant, OptimalComposition, PLDAccountant, RDPAccountant,
                           UnsupportedEventError, get_accountant, report)
 from .calibration import CalibrationResult, calibrate
-from .ledger import Ledger, LedgerBusy, LedgerCorrupt, read_ledger
+from .ledger import Ledger, LedgerBusy, LedgerCorrupt, MemoryLedger, read_ledger
 from .budget import BudgetExceeded, BudgetFilter
 
 __all__ = [
@@ -27,5 +27,5 @@ __all__ = [
     "OptimalComposition", "RDPAccountant", "PLDAccountant", "BestAccountant",
     "UnsupportedEventError", "get_accountant", "report", "ACCOUNTANT_NAMES", "calibrate",
     "CalibrationResult", "Ledger", "BudgetFilter", "BudgetExceeded", "LedgerCorrupt",
-    "LedgerBusy", "read_ledger",
+    "LedgerBusy", "MemoryLedger", "read_ledger",
 ]

@@ -121,9 +121,11 @@ def test_a_run_from_schemas_equals_the_run_on_the_joined_intersection(tmp_path, 
                 if f.startswith(f"vflpriv-aligned-{spec['run_id']}")]
 
 
-def test_the_budget_is_checked_for_n_after_the_alignment(tmp_path):
-    """The same description run twice: the second run aligns, calibrates for n and is refused
-    by the server's ledger before any release; no ledger gains a record."""
+def test_a_run_the_server_ledger_cannot_hold_is_refused_before_the_alignment(tmp_path):
+    """The same description run twice: the second run's plan (settled before the alignment:
+    its privacy does not depend on n) is refused by the server's ledger before the private set
+    intersection starts (issue 51: nobody learns which IDs the others hold); no ledger gains a
+    record."""
     from accounting import read_ledger
 
     paths, _ = party_files(tmp_path)
@@ -134,9 +136,31 @@ def test_the_budget_is_checked_for_n_after_the_alignment(tmp_path):
     ledgers = [spec["ledger"]] + [c["ledger"] for c in cfgs]
     counts = [len(read_ledger(p).records) for p in ledgers]
     res = run_local(spec, cfgs)
-    assert res["error"]["kind"] == "BudgetExceeded" and res["error"]["phase"] == "calibration"
+    assert res["error"]["kind"] == "BudgetExceeded" and res["error"]["phase"] == "budget"
     assert "nothing was released" in res["error"]["reason"]
+    assert "alignment" not in res and "n" not in res
     assert [len(read_ledger(p).records) for p in ledgers] == counts
+
+
+def test_a_party_whose_own_budget_cannot_hold_the_run_refuses_before_the_intersection(
+        tmp_path):
+    """Party 2's own budget is below the run's target: it refuses at the PSI's setup, before
+    the label party's points reach anyone, naming itself; no ledger file is made anywhere."""
+    paths, _ = party_files(tmp_path)
+    run, cfgs = write_run(tmp_path, paths, ["--epsilon", "2", "--delta", "1e-5",
+                                            "--iterations", "4"])
+    spec = load_description(run)
+    cfgs[2] = dict(cfgs[2], **{"budget-epsilon": "0.5"})
+    res = run_local(spec, cfgs)
+    err = res["error"]
+    assert err["kind"] == "PartyRefused" and err["party"] == 2 and err["phase"] == "alignment"
+    assert "refuses the run before the alignment" in err["reason"], err
+    assert "alignment" not in res and "n" not in res
+    assert not os.path.exists(spec["ledger"])
+    assert not any(os.path.exists(c["ledger"]) for c in cfgs)
+    # with its budget back the same description runs
+    cfgs[2] = dict(cfgs[2], **{"budget-epsilon": "2"})
+    assert run_local(spec, cfgs)["error"] is None
 
 
 def test_a_party_file_unlike_its_schema_is_refused_before_any_release(tmp_path):

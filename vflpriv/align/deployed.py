@@ -56,7 +56,7 @@ def _flower_bytes(meter):
 def serve(connect, spec, progress=None) -> dict:
     """The server role of a run described by :func:`make_spec` (see module docstring)."""
     from ..runtime.families import roles
-    from ..vertical.secure.planned import settle_for
+    from ..vertical.secure.planned import preflight, settle_for
 
     K = len(spec["columns"])
     link = connect(K)
@@ -68,6 +68,13 @@ def serve(connect, spec, progress=None) -> dict:
         setup = {"family": FAMILY, "run_id": spec["run_id"], "leader": spec["leader"],
                  "columns": spec["columns"], "loss": spec["config"]["loss"],
                  "bounds": [spec["config"]["feature_bound"], spec["config"]["label_bound"]]}
+        # the budget before the alignment: the server's ledger now, every party's own at the
+        # PSI's setup, before any party sends a point of its IDs (nothing is revealed by a
+        # run that is then refused; issue 51)
+        phase = "budget"
+        setup["plan"] = preflight(spec["config"], spec["blocks"], ledger=spec["ledger"],
+                                  run_id=spec["run_id"]).to_dict()
+        setup["accountant"] = spec["config"].get("accountant")
         phase = "alignment"
         psi = serve_psi(link, setup)
         after = _flower_bytes(link.meter)

@@ -102,6 +102,24 @@ class PsiPhase:
                              f"{k}: {', '.join(want[:8])})")
         return t
 
+    def _check_budget(self):
+        """An aligned training run's whole worst-case plan (``setup["plan"]``, as the server
+        settled it before the alignment) against this party's own ledger, without reserving it
+        (its training role reserves the plan for the counted rows): a party whose budget cannot
+        hold the run refuses before the intersection, so nobody learns which IDs it holds."""
+        plan = self.setup.get("plan")
+        if plan is None:                 # scoring: nothing is released
+            return
+        from accounting import BudgetExceeded, event_from_dict
+
+        from ..runtime.roles import own_budget
+
+        bf = own_budget(self.cfg, self.setup, create=False)
+        try:
+            bf.check_plan(event_from_dict(plan), party=self.k, reserve=False)
+        except BudgetExceeded as exc:
+            raise Refused(f"party {self.k} refuses the run before the alignment: {exc}") from None
+
     def _psi(self, ids):
         from .psi import PsiParty
 
@@ -122,6 +140,7 @@ class PsiPhase:
     def _setup(self, frame):
         from .psi import TAG_BYTES, new_nonce
 
+        self._check_budget()             # before any point of its IDs leaves (issue 51)
         t = self.table()                 # every party checks its file before anything is sent
         if self.k != self.leader:
             return []

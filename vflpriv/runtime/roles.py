@@ -18,6 +18,7 @@ the run naming the party.
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import warnings
 from abc import ABC, abstractmethod
@@ -94,7 +95,7 @@ def answer(build, cfg: dict, store: dict, kind: str, frame: bytes, round: int) -
     return out
 
 
-def own_budget(cfg, setup, *, per_party=False, who="party"):
+def own_budget(cfg, setup, *, per_party=False, who="party", create=True):
     """The party's own :class:`accounting.BudgetFilter`, from its own config (``ledger``,
     ``budget-epsilon``, ``budget-delta``, ``accountant``): the ledger's header budget governs.
     ``per_party``: the budget covers this party's records alone (local DP)."""
@@ -113,6 +114,13 @@ def own_budget(cfg, setup, *, per_party=False, who="party"):
     header = {"epsilon": eps, "delta": delta, "accountant": acc}
     if per_party:
         header["per_party"] = True
+    if not create and not os.path.exists(cfg["ledger"]):
+        # a check only (before the alignment): a ledger not yet written would hold this budget
+        # and nothing spent; no file is made for a run that may still be refused
+        from accounting import MemoryLedger
+
+        return BudgetFilter(MemoryLedger(budget=header, run_id=setup.get("run_id")), eps, delta,
+                            accountant=acc, per_party=per_party)
     led = Ledger(cfg["ledger"], budget=header, run_id=setup.get("run_id"))
     b_eps, b_delta = led.governing_budget(eps, delta, per_party=per_party)
     return BudgetFilter(led, b_eps, b_delta, accountant=acc, per_party=per_party)

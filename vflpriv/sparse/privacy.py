@@ -68,7 +68,7 @@ def _step_event(z, q):
 
 def _memory_ledger():
     # the vertical engine's in-memory ledger (same records and composition, no file)
-    from ..vertical.privacy import MemoryLedger
+    from accounting import MemoryLedger
 
     return MemoryLedger()
 

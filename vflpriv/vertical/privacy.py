@@ -36,7 +36,7 @@ import numpy as np
 
 from accounting import (REPLACE_ONE, Composed, Gaussian, ReportNoisyMax, SelfComposed,
                         calibrate, get_accountant)
-from accounting.ledger import Ledger, LedgerRecord
+from accounting.ledger import MemoryLedger  # noqa: F401  (lives in accounting; kept importable here)
 
 from ..errors import InputError
 from ..optim._checks import round_down
@@ -293,48 +293,6 @@ def smallest_noise_factor(budget, planned, rounds, exclude):
         mid = math.sqrt(lo * hi)
         lo, hi = (lo, mid) if budget.fits(planned(rounds, mid), exclude=exclude) else (mid, hi)
     return hi
-
-
-class MemoryLedger(Ledger):
-    """A Ledger kept in memory (no file): same records, same composition, for runs without
-    ``--ledger``.  BudgetFilter only needs ``records``, ``append``, ``counts``, ``event`` and
-    ``transaction`` (here a thread lock: no other process can see this ledger)."""
-
-    def __init__(self, *, budget=None, run_id=None):
-        import threading
-        import uuid
-
-        self.path = None
-        self.run_id = run_id or uuid.uuid4().hex
-        self._lock = threading.RLock()
-        self.repaired_torn_tail = False
-        self.header = {"budget": budget}
-        self.records = []
-        self._counts = {}
-
-    def transaction(self):
-        return self._lock
-
-    def refresh(self):
-        pass
-
-    def __getstate__(self):              # the lock does not pickle; a fresh one on load
-        state = dict(self.__dict__)
-        state.pop("_lock", None)
-        return state
-
-    def __setstate__(self, state):
-        import threading
-
-        self.__dict__.update(state)
-        self._lock = threading.RLock()
-
-    def append(self, event, *, party="server", round=0, note=""):
-        with self._lock:
-            rec = LedgerRecord(seq=len(self.records), run_id=self.run_id, party=str(party),
-                               round=int(round), time=0.0, event=event, note=str(note))
-            self._add(rec)
-            return rec
 
 
 class HopelessNoiseWarning(UserWarning):

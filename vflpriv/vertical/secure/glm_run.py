@@ -195,7 +195,7 @@ def _local_parties(data, *, L, eta, ring, series, private, feature_bound, clips,
         if private:
             from accounting import BudgetFilter
 
-            from ..privacy import MemoryLedger
+            from accounting import MemoryLedger
 
             bf = budget_filter
             p.budget = BudgetFilter(MemoryLedger(budget={"epsilon": bf.epsilon,

@@ -173,7 +173,7 @@ def _parties(data, opts, remote, chunk, state=None):
     if opts.private:
         from accounting import BudgetFilter
 
-        from ..privacy import MemoryLedger
+        from accounting import MemoryLedger
 
         bf = opts.budget_filter
         for p in parties:

@@ -49,13 +49,19 @@ def _config(options):
     return VerticalConfig(**options)
 
 
-def _server_budget(options, ledger, run_id):
+def _server_budget(options, ledger, run_id, create=True):
     """The server's budget filter over its ledger (a file on the SuperLink's machine; created
-    with the budget in its header if new): the header's budget governs."""
-    from accounting import BudgetFilter, Ledger
+    with the budget in its header if new): the header's budget governs.  ``create=False``: a
+    check only, a ledger not yet written read as empty (no file made)."""
+    import os
+
+    from accounting import BudgetFilter, Ledger, MemoryLedger
 
     header = {"epsilon": float(options["epsilon"]), "delta": float(options["delta"]),
               "accountant": options["accountant"]}
+    if not create and not os.path.exists(ledger):
+        return BudgetFilter(MemoryLedger(budget=header, run_id=run_id), header["epsilon"],
+                            header["delta"], accountant=options["accountant"])
     led = Ledger(ledger, budget=header, run_id=run_id)
     eps, delta = led.governing_budget(header["epsilon"], header["delta"])
     return BudgetFilter(led, eps, delta, accountant=options["accountant"])
@@ -82,8 +88,41 @@ def check_public(options, blocks) -> None:
         check_options(cfg)
 
 
+#: the row count a plan is settled for before the alignment has counted the common rows: the
+#: plan's privacy does not depend on n (every sensitivity and its noise scale with 1/n
+#: together), so its event is the one the run will check again once n is known
+PROVISIONAL_ROWS = 1000
+
+
+class _Preflight:
+    """The server's budget filter for the check before the alignment: the plan is checked
+    against what the ledger has left without reserving it (the run reserves it once n is
+    known), and kept to be sent to the parties for their own check."""
+
+    def __init__(self, inner):
+        self.inner, self.event = inner, None
+
+    def check_plan(self, planned, **kw):
+        self.event = planned
+        kw["reserve"] = False
+        return self.inner.check_plan(planned, **kw)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def preflight(options, blocks, *, ledger, run_id):
+    """The run's whole worst-case plan, settled for :data:`PROVISIONAL_ROWS` rows, checked
+    against the server's ledger before the private set intersection (``BudgetExceeded``
+    otherwise: nothing computed, no row compared); returns the plan's event, which every party
+    checks against its own ledger before it sends anything of its IDs (issue 51)."""
+    _, event = settle_for(options, PROVISIONAL_ROWS, blocks, ledger=ledger, run_id=run_id,
+                          _dry=True)
+    return event
+
+
 def settle_for(options, n, blocks, *, ledger, run_id, connect_timeout=60.0,
-               reply_timeout=600.0) -> dict:
+               reply_timeout=600.0, _dry=False) -> dict:
     """The server role's spec of dp-bcfw-secure on ``n`` aligned rows split in ``blocks``
     (family ``secure``, ``ssp`` or ``glm``), its noise calibrated for ``n`` and its whole
     worst-case plan
@@ -100,16 +139,19 @@ def settle_for(options, n, blocks, *, ledger, run_id, connect_timeout=60.0,
         raise InputError("a run aligned on the parties' machines is private (--epsilon): its "
                          "fixed-point scale comes from the declared bounds")
     run = settle(shape, cfg, cfg.loss_fn, int(options["label_party"]))
-    budget = _server_budget(options, ledger, run_id)
+    budget = _Preflight(_server_budget(options, ledger, run_id, create=False)) if _dry else \
+        _server_budget(options, ledger, run_id)
     noise_key, noise_seed = SC.seeds(None, run.seed)
     common = dict(private=True, ledger=ledger, budget=(budget.epsilon, budget.delta),
                   accountant=cfg.accountant, run_id=run_id, connect_timeout=connect_timeout,
                   reply_timeout=reply_timeout)
     if run.loss.name == "logistic" and cfg.resolved_logistic_path == "ssp":
-        return _ssp(shape, run, budget, common)
-    if run.loss.name == "logistic":
-        return _logistic(shape, run, budget, noise_seed, noise_key, common)
-    return _least_squares(shape, run, budget, noise_seed, noise_key, common)
+        spec = _ssp(shape, run, budget, common)
+    elif run.loss.name == "logistic":
+        spec = _logistic(shape, run, budget, noise_seed, noise_key, common)
+    else:
+        spec = _least_squares(shape, run, budget, noise_seed, noise_key, common)
+    return (spec, budget.event) if _dry else spec
 
 
 def _least_squares(shape, run, budget, noise_seed, noise_key, common):

@@ -176,7 +176,7 @@ def _in_process(data, run, plan, frac, budget, seeds, sizes, L):
     if run.private:
         from accounting import BudgetFilter
 
-        from ..privacy import MemoryLedger
+        from accounting import MemoryLedger
 
         for p in parties:
             p.budget = BudgetFilter(MemoryLedger(budget={"epsilon": budget.epsilon,

@@ -276,3 +276,32 @@ def test_a_description_from_before_the_ssp_default_keeps_glm(tmp_path):
     del spec["config"]["logistic_path"]                 # as written before the switch
     res = run_local(spec, seeded(cfgs, 3))
     assert res["error"] is None and res["family"] == "glm"
+
+
+@pytest.mark.parametrize("loss,path", [("squared", None), ("logistic", "ssp"),
+                                       ("logistic", "glm")])
+def test_the_plan_checked_before_the_alignment_spends_what_the_run_spends(tmp_path, loss, path):
+    """The plan settled for the provisional row count and the plan settled for the counted n
+    have the same epsilon at the run's delta (every accountant the run reports), to 1e-9
+    relative: the check before the alignment is the check after it."""
+    from accounting import get_accountant
+
+    from vflpriv.vertical.config import VerticalConfig
+    from vflpriv.vertical.secure import planned
+
+    cfg = VerticalConfig(algorithm="dp-bcfw-secure", loss=loss, epsilon=2.0, delta=1e-5,
+                         feature_bound=1.0, label_bound=1.0, iterations=6, eta=1.0,
+                         label_party=0, **({"logistic_path": path} if path else {}))
+    options = planned.config_options(cfg)
+    blocks = [[0, 1, 2], [3, 4], [5, 6, 7, 8]]
+    events = []
+    for n in (planned.PROVISIONAL_ROWS, 240, 123_457):
+        _, ev = planned.settle_for(options, n, blocks, ledger=str(tmp_path / "s.ledger"),
+                                   run_id="r", _dry=True)
+        events.append(ev)
+    assert not (tmp_path / "s.ledger").exists()
+    for name in ("rdp", "best"):
+        acc = get_accountant(name)
+        eps = [acc.epsilon(ev, 1e-5) for ev in events]
+        assert eps[0] <= 2.0 * (1 + 1e-9)
+        assert all(abs(e - eps[0]) <= 1e-9 * eps[0] for e in eps), (name, eps)

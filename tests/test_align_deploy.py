@@ -254,6 +254,15 @@ def test_the_server_writes_the_split_model_that_predict_then_uses(tmp_path):
     assert "intercept" not in parts[1] and "intercept" not in parts[2]
     assert [p["columns"] for p in parts] == [[f"f{3 * k + j}" for j in range(3)]
                                              for k in range(3)]
+    # the privacy record is the in-process manifest's (issue 51): same fields, the spend of
+    # this run computed from the server's ledger at run time, equal to the in-process spend
+    dep = json.loads((model / "manifest.json").read_text())
+    ref = json.loads((tmp_path / "ref_model" / "manifest.json").read_text())
+    for key in ("algorithm", "id_column", "label", "delta"):
+        assert dep[key] == ref[key], key
+    assert dep["epsilon_spent"]["best"] == pytest.approx(ref["epsilon_spent"]["best"],
+                                                         rel=1e-9)
+    assert 0 < dep["epsilon_spent"]["best"] <= 4.0 and dep["deployment"] is True
     busy = tmp_path / "busy"
     busy.mkdir()
     (busy / "x").write_text("")

@@ -128,9 +128,27 @@ def _write_model(spec, res):
         return write_split_model(spec["model_out"], coef=res["x"], blocks=spec["blocks"],
                                  names=names, intercept=res.get("intercept"),
                                  label_party=spec["leader"], loss=spec["config"]["loss"],
-                                 extra={"run_id": spec["run_id"]})
+                                 extra=_privacy_record(spec))
     except Exception as exc:                   # the run's result is kept either way
         return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def _privacy_record(spec) -> dict:
+    """The manifest's record of the run, as the in-process ``vflpriv run --model-out`` writes
+    it: the algorithm, the ID column and label (public names, from the schemas), this run's
+    epsilon spent at its delta (the server's ledger's records of this run id, read by the
+    accountants the run reports; computed here, at run time), and that it was deployed."""
+    from accounting import read_ledger
+
+    from ..vertical.solution import REPORT_ACCOUNTANTS, privacy_report
+
+    delta = float(spec["config"]["delta"])
+    ev = read_ledger(spec["ledger"]).event(run_id=spec["run_id"])
+    spent = {"best": 0.0} if ev is None else privacy_report(
+        ev, delta, spec["config"].get("report_accountants") or REPORT_ACCOUNTANTS)[0]
+    return {"run_id": spec["run_id"], "algorithm": "dp-bcfw-secure",
+            "id_column": spec.get("id_column"), "label": spec.get("label"),
+            "epsilon_spent": spent, "delta": delta, "deployment": True}
 
 
 def alignment_report(psi, leader, seconds, flower) -> dict:

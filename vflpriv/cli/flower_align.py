@@ -196,6 +196,10 @@ def spec_from_schemas(args, checked_spec_options, written) -> int:
                      connect_timeout=args.connect_timeout)
     if getattr(args, "model_out", None):
         spec["model_out"] = os.path.abspath(args.model_out)
+    ids = sorted({s["id"] for s in schemas.values()})
+    # public names (the schemas'), for the model's manifest: the ID column, the label
+    spec["id_column"] = ids[0] if len(ids) == 1 else [schemas[k]["id"] for k in sorted(schemas)]
+    spec["label"] = args.label
     cfgs = []
     for k, s in sorted(schemas.items()):
         c = {"party": k, "data": s["file"], "id-column": s["id"]}

@@ -76,6 +76,19 @@ def _spec_from_run_config(context):
 
 
 def _write_result(spec, out):
+    """The ServerApp's result: ``result.json`` (data for people and scripts, with this run's
+    spend: :mod:`.result`) and one line in its log, then ``result.pkl`` (the server role's
+    objects, for the launcher of ``--backend flower``; written last: the launcher waits on it)."""
+    import sys
+
+    from . import result
+
+    try:
+        doc = result.write(spec, out, os.path.join(os.path.dirname(spec["out"]), "result.json"))
+        sys.stdout.write(result.log_line(doc) + "\n")
+        sys.stdout.flush()
+    except Exception as exc:          # the run's own result is kept whatever happens here
+        sys.stderr.write(f"vflpriv: result.json not written: {type(exc).__name__}: {exc}\n")
     tmp = spec["out"] + ".tmp"
     with open(tmp, "wb") as fh:
         pickle.dump(out, fh)

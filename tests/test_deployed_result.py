@@ -54,3 +54,39 @@ def test_plain_drops_what_json_cannot_hold():
     assert result._plain({"a": np.arange(3), "b": object(), "c": float("nan"),
                           "d": (np.float64(1.5), None)}) == {"a": [0, 1, 2], "c": "nan",
                                                              "d": [1.5, None]}
+
+
+def test_each_party_node_says_what_it_did(tmp_path, capsys):
+    """party-log (written into every node config by `vflpriv flower spec`): each party's log
+    names the run it accepted, the intersection size it saw, and every charge to its own ledger
+    with this run's spend so far (recomputed from that ledger); a refusal says why."""
+    paths, c = party_files(tmp_path)
+    run, cfgs = write_run(tmp_path, paths, ["--epsilon", "2", "--delta", "1e-5",
+                                            "--iterations", "3"])
+    assert all(cfg.get("party-log") is True for cfg in cfgs)
+    spec = load_description(run)
+    capsys.readouterr()
+    assert run_local(spec, cfgs)["error"] is None
+    err = capsys.readouterr().err
+    for k in range(3):
+        assert f"vflpriv party {k}: run {spec['run_id'][:12]} (align) accepted at setup" in err
+        assert f"vflpriv party {k}: run {spec['run_id'][:12]}: {c} of its" in err
+        lines = [ln for ln in err.splitlines() if ln.startswith(f"vflpriv party {k}: ")
+                 and "charged" in ln]
+        assert lines, err
+        records = [r for r in read_ledger(cfgs[k]["ledger"]).records
+                   if r.run_id == spec["run_id"]]
+        assert len(lines) == len(records)
+        ev = read_ledger(cfgs[k]["ledger"]).event(run_id=spec["run_id"])
+        final = get_accountant("rdp").epsilon(ev, 1e-5)
+        assert f"this run has spent epsilon {final:.4g} at delta 1e-05 (rdp)" in lines[-1]
+    # party 2's budget below the run's: its log says it refused, and why
+    cfgs = [dict(cfg, ledger=str(tmp_path / f"second{k}.ledger")) for k, cfg in enumerate(cfgs)]
+    cfgs[2] = dict(cfgs[2], **{"budget-epsilon": "0.5"})
+    spec = dict(spec, ledger=str(tmp_path / "server2.ledger"))      # the server's has room
+    capsys.readouterr()
+    assert run_local(spec, cfgs)["error"] is not None
+    err = capsys.readouterr().err
+    assert "vflpriv party 2: refused 'setup' of run" in err
+    assert "refuses the run before the alignment" in err
+    assert "refused 'close'" not in err                 # the clean-up is not a refusal

@@ -180,13 +180,22 @@ class PsiPhase:
             raise InputError(f"no ID of the label party's file {t.path!r} is in every party's "
                              "file")
         rows = np.flatnonzero(common)
+        from ..runtime import partylog
+
+        partylog.say(self.cfg, f"run {str(self.setup.get('run_id'))[:12]}: {rows.size} of its "
+                               f"{t.n} rows are in every party's file (the intersection)")
         self._keep(t, rows)
         return [(j, M.encode(M.PsiRows(pos[rows]), self.k, 0)) for j, pos in found.items()]
 
     def _psi_rows(self, frame):
         msg = M.decode(frame)[0]
         t = self.table()
-        self._keep(t, self._psi(t.ids).own_rows(msg.rows))
+        rows = self._psi(t.ids).own_rows(msg.rows)
+        from ..runtime import partylog
+
+        partylog.say(self.cfg, f"run {str(self.setup.get('run_id'))[:12]}: {len(rows)} of its "
+                               f"{t.n} rows are in every party's file (the intersection)")
+        self._keep(t, rows)
         return []
 
     def _keep(self, t, rows):

@@ -195,6 +195,8 @@ def write_description(directory, spec, cfgs) -> dict:
     spec = dict(spec)
     cfgs = [{k: v for k, v in cfg.items() if "ledger" not in cfg or k not in SECRET_NODE_KEYS}
             for cfg in cfgs]
+    for cfg in cfgs:                   # a deployed node says what it does (runtime.partylog)
+        cfg.setdefault("party-log", True)
     spec["out"] = os.path.join(directory, "result.pkl")
     spec.pop("progress", None)
     path = dump_run(spec, os.path.join(directory, "run.json"))

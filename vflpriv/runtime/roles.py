@@ -54,7 +54,7 @@ def answer(build, cfg: dict, store: dict, kind: str, frame: bytes, round: int) -
     retried message finds the state after this one).  ``hello`` answers the party's index.
     """
     out = {"kind": "", "frame": b"", "round": int(round)}
-    from . import views
+    from . import partylog, views
 
     if cfg.get("view-log"):      # tests only (views.py): this process logs what it decodes
         import os
@@ -84,6 +84,11 @@ def answer(build, cfg: dict, store: dict, kind: str, frame: bytes, round: int) -
         store["setup"] = json.dumps(setup).encode()
         store["state"] = pickle.dumps(role.get_state())
         out.update(kind=reply_kind, frame=reply)
+        if partylog.on(cfg):
+            if kind == "setup":
+                partylog.say(cfg, f"run {str(setup.get('run_id'))[:12]} "
+                                  f"({setup.get('family')}) accepted at setup")
+            partylog.charges(cfg, setup, store)
     except Exception as exc:   # refusals go back as data; anything else is a failure
         from accounting import BudgetExceeded
 
@@ -92,6 +97,10 @@ def answer(build, cfg: dict, store: dict, kind: str, frame: bytes, round: int) -
         if not isinstance(exc, (Refused, BudgetExceeded, InputError)):
             raise
         out = {"refused": f"{type(exc).__name__}: {exc}"}
+        if kind != "close":            # a clean-up after a run that never reached it
+            partylog.say(cfg, f"refused {kind!r} of run "
+                              f"{str((locals().get('setup') or {}).get('run_id'))[:12]}: "
+                              f"{type(exc).__name__}: {exc}")
     return out
 
 

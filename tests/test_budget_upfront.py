@@ -25,7 +25,8 @@ def test_asking_for_more_than_the_header_budget_is_refused_up_front(tmp_path, ca
     led = tmp_path / "l.ledger"
     acc.Ledger(led, budget={"epsilon": 2.0, "delta": 1e-5})
     before = led.read_bytes()
-    rc = main(RUN + ["--epsilon", "100", "--ledger", str(led), "--iterations", "20"])
+    rc = main(RUN + ["--epsilon", "100", "--ledger", str(led), "--iterations", "20",
+                     "--algorithm", "dp-bcfw"])
     err = capsys.readouterr().err
     assert rc == 1
     assert "before its first release" in err and "epsilon=2 governs" in err
@@ -111,7 +112,7 @@ def test_estimator_refuses_up_front_and_uses_the_header_budget(tmp_path):
     rng = np.random.default_rng(0)
     X = rng.standard_normal((100, 6))
     est = VerticalDPLasso(epsilon=50.0, delta=1e-5, feature_bound=1.0, label_bound=1.0,
-                          ledger=str(path), max_iter=5, random_state=0)
+                          ledger=str(path), max_iter=5, random_state=0, algorithm="dp-bcfw")
     with pytest.raises(acc.BudgetExceeded, match="epsilon=0.5 governs"):
         est.fit(X, X[:, 0])
     assert path.read_bytes() == before

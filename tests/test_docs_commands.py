@@ -86,8 +86,8 @@ SKIP = {
 SLOW = {
     "vflpriv run --data flights --loss logistic --algorithm dp-bcfw-secure --label-party 0 "
     "--epsilon 1 --delta 1e-6 --feature-bound 1 --label-bound 1 --test-fraction 0.2",
-    "vflpriv run --data diabetes --algorithm dp-bcfw-secure --epsilon 4 --delta 1e-5 "
-    "--feature-bound 1 --label-bound 1 --iterations 20 --backend flower-sim",
+    "vflpriv run --data diabetes --epsilon 16 --delta 1e-5 --feature-bound 1 --label-bound 1 "
+    "--iterations 20 --backend flower-sim",
     "vflpriv horizontal --algorithm feddyn --elastic-net --data digits --clients 20 --rounds 50 "
     "--participation 0.1 --alpha 0.3 --seed 0 --json run.json --plot run.png",
     "vflpriv fedp3 --data digits --clients 10 --rounds 15 --scheme opu2 --local-pruning fixed "
@@ -98,8 +98,9 @@ SLOW = {
 
 #: commands the page shows ending with another exit code
 EXIT = {
-    "vflpriv run --data synthetic:n=200,d=40,seed=1 --parties 2 --feature-bound 1 "
-    "--label-bound 1 --delta 1e-5 --iterations 20 --seed 3 --ledger run.ledger --epsilon 1.5": 1,
+    "vflpriv run --data synthetic:n=200,d=40,seed=1 --algorithm dp-bcfw --parties 2 "
+    "--feature-bound 1 --label-bound 1 --delta 1e-5 --iterations 20 --seed 3 "
+    "--ledger run.ledger --epsilon 1.5": 1,
 }
 
 #: what a page's commands need that the page states in prose, made before its first command
@@ -115,9 +116,9 @@ SETUP = {
         _read(d, "plans/feature-selection.toml").replace('noise = "laplace"', 'noise = "gumbel"')),
     # the first run on the ledger, described in the paragraph before the refused second run
     "docs/ledger.md": lambda d: _vflpriv(
-        d, "vflpriv run --data synthetic:n=200,d=40,seed=1 --parties 2 --feature-bound 1 "
-           "--label-bound 1 --delta 1e-5 --iterations 20 --seed 3 --ledger run.ledger "
-           "--epsilon 1.5"),
+        d, "vflpriv run --data synthetic:n=200,d=40,seed=1 --algorithm dp-bcfw --parties 2 "
+           "--feature-bound 1 --label-bound 1 --delta 1e-5 --iterations 20 --seed 3 "
+           "--ledger run.ledger --epsilon 1.5"),
 }
 
 

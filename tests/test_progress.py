@@ -114,7 +114,7 @@ def test_help_shows_defaults_once():
     from vflpriv.cli.main import build_parser
 
     run = " ".join(build_parser()._subparsers._group_actions[0].choices["run"].format_help().split())
-    assert "(default: dp-bcfw)" in run and "--iterations ITERATIONS default: 100" in run
+    assert "dp-bcfw-secure (the default)" in run and "--iterations ITERATIONS default: 100" in run
     assert "(default 2, or the shipped data set's own split)" in run   # said once, not twice
 
 
@@ -122,9 +122,11 @@ def test_ledger_header_records_the_accountant(tmp_path):
     import json
 
     ledger = tmp_path / "a.ledger"
+    # pld cannot guard dp-bcfw-secure (its ring noise): the paper's algorithm, which it can
     r = subprocess.run([sys.executable, "-m", "vflpriv", "run", "--data", "synthetic:n=200,d=100",
-                        "--epsilon", "1", "--delta", "1e-5", "--feature-bound", "1",
-                        "--label-bound", "1", "--iterations", "3", "--accountant", "PLD",
+                        "--algorithm", "dp-bcfw", "--epsilon", "1", "--delta", "1e-5",
+                        "--feature-bound", "1", "--label-bound", "1", "--iterations", "3",
+                        "--accountant", "PLD",
                         "--ledger", str(ledger)], cwd=ROOT, capture_output=True, text=True,
                        timeout=600)
     assert r.returncode == 0, r.stderr
@@ -143,8 +145,9 @@ def test_run_refuses_an_accountant_that_cannot_guard_it_up_front(acc):
 
 def test_compare_calibration_prints():
     r = subprocess.run([sys.executable, "-m", "vflpriv", "run", "--data", "synthetic:n=200,d=100",
-                        "--epsilon", "1", "--delta", "1e-5", "--feature-bound", "1",
-                        "--label-bound", "1", "--iterations", "3", "--compare-calibration"],
+                        "--algorithm", "dp-bcfw", "--epsilon", "1", "--delta", "1e-5",
+                        "--feature-bound", "1", "--label-bound", "1", "--iterations", "3",
+                        "--compare-calibration"],
                        cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert "calibration comparison" in r.stdout and "paper" in r.stdout

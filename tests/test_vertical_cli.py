@@ -37,9 +37,10 @@ def test_run_json_fields(tmp_path, capsys):
 
 def test_run_private_json(tmp_path):
     out, led = tmp_path / "r.json", tmp_path / "l.jsonl"
-    rc = main(["run", "--data", SYN, "--parties", "2", "--iterations", "10", "--epsilon", "2",
-               "--delta", "1e-5", "--feature-bound", "3", "--label-bound", "3", "--rnm", "gumbel",
-               "--ledger", str(led), "--json", str(out), "--compare-calibration"])
+    rc = main(["run", "--data", SYN, "--algorithm", "dp-bcfw", "--parties", "2", "--iterations",
+               "10", "--epsilon", "2", "--delta", "1e-5", "--feature-bound", "3", "--label-bound",
+               "3", "--rnm", "gumbel", "--ledger", str(led), "--json", str(out),
+               "--compare-calibration"])
     assert rc == 0
     d = json.loads(out.read_text())
     assert d["private"] is True
@@ -131,8 +132,8 @@ def test_compare_calibration_uses_the_runs_own_sketch(tmp_path):
     sigmas = []
     for i in range(2):
         out = tmp_path / f"c{i}.json"
-        assert main(["run", "--data", "synthetic:n=300,d=60,seed=0", "--parties", "2",
-                     "--iterations", "3", "--epsilon", "1", "--delta", "1e-5",
+        assert main(["run", "--data", "synthetic:n=300,d=60,seed=0", "--algorithm", "dp-bcfw",
+                     "--parties", "2", "--iterations", "3", "--epsilon", "1", "--delta", "1e-5",
                      "--feature-bound", "1", "--label-bound", "1", "--sketch", "gaussian",
                      "--sketch-dim", "40", "--compare-calibration", "--json", str(out)]) == 0
         doc = json.loads(out.read_text())

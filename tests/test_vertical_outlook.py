@@ -51,9 +51,9 @@ def test_no_warning_where_the_noise_is_small():
 
 
 def test_cli_prints_one_warning_line(capsys):
-    code = main(["run", "--data", "synthetic:n=2000,d=200", "--parties", "4", "--iterations", "20",
-                 "--epsilon", "4", "--delta", "1e-6", "--feature-bound", "1", "--label-bound", "1",
-                 "--seed", "0"])
+    code = main(["run", "--data", "synthetic:n=2000,d=200", "--algorithm", "dp-bcfw", "--parties",
+                 "4", "--iterations", "20", "--epsilon", "4", "--delta", "1e-6", "--feature-bound",
+                 "1", "--label-bound", "1", "--seed", "0"])
     err = capsys.readouterr().err
     assert code == 0
     lines = [l for l in err.splitlines() if "warning" in l]

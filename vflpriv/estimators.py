@@ -1,4 +1,5 @@
-"""scikit-learn estimators over the vertical engine (paper 004's DP-BCFW-AS, dp-bcfw-secure).
+"""scikit-learn estimators over the vertical engine (dp-bcfw-secure by default; paper 004's
+DP-BCFW-AS with ``algorithm="dp-bcfw"``).
 
 >>> import numpy as np
 >>> from vflpriv.estimators import VerticalDPLasso
@@ -9,11 +10,15 @@
 0
 
 Model: f(x) = (1/n) sum_j loss(X_j x + b, y_j) over the product of per-party l1 balls of radius
-``eta``.  ``epsilon=inf`` (the default) is the non-private BCFW-AS (``fit`` says so once per
-process); a finite epsilon needs ``delta``, ``feature_bound`` and ``label_bound`` (declared ranges
-the data are clipped to; sensitivities come from them, docs/sensitivity.md).  For private least
-squares ``algorithm="dp-bcfw-secure"`` (with ``row_clip`` and ``max_features``) is the variant
-that learns at moderate n (docs/vertical.md); DP-BCFW-AS is the paper's algorithm.  ``rnm``,
+``eta``.  ``algorithm`` defaults to ``"dp-bcfw-secure"`` (both estimators): the private
+algorithm that learns at moderate n, cross-party products under secret sharing, the label at
+``label_party`` (default 0; for least squares the secure least-squares path, with ``row_clip``
+and ``max_features``; for the logistic loss the ssp path; docs/vertical.md);
+``algorithm="dp-bcfw"`` is DP-BCFW-AS, the paper's algorithm (labels at every party), which
+learns little at usual budgets.  ``epsilon=inf`` (the default) is a non-private fit (``fit``
+says so once per process); a finite epsilon needs ``delta``, ``feature_bound`` and
+``label_bound`` (declared ranges the data are clipped to; sensitivities come from them,
+docs/sensitivity.md).  ``rnm``,
 ``split``, ``max_features`` and ``row_clip`` left at None take each algorithm's defaults (for
 dp-bcfw-secure the stated rules of ``vflpriv.vertical.secure.defaults``, from public quantities
 only; ``solution_.extra["defaults"]`` lists them with their reasons).
@@ -70,13 +75,15 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .data import VerticalData
 from .errors import InputError
 from .vertical import solve
+from .vertical.config import DEFAULT_ALGORITHM
 
 _NON_PRIVATE_SAID = False
 _NO_LEDGER_SAID = False
 
 
 class NonPrivateFitWarning(UserWarning):
-    """A fit with epsilon=inf shares exact scores and raw (or noiseless sketched) columns."""
+    """A fit with epsilon=inf shares exact scores and unnoised values (dp-bcfw: raw or
+    noiseless sketched columns)."""
 
 
 class UnaccountedFitsWarning(UserWarning):
@@ -92,7 +99,7 @@ class _VerticalBase(BaseEstimator):
         return {}
 
     def __init__(self, parties=2, partition="balanced", eta="auto", max_iter=100,
-                 epsilon=math.inf, delta=None, algorithm="dp-bcfw", sampling="elementary",
+                 epsilon=math.inf, delta=None, algorithm=DEFAULT_ALGORITHM, sampling="elementary",
                  rnm=None, sketch="identity", sketch_dim=None, calibration="accountant",
                  split=None, feature_bound=None, label_bound=None, accountant="rdp", ledger=None,
                  derivative_clip=None, row_clip=None, max_features=None, fit_intercept=True,
@@ -192,8 +199,8 @@ class _VerticalBase(BaseEstimator):
         private = self._private()
         if not private and not _NON_PRIVATE_SAID:
             _NON_PRIVATE_SAID = True
-            warnings.warn(f"{type(self).__name__}: epsilon=inf is a non-private fit (BCFW-AS): the "
-                          "parties share exact scores and raw columns; set epsilon, delta, "
+            warnings.warn(f"{type(self).__name__}: epsilon=inf is a non-private fit: the "
+                          "parties share exact scores and unnoised products; set epsilon, delta, "
                           "feature_bound and label_bound for a differentially private fit "
                           "(said once per process)", NonPrivateFitWarning, stacklevel=3)
         if private and self.ledger is None and not _NO_LEDGER_SAID:
@@ -387,9 +394,8 @@ class _VerticalLogistic(ClassifierMixin, _VerticalBase):
 
 
 class VerticalDPLogisticRegression(_VerticalLogistic):
-    """Private vertical logistic regression with the label at one party: ``dp-bcfw-secure``'s
-    logistic path (the loss derivatives under additive secret sharing every round, each party
-    learning only noisy scores of its own features; docs/vertical.md) by default
+    """Private vertical logistic regression with the label at one party: ``dp-bcfw-secure`` by
+    default, on the logistic path described below (docs/classification.md)
     (``algorithm="dp-bcfw"``: the paper's DP-BCFW-AS, labels at every party).
 
     The one public name of the vertical classifier; ``VerticalDPLogistic`` is a deprecated alias
@@ -414,7 +420,7 @@ class VerticalDPLogisticRegression(_VerticalLogistic):
     """
 
     def __init__(self, parties=2, partition="balanced", eta="auto", max_iter=100,
-                 epsilon=math.inf, delta=None, algorithm="dp-bcfw-secure",
+                 epsilon=math.inf, delta=None, algorithm=DEFAULT_ALGORITHM,
                  sampling="elementary", rnm=None, sketch="identity", sketch_dim=None,
                  calibration="accountant", split=None, feature_bound=None, label_bound=1.0,
                  accountant="rdp", ledger=None, derivative_clip=None, row_clip=None,

@@ -1,9 +1,10 @@
-"""``vflpriv run``: fit a sparse model on vertically partitioned data (paper 004, DP-BCFW-AS).
+"""``vflpriv run``: fit a sparse model on vertically partitioned data (by default dp-bcfw-secure;
+``--algorithm dp-bcfw`` is paper 004's DP-BCFW-AS).
 
 Examples::
 
     vflpriv run --data synthetic:n=2000,d=20000 --parties 4 --algorithm bcfw --iterations 1000 --reference
-    vflpriv run --data data.csv --label y --epsilon 1 --delta 1e-5 --feature-bound 1 --label-bound 1
+    vflpriv run --data data.csv --label y --epsilon 4 --delta 1e-5 --feature-bound 1 --label-bound 1
 
 Exit codes: 0 done; 1 the budget refused the run (up front, when its whole planned spend does not
 fit in what the ledger's budget has left: nothing released) or, when another run spent meanwhile, a
@@ -25,10 +26,13 @@ from ..errors import InputError
 
 def register(sub):
     p = sub.add_parser("run", help="fit a sparse model across parties holding different columns",
-                       description="Run DP-BCFW-AS (Lou and Cheung, An Uplink Communication-"
-                       "Efficient Approach to Featurewise Distributed Sparse Optimization With "
-                       "Differential Privacy, Algorithm 2) or a baseline on "
-                       "vertically partitioned data and report objective, bytes and privacy.")
+                       description="Fit a model on vertically partitioned data and report "
+                       "objective, bytes and privacy: by default dp-bcfw-secure (the private "
+                       "algorithm that learns, cross-party products under secret sharing); "
+                       "--algorithm dp-bcfw is the paper's DP-BCFW-AS (Lou and Cheung, An Uplink "
+                       "Communication-Efficient Approach to Featurewise Distributed Sparse "
+                       "Optimization With Differential Privacy, Algorithm 2); the others are "
+                       "baselines.")
     add_problem_arguments(p)
     p.add_argument("--compare-calibration", action="store_true",
                    help="also report the other calibration's noise and epsilon")
@@ -85,12 +89,16 @@ def add_problem_arguments(p):
     p.add_argument("--partition", default=None,
                    help="balanced (eq. 11) | random | explicit groups '0-9,12;10-11,13-19' "
                         "(default balanced, or the shipped data set's own split)")
-    p.add_argument("--algorithm", default="dp-bcfw",
+    from ..vertical.config import DEFAULT_ALGORITHM
+
+    p.add_argument("--algorithm", default=DEFAULT_ALGORITHM,
                    choices=["dp-bcfw", "bcfw", "fw", "dpfw", "dfw", "dp-bcfw-secure"],
-                   help="dp-bcfw (the default): DP-BCFW-AS, the paper's algorithm, which learns "
-                        "little at usual budgets; dp-bcfw-secure: the private algorithm that "
-                        "learns, cross-party products under secret sharing (squared loss: "
-                        "released once per selected feature; logistic: see --logistic-path); "
+                   help="dp-bcfw-secure (the default): the private algorithm that learns, "
+                        "cross-party products under secret sharing (squared loss: released once "
+                        "per selected feature; logistic: see --logistic-path), the label at one "
+                        "party; dp-bcfw: DP-BCFW-AS, the paper's algorithm (labels at every "
+                        "party, also the sketches, samplings, the smoothed-hinge loss), which "
+                        "learns little at usual budgets; bcfw, fw, dfw, dpfw: baselines; "
                         "docs/vertical.md")
     p.add_argument("--loss", default="squared", choices=["squared", "logistic", "smoothed-hinge"])
     from .options import auto_or_number
@@ -421,6 +429,7 @@ def _checked_args(args):
         except argparse.ArgumentTypeError as exc:
             raise InputError(f"--epsilon {exc}") from None
     _check_accountant(args, epsilon)
+    _check_secure_options(args)
     from ..vertical.metrics import check_test_fraction
 
     check_test_fraction(args.test_fraction)
@@ -435,6 +444,24 @@ def _checked_args(args):
                          f"for a budget across runs create it first: vflpriv ledger init "
                          f"{args.ledger} --budget-epsilon E --delta D\n")
     return args, epsilon, chunk_rows
+
+
+def _check_secure_options(args):
+    """dp-bcfw-secure (the default --algorithm) takes no sketch, no sampling but elementary, no
+    paper calibration, no derivative clip and not the smoothed-hinge loss: the first such option
+    given is refused, naming the algorithm that takes it, before any work."""
+    if args.algorithm != "dp-bcfw-secure":
+        return
+    given = [opt for opt, other in (
+        (f"--loss {args.loss}", args.loss == "smoothed-hinge"),
+        (f"--sketch {args.sketch}", args.sketch != "identity"),
+        (f"--sampling {args.sampling}", str(args.sampling) != "elementary"),
+        ("--calibration paper", args.calibration == "paper"),
+        ("--derivative-clip", args.derivative_clip is not None)) if other]
+    if given:
+        raise InputError(f"{given[0]} is not for --algorithm dp-bcfw-secure (the default): give "
+                         f"--algorithm dp-bcfw (DP-BCFW-AS, the paper's algorithm; bcfw without "
+                         f"privacy), which takes it")
 
 
 def _check_party_options(args):

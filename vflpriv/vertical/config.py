@@ -45,6 +45,11 @@ from . import privacy as P
 from .solution import REPORT_ACCOUNTANTS
 
 ALGORITHMS = ("dp-bcfw", "bcfw", "dfw", "fw", "dpfw", "dp-bcfw-secure")
+#: what ``vflpriv run`` and the estimators run when no algorithm is named: the private algorithm
+#: that learns (its path chosen by the loss: secure least squares, or the logistic ssp path);
+#: the paper's DP-BCFW-AS is ``dp-bcfw``, one option away.  (``solve`` and VerticalConfig keep
+#: ``dp-bcfw`` as their keyword default: the engine's calls name what they exercise.)
+DEFAULT_ALGORITHM = "dp-bcfw-secure"
 #: the algorithms whose parties exchange messages (the others are centralized baselines)
 FEDERATED = ("dp-bcfw", "bcfw", "dfw", "dp-bcfw-secure")
 #: largest finite epsilon a run calibrates for (e^epsilon overflows float64 near 709; far

@@ -234,3 +234,30 @@ def test_private_fit_without_a_ledger_says_folds_add_up_once(monkeypatch, tmp_pa
         VerticalDPLasso(**kw).fit(X, y)
     said = [str(w.message) for w in rec if w.category is E.UnaccountedFitsWarning]
     assert len(said) == 1 and "cross-validation" in said[0] and "ledger=FILE" in said[0]
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")   # 5 noisy rounds
+def test_privacy_reports_the_fits_own_spend_beside_the_ledgers(tmp_path):
+    """privacy_["epsilon_spent"] is the whole ledger's spend (every fit recorded on it);
+    privacy_["fit_epsilon_spent"] is this fit's own releases, by the same accountants: on a
+    fresh ledger the two agree, on a second fit the ledger's grows and the fit's does not."""
+    import accounting as acc
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((200, 6))
+    y = np.clip(X[:, 0], -1.0, 1.0)
+    led = tmp_path / "l.ledger"
+    acc.Ledger(led, budget={"epsilon": 10.0, "delta": 1e-5})
+    kw = dict(epsilon=1.0, delta=1e-5, feature_bound=1.0, label_bound=1.0, max_iter=5,
+              random_state=0, ledger=str(led))
+    first = VerticalDPLasso(**kw).fit(X, y).privacy_
+    second = VerticalDPLasso(**kw).fit(X, y).privacy_
+    assert first["fit_epsilon_spent"] == first["epsilon_spent"]
+    assert first["fit_releases"] == first["releases"] > 0
+    assert set(second["fit_epsilon_spent"]) == set(second["epsilon_spent"])
+    assert second["fit_epsilon_spent"]["best"] == pytest.approx(first["epsilon_spent"]["best"])
+    assert second["epsilon_spent"]["best"] > second["fit_epsilon_spent"]["best"] * 1.2
+    assert second["releases"] == 2 * second["fit_releases"]
+    whole = acc.read_ledger(led).spend(1e-5, "rdp")
+    assert second["epsilon_spent"]["rdp"] == pytest.approx(whole)
+    assert second["fit_epsilon_spent"]["best"] <= 1.0          # the fit's own target holds

@@ -56,7 +56,10 @@ a seeded fit gives the same ``coef_`` and spend as ``"inprocess"`` (the default)
 Fitted attributes: ``coef_``, ``intercept_``, ``n_features_in_``, ``feature_names_in_`` (DataFrame
 input), ``history_`` (objective after each iteration, computed on the training data: a diagnostic,
 not a DP release; so is the divergence warning), ``bytes_``, ``privacy_`` (the accountant's report;
-None when non-private), ``n_iter_``, ``blocks_``, ``solution_``.  Fitted estimators pickle and
+None when non-private: ``privacy_["epsilon_spent"]`` is the whole ledger's spend, every fit
+recorded on ``ledger`` included, by each accountant; ``privacy_["fit_epsilon_spent"]`` is this
+fit's own, its ``fit_releases`` records), ``n_iter_``, ``blocks_``, ``solution_``.  Fitted
+estimators pickle and
 clone; the pickle drops the ledger handle (the ledger file, if any, and ``privacy_`` remain).
 """
 from __future__ import annotations
@@ -266,7 +269,7 @@ class _VerticalBase(BaseEstimator):
             "uplink_naive": list(sol.uplink_naive),
             "uplink_full_gradient": None if sol.uplink_full_gradient is None else
             list(sol.uplink_full_gradient), "meter": sol.meter}
-        self.privacy_ = sol.privacy
+        self.privacy_ = _with_fit_spend(sol.privacy, getattr(sol, "ledger", None))
         self.solution_ = sol
         f0, fT = float(sol.initial_objective), float(sol.final_objective)
         if not np.all(np.isfinite(self.history_)) or not np.all(np.isfinite(self.coef_)):
@@ -317,6 +320,27 @@ def _one_line(fn, *args, **kwargs):
                  if ln.strip() and not ln.strip().startswith("array=")]
         message = " ".join(lines).replace(": -", ":")
         raise InputError(message if len(message) <= 300 else message[:297] + "...") from None
+
+
+def _with_fit_spend(privacy, ledger):
+    """``privacy`` (the run's report) with this fit's own spend beside the ledger's:
+    ``fit_epsilon_spent`` composes only the releases this fit recorded (its run id's records), by
+    the accountants of ``epsilon_spent``, which stays the whole ledger's spend (every fit recorded
+    on it, this one included); ``fit_releases`` counts them.  On a fresh ledger both agree."""
+    if privacy is None or ledger is None:
+        return privacy
+    from accounting.ledger import LedgerContents
+
+    from .vertical.solution import privacy_report
+
+    own = [r for r in ledger.records if r.run_id == ledger.run_id]
+    event = LedgerContents(header={}, records=own).event()
+    names = [k for k in privacy["epsilon_spent"] if k != "best"]
+    if event is None:
+        fit = {k: 0.0 for k in names + ["best"]}
+    else:
+        fit, _ = privacy_report(event, privacy["delta"], names)
+    return {**privacy, "fit_epsilon_spent": fit, "fit_releases": len(own)}
 
 
 def _joint_intercept(algorithm, loss, epsilon):

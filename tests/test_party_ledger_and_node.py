@@ -26,8 +26,7 @@ def test_ledger_init_sets_a_budget_across_runs(tmp_path, capsys):
     header = json.loads(open(led).readline())
     assert header["budget"] == {"epsilon": 1.5, "delta": 1e-5}
     assert main(RUN + ["--ledger", str(led)]) == 0           # 1 of 1.5
-    err = capsys.readouterr().err
-    assert "is new" not in err                                # its budget was set by init
+    assert "was new" not in capsys.readouterr().out           # its budget was set by init
     spent = _records(led)
     assert spent
     # a second run of epsilon 1 does not fit what is left: refused before any release
@@ -65,9 +64,15 @@ def test_ledger_init_never_overwrites(tmp_path, capsys):
 def test_a_new_ledger_from_a_run_says_its_budget(tmp_path, capsys):
     led = tmp_path / "new.ledger"
     assert main(RUN + ["--ledger", str(led)]) == 0
+    cap = capsys.readouterr()
+    assert (f"  ledger: {led} was new: its whole budget is this run's target, epsilon 1 at "
+            "delta 1e-05 (vflpriv ledger init sets a budget across runs)") in cap.out
+    assert "ledger" not in cap.err                       # stderr stays for errors and warnings
+    # bad input with a new ledger: one error line, nothing about the ledger, no file
+    other = tmp_path / "other.ledger"
+    assert main(RUN[:2] + ["MISSING.csv"] + RUN[3:] + ["--ledger", str(other)]) == 2
     err = capsys.readouterr().err
-    assert "is new: its whole budget will be this run's target, epsilon 1 at delta 1e-05" in err
-    assert "vflpriv ledger init" in err
+    assert len(err.strip().splitlines()) == 1 and not other.exists()
 
 
 def _node_toml(tmp_path):

@@ -436,13 +436,10 @@ def _checked_args(args):
     if args.test_fraction is not None and args.loss == "squared":
         raise InputError("--test-fraction reports classification metrics: it needs --loss "
                          "logistic or smoothed-hinge")
-    if args.ledger and math.isfinite(epsilon) and not args.resume and \
-            not os.path.exists(args.ledger) and args.delta is not None:
-        # said, not silent: a new ledger's budget is this run's target (issue 51)
-        sys.stderr.write(f"vflpriv run: ledger {args.ledger} is new: its whole budget will be "
-                         f"this run's target, epsilon {epsilon:g} at delta {args.delta:g}; "
-                         f"for a budget across runs create it first: vflpriv ledger init "
-                         f"{args.ledger} --budget-epsilon E --delta D\n")
+    # said, not silent (issue 51): a new ledger's whole budget is this run's target; the run's
+    # summary says so (a line of its own on stdout, after the run, never among the errors)
+    args.new_ledger = bool(args.ledger and math.isfinite(epsilon) and not args.resume and
+                           not os.path.exists(args.ledger))
     return args, epsilon, chunk_rows
 
 
@@ -605,6 +602,11 @@ def _print_results(args, sol, out):
                          f"rows of {a['party_rows']} per party, {_fmt_bytes(a['bytes']['total'])}"
                          f" framed, {a['seconds']:.2f} s\n")
     _summary(sol, out)
+    if getattr(args, "new_ledger", False) and sol.privacy:
+        sys.stdout.write(f"  ledger: {args.ledger} was new: its whole budget is this run's "
+                         f"target, epsilon {sol.privacy['target_epsilon']:g} at delta "
+                         f"{sol.privacy['delta']:g} (vflpriv ledger init sets a budget across "
+                         "runs)\n")
     if "accuracy" in out:
         sys.stdout.write(_metrics_line(out) + "\n")
     if "flower" in out:

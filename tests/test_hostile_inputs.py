@@ -136,7 +136,8 @@ ROWS = [
     ("eps-minus-1e309", RUN + ["--epsilon", "-1e309", "--delta", "1e-5"] + PRIV, 2, ["'-1e309'"]),
     ("eps-minus-inf", RUN + ["--epsilon", "-inf", "--delta", "1e-5"] + PRIV, 2, ["-inf"]),
     ("eps-nan", RUN + ["--epsilon", "nan", "--delta", "1e-5"] + PRIV, 2, ["nan"]),
-    ("eps-minus-zero", RUN + ["--epsilon", "-0", "--delta", "1e-5"] + PRIV, 2, ["-0.0"]),
+    ("eps-minus-zero", RUN + ["--epsilon", "-0", "--delta", "1e-5"] + PRIV, 2,
+     ["--epsilon", "'-0'"]),
     ("eps-subnormal", RUN + ["--epsilon", "1e-320", "--delta", "1e-5"] + PRIV, 2,
      ["--epsilon 1e-320"]),
     ("eps-subnormal-sparse", SPARSE + ["--epsilon", "1e-320", "--delta", "1e-5"], 2,
@@ -152,7 +153,7 @@ ROWS = [
     ("delta-minus-zero", RUN + ["--epsilon", "1", "--delta", "-0"] + PRIV, 2, ["-0.0"]),
     ("row-clip-subnormal-secure", RUN + ["--algorithm", "dp-bcfw-secure", "--epsilon", "1",
                                          "--delta", "1e-5", "--row-clip", "1e-320"] + PRIV, 2,
-     ["row_clip", "1e-320"]),
+     ["--row-clip", "1e-320"]),
     ("split-subnormal", RUN + ["--epsilon", "1", "--delta", "1e-5", "--split", "1e-320"] + PRIV,
      2, ["--split 1e-320"]),
     ("ledger-expire-negative-duration", lambda tp, rl: [

@@ -462,10 +462,10 @@ def test_eta_1e308_refused_not_nan(tmp_path, capsys):
 def test_feature_bound_1e308_blames_the_bound_not_eta(tmp_path, capsys):
     err = refused(SMALL_RUN + ["--algorithm", "dp-bcfw", "--epsilon", "1", "--delta", "1e-5",
                                "--feature-bound", "1e308", "--label-bound", "1"], capsys,
-                  tmp_path, "feature_bound", "1e+308")
+                  tmp_path, "--feature-bound", "1e+308")
     assert "eta" not in err
     refused(SMALL_RUN + ["--algorithm", "fw", "--label-bound", "1e308"], capsys, tmp_path,
-            "label_bound", "1e+308")
+            "--label-bound", "1e+308")
 
 
 def test_split_out_of_range_refused_on_every_path(tmp_path, capsys):

@@ -286,9 +286,11 @@ def test_run_checks_its_options_before_reading_the_data(tmp_path, capsys):
     from vflpriv.cli.main import main
 
     missing = str(tmp_path / "absent.csv")
-    code = main(["run", "--data", missing, "--label", "y", "--algorithm", "bcfw", "--eta", "-1"])
+    with pytest.raises(SystemExit) as exc:     # refused by argparse, as it parses --eta
+        main(["run", "--data", missing, "--label", "y", "--algorithm", "bcfw", "--eta", "-1"])
+    code = exc.value.code
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and "eta (per-party l1 radius)" in err[0], err
+    assert code == 2 and len(err) == 1 and "--eta" in err[0], err
     code = main(["run", "--data", missing, "--label", "y", "--algorithm", "bcfw"])
     err = capsys.readouterr().err
     assert code == 2 and "absent.csv" in err, err

@@ -163,7 +163,7 @@ def test_resume_refuses_other_options_data_or_ledger(tmp_path, capsys):
     capsys.readouterr()
     # an option that changes the run
     assert main(["run", "--resume", str(ckpt), "--epsilon", "2"]) == 2
-    assert "--epsilon '2' differs" in capsys.readouterr().err
+    assert "--epsilon 2.0 differs" in capsys.readouterr().err
     # a checkpoint without a private run's ledger
     assert main(small + ["--checkpoint", str(tmp_path / "c2.npz")]) == 2
     assert "needs a ledger file" in capsys.readouterr().err

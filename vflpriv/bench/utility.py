@@ -55,10 +55,14 @@ def add_arguments(p):
     p.add_argument("--parties", type=int, default=4)
     p.add_argument("--iterations", type=int, default=200)
     p.add_argument("--delta", type=float, default=1e-6)
-    p.add_argument("--bound", type=float, default=1.0, help="feature and label bound")
+    from ..values import real
+    from ..vertical.privacy import BOUND_RANGE
+
+    p.add_argument("--bound", type=real(*BOUND_RANGE), default=1.0,
+                   help="feature and label bound")
     p.add_argument("--rnm", default="gumbel", choices=["laplace", "gumbel", "exponential"],
                    help="selection noise of dp-bcfw and dp-bcfw-secure (dpfw: Laplace)")
-    p.add_argument("--row-clip", type=float, default=None,
+    p.add_argument("--row-clip", type=real(*BOUND_RANGE), default=None,
                    help="dp-bcfw-secure's C (default: its rule, B_a p_k^(1/4) per party)")
     p.add_argument("--max-features", type=int, default=None,
                    help="dp-bcfw-secure's F (default: its rule, min(10, p_k))")
@@ -118,6 +122,11 @@ def _check(args, ns, eps):
         check_count("--max-features", args.max_features, args.d)
     if args.seed < 0:
         raise InputError(f"--seed must be a non-negative integer, got {args.seed}")
+    from ..outputs import check_outputs
+
+    # the outputs too, before the first row (--plot DIR was found only after every row)
+    check_outputs({"--plot": args.plot, "--json": getattr(args, "json", None)},
+                  images=("--plot",))
 
 
 def run(args) -> int:

@@ -59,6 +59,10 @@ def example_path(plan: str) -> str:
 def run(args) -> int:
     from accounting.plan import certify, load_plan
 
+    if not str(args.plan).strip():      # open('') named nothing: "[Errno 2] ... ''"
+        from ..errors import InputError
+
+        raise InputError(f"the plan PLAN.toml needs a file name, got {args.plan!r}")
     args.plan = example_path(args.plan)
     from .progress import Spinner
 

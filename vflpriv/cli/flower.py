@@ -79,7 +79,7 @@ def register(sub):
                         "docs/alignment.md): a new or empty folder on the server's machine")
     add_backend(r, who="party", family="vertical", deployment=True)
     r.set_defaults(func=spec_run, ledger=None, test_fraction=None, log_releases=False,
-                   checkpoint=None, checkpoint_every=1, resume=None, reference=False,
+                   checkpoint=None, checkpoint_every=None, resume=None, reference=False,
                    compare_calibration=False, json=None, plot=None, split_seed=None)
 
     from .flower_predict import register_spec as register_predict

@@ -42,10 +42,15 @@ GAUSSIAN_ACCOUNTANTS = ("rdp", "pld", "best")
 
 
 def auto_or_number(text):
-    """``auto`` (any case), or a float option's value as :func:`number` reads it (``--eta``)."""
+    """``auto`` (any case), or a positive finite number as :func:`real` reads it (``--eta``,
+    the radius of an l1 ball: 0, a negative number, NaN or inf is no radius)."""
     if str(text).strip().lower() == "auto":
         return "auto"
-    return number(text)
+    try:
+        return real(0, lo_open=True)(text)
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"must be auto or {str(exc).removeprefix('must be ')}"
+                                         ) from None
 
 
 def positive_epsilon(text) -> float:
@@ -63,20 +68,24 @@ def _group(p, title, description=None):
 
 def add_privacy(p, *, epsilon="positive", epsilon_default=math.inf, epsilon_note="",
                 delta_default=None, scope="", accountants=GAUSSIAN_ACCOUNTANTS, choices=True,
-                accountant_note=""):
+                accountant_note="", delta_type=float):
     """``--epsilon --delta --accountant``.
 
     ``epsilon``: how ``--epsilon`` is read: ``"positive"`` (a number > 0 or inf, checked by
-    argparse), ``"float"`` (any float, checked by the command) or ``"text"`` (kept as given and
-    read by the command, which names the option in its message); ``scope``: whose budget it is
-    (``"per-client "``); ``accountants``: the names the command accepts (as argparse choices when
-    ``choices``, else listed in the help and checked by the command)."""
+    argparse), ``"optional"`` (the same with no default: the command says when it is needed),
+    ``"float"`` (any float, checked by the command) or ``"text"`` (kept as given and read by the
+    command, which names the option in its message); ``delta_type``: the argparse type of
+    ``--delta``; ``scope``: whose budget it is (``"per-client "``); ``accountants``: the names
+    the command accepts (as argparse choices when ``choices``, else listed in the help and
+    checked by the command)."""
     g = _group(p, "privacy", "the budget of a private run and the accountant that guards it")
-    types = {"positive": positive_epsilon, "float": float, "text": None}
-    default = None if epsilon == "text" else epsilon_default
+    types = {"positive": positive_epsilon, "optional": positive_epsilon, "float": float,
+             "text": None}
+    default = None if epsilon in ("text", "optional") else epsilon_default
     g.add_argument("--epsilon", type=types[epsilon], default=default,
                    help=f"{scope}privacy budget epsilon; inf = non-private{epsilon_note}")
-    g.add_argument("--delta", type=float, default=delta_default,
+    # delta_type: how --delta is read (vflpriv run: in (0, 1), refused whether or not read)
+    g.add_argument("--delta", type=delta_type, default=delta_default,
                    help=f"{scope}privacy delta" + (" (required with a finite --epsilon)"
                                                    if delta_default is None else ""))
     listed = "" if choices else f": {' | '.join(accountants)}"

@@ -21,7 +21,11 @@ import sys
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import MAX_CLIENTS, MAX_ROUNDS, InputError
+
+#: the cap of a count option that no loop runs over (a chunk's rows, a sketch's dimension, the
+#: features a party may select): exact as a float64
+MAX_COUNT = 2 ** 53
 
 
 def register(sub):
@@ -36,7 +40,10 @@ def register(sub):
     add_problem_arguments(p)
     p.add_argument("--compare-calibration", action="store_true",
                    help="also report the other calibration's noise and epsilon")
-    p.add_argument("--test-fraction", type=float, default=None, metavar="F",
+    from .options import count, real
+
+    p.add_argument("--test-fraction", type=real(0, 1, lo_open=True, hi_open=True), default=None,
+                   metavar="F",
                    help="hold out a random fraction F of the rows (seeded by --seed) and report "
                         "test_accuracy and test_auc there (logistic loss)")
     p.add_argument("--log-releases", action="store_true",
@@ -45,8 +52,8 @@ def register(sub):
     p.add_argument("--checkpoint", metavar="FILE",
                    help="write a checkpoint (atomically) before the first round and every "
                         "--checkpoint-every rounds; private runs need --ledger")
-    p.add_argument("--checkpoint-every", type=int, default=1, metavar="K",
-                   help="rounds between checkpoints (default 1)")
+    p.add_argument("--checkpoint-every", type=count(MAX_ROUNDS), default=None, metavar="K",
+                   help="rounds between checkpoints (default 1; only with --checkpoint)")
     p.add_argument("--resume", metavar="FILE",
                    help="continue the interrupted run of this checkpoint (its options are used; "
                         "only --json, --plot, --log-releases and --quiet may be given with it)")
@@ -81,10 +88,14 @@ def add_problem_arguments(p):
     p.add_argument("--id", dest="id_column", default=None, metavar="COLUMN",
                    help="with --party-data: the ID column every party's file has")
     p.add_argument("--label", help="label column of a CSV/parquet file")
-    p.add_argument("--chunk-rows", type=int, default=None, metavar="N",
+    from ..vertical.privacy import BOUND_RANGE
+    from .options import count, real, seed
+
+    bound = real(*BOUND_RANGE)          # a declared bound: its square a normal float
+    p.add_argument("--chunk-rows", type=count(MAX_COUNT), default=None, metavar="N",
                    help="rows per chunk when reading a CSV/parquet file (default 65536): the "
                         "file is read chunk by chunk into a sparse matrix, never whole")
-    p.add_argument("--parties", type=int, default=None, metavar="K",
+    p.add_argument("--parties", type=count(MAX_CLIENTS), default=None, metavar="K",
                    help="number of parties (default 2, or the shipped data set's own split)")
     p.add_argument("--partition", default=None,
                    help="balanced (eq. 11) | random | explicit groups '0-9,12;10-11,13-19' "
@@ -113,33 +124,37 @@ def add_problem_arguments(p):
                    help="fit no intercept (default: an unpenalized intercept, held by the label "
                         "party (party 0 in dp-bcfw, bcfw, dfw) and fitted with the coefficients, "
                         "for the logistic and smoothed-hinge losses)")
-    p.add_argument("--iterations", type=int, default=100)
+    p.add_argument("--iterations", type=count(MAX_ROUNDS), default=100)
     p.add_argument("--sampling", default="elementary",
                    help="elementary | serial | nice:TAU | distributed:TAU | probs:P1,P2,...")
     p.add_argument("--rnm", default=None, choices=["laplace", "gumbel", "exponential"],
                    help="report-noisy-max noise for the private index (default laplace, the "
                         "paper's; dp-bcfw-secure: gumbel)")
     p.add_argument("--sketch", default="identity", choices=["gaussian", "countsketch", "identity"])
-    p.add_argument("--sketch-dim", type=int, help="sketch dimension m (not for identity)")
+    p.add_argument("--sketch-dim", type=count(MAX_COUNT),
+                   help="sketch dimension m (not for identity)")
     p.add_argument("--calibration", default="accountant", choices=["accountant", "paper"])
-    p.add_argument("--split", type=float, default=None,
+    p.add_argument("--split", type=real(0, 1, lo_open=True, hi_open=True), default=None,
                    help="share of epsilon for the index releases (accountant calibration; "
                         "default 0.5)")
-    p.add_argument("--feature-bound", type=float, help="declared bound |a_ij| <= B_a (data clipped)")
-    p.add_argument("--label-bound", type=float, help="declared bound |y_j| <= B_y (labels clipped)")
-    p.add_argument("--derivative-clip", type=float,
+    p.add_argument("--feature-bound", type=bound,
+                   help="declared bound |a_ij| <= B_a (data clipped)")
+    p.add_argument("--label-bound", type=bound,
+                   help="declared bound |y_j| <= B_y (labels clipped)")
+    p.add_argument("--derivative-clip", type=bound,
                    help="clip per-sample loss derivatives to [-c, c] (lowers the score sensitivity)")
-    p.add_argument("--row-clip", type=float, metavar="C",
+    p.add_argument("--row-clip", type=bound, metavar="C",
                    help="dp-bcfw-secure: clip each row of a party's block to l2 norm C "
                         "(sensitivity of the released cross-products 2 B_a C per party; "
                         "default B_a p_k^(1/4) per party, printed with the reason)")
-    p.add_argument("--max-features", type=int, default=None, metavar="F",
+    p.add_argument("--max-features", type=count(MAX_COUNT), default=None, metavar="F",
                    help="dp-bcfw-secure: distinct features per party (default min(10, p_k))")
     p.add_argument("--label-party", default=None, metavar="{all,0,...,K-1}",
                    help="who holds the labels: all (paper 004's setting; the default of dp-bcfw, "
                         "bcfw, dfw) or one party's index (dp-bcfw-secure's default: 0); the "
                         "others see only DP releases derived from y")
-    p.add_argument("--helper-party", type=int, default=None, metavar="H",
+    p.add_argument("--helper-party", type=count(MAX_CLIENTS - 1, minimum=0), default=None,
+                   metavar="H",
                    help="dp-bcfw-secure, logistic glm path (--logistic-path glm): the party "
                         "that holds the other share of the margins and loss derivatives "
                         "(default (label party + 1) mod K). Trust assumption: H does not "
@@ -161,13 +176,14 @@ def add_problem_arguments(p):
                         "releases and spend.  fw (non-private): line (default; exact line "
                         "search, and --eta auto by 3-fold cross-validation) or fw (2 / (t + 2), "
                         "paper 004's FW, eta by the public rule)")
-    p.add_argument("--seed", type=int, default=None,
+    p.add_argument("--seed", type=seed, default=None,
                    help="seed every random choice (sketch, sampling, noise) for a reproducible "
                         "run; its outputs are marked not for deployment.  Default: the noise "
                         "comes from OS entropy")
     from . import options as O
 
-    O.add_privacy(p, epsilon="text", epsilon_note=" (required for dp-bcfw, dpfw and "
+    O.add_privacy(p, epsilon="optional", delta_type=real(0, 1, lo_open=True, hi_open=True),
+                  epsilon_note=" (required for dp-bcfw, dpfw and "
                   "dp-bcfw-secure)", accountants=O.ALL_ACCOUNTANTS,
                   accountant_note="; basic, advanced and optimal only for dpfw, whose releases "
                   "are all noisy-max selections; dp-bcfw-secure takes rdp or best (its ring "
@@ -177,6 +193,17 @@ def add_problem_arguments(p):
 _PARSER = None
 #: options that may be given with --resume (they do not change the run)
 _RESUME_OK = ("json", "plot", "log_releases", "quiet", "resume", "func", "command", "model_out")
+
+
+def _same_value(given, saved) -> bool:
+    """An option given with --resume equals the checkpoint's (a checkpoint written before
+    --epsilon was read as a number keeps it as text: "1" is 1.0)."""
+    if given == saved:
+        return True
+    try:
+        return float(given) == float(saved)
+    except (TypeError, ValueError):
+        return False
 
 
 def _resumed_args(args):
@@ -190,7 +217,7 @@ def _resumed_args(args):
     for dest, value in vars(args).items():
         if dest in _RESUME_OK or dest not in saved:
             continue
-        if value != _PARSER.get_default(dest) and value != saved[dest]:
+        if value != _PARSER.get_default(dest) and not _same_value(value, saved[dest]):
             raise InputError(f"--resume: --{dest.replace('_', '-')} {value!r} differs from the "
                              f"checkpoint's run ({saved[dest]!r}); resume takes its options")
     for dest, value in saved.items():
@@ -644,7 +671,7 @@ def _config(args, epsilon, backend, flower):
     (the progress bar and the options a checkpoint keeps are added once the run starts)."""
     from ..vertical.config import VerticalConfig
 
-    secure = args.algorithm == "dp-bcfw-secure"
+    _check_ignored(args)
     return VerticalConfig(
         loss=args.loss, eta=args.eta, iterations=args.iterations, algorithm=args.algorithm,
         sampling=args.sampling, epsilon=epsilon, delta=args.delta, rnm=args.rnm,
@@ -652,14 +679,31 @@ def _config(args, epsilon, backend, flower):
         sketch=args.sketch, sketch_dim=args.sketch_dim, calibration=args.calibration,
         split=args.split, feature_bound=args.feature_bound, label_bound=args.label_bound,
         accountant=args.accountant, seed=args.seed, derivative_clip=args.derivative_clip,
-        row_clip=args.row_clip if secure else None,           # dp-bcfw-secure's options only
-        max_features=args.max_features if secure else None, label_party=args.label_party,
+        row_clip=args.row_clip, max_features=args.max_features, label_party=args.label_party,
         helper_party=getattr(args, "helper_party", None),
         logistic_path=getattr(args, "logistic_path", None),
         step=getattr(args, "step", None),
         ledger=args.ledger, reference=args.reference, checkpoint=args.resume or args.checkpoint,
-        checkpoint_every=args.checkpoint_every, resume=bool(args.resume), backend=backend,
+        checkpoint_every=args.checkpoint_every or 1, resume=bool(args.resume), backend=backend,
         flower=flower)
+
+
+def _check_ignored(args):
+    """An option the chosen algorithm would not read is refused, naming it, never silently
+    accepted (``--algorithm bcfw --row-clip 2 --max-features 3`` ran without a word while
+    ``--helper-party`` was refused): dp-bcfw-secure's own options with another algorithm, and
+    ``--checkpoint-every`` without a checkpoint."""
+    if args.algorithm != "dp-bcfw-secure":
+        for option, value in (("--row-clip", args.row_clip),
+                              ("--max-features", args.max_features)):
+            if value is not None:
+                raise InputError(f"{option} is for --algorithm dp-bcfw-secure (it clips and "
+                                 f"caps what each party's secure products release), got "
+                                 f"{option} {value:g} with {args.algorithm}, which ignores it")
+    if getattr(args, "checkpoint_every", None) is not None and not (
+            getattr(args, "checkpoint", None) or getattr(args, "resume", None)):
+        raise InputError(f"--checkpoint-every {args.checkpoint_every} needs --checkpoint FILE "
+                         "(without one, nothing is checkpointed)")
 
 
 def _print_defaults(args, data, epsilon):

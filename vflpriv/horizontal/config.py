@@ -18,6 +18,10 @@ from typing import Any, Callable
 
 from ..errors import MAX_ROUNDS, InputError, check_count
 
+#: caps of a client's local training (the step count is epochs x records / batch size)
+MAX_LOCAL_EPOCHS = 10_000
+MAX_BATCH_SIZE = 2 ** 31 - 1
+
 STEPS = ("subgradient", "prox")
 SAMPLERS = ("feddyn", "fixed")
 ACCOUNTANTS = ("rdp", "pld", "best")
@@ -48,8 +52,14 @@ class LocalConfig:
     def __post_init__(self):
         if not (_number(self.epochs) and math.isfinite(self.epochs) and self.epochs > 0):
             raise InputError(f"--local-epochs must be > 0, got {self.epochs!r}")
+        if self.epochs > MAX_LOCAL_EPOCHS:      # 1e308 overflowed the step count
+            raise InputError(f"--local-epochs must be at most {MAX_LOCAL_EPOCHS:,}, got "
+                             f"{self.epochs:g}")
         if not _integer(self.batch_size) or self.batch_size < 1:
             raise InputError(f"--batch-size must be a positive integer, got {self.batch_size}")
+        if self.batch_size > MAX_BATCH_SIZE:
+            raise InputError(f"--batch-size must be at most {MAX_BATCH_SIZE:,}, got "
+                             f"{self.batch_size:.4g}")
         if not (_number(self.lr) and math.isfinite(self.lr) and self.lr > 0):
             raise InputError(f"--lr must be > 0, got {self.lr!r}")
         if not (_number(self.weight_decay) and math.isfinite(self.weight_decay)

@@ -1,6 +1,6 @@
 """Without noise, which logistic path of dp-bcfw-secure ranks better: ssp or glm?
 
-The default logistic path became ssp (docs/vertical.md, "The logistic default").  Its case was
+The default logistic path became ssp (docs/vertical_results.md, "The logistic default").  Its case was
 measured under privacy; this script checks the non-private run too, where ssp fits the loss's
 quadratic expansion from the exact statistics and glm runs 200 Frank-Wolfe rounds on the exact
 derivatives over the public rule's l1 balls.  The eight tables of `vflpriv bench peers`, its

@@ -1,6 +1,6 @@
 """The logistic paths of dp-bcfw-secure as the number of columns grows: ssp (the default) and glm.
 
-The default's case (docs/vertical.md, "The logistic default is the ssp path") rests on eight real
+The default's case (docs/vertical_results.md, "The logistic default is the ssp path") rests on eight real
 tables with 3 to 85 columns.  The ssp path releases all d (d + 1) / 2 second moments, and its
 products grow with n d^2; the glm path's noise is on d scores a round and its Frank-Wolfe
 vertices suit a sparse truth.  This script measures both on seeded synthetic classification

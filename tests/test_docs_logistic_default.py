@@ -1,4 +1,4 @@
-"""docs/vertical.md "The logistic default is the ssp path": its table is
+"""docs/vertical_results.md "The logistic default is the ssp path": its table is
 docs/logistic_default_nonprivate.json (`python docs/logistic_default_nonprivate.py`), and the
 bench's `dp-bcfw-secure` now runs exactly what docs/peers_seeds10.json recorded as
 `dp-bcfw-secure-ssp` (the ten-split case for the switch is about the system that now runs)."""
@@ -16,14 +16,14 @@ def _json(name):
         return json.load(fh)
 
 
-def _vertical_md():
-    with open(os.path.join(ROOT, "docs", "vertical.md")) as fh:
+def _results_md():
+    with open(os.path.join(ROOT, "docs", "vertical_results.md")) as fh:
         return fh.read()
 
 
 def test_nonprivate_table_is_its_json():
     d = _json("logistic_default_nonprivate.json")
-    text = _vertical_md()
+    text = _results_md()
     for s in d["summary"]:
         rows = [r for r in d["rows"] if r["table"] == s["table"]]
         assert len(rows) == 2 * len(d["seeds"])
@@ -66,7 +66,7 @@ def test_the_bench_default_is_the_recorded_system():
 
 
 def test_the_bench_under_the_new_default_is_its_json():
-    """vertical.md's counts from docs/peers_default.json (the page itself is tied to the JSON by
+    """vertical_results.md's counts from docs/peers_default.json (the page itself is tied to the JSON by
     tests/test_docs_numbers2.py): at-or-above DP-SGD at eps 0.5 and 1, below diffprivlib, with
     the cells named."""
     import re
@@ -83,7 +83,7 @@ def test_the_bench_under_the_new_default_is_its_json():
                 if S[(t, sy, e)] < S[(t, "diffprivlib", e)]]
            for sy in ("dp-bcfw-secure", "dp-bcfw-secure-glm")}
     priv = [r for r in d["rows"] if r["private"]]
-    flat = re.sub(r"\s+", " ", _vertical_md())
+    flat = re.sub(r"\s+", " ", _results_md())
     assert (f"the default's mean AUC is at or above DP-SGD's (`opacus-replace`) in "
             f"{met['dp-bcfw-secure']} of {2 * len(T)} cells, glm's in none") in flat
     assert met["dp-bcfw-secure-glm"] == 0
@@ -106,13 +106,13 @@ def test_the_bench_under_the_new_default_is_its_json():
 
 
 def test_the_intercept_fit_table_is_its_json():
-    """vertical.md "The ssp fit leaves the intercept unpenalized": the simulation table and its
+    """vertical_results.md "The ssp fit leaves the intercept unpenalized": the simulation table and its
     counts are docs/ssp_intercept_fit.json (`python docs/ssp_intercept_fit.py`); its summary is
     the mean of its rows."""
     import re
 
     d = _json("ssp_intercept_fit.json")
-    flat = re.sub(r"\s+", " ", _vertical_md())
+    flat = re.sub(r"\s+", " ", _results_md())
     S = {(s["table"], s["epsilon"]): s for s in d["summary"]}
     for s in d["summary"]:
         rows = [r for r in d["rows"] if (r["table"], r["epsilon"]) == (s["table"], s["epsilon"])]
@@ -159,12 +159,12 @@ def _ten_split_rows():
 
 
 def test_the_ten_split_table_is_its_json():
-    """vertical.md's ten-split table under the shipped fit, its bold cells and counts, and the
+    """vertical_results.md's ten-split table under the shipped fit, its bold cells and counts, and the
     count on docs/classification.md (moved there from the README)."""
     import re
 
     rows = _ten_split_rows()
-    text = _vertical_md()
+    text = _results_md()
     for t, e, m, sd, ea, op in rows:
         b = "**" if m >= op else ""
         assert (f"| {t} | {e:g} | {b}{m:.3f} ± {sd:.3f}{b} | "
@@ -183,12 +183,12 @@ def test_the_ten_split_table_is_its_json():
 
 
 def test_the_columns_table_is_its_json():
-    """vertical.md's table of the paths as d grows: docs/logistic_paths_by_dimension.json
+    """vertical_results.md's table of the paths as d grows: docs/logistic_paths_by_dimension.json
     (`python docs/logistic_paths_by_dimension.py`); the summary is the rows' mean."""
     import re
 
     d = _json("logistic_paths_by_dimension.json")
-    flat = re.sub(r"\s+", " ", _vertical_md())
+    flat = re.sub(r"\s+", " ", _results_md())
     for c in d["summary"]:
         for p in ("ssp", "glm"):
             sel = [r for r in d["rows"] if (r["d"], r["epsilon"], r["path"]) ==
@@ -213,11 +213,11 @@ def test_the_columns_table_is_its_json():
 
 
 def test_the_paper_scale_runs_are_their_json():
-    """vertical.md's two runs at the regression bar's scale: docs/logistic_paths_paper_scale_
+    """vertical_results.md's two runs at the regression bar's scale: docs/logistic_paths_paper_scale_
     {ssp,glm}.json, each the quoted command with its path."""
     import re
 
-    flat = re.sub(r"\s+", " ", _vertical_md())
+    flat = re.sub(r"\s+", " ", _results_md())
     d = {p: _json(f"logistic_paths_paper_scale_{p}.json") for p in ("ssp", "glm")}
     for p, run in d.items():
         assert run["secure"]["path"] == p and run["n"] == 80000 and run["test_rows"] == 20000

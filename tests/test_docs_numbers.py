@@ -40,13 +40,13 @@ def test_demo_json_is_the_current_demo():
 def test_vertical_md_quotes_the_demo():
     runs = {r["algorithm"]: r for r in _json("demo.json")["runs"]}
     m = re.search(r"In `vflpriv demo` \(n = 5e4, d = 400, T = 100, eps = 4\) it removes (\d+)%, "
-                  r"against (\d+)% for\s+dp-bcfw-secure", _page("vertical.md"))
-    assert m, "the sentence quoting the demo is not on docs/vertical.md any more"
+                  r"against (\d+)% for\s+dp-bcfw-secure", _page("vertical_results.md"))
+    assert m, "the sentence quoting the demo is not on docs/vertical_results.md any more"
     assert int(m.group(1)) == round(_removed(runs["dp-bcfw"]))
     assert int(m.group(2)) == round(_removed(runs["dp-bcfw-secure"]))
     # and the demo's predictor-noise ratio quoted by the warning's paragraph
     ratio = runs["dp-bcfw"]["privacy"]["calibration"]["outlook"]["ratio"]
-    assert f"the demo's {ratio:.1f}" in _page("vertical.md")
+    assert f"the demo's {ratio:.1f}" in _page("vertical_results.md")
 
 
 @pytest.mark.parametrize("contender,key", [
@@ -92,9 +92,9 @@ def test_certify_md_quotes_the_recorded_calibration():
 
 
 def test_vertical_md_scale_table_is_scale_bench_json():
-    """The n = 1e5 / 1e6 table of docs/vertical.md is docs/scale_bench.json
+    """The n = 1e5 / 1e6 table of docs/vertical_results.md is docs/scale_bench.json
     (`vflpriv bench scale --json docs/scale_bench.json`), formatted as the bench prints it."""
-    page = _page("vertical.md")
+    page = _page("vertical_results.md")
     for r in _json("scale_bench.json")["runs"]:
         n = {100000: "1e5", 1000000: "1e6"}[r["n"]]
         row = next(line for line in page.splitlines() if line.startswith(f"| {n} | "))
@@ -106,7 +106,7 @@ def test_vertical_md_scale_table_is_scale_bench_json():
 
 def test_vertical_md_flower_paragraph_is_scale_bench_flower_json():
     r = _json("scale_bench_flower.json")["runs"][0]
-    page = " ".join(_page("vertical.md").split())          # the paragraph, unwrapped
+    page = " ".join(_page("vertical_results.md").split())          # the paragraph, unwrapped
     assert (f"wall {r['wall_seconds']:.1f} s ({r['wall_seconds'] / 60:.1f} min): setup "
             f"{r['setup_seconds']:.1f} s, 200 rounds {r['rounds_seconds']:.1f} s "
             f"({r['seconds_per_round']:.1f} s per round; {r['products']} secure products), "
@@ -135,15 +135,15 @@ def _frontier_rows(page_text, header_start):
     ("utility_frontier_flights.json", "|n|algorithm|eps0.5|"),
     ("utility_frontier.json", "|n|algorithm|eps0.5|")])
 def test_vertical_md_frontier_tables_are_the_json(json_name, header):
-    """Each frontier table of docs/vertical.md quotes its committed JSON (`vflpriv bench utility
+    """Each frontier table of docs/vertical_results.md quotes its committed JSON (`vflpriv bench utility
     --json ...`): the share removed to 0.1% and the excess to its printed digits."""
     doc = _json(json_name)
     by = {(r["n"], r["algorithm"], r["epsilon"]): r for r in doc["rows"] if "gap_removed" in r}
     eps = [float(e) for e in doc["config"]["epsilons"].split(",")]
     ns = {r["n"] for r in doc["rows"]}
-    page = _page("vertical.md")
+    page = _page("vertical_results.md")
     # the flights table comes first on the page, the synthetic one after it
-    start = page.index("### Measured on real data: flights") if "flights" in json_name else \
+    start = page.index("## Measured on real data: flights") if "flights" in json_name else \
         page.index("## The frontier (`vflpriv bench utility`)")
     rows = _frontier_rows(page[start:], header)
     assert {int(n) for n, _, _ in rows} == ns
@@ -160,7 +160,7 @@ def test_vertical_md_t50_table_is_the_json():
     doc = _json("utility_frontier_T50.json")
     by = {(r["algorithm"], r["epsilon"]): r for r in doc["rows"] if "gap_removed" in r}
     eps = [float(e) for e in doc["config"]["epsilons"].split(",")]
-    lines = _page("vertical.md").splitlines()
+    lines = _page("vertical_results.md").splitlines()
     i = next(k for k, line in enumerate(lines) if line.startswith("| n = 1e5, T = 50 |"))
     for line in lines[i + 2:i + 4]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -563,12 +563,12 @@ def test_sparse_md_speed_tables_are_the_bench_json():
 
 
 def test_vertical_md_flower_1e5_memory_is_scale_bench_flower_1e5_json():
-    """The machine's used memory on Flower (docs/vertical.md) and the 8.4 MB pieces' setup time
+    """The machine's used memory on Flower (docs/vertical_results.md) and the 8.4 MB pieces' setup time
     (docs/flower.md): docs/scale_bench_flower_1e5.json (`vflpriv bench scale --backend
     flower-sim --n 100000 --iterations 200 --json ...`)."""
     r = _json("scale_bench_flower_1e5.json")["runs"][0]
     assert (r["n"], r["iterations"], r["backend"], r["returncode"]) == (100000, 200, "flower-sim", 0)
-    text = _unwrapped("vertical.md")
+    text = _unwrapped("vertical_results.md")
     assert (f"wall {r['wall_seconds']:.1f} s (setup {r['setup_seconds']:.1f} s, 200 rounds "
             f"{r['rounds_seconds']:.1f} s), the largest process {format_bytes(r['peak_rss_bytes'])}, "
             f"all the run's processes together {format_bytes(r['peak_tree_rss_bytes'])}, the "
@@ -595,11 +595,11 @@ def test_fedelasticnet_md_flower_figures_are_the_json():
 
 
 def test_vertical_md_bcfw_speed_and_uplink_are_the_json():
-    """docs/vertical.md "Benchmarks": docs/bcfw_speed.json (`vflpriv bench bcfw --sections
+    """docs/vertical_results.md "Benchmarks": docs/bcfw_speed.json (`vflpriv bench bcfw --sections
     speed --iterations 1000 --json ...`), in the bench's own units (format_bytes)."""
     b = _json("bcfw_speed.json")
     S = {r["sketch"]: r for r in b["speed"]}
-    page = _page("vertical.md")
+    page = _page("vertical_results.md")
     for k, sk in (("identity", "0"),
                   ("countsketch", format_bytes(S["countsketch"]["party_sketch_bytes"]) + " (16 n B)"),
                   ("gaussian", format_bytes(S["gaussian"]["party_sketch_bytes"]) + " (8 m n)")):
@@ -634,7 +634,7 @@ def test_vertical_md_bcfw_speed_and_uplink_are_the_json():
 def test_vertical_md_table_reading_and_flower_ratio_are_scale_bench_json():
     """The CSV read under a memory limit (scale_bench.json's `tables`) and the Flower run's wall
     time against the in-process one (scale_bench_flower.json / scale_bench.json)."""
-    text = _unwrapped("vertical.md")
+    text = _unwrapped("vertical_results.md")
     chunked, whole = _json("scale_bench.json")["tables"]
     assert chunked["returncode"] == 0 and whole["error"] == "MemoryError"
     assert (f"a {chunked['rows']} x {chunked['d']} CSV of {chunked['file_bytes'] / 1e9:.2f} GB, "

@@ -160,7 +160,7 @@ def test_vertical_md_n1e5_paragraph_is_the_frontier_json():
             f"{s['epsilon_spent']:.1f} under RDP") in text
     assert (f"with `--derivative-clip 1`: excess {fw['excess']:.4f} "
             f"({100 * fw['gap_removed']:.1f}%).") in text
-    assert f"as in the frontier below): {100 * bc['gap_removed']:.1f}% removed." in text
+    assert f"as in the frontier): {100 * bc['gap_removed']:.1f}% removed." in text
 
 
 def test_vertical_md_checkpoint_and_locallink_figures_are_secure_bench_json():
@@ -451,7 +451,8 @@ def test_vertical_md_default_rules_run_is_the_json():
         f"With `--iterations 100`: {rem(b):.1f}% (excess {ex(b):.4f}, {b['seconds']:.0f} s;",
         f"excess {ex(f0):.4f} with its defaults, {ex(f1):.4f} with `--derivative-clip 1`, so the "
         f"default dp-bcfw-secure run at T = 100 is within {ex(b) / ex(f1):.2f}x of the better DP-FW "
-        f"(T = 200: {ex(a):.4f} against {fw200:.4f} for DP-FW with clip 1 in the frontier below)."):
+        f"(T = 200: {ex(a):.4f} against {fw200:.4f} for DP-FW with clip 1 in the frontier in "
+        f"[vertical_results.md](vertical_results.md))."):
         assert s in text, s
 
 
@@ -495,7 +496,7 @@ def test_dependencies_md_seed_spread_is_the_json():
 
 
 def test_vertical_md_flights_eps4_run_is_its_json():
-    """docs/vertical.md's eps 4, T = 50 flights run: docs/flights_eps4_T50.json."""
+    """docs/vertical_results.md's eps 4, T = 50 flights run: docs/flights_eps4_T50.json."""
     d = _json("flights_eps4_T50.json")
     assert (d["algorithm"], d["seed"], d["iterations"], d["eta"]) == \
         ("dp-bcfw-secure", 0, 50, 2.0)
@@ -503,7 +504,7 @@ def test_vertical_md_flights_eps4_run_is_its_json():
         (d["initial_objective"] - d["reference_objective"])
     assert (f"--reference --json docs/flights_eps4_T50.json` reached {d['accuracy']:.3f} and "
             f"{d['auc']:.3f} ({100 * gap:.1f}% of the gap, {d['seconds']:.0f} s)") in \
-        _unwrapped("docs/vertical.md")
+        _unwrapped("docs/vertical_results.md")
 def test_certify_md_pld_is_the_exact_value_to_1e_6():
     """docs/certify.md section 3: 100 x 0.1-DP at delta 1e-5, the PLD row "4.306791, the exact value
     to 1e-6 here": the accountant's PLD against the exact optimum computed here independently (the
@@ -558,10 +559,10 @@ def test_alignment_md_scoring_deployment_is_the_json():
 
 
 def test_vertical_md_dpbcfw_larger_budgets_table_is_the_json():
-    """docs/vertical.md "Where DP-BCFW-AS learns": the T = 50 / 200 rows are
+    """docs/vertical_results.md "Where DP-BCFW-AS learns": the T = 50 / 200 rows are
     docs/dpbcfw_budgets_T50.json and _T200.json (`vflpriv bench utility --algorithms dp-bcfw
     --epsilons 8,16,32,64,128 --iterations T`): share removed and the warning's ratio."""
-    lines = _text("docs", "vertical.md").splitlines()
+    lines = _text("docs", "vertical_results.md").splitlines()
     for T in (50, 200):
         d = _json(f"dpbcfw_budgets_T{T}.json")
         c = d["config"]
@@ -575,7 +576,7 @@ def test_vertical_md_dpbcfw_larger_budgets_table_is_the_json():
         assert cells == want, (T, cells, want)
     t50 = _json("dpbcfw_budgets_T50.json")["rows"]
     spent32 = next(r["epsilon_spent"] for r in t50 if r["epsilon"] == 32.0)
-    assert f"e.g. {spent32:.1f} of 32 at T = 50" in _unwrapped("docs", "vertical.md")
+    assert f"e.g. {spent32:.1f} of 32 at T = 50" in _unwrapped("docs", "vertical_results.md")
 
 
 def test_vertical_md_intercept_figures_are_intercept_effect_json():
@@ -664,11 +665,11 @@ def test_vertical_md_fw_table_is_peers_fw_json():
 
 
 def test_vertical_md_fresh_tables_are_peers_fresh_json():
-    """docs/vertical.md's wage / college section: docs/peers_fresh.json, and its claims."""
+    """docs/vertical_results.md's wage / college section: docs/peers_fresh.json, and its claims."""
     d = _json("peers_fresh.json")
     assert d["settings"]["tables"] == ["wage", "college"] and d["settings"]["seeds"] == [0, 1, 2]
     S = {(r["table"], r["system"], r["epsilon"]): r["test_auc"] for r in d["summary"]}
-    page, flat = _text("docs", "vertical.md"), _unwrapped("docs", "vertical.md")
+    page, flat = _text("docs", "vertical_results.md"), _unwrapped("docs", "vertical_results.md")
     vertical = ("dp-bcfw-secure", "dp-bcfw-secure-pgd", "dp-bcfw-secure-ssp")
     gaps, ssp_best = [], 0
     for t in ("wage", "college"):
@@ -690,7 +691,7 @@ def test_vertical_md_fresh_tables_are_peers_fresh_json():
 
 
 def test_vertical_md_ten_splits_is_peers_seeds10_json():
-    """docs/vertical.md's ten-split table and its counts: docs/vertical_variants.py's paired
+    """docs/vertical_results.md's ten-split table and its counts: docs/vertical_variants.py's paired
     statistics recomputed here from docs/peers_seeds10.json (numpy, not the script's own
     arithmetic)."""
     import importlib.util
@@ -705,7 +706,7 @@ def test_vertical_md_ten_splits_is_peers_seeds10_json():
     seeds = doc["settings"]["seeds"]
     assert seeds == list(range(10)) and doc["settings"]["epsilons"] == [0.5, 1.0]
     rows, counts = V.summary(doc, auc)
-    page, flat = _text("docs", "vertical.md"), _unwrapped("docs", "vertical.md")
+    page, flat = _text("docs", "vertical_results.md"), _unwrapped("docs", "vertical_results.md")
     for r in rows:
         assert r in page
     clear = {}
@@ -740,12 +741,12 @@ def test_vertical_md_ten_splits_is_peers_seeds10_json():
 
 
 def test_vertical_md_ssp_sparsity_is_ssp_sparsity_json():
-    """docs/vertical.md's paragraph on the ssp path's density: docs/ssp_sparsity.json."""
+    """docs/vertical_results.md's paragraph on the ssp path's density: docs/ssp_sparsity.json."""
     d = _json("ssp_sparsity.json")
     R = {(r["table"], r["epsilon"], r["radius"]): r for r in d["rows"]}
     tables = ("flights", "caravan", "default", "oj", "fair", "anes96", "wage", "college")
     cells = [(t, e) for t in tables for e in (0.5, 1.0)]
-    flat = _unwrapped("docs", "vertical.md")
+    flat = _unwrapped("docs", "vertical_results.md")
     assert all(R[(t, e, "none")]["support"] == R[(t, e, "none")]["columns"] for t, e in cells)
     assert all(len(R[c + ("none",)]["aucs"]) == 10 for c in cells)
 

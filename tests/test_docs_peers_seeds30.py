@@ -30,7 +30,7 @@ def test_paired_comparisons_are_the_rows():
 def test_vertical_md_table_and_counts():
     doc = json.loads(_text("docs", "peers_seeds30.json"))
     P = {(p["table"], p["epsilon"]): p for p in doc["paired"]}
-    page = _text("docs", "vertical.md")
+    page = _text("docs", "vertical_results.md")
     sec = page[page.index("**Thirty paired splits.**"):]
     sec = sec[:sec.index("\n## ")]
 

@@ -26,8 +26,8 @@ def test_warns_before_anything_is_spent():
 
 
 def test_threshold_separates_the_measured_regimes():
-    # docs/vertical.md: n = 1e5, K = 4, T = 50, B_a = B_y = eta = 1, Gumbel: eps 8 removed 13.9%
-    # (ratio 11.0, warned), eps 16 removed 45.8% (ratio 6.2, not warned)
+    # docs/vertical_results.md: n = 1e5, K = 4, T = 50, B_a = B_y = eta = 1, Gumbel: eps 8
+    # removed 13.9% (ratio 11.0, warned), eps 16 removed 45.8% (ratio 6.2, not warned)
     from vflpriv.optim import get_loss
     from vflpriv.vertical import privacy as P
 

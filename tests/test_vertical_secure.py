@@ -345,7 +345,7 @@ def test_bench_utility_smoke(tmp_path, capsys):
     rows = json.loads(out.read_text())["rows"]
     assert {r["algorithm"] for r in rows} == {"dp-bcfw", "dp-bcfw-secure", "dpfw", "dpl-linreg"}
     assert all(r["epsilon_spent"] <= 2.0 + 1e-9 for r in rows)
-    # dp-bcfw's rows carry its warning's predictor-noise ratio (docs/vertical.md quotes it)
+    # dp-bcfw's rows carry its warning's predictor-noise ratio (docs/vertical_results.md quotes it)
     assert all(r["outlook_ratio"] > 0 for r in rows if r["algorithm"] == "dp-bcfw")
     assert (tmp_path / "u.png").stat().st_size > 0
 

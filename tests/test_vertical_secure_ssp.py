@@ -208,8 +208,8 @@ def test_the_fit_does_not_depend_on_where_a_feature_s_zero_is(seed, shift, lam):
     """The intercept is unpenalized, so shifting feature j by t_j (a_j -> a_j + t_j, which moves
     the released moments by the linear map T M T^T: the statistics of the shifted rows, noise
     included) changes only the intercept, by -t^T x, and never the coefficients.  The fit that
-    kept the intercept inside the ridge fails this (docs/vertical.md, "The ssp fit leaves the
-    intercept unpenalized")."""
+    kept the intercept inside the ridge fails this (docs/vertical_results.md, "The ssp fit leaves
+    the intercept unpenalized")."""
     M = _noisy_moments(seed)
     d = M.shape[0] - 2
     T = np.eye(d + 2)

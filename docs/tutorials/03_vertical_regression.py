@@ -141,7 +141,7 @@ page.text(f"""
   {len(seeds)} seed(s); "None" = not within the epsilons tried). dp-bcfw-secure releases noisy
   aggregates over all patients, whose relative noise falls like 1/n, so the same epsilon buys far
   more on larger data; DP-BCFW-AS releases noisy per-patient columns, whose noise does not fall
-  with n (docs/vertical.md, "The frontier" and "Where DP-BCFW-AS learns").
+  with n (docs/vertical_results.md, "The frontier" and "Where DP-BCFW-AS learns").
 - Traffic at epsilon = {e_b}: dp-bcfw-secure's parties sent {sum(upl['dp-bcfw-secure', e_b]):,}
   bytes and received {sum(dnl['dp-bcfw-secure', e_b]):,}; DP-BCFW-AS's sent
   {sum(upl['dp-bcfw', e_b]):,} and received {sum(dnl['dp-bcfw', e_b]):,}. DP-BCFW-AS (no sketch)

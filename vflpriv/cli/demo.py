@@ -203,5 +203,6 @@ def _comparison(docs):
     lines.append(f"Share of the gap f(0) - f(opt) removed: {share[0]} without privacy; at the "
                  f"same budget {share[1]} by dp-bcfw-secure, which releases only noisy "
                  f"aggregates, and {share[2]} by DP-BCFW-AS, whose parties release noisy "
-                 "columns of per-person values (docs/vertical.md, 'Where DP-BCFW-AS learns').")
+                 "columns of per-person values (docs/vertical_results.md, 'Where DP-BCFW-AS "
+                 "learns').")
     return "\n".join(lines)

@@ -315,7 +315,8 @@ class _Run:
         if outlook["hopeless"]:
             warnings.warn("DP-BCFW-AS is expected to learn little with this noise: "
                           + "; ".join(outlook["reasons"]) + ". dp-bcfw-secure releases "
-                          "aggregates instead (docs/vertical.md, 'Where DP-BCFW-AS learns')",
+                          "aggregates instead (docs/vertical_results.md, 'Where DP-BCFW-AS "
+                          "learns')",
                           P.HopelessNoiseWarning, stacklevel=7)   # the caller of solve
 
     def checkpointer(self):

@@ -149,8 +149,8 @@ def choose_logistic_path(algorithm, loss):
     The default is "ssp": one release of the loss expansion's sufficient statistics and a fit by
     post-processing.  Over ten splits of eight held-out tables at eps 0.5 and 1 it was clearly
     above the glm path in 10 of 16 cells and never clearly below, at a hundredth of the bytes
-    (docs/vertical.md, "Ten splits").  What only the glm path has (a helper party, checkpoints,
-    a step rule) is refused on it with a message naming ``logistic_path="glm"``: the path is
+    (docs/vertical_results.md, "Ten splits").  What only the glm path has (a helper party,
+    checkpoints, a step rule) is refused on it with a message naming ``logistic_path="glm"``: the path is
     never switched behind the user's back by another option."""
     if (algorithm, loss) != ("dp-bcfw-secure", "logistic"):
         return None, None

@@ -300,8 +300,8 @@ class HopelessNoiseWarning(UserWarning):
 
 
 #: predictor noise / residual bound above which DP-BCFW-AS is expected to learn little: in the
-#: measurements of docs/vertical.md ("Where DP-BCFW-AS learns") runs above 10 removed at most 25%
-#: of the gap f(0) - f(opt), runs below 5 at least half
+#: measurements of docs/vertical_results.md ("Where DP-BCFW-AS learns") runs above 10 removed at
+#: most 25% of the gap f(0) - f(opt), runs below 5 at least half
 HOPELESS_RATIO = 10.0
 
 

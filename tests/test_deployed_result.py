@@ -90,3 +90,60 @@ def test_each_party_node_says_what_it_did(tmp_path, capsys):
     assert "vflpriv party 2: refused 'setup' of run" in err
     assert "refuses the run before the alignment" in err
     assert "refused 'close'" not in err                 # the clean-up is not a refusal
+
+
+@pytest.mark.slow
+def test_launch_submits_a_description_and_exits_by_its_result(tmp_path, capsys):
+    """`vflpriv flower launch DIR`: no hand-written Flower connection file; on a real SuperLink
+    and SuperNodes on 127.0.0.1 the run finishes (exit 0, the result's line with the epsilon
+    spent), and the same description run again is refused by the server's ledger before the
+    alignment (exit 1, the reason printed)."""
+    pytest.importorskip("flwr")
+    import os
+
+    from vflpriv.cli.main import main
+    from vflpriv.flower.deploy import LocalDeployment
+
+    paths, c = party_files(tmp_path)
+    run, cfgs = write_run(tmp_path, paths, ["--epsilon", "2", "--delta", "1e-5",
+                                            "--iterations", "3"])
+    desc = os.path.dirname(run)
+    with LocalDeployment(cfgs, tmp_path / "dep") as dep:
+        capsys.readouterr()
+        code = main(["flower", "launch", desc, "--superlink", f"127.0.0.1:{dep.port}",
+                     "--insecure", "-q"])
+        out = capsys.readouterr().out
+        assert code == 0, out
+        assert f"finished (secure, {c} rows); epsilon spent" in out
+        doc = json.loads(open(os.path.join(desc, "result.json")).read())
+        assert doc["error"] is None and doc["n"] == c
+        config = open(os.path.join(desc, "flwr-home", "config.toml")).read()
+        assert f'address = "127.0.0.1:{dep.port}"' in config and "insecure = true" in config
+        code = main(["flower", "launch", desc, "--superlink", f"127.0.0.1:{dep.port}",
+                     "--insecure", "-q"])
+        cap = capsys.readouterr()
+        assert code == 1 and "stopped in phase budget" in cap.out
+        assert "vflpriv flower launch: the run stopped:" in cap.err
+
+
+def test_launch_refuses_bad_input_before_starting_anything(tmp_path, capsys):
+    from vflpriv.cli.main import main
+
+    paths, _ = party_files(tmp_path)
+    run, _ = write_run(tmp_path, paths, ["--epsilon", "2", "--delta", "1e-5",
+                                         "--iterations", "3"])
+    import os
+
+    desc = os.path.dirname(run)
+    for argv, needle in ((["--superlink", "example.org:9093", "--insecure"], "loopback"),
+                         (["--superlink", "127.0.0.1:0", "--insecure"], "127.0.0.1:0"),
+                         (["--superlink", "example.org:9093"], "--root-certificates"),
+                         (["--superlink", "127.0.0.1:9093", "--insecure", "--timeout", "-1"],
+                          "--timeout")):
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exc:
+            raise SystemExit(main(["flower", "launch", desc] + argv))
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert needle in err and "Traceback" not in err
+        assert not os.path.exists(os.path.join(desc, "flwr-home"))

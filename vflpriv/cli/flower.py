@@ -106,6 +106,26 @@ def register(sub):
                    "default, 9094, would collide)")
     n.set_defaults(func=node)
 
+    la = fsub.add_parser("launch", help="submit a described run to a SuperLink and wait for "
+                         "its result (no hand-written Flower connection file)",
+                         description="On the SuperLink's machine: write Flower's connection "
+                         "configuration for DIR (a description from vflpriv flower spec), run "
+                         "flwr run with it, show progress, print the result's line (what "
+                         "happened, epsilon spent) and exit 0 if the run finished, 1 if it "
+                         "stopped (the reason printed).")
+    la.add_argument("directory", metavar="DIR", help="the description (run.json, app/)")
+    la.add_argument("--superlink", required=True, metavar="HOST:PORT",
+                    help="the SuperLink's control API address (flwr run's connection)")
+    la.add_argument("--root-certificates", metavar="CA.crt",
+                    help="the SuperLink's CA certificate (TLS; required across machines)")
+    la.add_argument("--insecure", action="store_true", help="no TLS (127.0.0.1 only)")
+    from ..values import real as _real
+
+    la.add_argument("--timeout", type=_real(0, lo_open=True), default=None, metavar="S",
+                    help="seconds without a sign of the run before giving up (default: the "
+                    "description's connect and reply timeouts + 120 s)")
+    la.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    la.set_defaults(func=_launch)
     i = fsub.add_parser("identity", help="make (or show) a party's identity key for pinned "
                         "peer keys in dp-bcfw-secure and scoring",
                         description="Write a new Ed25519 identity key (PKCS#8 PEM, mode 0600) "
@@ -156,8 +176,8 @@ def _written(desc, out, what, who="client", files="client<i>.npz") -> int:
     w = sys.stdout.write
     out = os.path.abspath(out)
     w(f"wrote the description of a {desc['clients']}-{who} {what} run to {out}/\n")
-    w(f"  server (SuperLink machine): flwr run {out}/app CONNECTION "
-      f"--run-config 'spec=\"{out}/run.json\"' --stream\n")
+    w(f"  server (SuperLink machine): vflpriv flower launch {out} --superlink HOST:PORT "
+      "--root-certificates ca.crt\n")
     w(f"  {who} i (its machine, with node<i>.toml and {files}): vflpriv flower node "
       "node<i>.toml --superlink HOST:PORT --root-certificates ca.crt\n")
     return 0
@@ -227,6 +247,12 @@ def spec_predict(args) -> int:
     from .flower_predict import spec_predict as describe
 
     return describe(args, _checked_spec_options, _written)
+
+
+def _launch(args) -> int:
+    from ..flower.launch import command
+
+    return command(args)
 
 
 def node(args) -> int:

@@ -72,7 +72,11 @@ def _spec_from_run_config(context):
     """The run description named by the run config: a ``run.json`` (:mod:`.spec`), data only."""
     from .spec import load_description
 
-    return load_description(str(context.run_config["spec"]))
+    spec = load_description(str(context.run_config["spec"]))
+    if not spec.get("progress") and spec.get("out"):
+        # the rounds completed, beside the result (vflpriv flower launch shows them)
+        spec["progress"] = os.path.join(os.path.dirname(spec["out"]), "progress")
+    return spec
 
 
 def _write_result(spec, out):

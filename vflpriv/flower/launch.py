@@ -1,0 +1,168 @@
+"""``vflpriv flower launch DIR``: submit a described run to a SuperLink and wait for its result,
+without a hand-written Flower connection file.
+
+The operator on the SuperLink's machine holds the description ``DIR`` (``vflpriv flower spec``:
+``run.json``, the Flower App in ``DIR/app``).  This writes Flower's connection configuration
+(``DIR/flwr-home/config.toml``: one connection, ``vflpriv``, with the SuperLink's address and
+TLS certificate, or ``insecure = true`` on 127.0.0.1 only), runs ``flwr run DIR/app vflpriv
+--stream`` with it (its output kept in ``DIR/flwr-run.log``), shows the run's progress on a
+terminal, and waits for the ServerApp's ``result.json`` (:mod:`.result`).  It prints the
+result's line (what happened, the epsilon spent) and exits 0 when the run finished, 1 when it
+stopped (a party's refusal, a lost party, a budget refusal: the reason is printed), 2 on bad
+input, before anything is started.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from ..errors import InputError
+
+CONNECTION = "vflpriv"
+
+
+def connection_config(superlink, *, root_certificates=None, insecure=False) -> str:
+    """Flower's ``config.toml`` with the one connection :data:`CONNECTION`."""
+    from .deploy import check_loopback_only, check_root_certificates, check_superlink
+
+    check_superlink(superlink)
+    if insecure and root_certificates:
+        raise InputError(f"--insecure and --root-certificates {root_certificates!r} together: "
+                         "give one")
+    lines = [f'[superlink]\ndefault = "{CONNECTION}"\n', f"[superlink.{CONNECTION}]",
+             f'address = "{superlink}"']
+    if insecure:
+        check_loopback_only(superlink)
+        lines.append("insecure = true")
+    elif root_certificates:
+        if not os.path.exists(root_certificates):
+            raise InputError(f"--root-certificates {root_certificates!r} does not exist")
+        check_root_certificates(root_certificates)
+        lines.append(f'root-certificates = "{os.path.abspath(root_certificates)}"')
+    else:
+        raise InputError("a SuperLink across machines needs --root-certificates CA.crt (TLS); "
+                         "--insecure is for 127.0.0.1 only")
+    return "\n".join(lines) + "\n"
+
+
+def _described(directory):
+    from .spec import load_description
+
+    run = os.path.join(directory, "run.json")
+    app = os.path.join(directory, "app")
+    if not os.path.isfile(run) or not os.path.isdir(app):
+        raise InputError(f"{directory!r} holds no run description (run.json and app/, as "
+                         "vflpriv flower spec writes them)")
+    return run, app, load_description(run)
+
+
+def launch(directory, superlink, *, root_certificates=None, insecure=False, timeout=None,
+           progress=None) -> dict:
+    """Submit the run described in ``directory`` and wait for its ``result.json``; returns it.
+    ``progress(t)`` after each completed round; ``timeout``: seconds without a sign of life
+    before the run is given up (default: the description's connect and reply timeouts plus
+    120 s)."""
+    from .deploy import _bin
+
+    directory = os.path.abspath(directory)
+    run, app, spec = _described(directory)
+    config = connection_config(superlink, root_certificates=root_certificates,
+                               insecure=insecure)
+    home = os.path.join(directory, "flwr-home")
+    os.makedirs(home, exist_ok=True)
+    with open(os.path.join(home, "config.toml"), "w") as fh:
+        fh.write(config)
+    out_dir = os.path.dirname(spec["out"])
+    result = os.path.join(out_dir, "result.json")
+    beat = os.path.join(out_dir, "progress")
+    if timeout is None:
+        timeout = float(spec.get("connect_timeout", 60)) + float(spec.get("reply_timeout",
+                                                                          600)) + 120
+    env = dict(os.environ, FLWR_HOME=home, FLWR_DISABLE_UPDATE_CHECK="1",
+               PYTHONUNBUFFERED="1")
+    started = time.time()
+    log = os.path.join(directory, "flwr-run.log")
+    with open(log, "ab") as fh:
+        proc = subprocess.Popen([_bin("flwr"), "run", app, CONNECTION, "--run-config",
+                                 f'spec="{run}"', "--stream"], stdout=fh,
+                                stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    seen, deadline, ended = 0, time.monotonic() + timeout, None
+    try:
+        while not _fresh(result, started):
+            t = _read_int(beat)
+            if t is not None and t > seen:
+                deadline = time.monotonic() + timeout
+                for r in range(seen + 1, t + 1):
+                    if progress is not None:
+                        progress(r)
+                seen = t
+            if _fresh(beat + ".alive", started) and os.path.getmtime(beat + ".alive") > \
+                    deadline - timeout:
+                deadline = time.monotonic() + timeout
+            if proc.poll() is not None:
+                ended = ended or time.monotonic()
+                if time.monotonic() - ended > 10:          # flwr run ended, no result came
+                    raise RuntimeError("flwr run ended without a result from the ServerApp: "
+                                       + _tail(log))
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no sign of the run for {timeout:g} s: " + _tail(log))
+            time.sleep(0.2)
+        with open(result) as fh:
+            return json.load(fh)
+    finally:
+        if proc.poll() is None:
+            import signal
+
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(10)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                pass
+
+
+def _fresh(path, since):
+    try:
+        return os.path.getmtime(path) >= since
+    except OSError:
+        return False
+
+
+def _read_int(path):
+    try:
+        with open(path) as fh:
+            return int(fh.read().strip() or 0)
+    except (OSError, ValueError):
+        return None
+
+
+def _tail(path, lines=5):
+    try:
+        with open(path, errors="replace") as fh:
+            return " | ".join(ln.strip() for ln in fh.read().splitlines()[-lines:] if ln.strip())
+    except OSError:
+        return "(no log)"
+
+
+def command(args) -> int:
+    """The ``vflpriv flower launch`` command (module docstring)."""
+    from ..cli.progress import Progress
+    from .result import log_line
+
+    directory = os.path.abspath(args.directory)
+    _, _, spec = _described(directory)
+    total = int(spec.get("iterations") or spec.get("rounds") or 0) or None
+    with Progress(total or 1, "launch", quiet=args.quiet, unit="round") as bar:
+        doc = launch(directory, args.superlink, root_certificates=args.root_certificates,
+                     insecure=args.insecure, timeout=args.timeout,
+                     progress=(lambda t: bar(t - 1)) if total else None)
+    sys.stdout.write(log_line(doc) + "\n")
+    sys.stdout.write(f"  result: {os.path.join(os.path.dirname(spec['out']), 'result.json')}\n")
+    if doc.get("error"):
+        err = doc["error"]
+        who = "" if err.get("party") is None else f"party {err['party']}: "
+        sys.stderr.write(f"vflpriv flower launch: the run stopped: {who}{err.get('reason')}\n")
+        return 1
+    return 0

@@ -369,15 +369,16 @@ def test_every_party_keeps_its_own_ledger_and_can_refuse(monkeypatch):
         assert [(r.round, r.note, r.event) for r in led.records] == server
     # a party whose own ledger has (almost) no budget left refuses before drawing its noise,
     # even though the server's filter accepted the round
-    import vflpriv.vertical.privacy as VP
+    import accounting
 
-    class Spent(VP.MemoryLedger):
+    class Spent(accounting.MemoryLedger):
         def __init__(self, **kw):
             super().__init__(**kw)
             self.append(Gaussian(2.3838, 1.0, neighboring="replace_one"))
 
-    server_led = VP.MemoryLedger(budget={"epsilon": 2.0, "delta": 1e-6})
-    monkeypatch.setattr(VP, "MemoryLedger", Spent)
+    server_led = accounting.MemoryLedger(budget={"epsilon": 2.0, "delta": 1e-6})
+    # each party's own in-memory ledger is made from accounting's (loop._parties)
+    monkeypatch.setattr(accounting, "MemoryLedger", Spent)
     with pytest.raises(BudgetExceeded, match="nothing was released"):
         _private(D, ledger=server_led)
     assert len(server_led.records) == 1            # the server charged round 0; no party drew

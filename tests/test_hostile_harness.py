@@ -179,3 +179,24 @@ def test_refused_before_any_work(argv, needle, tmp, capsys):
     assert len(lines) == 1, err
     assert needle in lines[0], (needle, err)
     assert _snapshot(tmp) == before, "a file was created, changed or removed"
+
+
+@pytest.mark.parametrize("extra,option", [
+    (["--algorithm", "fw", "--delta", "1e-5"], "--delta"),
+    (["--algorithm", "bcfw", "--rnm", "gumbel"], "--rnm"),
+    (["--algorithm", "dp-bcfw", "--epsilon", "inf", "--split", "0.5"], "--split"),
+    (["--algorithm", "dfw", "--ledger", "L.ledger"], "--ledger"),
+])
+def test_a_non_private_run_refuses_privacy_only_options(tmp_path, capsys, monkeypatch, extra,
+                                                         option):
+    """Issue 53: an option the run would ignore is refused, naming it (here: privacy-only
+    options on a non-private run), before anything is read or written."""
+    monkeypatch.chdir(tmp_path)
+    from vflpriv.cli.main import main
+
+    code = main(["run", "--data", "synthetic:n=60,d=6,seed=1", "--parties", "2",
+                 "--iterations", "2", "-q", *extra])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert f"{option} is for a private run" in err and len(err.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []

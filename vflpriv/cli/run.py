@@ -456,6 +456,7 @@ def _checked_args(args):
         except argparse.ArgumentTypeError as exc:
             raise InputError(f"--epsilon {exc}") from None
     _check_accountant(args, epsilon)
+    _check_private_only(args, epsilon)
     _check_secure_options(args)
     from ..vertical.metrics import check_test_fraction
 
@@ -686,6 +687,21 @@ def _config(args, epsilon, backend, flower):
         ledger=args.ledger, reference=args.reference, checkpoint=args.resume or args.checkpoint,
         checkpoint_every=args.checkpoint_every or 1, resume=bool(args.resume), backend=backend,
         flower=flower)
+
+
+def _check_private_only(args, epsilon):
+    """A non-private run (``--epsilon inf``, or an algorithm without privacy) reads no delta,
+    no selection noise, no split and writes no ledger: such an option is refused, naming it,
+    never silently ignored (issue 53)."""
+    if math.isfinite(epsilon):
+        return
+    why = (f"--algorithm {args.algorithm} is non-private" if args.epsilon is None else
+           "--epsilon inf makes this run non-private")
+    for option, value in (("--delta", args.delta), ("--rnm", args.rnm),
+                          ("--split", args.split), ("--ledger", args.ledger)):
+        if value is not None:
+            raise InputError(f"{option} is for a private run (a finite --epsilon): {why}, so it "
+                             f"would be ignored; leave {option} out")
 
 
 def _check_ignored(args):

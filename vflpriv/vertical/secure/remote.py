@@ -157,7 +157,8 @@ class SecurePartyRole(SecureSaves, PartyRole):
             releaser = struct.unpack("<H", frame)[0]
             return "sums", SM.encode(p.noisy_sums(self.k == releaser), self.k, t)
         if kind == "holder":
-            # the masked column for every other party, then the share for the block it helps
+            # each peer's own masked column (its own mask: beaver.py), then the share for the
+            # block it helps
             entries = unpack_bundle(frame)
             i = struct.unpack("<I", entries[0][1])[0]
             triples = {q: SM.decode(b)[0] for q, b in entries[1:]}
@@ -207,8 +208,9 @@ class SecurePartyRole(SecureSaves, PartyRole):
         return pack_bundle(out)
 
     def _z_receivers(self, i):
-        """Who gets this party's masked column of feature i (or label): every other party
-        (the ssp path's role: the parties of its product only, ``ssp_remote.py``)."""
+        """Who gets this party's masked column of feature i (or label), each under its own
+        mask: every other party (the ssp path's role: the parties of its product only,
+        ``ssp_remote.py``); a request naming other peers is refused."""
         return [q for q in range(int(self.setup["K"])) if q != self.k]
 
     def _receivers(self):

@@ -111,3 +111,20 @@ def test_a_bad_node_port_is_refused(tmp_path, capsys, port):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "--port" in err and "Traceback" not in err
+
+
+def test_a_node_asks_for_work_every_half_second_by_default(tmp_path, capsys):
+    """`vflpriv flower node` runs the same SuperNode through vflpriv.flower.node_launcher with
+    its idle poll at --idle-poll seconds (default 0.5; Flower's own 3 s made every exchange of a
+    deployed run wait); refused outside [0.01, 60]."""
+    node = _node_toml(tmp_path)
+    base = ["flower", "node", node, "--superlink", "127.0.0.1:9092", "--insecure", "--print"]
+    assert main(base) == 0
+    argv = capsys.readouterr().out.split()
+    assert argv[1:4] == ["-m", "vflpriv.flower.node_launcher", "0.5"]
+    assert argv[4:6] == ["--superlink", "127.0.0.1:9092"]
+    assert main(base + ["--idle-poll", "3"]) == 0
+    assert capsys.readouterr().out.split()[3] == "3.0"
+    with pytest.raises(SystemExit) as exc:
+        main(base + ["--idle-poll", "0"])
+    assert exc.value.code == 2 and "--idle-poll" in capsys.readouterr().err

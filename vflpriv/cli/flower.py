@@ -104,6 +104,13 @@ def register(sub):
                    help="the port of this SuperNode's own runtime API on 127.0.0.1 (default: a "
                    "free one, so that several nodes start on one host; flower-supernode's own "
                    "default, 9094, would collide)")
+    from ..flower.deploy import NODE_IDLE_POLL
+    from ..values import real as _poll
+
+    n.add_argument("--idle-poll", metavar="S", type=_poll(0.01, 60), default=NODE_IDLE_POLL,
+                   help=f"seconds between the idle node's requests for work (default "
+                   f"{NODE_IDLE_POLL:g}; Flower's own is 3, which makes every exchange of a run "
+                   "wait)")
     n.set_defaults(func=node)
 
     la = fsub.add_parser("launch", help="submit a described run to a SuperLink and wait for "
@@ -268,7 +275,7 @@ def node(args) -> int:
                          f"first (vflpriv flower identity --out {key}) and send the fingerprint "
                          "it prints to whoever writes the description")
     argv = node_command(cfg, args.superlink, root_certificates=args.root_certificates,
-                        insecure=args.insecure, port=args.port)
+                        insecure=args.insecure, port=args.port, idle_poll=args.idle_poll)
     if args.print_only:
         sys.stdout.write(" ".join(shlex.quote(a) for a in argv) + "\n")
         return 0

@@ -43,6 +43,13 @@ SKIP = {
     "--root-certificates ca.crt":
         "separate machines: a SuperLink at server.example.org with TLS certificates "
         "(tests/test_flower_predict_deploy.py starts SuperNodes from such files on loopback)",
+    "vflpriv flower launch consortium --superlink server.example.org:9093 "
+    "--root-certificates ca.crt":
+        "separate machines: a SuperLink at server.example.org with TLS certificates "
+        "(tests/test_deployed_result.py launches a description on loopback)",
+    "vflpriv flower launch run1 --superlink server.example.org:9093 --root-certificates ca.crt":
+        "separate machines: a SuperLink at server.example.org with TLS certificates "
+        "(tests/test_deployed_result.py launches a description on loopback)",
     "vflpriv ledger release run.ledger 3f2a9c1e":
         "3f2a9c1e stands for the id of a run that died holding a reservation "
         "(tests/test_ledger_reservations.py)",

@@ -49,7 +49,7 @@ returned in the data's units (s x).  Without an intercept (B_b = 0) C = G_aa and
 Why the intercept stays out of the ridge: shrinking b by even a small fraction of n leaves a
 residual of the label mean that the features then explain through their own means; with rare
 positives (|h_b| near n) that residual is of the order of the features' covariance with the
-label and can turn the ranking around (docs/vertical.md, "The ssp fit leaves the intercept
+label and can turn the ranking around (docs/vertical_results.md, "The ssp fit leaves the intercept
 unpenalized").
 """
 from __future__ import annotations

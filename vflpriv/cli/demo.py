@@ -41,7 +41,7 @@ def register(sub):
     p.add_argument("--skip-run", action="store_true", help="only certify the example plans")
     p.add_argument("--json", metavar="PATH",
                    help="also write the certificates and the three runs' JSON documents there "
-                        "(docs/demo.json is this file: the numbers docs/vertical.md quotes)")
+                        "(docs/demo.json is this file: the numbers docs/vertical_results.md quotes)")
     p.set_defaults(func=run)
 
 

@@ -65,6 +65,7 @@ paper's DP-BCFW-AS (`dp-bcfw`). Utility is the share of the gap f(0) - f(opt) a 
 """)
 from vflpriv.data import VerticalData  # noqa: E402
 from vflpriv.optim import get_loss, reference_optimum  # noqa: E402
+from vflpriv.units import UNITS  # noqa: E402
 from vflpriv.vertical import solve  # noqa: E402
 
 data = VerticalData.from_arrays(X, y, "0-3;4-9")
@@ -118,15 +119,16 @@ What each party sent (uplink) and received (downlink) in the run at epsilon = {e
 page.table(["algorithm", "party", "uplink bytes", "downlink bytes"],
            [(a, k, f"{upl[a, e_b][k]:,}", f"{dnl[a, e_b][k]:,}") for a in ALGS
             for k in range(len(upl[a, e_b]))])
+KB = dict(UNITS)["kB"]          # decimal, as the CLI prints bytes (vflpriv.units)
 fig, ax = plt.subplots(figsize=(5.8, 3.4))
 w = 0.2
 for i, a in enumerate(ALGS):
     for j, (lab_, d) in enumerate((("uplink", upl), ("downlink", dnl))):
-        ax.bar([k + (2 * i + j - 1.5) * w for k in range(2)], [v / 1024 for v in d[a, e_b]], w,
+        ax.bar([k + (2 * i + j - 1.5) * w for k in range(2)], [v / KB for v in d[a, e_b]], w,
                label=f"{a} {lab_}")
 ax.set_xticks([0, 1])
 ax.set_xticklabels(["clinic (party 0)", "lab (party 1)"])
-ax.set_ylabel("KiB")
+ax.set_ylabel("kB (1 kB = 1000 B)")
 ax.set_title(f"bytes per party, epsilon = {e_b}, T = {T}")
 ax.legend(fontsize=7)
 page.figure(fig, "bytes", "Bytes sent and received per party")

@@ -48,6 +48,7 @@ for algo in ("fedgradmp", "fediterht"):
 import numpy as np  # noqa: E402
 
 from vflpriv.sparse.data import load_federated  # noqa: E402
+from vflpriv.units import UNITS  # noqa: E402
 
 fed = load_federated(data, 30)
 rng = np.random.default_rng(0)
@@ -122,8 +123,8 @@ fig, axes = plt.subplots(1, 2, figsize=(8.5, 3.4))
 labels = list(h) + [f"fedp3 {s}" for s in p]
 upl = [v["uplink_bytes"] for v in h.values()] + [sum(v["uplink_bytes"]) for v in p.values()]
 acc = [v["accuracy"] for v in h.values()] + [v["accuracy"] for v in p.values()]
-axes[0].bar(labels, [b / 2 ** 20 for b in upl])
-axes[0].set_ylabel("uplink MiB (all rounds)")
+axes[0].bar(labels, [b / dict(UNITS)["MB"] for b in upl])   # decimal, as the CLI (vflpriv.units)
+axes[0].set_ylabel("uplink MB (all rounds)")
 axes[1].bar(labels, acc)
 axes[1].set_ylabel("accuracy")
 for ax in axes:

@@ -94,6 +94,6 @@ def restore(rng, st) -> None:
     name = st.get("bit_generator") if isinstance(st, dict) else None
     if name != _NAME:
         raise InputError(f"resume: the checkpoint's noise generator is {name!r}, not ChaCha20 "
-                         "(written by a vflpriv that drew DP noise from PCG64, issue 32); "
-                         "start the run again")
+                         "(written by a vflpriv before 2026-11-26, which drew DP noise from "
+                         "PCG64); start the run again")
     rng.bit_generator.state = _decode(st)

@@ -216,9 +216,9 @@ def test_a_bad_value_past_the_first_chunk_is_named_by_its_file_row(tmp_path):
 @pytest.mark.parametrize("extra, needle", [
     (["--data", "MISSING.csv", "--label", "y"], "data file 'MISSING.csv' does not exist"),
     (["--data", "TABLE", "--label", "target", "--chunk-rows", "0"],
-     "--chunk-rows must be a positive integer, got 0"),
+     "--chunk-rows: must be an integer >= 1, got '0'"),
     (["--data", "TABLE", "--label", "target", "--chunk-rows", "-5"],
-     "--chunk-rows must be a positive integer, got -5"),
+     "--chunk-rows: must be an integer >= 1, got '-5'"),
 ])
 def test_cli_bad_data_or_chunk_size_exits_2_before_any_file(tmp_path, extra, needle):
     table = tmp_path / "t.csv"

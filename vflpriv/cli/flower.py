@@ -257,9 +257,27 @@ def spec_predict(args) -> int:
 
 
 def _launch(args) -> int:
-    from ..flower.launch import command
+    """``vflpriv flower launch`` (``vflpriv.flower.launch``): the run's progress on a terminal,
+    the result's line, exit 0 if the run finished, 1 if it stopped (the reason printed)."""
+    from ..flower.launch import _described, launch
+    from ..flower.result import log_line
+    from .progress import Progress
 
-    return command(args)
+    directory = os.path.abspath(args.directory)
+    _, _, spec = _described(directory)
+    total = int(spec.get("iterations") or spec.get("rounds") or 0) or None
+    with Progress(total or 1, "launch", quiet=args.quiet, unit="round") as bar:
+        doc = launch(directory, args.superlink, root_certificates=args.root_certificates,
+                     insecure=args.insecure, timeout=args.timeout,
+                     progress=(lambda t: bar(t - 1)) if total else None)
+    sys.stdout.write(log_line(doc) + "\n")
+    sys.stdout.write(f"  result: {os.path.join(os.path.dirname(spec['out']), 'result.json')}\n")
+    if doc.get("error"):
+        err = doc["error"]
+        who = "" if err.get("party") is None else f"party {err['party']}: "
+        sys.stderr.write(f"vflpriv flower launch: the run stopped: {who}{err.get('reason')}\n")
+        return 1
+    return 0
 
 
 def node(args) -> int:

@@ -5,18 +5,18 @@ The operator on the SuperLink's machine holds the description ``DIR`` (``vflpriv
 ``run.json``, the Flower App in ``DIR/app``).  This writes Flower's connection configuration
 (``DIR/flwr-home/config.toml``: one connection, ``vflpriv``, with the SuperLink's address and
 TLS certificate, or ``insecure = true`` on 127.0.0.1 only), runs ``flwr run DIR/app vflpriv
---stream`` with it (its output kept in ``DIR/flwr-run.log``), shows the run's progress on a
-terminal, and waits for the ServerApp's ``result.json`` (:mod:`.result`).  It prints the
-result's line (what happened, the epsilon spent) and exits 0 when the run finished, 1 when it
-stopped (a party's refusal, a lost party, a budget refusal: the reason is printed), 2 on bad
-input, before anything is started.
+--stream`` with it (its output kept in ``DIR/flwr-run.log``), reports the rounds as they
+complete, and waits for the ServerApp's ``result.json`` (:mod:`.result`), which it returns.
+The command (``vflpriv.cli.flower``) draws the progress, prints the result's line (what
+happened, the epsilon spent) and exits 0 when the run finished, 1 when it stopped (a party's
+refusal, a lost party, a budget refusal: the reason is printed), 2 on bad input, before
+anything is started.
 """
 from __future__ import annotations
 
 import json
 import os
 import subprocess
-import sys
 import time
 
 from ..errors import InputError
@@ -144,25 +144,3 @@ def _tail(path, lines=5):
             return " | ".join(ln.strip() for ln in fh.read().splitlines()[-lines:] if ln.strip())
     except OSError:
         return "(no log)"
-
-
-def command(args) -> int:
-    """The ``vflpriv flower launch`` command (module docstring)."""
-    from ..cli.progress import Progress
-    from .result import log_line
-
-    directory = os.path.abspath(args.directory)
-    _, _, spec = _described(directory)
-    total = int(spec.get("iterations") or spec.get("rounds") or 0) or None
-    with Progress(total or 1, "launch", quiet=args.quiet, unit="round") as bar:
-        doc = launch(directory, args.superlink, root_certificates=args.root_certificates,
-                     insecure=args.insecure, timeout=args.timeout,
-                     progress=(lambda t: bar(t - 1)) if total else None)
-    sys.stdout.write(log_line(doc) + "\n")
-    sys.stdout.write(f"  result: {os.path.join(os.path.dirname(spec['out']), 'result.json')}\n")
-    if doc.get("error"):
-        err = doc["error"]
-        who = "" if err.get("party") is None else f"party {err['party']}: "
-        sys.stderr.write(f"vflpriv flower launch: the run stopped: {who}{err.get('reason')}\n")
-        return 1
-    return 0

@@ -22,36 +22,51 @@ def say(cfg, text):
         sys.stderr.flush()
 
 
-def charges(cfg, setup, store):
-    """Lines for the records of this run the party's ledger gained since the last line
-    (``store``: the party's state between messages keeps the ledger's size and how many of the
-    run's records were said), each with this run's spend so far."""
+def ledger_size(cfg) -> int | None:
+    """The size of the party's ledger file now (None: no log, no ledger, or not yet written)."""
     path = cfg.get("ledger")
     if not on(cfg) or not path:
-        return
+        return None
     try:
-        size = os.stat(path).st_size
+        return os.stat(path).st_size
     except OSError:
+        return 0
+
+
+def charges(cfg, setup, before):
+    """One line for each release this message appended to the party's ledger (the records past
+    byte ``before``: a role is rebuilt for every message, so nothing is kept between them), each
+    with this run's spend so far, recomputed from the ledger."""
+    after = ledger_size(cfg)
+    if after is None or before is None or after <= before:
         return
-    if store.get("log-size") == size:
-        return
-    store["log-size"] = size
+    import json
+
     from accounting import get_accountant, read_ledger
 
+    with open(cfg["ledger"], "rb") as fh:
+        fh.seek(before)
+        tail = fh.read(after - before).decode("utf-8", "replace")
     rid = setup.get("run_id")
-    contents = read_ledger(path)
-    mine = [r for r in contents.records if r.run_id == rid]
-    said = int(store.get("log-said", 0))
-    store["log-said"] = len(mine)
-    if len(mine) <= said:
+    new = []
+    for line in tail.splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if rec.get("event") is not None and rec.get("run_id") == rid and \
+                rec.get("type", "release") == "release":         # not a reservation
+            new.append(rec)
+    if not new:
         return
     delta = cfg.get("budget-delta")
     acc = str(cfg.get("accountant") or setup.get("accountant") or "rdp")
     spent = None
     if delta is not None:
-        ev = contents.event(run_id=rid)
+        ev = read_ledger(cfg["ledger"]).event(run_id=rid)
         spent = 0.0 if ev is None else get_accountant(acc).epsilon(ev, float(delta))
-    for r in mine[said:]:
-        say(cfg, f"run {str(rid)[:12]}: charged {r.note or r.event.kind} (round {r.round})"
+    for r in new:
+        say(cfg, f"run {str(rid)[:12]}: charged {r.get('note') or r['event'].get('kind')} "
+                 f"(round {r.get('round')})"
                  + ("" if spent is None else f"; this run has spent epsilon {spent:.4g} at "
                     f"delta {float(delta):g} ({acc}) of its budget {cfg.get('budget-epsilon')}"))

@@ -79,6 +79,7 @@ def answer(build, cfg: dict, store: dict, kind: str, frame: bytes, round: int) -
                 with views.receiving(int(cfg["party"])):
                     role = build(cfg, setup)
             role.set_state(pickle.loads(bytes(store["state"])))
+        before = partylog.ledger_size(cfg)
         with views.receiving(int(cfg["party"])):     # what it decodes is its view (tests)
             reply_kind, reply = role.handle(kind, frame, round)
         store["setup"] = json.dumps(setup).encode()
@@ -88,7 +89,7 @@ def answer(build, cfg: dict, store: dict, kind: str, frame: bytes, round: int) -
             if kind == "setup":
                 partylog.say(cfg, f"run {str(setup.get('run_id'))[:12]} "
                                   f"({setup.get('family')}) accepted at setup")
-            partylog.charges(cfg, setup, store)
+            partylog.charges(cfg, setup, before)
     except Exception as exc:   # refusals go back as data; anything else is a failure
         from accounting import BudgetExceeded
 

@@ -108,7 +108,7 @@ def test_launch_submits_a_description_and_exits_by_its_result(tmp_path, capsys):
     run, cfgs = write_run(tmp_path, paths, ["--epsilon", "2", "--delta", "1e-5",
                                             "--iterations", "3"])
     desc = os.path.dirname(run)
-    with LocalDeployment(cfgs, tmp_path / "dep") as dep:
+    with LocalDeployment(cfgs, tmp_path / "dep", idle_poll=0.1) as dep:
         capsys.readouterr()
         code = main(["flower", "launch", desc, "--superlink", f"127.0.0.1:{dep.port}",
                      "--insecure", "-q"])

@@ -147,3 +147,47 @@ def test_launch_refuses_bad_input_before_starting_anything(tmp_path, capsys):
         err = capsys.readouterr().err
         assert needle in err and "Traceback" not in err
         assert not os.path.exists(os.path.join(desc, "flwr-home"))
+
+
+def test_a_party_ledger_named_in_its_schema_holds_its_budget_across_runs(tmp_path, capsys):
+    """`vflpriv flower schema --ledger FILE` (issue 51): every description written from the
+    schema names the party's own ledger, not a new one in each run's folder, so the budget the
+    party gave it with `vflpriv ledger init` holds across runs: a second run that does not fit
+    is refused by that party before the alignment."""
+    import os
+
+    from vflpriv.cli.main import main
+    from vflpriv.flower.spec import read_node_config
+
+    paths, _ = party_files(tmp_path)
+    schemas = []
+    for k, p in enumerate(paths):
+        home = os.path.dirname(p)
+        led = os.path.join(home, f"own{k}.ledger")
+        assert main(["ledger", "init", led, "--budget-epsilon", "3" if k != 1 else "1.2",
+                     "--delta", "1e-5"]) == 0
+        s = os.path.join(home, f"schema{k}.json")
+        assert main(["flower", "schema", "--party-data", p, "--id", "cid",
+                     *(["--label", "y"] if k == 0 else []), "--json", s, "--identity-key",
+                     os.path.join(home, f"party{k}_identity.key"), "--ledger", led]) == 0
+        schemas += ["--party-schema", f"{k}={s}"]
+    results = []
+    for run in ("first", "second"):
+        out = tmp_path / run
+        assert main(["flower", "spec", "run", "--out", str(out), *schemas, "--label", "y",
+                     "--label-party", "0", "--algorithm", "dp-bcfw-secure", "--feature-bound",
+                     "1", "--label-bound", "1", "--epsilon", "1", "--delta", "1e-5",
+                     "--iterations", "3"]) == 0
+        cfgs = [read_node_config(str(out / f"node{k}.toml")) for k in range(3)]
+        assert [c["ledger"] for c in cfgs] == [os.path.join(os.path.dirname(p), f"own{k}.ledger")
+                                               for k, p in enumerate(paths)]
+        results.append(run_local(load_description(str(out / "run.json")), cfgs))
+    assert results[0]["error"] is None
+    err = results[1]["error"]
+    assert err["kind"] == "PartyRefused" and err["party"] == 1 and err["phase"] == "alignment"
+    assert "refuses the run before the alignment" in err["reason"]
+    # party 1's ledger holds the first run only; the others' too
+    for k, p in enumerate(paths):
+        runs = {r.run_id for r in read_ledger(os.path.join(os.path.dirname(p),
+                                                           f"own{k}.ledger")).records}
+        assert len(runs) == 1

@@ -43,11 +43,25 @@ SKIP = {
     "--root-certificates ca.crt":
         "separate machines: a SuperLink at server.example.org with TLS certificates "
         "(tests/test_flower_predict_deploy.py starts SuperNodes from such files on loopback)",
-    "vflpriv flower launch consortium --superlink server.example.org:9093 "
+    "vflpriv flower launch consortium --superlink server.example.org:9092 "
     "--root-certificates ca.crt":
         "separate machines: a SuperLink at server.example.org with TLS certificates "
         "(tests/test_deployed_result.py launches a description on loopback)",
-    "vflpriv flower launch run1 --superlink server.example.org:9093 --root-certificates ca.crt":
+    "vflpriv flower launch run1 --superlink server.example.org:9092 --root-certificates ca.crt":
+        "separate machines: a SuperLink at server.example.org with TLS certificates "
+        "(tests/test_deployed_result.py launches a description on loopback)",
+    "vflpriv flower schema --party-data bank.csv --id cid --label y --json schema.json "
+    "--identity-key id.key --ledger bank.ledger":
+        "bank.csv is the organisation's own file (tests/test_deployed_result.py writes schemas "
+        "with --ledger from party files)",
+    "vflpriv flower spec run --out desc --party-schema 0=bank/schema.json --party-schema "
+    "1=retail/schema.json --party-schema 2=telco/schema.json --label y --label-party 0 --loss "
+    "logistic --epsilon 1 --delta 1e-6 --feature-bound 1 --label-bound 1":
+        "the three organisations' schemas, written on their machines "
+        "(tests/test_deployed_result.py writes descriptions from such schemas)",
+    "vflpriv flower node node0.toml --superlink server.example.org:9092 --root-certificates ca.crt":
+        "separate machines: a SuperLink at server.example.org with TLS certificates",
+    "vflpriv flower launch desc --superlink server.example.org:9092 --root-certificates ca.crt":
         "separate machines: a SuperLink at server.example.org with TLS certificates "
         "(tests/test_deployed_result.py launches a description on loopback)",
     "vflpriv ledger release run.ledger 3f2a9c1e":

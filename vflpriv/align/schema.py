@@ -89,6 +89,9 @@ def read_schema(path, option="--party-schema") -> dict:
     if s.get("identity-key") is not None and not (isinstance(s["identity-key"], str)
                                                  and s["identity-key"]):
         raise InputError(f"{option} {str(path)!r}: its identity-key must be a path")
+    # optional: the party's own ledger on its machine (vflpriv flower schema --ledger)
+    if s.get("ledger") is not None and not (isinstance(s["ledger"], str) and s["ledger"]):
+        raise InputError(f"{option} {str(path)!r}: its ledger must be a path")
     return s
 
 

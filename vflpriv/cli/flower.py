@@ -122,7 +122,7 @@ def register(sub):
                          "stopped (the reason printed).")
     la.add_argument("directory", metavar="DIR", help="the description (run.json, app/)")
     la.add_argument("--superlink", required=True, metavar="HOST:PORT",
-                    help="the SuperLink's control API address (flwr run's connection)")
+                    help="the SuperLink's address (the address of flwr run's connection)")
     la.add_argument("--root-certificates", metavar="CA.crt",
                     help="the SuperLink's CA certificate (TLS; required across machines)")
     la.add_argument("--insecure", action="store_true", help="no TLS (127.0.0.1 only)")

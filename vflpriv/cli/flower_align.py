@@ -45,6 +45,10 @@ def register_schema(fsub):
                    help="this party's identity key (made here, mode 0600, if it does not exist: "
                    "vflpriv flower identity): the schema carries its fingerprint and this path, "
                    "so the description pins it; the key itself never leaves this machine")
+    s.add_argument("--ledger", default=None, metavar="FILE",
+                   help="this party's own ledger on its machine (vflpriv ledger init sets its "
+                   "budget across runs): every description written from this schema names it, "
+                   "instead of a new ledger in each run's folder")
     s.set_defaults(func=schema)
 
 
@@ -65,6 +69,12 @@ def schema(args) -> int:
     if args.identity_key:
         made = _own_identity(args.identity_key)
         s["fingerprint"], s["identity-key"] = made[0], os.path.abspath(args.identity_key)
+    if args.ledger:
+        if not os.path.isdir(os.path.dirname(os.path.abspath(args.ledger))):
+            raise InputError(f"--ledger {args.ledger!r}: its folder does not exist")
+        if os.path.isdir(args.ledger):
+            raise InputError(f"--ledger {args.ledger!r} is a directory; give a file name")
+        s["ledger"] = os.path.abspath(args.ledger)
     write_schema(s, args.json)
     sys.stdout.write(f"wrote the schema of {s['file']} ({len(s['columns'])} feature columns, ID "
                      f"{s['id']!r}{', label ' + repr(s['label']) if s['label'] else ''}) to "
@@ -205,7 +215,7 @@ def spec_from_schemas(args, checked_spec_options, written) -> int:
         c = {"party": k, "data": s["file"], "id-column": s["id"]}
         if k == lp:
             c["label"] = s["label"]
-        c.update({"ledger": os.path.join(out, f"party{k}.ledger"),
+        c.update({"ledger": s.get("ledger") or os.path.join(out, f"party{k}.ledger"),
                   "budget-epsilon": float(epsilon), "budget-delta": float(args.delta),
                   "accountant": args.accountant})
         cfgs.append(c)

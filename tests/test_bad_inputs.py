@@ -9,7 +9,6 @@ touched.  The cases are a table: add a row when an entry point or option lands.
 import json
 import math
 import os
-import stat
 import subprocess
 import sys
 
@@ -18,6 +17,7 @@ import pytest
 
 import accounting as acc
 from vflpriv.cli.main import main
+from _files import snapshot as _snapshot  # noqa: E402
 
 SYN = "synthetic:n=60,d=20,seed=0"
 PRIV = ["--feature-bound", "1", "--label-bound", "1"]
@@ -263,19 +263,6 @@ def _edited_ledger(tp):
     h["budget"]["epsilon"] = 200.0
     p.write_text(json.dumps(h) + "\n")
     return str(p)
-
-
-def _snapshot(tp):
-    """Every file under ``tp``: its bytes (a FIFO or device by its type only)."""
-    out = {}
-    for root, dirs, files in os.walk(tp):
-        for name in files + dirs:
-            path = os.path.join(root, name)
-            st = os.lstat(path)
-            out[os.path.relpath(path, tp)] = (open(path, "rb").read()
-                                              if stat.S_ISREG(st.st_mode)
-                                              else stat.S_IFMT(st.st_mode))
-    return out
 
 
 def _good_ledger(tp):

@@ -191,3 +191,23 @@ def test_a_party_ledger_named_in_its_schema_holds_its_budget_across_runs(tmp_pat
         runs = {r.run_id for r in read_ledger(os.path.join(os.path.dirname(p),
                                                            f"own{k}.ledger")).records}
         assert len(runs) == 1
+
+
+def test_launch_without_a_superlink_exits_1_with_the_reason(tmp_path, capsys):
+    """No SuperLink at the address: flwr run ends without a result; launch says so in one line
+    and exits 1 (the run did not finish), never a traceback."""
+    pytest.importorskip("flwr")
+    import os
+
+    from vflpriv.cli.main import main
+
+    paths, _ = party_files(tmp_path)
+    run, _ = write_run(tmp_path, paths, ["--epsilon", "2", "--delta", "1e-5",
+                                         "--iterations", "3"])
+    capsys.readouterr()
+    code = main(["flower", "launch", os.path.dirname(run), "--superlink", "127.0.0.1:1",
+                 "--insecure", "-q"])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err
+    assert err.startswith("vflpriv flower launch: the run stopped: the Flower run ended "
+                          "without a result") and len(err.strip().splitlines()) == 1

@@ -6,12 +6,11 @@ stderr naming the option or the value, no traceback, and no file created or chan
 
 Arguments may name ``{tmp}`` (the test's directory, which holds ``in.csv``, ``plan.toml``,
 ``L.ledger`` and an empty directory ``dir``)."""
-import os
-import stat
 
 import pytest
 
 from vflpriv.cli.main import main
+from _files import snapshot as _snapshot  # noqa: E402
 
 SYN = "synthetic:n=60,d=6,seed=1"
 RUN = ["run", "--data", SYN, "--algorithm", "bcfw", "--iterations", "2"]
@@ -134,18 +133,6 @@ CASES = (
        (["flower", "schema", "--party-data", "{tmp}/in.csv", "--id", "id", "--json", ""],
         "--json")]
 )
-
-
-def _snapshot(root):
-    out = {}
-    for dirpath, dirs, files in os.walk(root):
-        for name in files + dirs:
-            path = os.path.join(dirpath, name)
-            st = os.lstat(path)
-            out[os.path.relpath(path, root)] = (open(path, "rb").read()
-                                                if stat.S_ISREG(st.st_mode)
-                                                else stat.S_IFMT(st.st_mode))
-    return out
 
 
 @pytest.fixture

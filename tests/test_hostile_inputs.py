@@ -22,7 +22,6 @@ import math
 import os
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import time
@@ -31,6 +30,7 @@ import pytest
 
 import accounting as acc
 from vflpriv.cli.main import main
+from _files import snapshot as _snapshot, message_lines as _message_lines  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SYN = "synthetic:n=60,d=20,seed=0"
@@ -275,21 +275,6 @@ ROWS = [
         "--privacy", "record", "--ledger", _spent(tp, relation="add_remove", per_party=True)], 1,
      ["client-0", "remaining"]),
 ]
-
-
-def _snapshot(tp):
-    out = {}
-    for root, dirs, files in os.walk(tp):
-        for name in files + dirs:
-            path = os.path.join(root, name)
-            st = os.lstat(path)
-            out[os.path.relpath(path, tp)] = (open(path, "rb").read() if stat.S_ISREG(st.st_mode)
-                                              else stat.S_IFMT(st.st_mode))
-    return out
-
-
-def _message_lines(err):
-    return [ln for ln in err.splitlines() if ln.strip() and ": warning: " not in ln]
 
 
 @pytest.mark.parametrize("argv, code, words", [r[1:] for r in ROWS], ids=[r[0] for r in ROWS])

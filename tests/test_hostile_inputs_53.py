@@ -3,34 +3,18 @@ was broken.  Commands run in this process through ``vflpriv.cli.main.main``; a r
 one line naming the bad value, exit 2, no traceback, and leave every file as it was."""
 import json
 import math
-import os
 import re
-import stat
 
 import numpy as np
 import pytest
 
 from vflpriv.cli.main import main
+from _files import snapshot as _snapshot, message_lines as _lines  # noqa: E402
 
 SECURE_LOGISTIC = ["run", "--data", "synthetic:n=300,d=40,seed=1", "--parties", "2",
                    "--feature-bound", "1", "--label-bound", "1", "--iterations", "3", "--seed",
                    "3", "--algorithm", "dp-bcfw-secure", "--loss", "logistic", "--epsilon", "1",
                    "--delta", "1e-5", "--quiet"]
-
-
-def _snapshot(tp):
-    out = {}
-    for root, dirs, files in os.walk(tp):
-        for name in files + dirs:
-            path = os.path.join(root, name)
-            st = os.lstat(path)
-            out[os.path.relpath(path, tp)] = (open(path, "rb").read() if stat.S_ISREG(st.st_mode)
-                                              else stat.S_IFMT(st.st_mode))
-    return out
-
-
-def _lines(err):
-    return [ln for ln in err.splitlines() if ln.strip() and ": warning: " not in ln]
 
 
 def refused(argv, capsys, tmp_path, *words, code=2):

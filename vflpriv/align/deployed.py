@@ -138,14 +138,11 @@ def _privacy_record(spec) -> dict:
     it: the algorithm, the ID column and label (public names, from the schemas), this run's
     epsilon spent at its delta (the server's ledger's records of this run id, read by the
     accountants the run reports; computed here, at run time), and that it was deployed."""
-    from accounting import read_ledger
-
-    from ..vertical.solution import REPORT_ACCOUNTANTS, privacy_report
+    from ..vertical.solution import REPORT_ACCOUNTANTS, run_spend
 
     delta = float(spec["config"]["delta"])
-    ev = read_ledger(spec["ledger"]).event(run_id=spec["run_id"])
-    spent = {"best": 0.0} if ev is None else privacy_report(
-        ev, delta, spec["config"].get("report_accountants") or REPORT_ACCOUNTANTS)[0]
+    spent = run_spend(spec["ledger"], spec["run_id"], delta,
+                      spec["config"].get("report_accountants") or REPORT_ACCOUNTANTS)[0]
     return {"run_id": spec["run_id"], "algorithm": "dp-bcfw-secure",
             "id_column": spec.get("id_column"), "label": spec.get("label"),
             "epsilon_spent": spent, "delta": delta, "deployment": True}

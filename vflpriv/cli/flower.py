@@ -266,10 +266,14 @@ def _launch(args) -> int:
     directory = os.path.abspath(args.directory)
     _, _, spec = _described(directory)
     total = int(spec.get("iterations") or spec.get("rounds") or 0) or None
-    with Progress(total or 1, "launch", quiet=args.quiet, unit="round") as bar:
-        doc = launch(directory, args.superlink, root_certificates=args.root_certificates,
-                     insecure=args.insecure, timeout=args.timeout,
-                     progress=(lambda t: bar(t - 1)) if total else None)
+    try:
+        with Progress(total or 1, "launch", quiet=args.quiet, unit="round") as bar:
+            doc = launch(directory, args.superlink, root_certificates=args.root_certificates,
+                         insecure=args.insecure, timeout=args.timeout,
+                         progress=(lambda t: bar(t - 1)) if total else None)
+    except (RuntimeError, TimeoutError) as exc:   # no result came: the run did not finish
+        sys.stderr.write(f"vflpriv flower launch: the run stopped: {exc}\n")
+        return 1
     sys.stdout.write(log_line(doc) + "\n")
     sys.stdout.write(f"  result: {os.path.join(os.path.dirname(spec['out']), 'result.json')}\n")
     if doc.get("error"):

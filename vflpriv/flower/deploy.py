@@ -314,31 +314,9 @@ class LocalDeployment:
         log = os.path.join(self.logs, "flwr-run.log")
         proc = self._spawn([_bin("flwr"), "run", os.path.join(self.run_dir, "app"), "loopback",
                             "--run-config", f'spec="{spec_path}"', "--stream"], log)
-        seen, deadline = 0, time.monotonic() + timeout
-        alive = spec["progress"] + ".alive"
-        last_beat = _mtime(alive)
-        while not os.path.exists(spec["out"]):
-            beat = _mtime(alive)
-            if beat != last_beat:             # an exchange ended: the run is moving
-                last_beat, deadline = beat, time.monotonic() + timeout
-            t = _read_int(spec["progress"])
-            if t is not None and t > seen:
-                deadline = time.monotonic() + timeout
-                for r in range(seen + 1, t + 1):
-                    if progress is not None:
-                        progress(r)
-                    if on_round is not None:
-                        threading.Thread(target=on_round, args=(r,), daemon=True).start()
-                seen = t
-            if proc.poll() is not None and not os.path.exists(spec["out"]):
-                time.sleep(1.0)           # the result file may land just after the stream ends
-                if not os.path.exists(spec["out"]):
-                    raise RuntimeError("the Flower run ended without a result: "
-                                       + _tail(log, 8))
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the Flower run showed no progress for {timeout:g} s; logs "
-                                   f"in {self.logs}")
-            time.sleep(0.1)
+        seen = wait_for_result(proc, lambda: os.path.exists(spec["out"]), spec["progress"],
+                               timeout, log, progress=progress, on_round=on_round,
+                               where=f"logs in {self.logs}")
         with open(spec["out"], "rb") as fh:
             out = pickle.load(fh)
         if progress is not None:
@@ -350,6 +328,41 @@ class LocalDeployment:
             except subprocess.TimeoutExpired:
                 pass
         return out
+
+
+def wait_for_result(proc, done, progress_path, timeout, log, *, progress=None, on_round=None,
+                    where=None) -> int:
+    """Wait for a submitted run (``proc``: its ``flwr run --stream``) until ``done()``;
+    returns the last round seen.  ``progress(r)`` and ``on_round(r)`` (in a thread: fault
+    drills kill a SuperNode from it) for each round the ServerApp writes to ``progress_path``;
+    ``timeout``: seconds without a sign of life (a round, or any exchange: the ServerApp's link
+    touches ``progress_path + ".alive"``).  RuntimeError when ``flwr run`` ended without a
+    result, TimeoutError when nothing moved for ``timeout`` s (``where``: where to look)."""
+    seen, deadline = 0, time.monotonic() + timeout
+    alive = progress_path + ".alive"
+    last_beat = _mtime(alive)
+    while not done():
+        beat = _mtime(alive)
+        if beat != last_beat:             # an exchange ended: the run is moving
+            last_beat, deadline = beat, time.monotonic() + timeout
+        t = _read_int(progress_path)
+        if t is not None and t > seen:
+            deadline = time.monotonic() + timeout
+            for r in range(seen + 1, t + 1):
+                if progress is not None:
+                    progress(r)
+                if on_round is not None:
+                    threading.Thread(target=on_round, args=(r,), daemon=True).start()
+            seen = t
+        if proc.poll() is not None and not done():
+            time.sleep(1.0)           # the result file may land just after the stream ends
+            if not done():
+                raise RuntimeError("the Flower run ended without a result: " + _tail(log, 8))
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the Flower run showed no progress for {timeout:g} s; "
+                               f"{where or 'its log: ' + log}")
+        time.sleep(0.1)
+    return seen
 
 
 def _mtime(path):

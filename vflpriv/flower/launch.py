@@ -65,7 +65,7 @@ def launch(directory, superlink, *, root_certificates=None, insecure=False, time
     ``progress(t)`` after each completed round; ``timeout``: seconds without a sign of life
     before the run is given up (default: the description's connect and reply timeouts plus
     120 s)."""
-    from .deploy import _bin
+    from .deploy import _bin, wait_for_result
 
     directory = os.path.abspath(directory)
     run, app, spec = _described(directory)
@@ -77,7 +77,6 @@ def launch(directory, superlink, *, root_certificates=None, insecure=False, time
         fh.write(config)
     out_dir = os.path.dirname(spec["out"])
     result = os.path.join(out_dir, "result.json")
-    beat = os.path.join(out_dir, "progress")
     if timeout is None:
         timeout = float(spec.get("connect_timeout", 60)) + float(spec.get("reply_timeout",
                                                                           600)) + 120
@@ -89,27 +88,9 @@ def launch(directory, superlink, *, root_certificates=None, insecure=False, time
         proc = subprocess.Popen([_bin("flwr"), "run", app, CONNECTION, "--run-config",
                                  f'spec="{run}"', "--stream"], stdout=fh,
                                 stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    seen, deadline, ended = 0, time.monotonic() + timeout, None
     try:
-        while not _fresh(result, started):
-            t = _read_int(beat)
-            if t is not None and t > seen:
-                deadline = time.monotonic() + timeout
-                for r in range(seen + 1, t + 1):
-                    if progress is not None:
-                        progress(r)
-                seen = t
-            if _fresh(beat + ".alive", started) and os.path.getmtime(beat + ".alive") > \
-                    deadline - timeout:
-                deadline = time.monotonic() + timeout
-            if proc.poll() is not None:
-                ended = ended or time.monotonic()
-                if time.monotonic() - ended > 10:          # flwr run ended, no result came
-                    raise RuntimeError("flwr run ended without a result from the ServerApp: "
-                                       + _tail(log))
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"no sign of the run for {timeout:g} s: " + _tail(log))
-            time.sleep(0.2)
+        wait_for_result(proc, lambda: _fresh(result, started), os.path.join(out_dir, "progress"),
+                        timeout, log, progress=progress)
         with open(result) as fh:
             return json.load(fh)
     finally:
@@ -128,19 +109,3 @@ def _fresh(path, since):
         return os.path.getmtime(path) >= since
     except OSError:
         return False
-
-
-def _read_int(path):
-    try:
-        with open(path) as fh:
-            return int(fh.read().strip() or 0)
-    except (OSError, ValueError):
-        return None
-
-
-def _tail(path, lines=5):
-    try:
-        with open(path, errors="replace") as fh:
-            return " | ".join(ln.strip() for ln in fh.read().splitlines()[-lines:] if ln.strip())
-    except OSError:
-        return "(no log)"

@@ -21,7 +21,8 @@ import numpy as np
 def _plain(v):
     """``v`` as JSON data (arrays as lists, numpy scalars as numbers; anything else dropped)."""
     if isinstance(v, dict):
-        return {str(k): _plain(x) for k, x in v.items() if _plain(x) is not _DROP}
+        pairs = ((str(k), _plain(x)) for k, x in v.items())
+        return {k: x for k, x in pairs if x is not _DROP}
     if isinstance(v, (list, tuple)):
         return [x for x in (_plain(y) for y in v) if x is not _DROP]
     if isinstance(v, np.ndarray):
@@ -52,15 +53,11 @@ def privacy(spec) -> dict | None:
     ledger, delta = spec.get("ledger"), _delta(spec)
     if not ledger or delta is None or not os.path.exists(ledger):
         return None
-    from accounting import read_ledger
+    from ..vertical.solution import run_spend
 
-    from ..vertical.solution import REPORT_ACCOUNTANTS, privacy_report
-
-    ev = read_ledger(ledger).event(run_id=spec.get("run_id"))
-    if ev is None:
-        return {"epsilon_spent": {"best": 0.0}, "delta": delta, "releases": 0}
-    values, best = privacy_report(ev, delta, REPORT_ACCOUNTANTS)
-    n = sum(1 for r in read_ledger(ledger).records if r.run_id == spec.get("run_id"))
+    values, best, n = run_spend(ledger, spec.get("run_id"), delta)
+    if n == 0:
+        return {"epsilon_spent": values, "delta": delta, "releases": 0}
     return {"epsilon_spent": values, "best_accountant": best, "delta": delta, "releases": n}
 
 

@@ -62,7 +62,7 @@ def charges(cfg, setup, before):
     delta = cfg.get("budget-delta")
     acc = str(cfg.get("accountant") or setup.get("accountant") or "rdp")
     spent = None
-    if delta is not None:
+    if delta is not None:             # (runtime sits below vertical: the accountant directly)
         ev = read_ledger(cfg["ledger"]).event(run_id=rid)
         spent = 0.0 if ev is None else get_accountant(acc).epsilon(ev, float(delta))
     for r in new:

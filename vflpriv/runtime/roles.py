@@ -54,6 +54,7 @@ def answer(build, cfg: dict, store: dict, kind: str, frame: bytes, round: int) -
     retried message finds the state after this one).  ``hello`` answers the party's index.
     """
     out = {"kind": "", "frame": b"", "round": int(round)}
+    setup = {}
     from . import partylog, views
 
     if cfg.get("view-log"):      # tests only (views.py): this process logs what it decodes
@@ -99,8 +100,7 @@ def answer(build, cfg: dict, store: dict, kind: str, frame: bytes, round: int) -
             raise
         out = {"refused": f"{type(exc).__name__}: {exc}"}
         if kind != "close":            # a clean-up after a run that never reached it
-            partylog.say(cfg, f"refused {kind!r} of run "
-                              f"{str((locals().get('setup') or {}).get('run_id'))[:12]}: "
+            partylog.say(cfg, f"refused {kind!r} of run {str(setup.get('run_id'))[:12]}: "
                               f"{type(exc).__name__}: {exc}")
     return out
 

@@ -46,9 +46,10 @@ def enabled() -> bool:
 
 def digest(a) -> str:
     """Content hash of an array's words (uint64 view), the same at sender and receiver."""
-    a = np.ascontiguousarray(np.asarray(a)).view(np.uint64) if np.asarray(a).dtype.itemsize == 8 \
-        else np.ascontiguousarray(np.asarray(a, dtype=np.uint64))
-    return hashlib.sha256(a.tobytes()).hexdigest()[:32]
+    a = np.ascontiguousarray(a)
+    if a.dtype.itemsize != 8:
+        a = a.astype(np.uint64)
+    return hashlib.sha256(a.view(np.uint64).tobytes()).hexdigest()[:32]
 
 
 def _write(entry):

@@ -135,6 +135,20 @@ def privacy_report(event, delta, accountants):
     return values, rep.best_accountant
 
 
+def run_spend(ledger, run_id, delta, accountants=REPORT_ACCOUNTANTS):
+    """``(epsilon by accountant with "best", best accountant, releases)`` of one run's records
+    in the ledger file ``ledger``, recomputed from them at ``delta`` (the ledger read once)."""
+    from accounting import read_ledger
+
+    contents = read_ledger(ledger)
+    releases = sum(1 for r in contents.records if r.run_id == run_id)
+    ev = contents.event(run_id=run_id)
+    if ev is None:
+        return {"best": 0.0}, None, 0
+    values, best = privacy_report(ev, delta, accountants)
+    return values, best, releases
+
+
 def open_ledger(ledger, epsilon, delta, accountant=None):
     """A new ledger's header records the budget and the accountant that set (and guards) it."""
     budget = {"epsilon": epsilon, "delta": delta}

@@ -1,11 +1,10 @@
-"""dp-bcfw-secure's least-squares intercept (issue 30 item 1) and the logistic loss's Taylor path
-(``logistic_path="taylor"``, issue 33 item 1).
+"""dp-bcfw-secure's least-squares intercept (issue 30 item 1), and the retired Taylor path of the
+logistic loss refused by name.
 
 References: the intercept's first-order condition b = mean(y - A x) at the run's own x (exact
 without noise); the joint optimum over (x, b) by SLSQP (a trusted solver); the closed forms of
 the sensitivities (docs/sensitivity.md 4.7); the in-process run for the roles over a link and for
-a resumed run (bit for bit: the protocol is deterministic given its seed); the logistic loss
-recomputed from the model for the Taylor path.  The audit entry's statistical test has a stated
+a resumed run (bit for bit: the protocol is deterministic given its seed).  The audit entry's statistical test has a stated
 false-failure rate of 0.05 per call with a fixed seed (Clopper-Pearson, tests/test_audit_secure.py).
 """
 import math
@@ -165,102 +164,34 @@ def _classification(n=600, seed=0):
     return A, np.where(rng.uniform(size=n) < p, 1.0, -1.0)
 
 
-@pytest.mark.parametrize("private", [False, True])
-def test_taylor_path_is_least_squares_on_2y_with_the_logistic_history(private):
-    A, y = _classification()
-    kw = dict(algorithm="dp-bcfw-secure", eta=1.0, iterations=30, seed=2, label_party=0,
-              fit_intercept=True, feature_bound=1.0)
-    if private:
-        kw.update(epsilon=2.0, delta=1e-5)
-    sol = solve(VerticalData(A, y, BLOCKS), loss="logistic", logistic_path="taylor",
-                label_bound=1.0 if private else None, **kw)
-    ls = solve(VerticalData(A, 2 * y, BLOCKS), loss="squared",
-               label_bound=2.0 if private else None, **kw)
-    assert np.array_equal(sol.x, ls.x) and sol.intercept == ls.intercept
-    if private:
-        assert sol.privacy["epsilon_spent"] == ls.privacy["epsilon_spent"]
-    # the reported objective is the logistic loss at (x_T, b_T), not the surrogate
-    m = A @ sol.x + sol.intercept
-    assert sol.objective[-1] == pytest.approx(float(np.mean(np.logaddexp(0, -y * m))), rel=1e-12)
-    assert sol.initial_objective == pytest.approx(math.log(2))
-    kinds = set(sol.extra["bytes_by_type"])
-    assert "MaskedFactors" not in kinds and "MarginShare" not in kinds    # no sigmoid, no helper
-    assert sol.extra["path"] == "taylor"
-
-
-def test_taylor_path_learns_like_central_fw_without_noise():
-    from vflpriv.vertical.metrics import classification_metrics
-
-    A, y = _classification(n=2000)
-    data = VerticalData(A, y, BLOCKS)
-    tay = solve(data, algorithm="dp-bcfw-secure", loss="logistic", logistic_path="taylor",
-                eta=2.0, iterations=300, seed=0, label_party=0)
-    fw = solve(data, algorithm="fw", loss="logistic", eta=2.0, iterations=300)
-    auc = lambda s: classification_metrics(A, y, s.x, s.intercept)["auc"]  # noqa: E731
-    assert auc(tay) > 0.7 and auc(tay) >= auc(fw) - 0.01
-
-
-def test_taylor_path_refusals():
-    A, y = _classification(n=50)
-    with pytest.raises(InputError, match="-1, \\+1"):
-        solve(VerticalData(A, 0.5 * y, BLOCKS), algorithm="dp-bcfw-secure", loss="logistic",
-              logistic_path="taylor", label_party=0, iterations=2)
-    with pytest.raises(InputError, match="no helper"):
-        solve(VerticalData(A, y, BLOCKS), algorithm="dp-bcfw-secure", loss="logistic",
-              logistic_path="taylor", label_party=0, helper_party=1, iterations=2)
-    with pytest.raises(InputError, match="logistic_path"):
-        solve(VerticalData(A, y, BLOCKS), algorithm="dp-bcfw-secure", loss="squared",
-              logistic_path="taylor", label_party=0, iterations=2)
-
-
 def test_cli_names_a_bad_logistic_path_with_exit_2(capsys):
     with pytest.raises(SystemExit) as e:
         main(["run", "--data", "synthetic:n=50,d=6,seed=0", "--algorithm", "dp-bcfw-secure",
               "--loss", "logistic", "--logistic-path", "cubic", "--label-party", "0"])
     assert e.value.code == 2 and "cubic" in capsys.readouterr().err
     rc = main(["run", "--data", "synthetic:n=50,d=6,seed=0", "--algorithm", "dp-bcfw-secure",
-               "--loss", "squared", "--logistic-path", "taylor", "--label-party", "0",
+               "--loss", "squared", "--logistic-path", "glm", "--label-party", "0",
                "--iterations", "2", "--epsilon", "inf"])
     assert rc == 2 and "logistic_path" in capsys.readouterr().err
 
 
-@pytest.mark.slow
-@pytest.mark.usefixtures("one_ray")                  # conftest: one Ray for all runs
-def test_taylor_path_with_its_intercept_on_flower_sim_equals_in_process(tmp_path):
-    """The Taylor path (least squares on 2y, with the intercept's release and the SelectionsB
-    frames) as Flower ClientApps: bit for bit the in-process run."""
-    pytest.importorskip("flwr")
-    pytest.importorskip("ray")
-    A, y = _classification(n=150)
-    data = VerticalData(A, y, BLOCKS)
-    kw = dict(algorithm="dp-bcfw-secure", loss="logistic", logistic_path="taylor", eta=1.0,
-              iterations=4, seed=4, label_party=1, epsilon=4.0, delta=1e-5, feature_bound=1.0,
-              label_bound=1.0, max_features=2)
-    ref = solve(data, ledger=str(tmp_path / "a.ledger"), **kw)
-    sol = solve(data, ledger=str(tmp_path / "b.ledger"), backend="flower-sim", **kw)
-    assert np.array_equal(ref.x, sol.x) and ref.intercept == sol.intercept
-    assert ref.objective == sol.objective
-    assert ref.uplink_framed == sol.uplink_framed
-    assert ref.privacy["epsilon_spent"] == sol.privacy["epsilon_spent"]
-
-
-def test_the_classifier_takes_the_taylor_path_and_the_helper_party():
-    from sklearn.base import clone
-
+def test_the_retired_taylor_path_is_refused_by_name(capsys):
+    """The taylor path (least squares on 2y) was below ssp on every measured row and is no
+    longer a choice: the command refuses it (exit 2, naming it), as do solve() and the
+    classifier, before any work."""
     from vflpriv.estimators import VerticalDPLogisticRegression
 
-    A, y = _classification(n=400)
-    X = A[:, :6]
-    kw = dict(parties=2, max_iter=30, random_state=0, epsilon=4.0, delta=1e-5,
-              feature_bound=1.0)
-    m = VerticalDPLogisticRegression(logistic_path="taylor", **kw).fit(X, y)
-    ref = solve(VerticalData(X, y, [[0, 1, 2], [3, 4, 5]]), algorithm="dp-bcfw-secure",
-                loss="logistic", logistic_path="taylor", iterations=30, seed=0, label_party=0,
-                epsilon=4.0, delta=1e-5, feature_bound=1.0, label_bound=1.0)
-    assert np.array_equal(m.coef_, ref.x) and m.intercept_ == ref.intercept
-    assert clone(m).get_params()["logistic_path"] == "taylor"
-    with pytest.raises(InputError, match="no helper"):
-        VerticalDPLogisticRegression(logistic_path="taylor", helper_party=1, **kw).fit(X, y)
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--data", "synthetic:n=50,d=6,seed=0", "--algorithm", "dp-bcfw-secure",
+              "--loss", "logistic", "--logistic-path", "taylor", "--label-party", "0"])
+    assert e.value.code == 2 and "'taylor'" in capsys.readouterr().err
+    A, y = _classification(n=50)
+    with pytest.raises(InputError, match="'taylor'"):
+        solve(VerticalData(A, y, BLOCKS), algorithm="dp-bcfw-secure", loss="logistic",
+              logistic_path="taylor", label_party=0, iterations=2)
+    with pytest.raises(InputError, match="'taylor'"):
+        VerticalDPLogisticRegression(logistic_path="taylor", parties=2, epsilon=1.0, delta=1e-5,
+                                     feature_bound=1.0).fit(A[:, :6], y)
 
 
 def test_an_accountant_that_cannot_account_the_ring_noise_is_refused_by_name():

@@ -1,6 +1,5 @@
-"""Checkpoint and resume of dp-bcfw-secure's least-squares path (and the logistic loss's taylor
-path, which runs it) on the remote backends (issue 31): the server's checkpoint holds no party
-state; every party saves its own (generator, x_k, u_k, c_k, the cross-products released to it,
+"""Checkpoint and resume of dp-bcfw-secure's least-squares path on the remote backends (issue
+31): the server's checkpoint holds no party state; every party saves its own (generator, x_k, u_k, c_k, the cross-products released to it,
 A_k^T y + noise, its selected set, how many of its own ledger's records precede the save) on
 its own disk when the server checkpoints, and resumes from it, replaying its own ledger's records
 of the redone rounds (vflpriv/vertical/secure/saves.py).
@@ -31,17 +30,15 @@ K = 3
 PRIVATE = dict(algorithm="dp-bcfw-secure", epsilon=2.0, delta=1e-5, feature_bound=1.0,
                label_bound=1.0, iterations=5, seed=5, eta=1.0, label_party=0,
                fit_intercept=True)
-TAYLOR = dict(PRIVATE, loss="logistic", logistic_path="taylor", label_party=1)
 
 
 class _Crash(RuntimeError):
     pass
 
 
-def _data(binary=False):
+def _data():
     A, y, _ = make_synthetic(n=120, d=12, density=0.3, sparsity=0.2, seed=0)
-    return VerticalData.from_arrays(A, np.where(y >= 0, 1.0, -1.0) if binary else y,
-                                    "balanced", parties=K)
+    return VerticalData.from_arrays(A, y, "balanced", parties=K)
 
 
 def _keys(path):
@@ -53,9 +50,9 @@ def references(tmp_path_factory):
     """The uninterrupted runs over the link: ``{name: (Solution, its ledger path)}``."""
     d = tmp_path_factory.mktemp("ls-ref")
     out = {}
-    for name, kw, binary in (("squared", PRIVATE, False), ("taylor", TAYLOR, True)):
+    for name, kw in (("squared", PRIVATE),):
         led = d / f"{name}.ledger"
-        out[name] = (solve(_data(binary), ledger=str(led), backend="local", **kw), led)
+        out[name] = (solve(_data(), ledger=str(led), backend="local", **kw), led)
     return out
 
 
@@ -100,7 +97,7 @@ def _dying(monkeypatch, kind, round, nth=1):
     return real
 
 
-@pytest.mark.parametrize("name", ["squared", "taylor"])
+@pytest.mark.parametrize("name", ["squared"])
 def test_resumed_over_a_link_from_each_partys_own_save_equals_the_uninterrupted_run(
         tmp_path, monkeypatch, references, name):
     """Checkpoints every 2 rounds; the run dies in round 3 after every party charged its
@@ -109,8 +106,8 @@ def test_resumed_over_a_link_from_each_partys_own_save_equals_the_uninterrupted_
     save back the resume redoes rounds 2 and 3 from the saves, replaying their records in the
     server's ledger and in each party's own, and ends as the uninterrupted run."""
     ref, ref_led = references[name]
-    kw = TAYLOR if name == "taylor" else PRIVATE
-    data = _data(name == "taylor")
+    kw = PRIVATE
+    data = _data()
     led, ck = tmp_path / "l.ledger", tmp_path / "c.ckpt"
     real = _dying(monkeypatch, "select", 3)
     with pytest.raises(Exception, match="died"):
@@ -160,26 +157,6 @@ def test_resumed_from_before_the_setup_replays_the_label_release(tmp_path, monke
     sol = solve(data, ledger=str(led), checkpoint=str(ck), resume=True, backend="local",
                 **PRIVATE)
     _same_as(ref, ref_led, sol, led)
-
-
-def test_taylor_path_resumes_in_process_too(tmp_path):
-    """The taylor path's checkpoint is its least-squares run's (labels 2y): its resume reads it
-    with that run's options (it was read with the logistic loss's and refused, in process
-    too), and ends as the uninterrupted run."""
-    data, led, ck = _data(binary=True), tmp_path / "l.ledger", tmp_path / "c.ckpt"
-    ref = solve(data, ledger=str(tmp_path / "ref.ledger"), **TAYLOR)
-
-    def crash(t, _):
-        if t == 2:
-            raise _Crash
-
-    with pytest.raises(_Crash):
-        solve(data, ledger=str(led), checkpoint=str(ck), checkpoint_every=2, callback=crash,
-              **TAYLOR)
-    sol = solve(data, ledger=str(led), checkpoint=str(ck), resume=True, **TAYLOR)
-    assert np.array_equal(sol.x, ref.x) and sol.objective == ref.objective
-    assert sol.intercept == ref.intercept
-    assert _keys(led) == _keys(tmp_path / "ref.ledger")
 
 
 def test_checkpoints_on_a_link_are_no_longer_refused_and_bad_resumes_are(tmp_path):

@@ -135,9 +135,6 @@ def test_refusals(capsys):
     with pytest.raises(InputError, match="step 'pgd'"):
         solve(VerticalData(A, y, BLOCKS), algorithm="dp-bcfw-secure", loss="squared",
               label_party=0, step="pgd", iterations=2)
-    with pytest.raises(InputError, match="step 'pgd'"):
-        solve(VerticalData(A, y, BLOCKS), step="pgd", iterations=2,
-              **dict(KW, logistic_path="taylor"))
     with pytest.raises(InputError, match="step must be"):
         solve(VerticalData(A, y, BLOCKS), step="newton", iterations=2, **KW)
     with pytest.raises(SystemExit) as e:

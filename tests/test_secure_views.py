@@ -77,14 +77,6 @@ def test_every_party_s_view_in_process(path, K):
         _check(data, path, L)
 
 
-@pytest.mark.parametrize("K", [3, 4, 6])
-def test_every_party_s_view_on_the_taylor_path(K):
-    """The taylor path (the least-squares loop on the labels 2y), while it exists."""
-    data = classification(N, K, seed=30 + K)
-    for L in range(K):
-        _check(data, "taylor", L)
-
-
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("K", [2, 3, 4, 5, 6])
 def test_every_party_s_view_over_the_link(path, K):

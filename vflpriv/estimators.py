@@ -434,10 +434,7 @@ class VerticalDPLogisticRegression(_VerticalLogistic):
     party colludes with the server, and the helper party (the party after ``label_party``, which
     holds the other share of the margins and loss derivatives) does not collude with the label
     party (docs/sensitivity.md, section 5); ``helper_party`` chooses it (glm only).
-    ``logistic_path="taylor"``
-    has no helper: it fits the loss's second-order expansion at 0 by the least-squares protocol
-    (labels 2y; a seventieth of the traffic, lower AUC at small epsilon; docs/vertical.md, "The
-    Taylor path", and docs/sensitivity.md 4.8).  A private fit
+    A private fit
     (finite ``epsilon``) needs ``delta`` and ``feature_bound``; labels are mapped to -1/+1, so
     ``label_bound`` is 1.  ``row_clip`` C bounds each party's row norm (on the glm path:
     sensitivity 2 C D per party and round, D the derivative bound of the sigmoid series).

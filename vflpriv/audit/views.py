@@ -143,7 +143,7 @@ def run_kwargs(path, L, seed=0, iterations=3):
         kw.update(loss="squared", iterations=iterations, eta=1.0)
     else:
         kw.update(loss="logistic", logistic_path=path)
-        if path in ("glm", "taylor"):           # taylor: the least-squares loop on 2y
+        if path == "glm":
             kw.update(iterations=iterations, eta=1.0)
     return kw
 

@@ -1,8 +1,8 @@
-"""``vflpriv bench secure --traffic``: the logistic loss's two secure paths side by side
-(issue 33 item 1): ``glm`` (the loss's derivatives under secret sharing every round: margin
-shares, the sigmoid series' masked factors, a helper party) and ``taylor`` (least squares on the
-loss's expansion at 0, labels 2y: the masked blocks once, one product per new feature, the
-intercept's sums once; no helper).
+"""``vflpriv bench secure --traffic``: the logistic loss's secure paths side by side: ``glm``
+(the loss's derivatives under secret sharing every round: margin shares, the sigmoid series'
+masked factors, a helper party) and ``ssp`` (the loss's expansion at 0, its sufficient
+statistics released once).  The recorded pages also hold a third path, ``taylor`` (least
+squares on that expansion, labels 2y), retired since: it was below ssp on every measured row.
 
 On each table (``--tables``: ``flights``, the 40k-row sample of ``vflpriv bench peers``, and
 ``synthetic``, n = 20000, d = 60, K = 3, logistic labels from a sparse model), for every seed a
@@ -17,13 +17,13 @@ import time
 
 import numpy as np
 
-PATHS = ("glm", "taylor", "ssp")
+PATHS = ("glm", "ssp")
 TABLES = ("flights", "synthetic")
 
 
 def add_traffic_arguments(p):
     p.add_argument("--traffic", action="store_true",
-                   help="instead: the logistic loss's glm path beside its taylor and ssp paths "
+                   help="instead: the logistic loss's glm path beside its ssp path "
                         "(bytes by kind, seconds, test AUC) on --tables")
     p.add_argument("--tables", default=",".join(TABLES),
                    help=f"with --traffic: tables, from {', '.join(TABLES)} (default all)")
@@ -126,7 +126,7 @@ def run_traffic(args) -> int:
                                                                for r in runs])),
                                 "seconds": float(np.mean([r["seconds"] for r in runs])),
                                 "epsilon_spent": max(r["epsilon_spent"] for r in runs)})
-    print(f"dp-bcfw-secure, logistic: glm path vs taylor and ssp paths (T={args.iterations}, "
+    print(f"dp-bcfw-secure, logistic: glm path vs ssp path (T={args.iterations}, "
           f"delta=1e-6, seeds {','.join(map(str, seeds))}, held out {args.test_fraction:g})")
     print(f"{'table':10} {'eps':>4} {'path':7} {'test AUC':>14} {'bytes':>10} {'seconds':>8}")
     for s in summary:

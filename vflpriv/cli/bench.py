@@ -14,7 +14,7 @@ TARGETS = {
     "kernels": "kernels: fused noisy argmax and seeded sketches; compiled vs numpy reference, scikit-learn, scipy",
     "transport": "seconds and bytes per round: in-process vs Flower simulation vs a loopback Flower deployment",
     "scale": "dp-bcfw-secure at large n (default 1e5 and 1e6, d=2000, K=4, T=200): wall time and peak RSS of vflpriv run; --table-rows: a CSV read under a memory limit",
-    "secure": "dp-bcfw-secure (n=1e4, d=200, K=4): checkpoint size and write time, resume (offline phase recomputed) vs masked blocks saved once, in process vs roles over LocalLink; --traffic: the logistic loss's glm path beside its taylor path (bytes by kind, seconds, test AUC) on flights and a synthetic set",
+    "secure": "dp-bcfw-secure (n=1e4, d=200, K=4): checkpoint size and write time, resume (offline phase recomputed) vs masked blocks saved once, in process vs roles over LocalLink; --traffic: the logistic loss's glm path beside its ssp path (bytes by kind, seconds, test AUC) on flights and a synthetic set",
     "peers": "held-out real tables (flights, caravan, default; seeds 0-2): scikit-learn l1 CV, diffprivlib, opacus DP-SGD, fw, dpfw, dp-bcfw-secure; test AUC, log-loss, eps spent, bytes, seconds",
     "align": "private set intersection: vflpriv's ECDH-PSI (X25519, K parties, led by the label party) vs openmined-psi on the same ID sets (default 1e5 and 1e6 per party, 3 parties)",
     "network": "dp-bcfw-secure on a deployment across Linux network namespaces, links shaped (tbf rate, relay delay; default 1gbit and 100mbit, 20 ms RTT): wall time, bytes and time on the wire per phase",

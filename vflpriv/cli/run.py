@@ -161,13 +161,12 @@ def add_problem_arguments(p):
                         "collude with the label party (together they see the margins in the "
                         "clear) and no party colludes with the server; no other party ever "
                         "holds a share of the derivatives")
-    p.add_argument("--logistic-path", choices=("glm", "taylor", "ssp"), default=None,
+    p.add_argument("--logistic-path", choices=("glm", "ssp"), default=None,
                    help="dp-bcfw-secure, logistic loss: ssp (default; the loss's expansion at "
                         "0, its sufficient statistics released once and the model fitted from "
                         "them, on every backend), glm (the loss's derivatives under secret "
                         "sharing every round, with a helper party; needed for --helper-party, "
-                        "--step, --checkpoint) or taylor (least squares on that expansion, "
-                        "labels 2y: cross-products released once); docs/vertical.md")
+                        "--step, --checkpoint); docs/vertical.md")
     p.add_argument("--step", choices=("fw", "pgd", "line"), default=None,
                    help="dp-bcfw-secure, logistic glm path (--logistic-path glm): how each "
                         "party moves on its noisy scores: fw (default; its Frank-Wolfe vertex) "
@@ -860,9 +859,6 @@ def _secure_bytes(sol):
                 f"{_fmt_bytes(get('TripleToHolder', 'TripleToHelper', 'TripleToPeer', 'VectorKey'))}, the "
                 f"parties' statistics {_fmt_bytes(get('GramPart'))}")
     head = "  secure"
-    if sol.extra.get("path") == "taylor":
-        head = ("  secure (logistic by its Taylor expansion at 0: least squares on labels 2y, "
-                f"label at party {sol.extra['label_party']}, no helper party)")
     return _trust(sol) + (f"{head}: {sol.extra['secure_products']} products; masked blocks "
             f"{_fmt_bytes(get('MaskedBlock'))} (once: each party's n x p_k block, one-time-padded, "
             f"to its helper party k + 1 mod K), masked vectors {_fmt_bytes(get('MaskedVector'))}, "

@@ -117,10 +117,10 @@ def check_fit_intercept(fit_intercept, algorithm, loss):
 
 
 #: dp-bcfw-secure's ways to fit the logistic loss (docs/vertical.md): "glm", the derivatives
-#: under secret sharing every round (the sigmoid series, a helper party); "taylor", least
-#: squares on the loss's second-order expansion at 0 (labels 2y), cross-products released once;
-#: "ssp", that expansion's sufficient statistics released once, the model fitted from them
-LOGISTIC_PATHS = ("glm", "taylor", "ssp")
+#: under secret sharing every round (the sigmoid series, a helper party); "ssp", the loss's
+#: second-order expansion at 0 (docs/sensitivity.md 4.8): its sufficient statistics released
+#: once, the model fitted from them
+LOGISTIC_PATHS = ("glm", "ssp")
 
 
 def check_logistic_path(path, algorithm, loss):
@@ -356,7 +356,7 @@ class VerticalConfig:
                              f"with eta 'auto' fits without any (a ridge): give --eta (the "
                              f"radius per party its fit then keeps) or --logistic-path glm")
         self._set("step", check_step(self.step, self.algorithm, self.loss_fn.name, path))
-        if path in ("taylor", "ssp") and self.helper_party is not None:
+        if path == "ssp" and self.helper_party is not None:
             raise InputError(f"{how} has no helper party (it runs the least-squares "
                              f"products; --logistic-path glm has one), got helper_party "
                              f"{self.helper_party!r}")

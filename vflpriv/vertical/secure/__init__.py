@@ -5,8 +5,7 @@ matrix-vector product), ``messages`` (wire format), ``privacy`` (sensitivities, 
 ``protocol`` (parties and their steps), ``loop`` (the server's round loop), ``solve`` (the
 ``solve()`` branch: least squares, and the dispatch to the logistic paths), ``ssp_run`` (the
 logistic default: the expansion's statistics released once), ``glm_solve`` (the logistic loss's
-derivatives every round), ``taylor`` (the expansion fitted by the least-squares protocol),
-``run`` (what the paths share).
+derivatives every round), ``run`` (what the paths share).
 See docs/vertical.md ("dp-bcfw-secure") and docs/sensitivity.md (section 4).
 """
 from .loop import run_secure

@@ -52,10 +52,6 @@ def solve_secure(data, cfg, label_party):
 
         check_options(cfg)         # before settle reads a checkpoint or the radius
     run = settle(data, cfg, cfg.loss_fn, label_party)
-    if run.loss.name == "logistic" and path == "taylor":
-        from .taylor import solve_taylor
-
-        return solve_taylor(data, run, _least_squares, settle)
     if run.loss.name == "logistic" and path == "ssp":
         from .ssp_run import solve_ssp
 
@@ -72,10 +68,8 @@ def settle(data, cfg, loss, label_party) -> SecureRun:
     _check_options(cfg, loss)
     chosen = _choose(data, cfg, loss)
     config = _checkpoint_config(cfg, loss, label_party, chosen)
-    # the taylor path's checkpoint is its least-squares run's: read when taylor.py settles that
-    taylor = loss.name == "logistic" and cfg.resolved_logistic_path == "taylor"
     ck = SC.read_resume(cfg.checkpoint, config, cfg.seed, data, cfg.backend) if (
-        config is not None and cfg.resume and not taylor) else None
+        config is not None and cfg.resume) else None
     return SecureRun(cfg=cfg, loss=loss, label_party=label_party, checkpoint_config=config,
                      ck=ck, seed=cfg.seed if ck is None else ck["seed"], **chosen)
 

@@ -2,10 +2,10 @@
 the math (scale rule, sensitivity, noise layout, the fit from the released statistics).
 
 With labels y in {-1, +1} the logistic loss's second-order expansion at the margin 0 is
-(m - 2y)^2 / 8 + const (``taylor.py``), so its minimizer over (x, b) is a function of the
+(m - 2y)^2 / 8 + const (docs/sensitivity.md 4.8), so its minimizer over (x, b) is a function of the
 second moments of the augmented rows z_r = (a_r, 1, y_r) only: M = sum_r z_r z_r^T.  Instead of
-releasing cross-products feature by feature with a private selection every round (the taylor
-path), this path releases M once, with Gaussian noise, and fits the model from it by
+releasing cross-products feature by feature with a private selection every round (the
+retired taylor path: least squares on 2y), this path releases M once, with Gaussian noise, and fits the model from it by
 post-processing: sufficient-statistics perturbation (Vu and Slavkovic 2009; Wang 2018,
 "Revisiting differentially private linear regression", AdaSSP; Huggins, Adams and Broderick
 2017, PASS-GLM, for GLMs by a polynomial expansion of the loss).

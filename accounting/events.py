@@ -109,6 +109,39 @@ def _check_relation(value) -> str:
     return value
 
 
+#: the optional fields of the discrete Gaussians that say how fine their lattice is (for the
+#: total-variation analysis, ``accounting.lattice``); left out of ``to_dict`` when not given,
+#: so a description without them reads as before
+LATTICE_FIELDS = ("resolution", "coordinates")
+
+
+def _check_lattice_fields(event, least_coordinates: int = 1) -> None:
+    """``resolution`` (the lattice step, in the values' units) and ``coordinates`` (how many
+    noisy coordinates the release has) are given together or not at all; resolution positive
+    and finite, coordinates an integer in [least_coordinates, MAX_DIMENSION]."""
+    res, coords = event.resolution, event.coordinates
+    if res is None and coords is None:
+        return
+    if res is None or coords is None:
+        given, missing = (("resolution", "coordinates") if coords is None
+                          else ("coordinates", "resolution"))
+        raise ValueError(f"{given}={getattr(event, given)!r} needs {missing} too (the lattice "
+                         f"step and the number of noisy coordinates are given together)")
+    if isinstance(res, bool) or not isinstance(res, (int, float)) or not (
+            math.isfinite(res) and res > 0):
+        raise ValueError(f"resolution must be a positive finite number (the lattice step in "
+                         f"the values' units, 2**-f for f fractional bits), got {res!r}")
+    object.__setattr__(event, "resolution", float(res))
+    if isinstance(coords, bool) or not isinstance(coords, int) or coords < least_coordinates:
+        raise ValueError(f"coordinates must be an integer >= {least_coordinates} (the noisy "
+                         f"coordinates of the release" + (", at least its dimension"
+                                                          if least_coordinates > 1 else "")
+                         + f"), got {coords!r}")
+    if coords > MAX_DIMENSION:
+        raise ValueError(f"coordinates must be at most {MAX_DIMENSION:,} (accounting.events."
+                         f"MAX_DIMENSION), got {coords:,}")
+
+
 def _check_gaussian_fields(event) -> None:
     """sigma and sensitivity positive and finite, the relation known, and their ratio not so
     small that mu^2 underflows to 0 in the accountants (the Gaussian family's shared checks)."""
@@ -130,6 +163,8 @@ class DpEvent:
         out = {"kind": self.kind}
         for f in fields(self):
             v = getattr(self, f.name)
+            if v is None and f.name in LATTICE_FIELDS:
+                continue            # not given: the description is the one written before them
             if isinstance(v, DpEvent):
                 v = v.to_dict()
             elif isinstance(v, tuple):
@@ -190,20 +225,48 @@ class DiscreteGaussian(DpEvent):
     "Discrete Gaussian noise in the ring").  That is all that is proven for a vector: its
     privacy loss distribution is NOT the continuous Gaussian's (at small sigma it is worse), so
     only the accountants that use the Renyi bound support it (``rdp``, hence ``best``); it is not
-    a :class:`Gaussian` and never pooled with one."""
+    a :class:`Gaussian` and never pooled with one.
+
+    Unless its lattice is stated: ``resolution`` g (the lattice step in the values' units, 2^-f
+    for a value held with f fractional bits; sigma / g is the noise's scale in lattice units)
+    and ``coordinates`` (how many noisy coordinates the release has).  Then the release is
+    within total variation ``tv`` of the continuous Gaussian release (``accounting.lattice``;
+    docs/sensitivity.md 4.9.1), and the ``pld`` and ``optimal`` accountants (hence ``best``)
+    charge it as a :class:`Gaussian` of the same mu plus (1 + e^eps) times the plan's summed
+    TV in delta; ``best`` keeps the smaller of that and the Renyi bound.  Both None (the
+    default): the Renyi bound only, as before."""
 
     sigma: float
     sensitivity: float = 1.0
     neighboring: str = ADD_REMOVE
+    resolution: float | None = None
+    coordinates: int | None = None
     kind = "discrete_gaussian"
 
     def __post_init__(self):
         _check_gaussian_fields(self)
+        _check_lattice_fields(self)
 
     @property
     def mu(self) -> float:
         """sensitivity / sigma: the Renyi curve is alpha mu^2 / 2 (mu^2 / 2-zCDP)."""
         return self.sensitivity / self.sigma
+
+    @property
+    def gaussian_mu(self) -> float:
+        """mu of the continuous Gaussian it is charged as when its lattice is stated."""
+        return self.sensitivity / self.sigma
+
+    @property
+    def tv(self) -> float | None:
+        """An upper bound on the total variation between this release (with a uniform
+        dither, docs/sensitivity.md 4.9.1) and the continuous Gaussian one; None without a
+        stated lattice."""
+        if self.resolution is None:
+            return None
+        from .lattice import release_tv
+
+        return release_tv(self.sigma, self.resolution, self.coordinates)
 
 
 @functools.lru_cache(maxsize=256)
@@ -240,7 +303,14 @@ class DistributedDiscreteGaussian(DpEvent):
     alpha mu_i^2 / 2 (CKS Proposition 5), which the same curve covers (docs/sensitivity.md 5.7).
     Where a summand's s^2 / m is below 1/4 the bound is not proven and ``mu`` is infinite.  Like
     :class:`DiscreteGaussian`, only the Renyi accountant (hence ``best``) supports it; the
-    ledger pools it with the discrete Gaussians (the same curve alpha mu^2 / 2)."""
+    ledger pools it with the discrete Gaussians (the same curve alpha mu^2 / 2).
+
+    With its lattice stated (``resolution``, the step of the lattice the query and every
+    summand live on, in the values' units, and ``coordinates``, all the release's noisy
+    coordinates, the ``dimension`` summed ones among them), it is also within total variation
+    ``tv`` of the continuous Gaussian release of mu = sensitivity / sigma (docs/sensitivity.md
+    4.9.1 and 5.7), and the ``pld`` and ``optimal`` accountants charge it so, as a
+    :class:`DiscreteGaussian` with its lattice stated."""
 
     sigma: float
     sensitivity: float = 1.0
@@ -248,6 +318,8 @@ class DistributedDiscreteGaussian(DpEvent):
     dimension: int = 1
     granularity: float = 1.0
     neighboring: str = ADD_REMOVE
+    resolution: float | None = None
+    coordinates: int | None = None
     kind = "distributed_discrete_gaussian"
 
     def __post_init__(self):
@@ -260,6 +332,26 @@ class DistributedDiscreteGaussian(DpEvent):
             if v > cap:
                 raise ValueError(f"{name} must be at most {cap:,} (accounting.events.MAX_"
                                  f"{name.upper()}), got {v:,}")
+        _check_lattice_fields(self, least_coordinates=self.dimension)
+
+    @property
+    def gaussian_mu(self) -> float:
+        """mu of the continuous Gaussian it is charged as when its lattice is stated (the sum's
+        variance is sigma^2, so the Gaussian's mu is sensitivity / sigma, not the Renyi mu)."""
+        return self.sensitivity / self.sigma
+
+    @property
+    def tv(self) -> float | None:
+        """An upper bound on the total variation between this release (with a uniform
+        dither) and the continuous Gaussian one (``accounting.lattice.release_tv``: the
+        ``dimension`` summed coordinates as sums of ``summands`` discrete Gaussians, the others
+        single ones); None without a stated lattice."""
+        if self.resolution is None:
+            return None
+        from .lattice import release_tv
+
+        return release_tv(self.sigma, self.resolution, self.coordinates, self.dimension,
+                          self.summands)
 
     @property
     def tau(self) -> float:

@@ -176,6 +176,15 @@ def dominates(big, small) -> bool:
 
     if type(big) is not type(small) or big.neighboring != small.neighboring:
         return False
+    if isinstance(big, (DiscreteGaussian, DistributedDiscreteGaussian)) and (
+            small.resolution is not None or big.resolution is not None):
+        # with a lattice stated the release is also charged as a Gaussian plus its TV: a plain
+        # one covers it by its Renyi mu (its plan was checked by that bound alone); one with a
+        # lattice covers only one with a lattice, in every amount
+        if big.resolution is None:
+            return small.mu <= big.mu
+        return (small.resolution is not None and small.mu <= big.mu
+                and small.gaussian_mu <= big.gaussian_mu and small.tv <= big.tv)
     if isinstance(big, (Gaussian, DiscreteGaussian, DistributedDiscreteGaussian)):
         return small.mu <= big.mu
     if isinstance(big, ReportNoisyMax):
@@ -212,19 +221,44 @@ def _pooled(leaf) -> bool:
     return type(leaf) in _POOLED
 
 
+#: the pools of the discrete Gaussians with their lattice stated (``accounting.lattice``):
+#: charged by ``pld`` / ``optimal`` as Gaussians of mu = gaussian_mu plus their TV, and by
+#: ``rdp`` with their Renyi mu, so a reservation holds all three amounts and a release must fit
+#: in each (then every accountant's value of what is released stays within what was reserved)
+_LATTICE = f"mu2:{DiscreteGaussian.kind}:lattice"
+_LATTICE_GAUSSIAN = f"gmu2:{DiscreteGaussian.kind}:lattice"
+_LATTICE_TV = f"tv:{DiscreteGaussian.kind}:lattice"
+
+
 def _pool_key(leaf):
-    return ("mu2", leaf.neighboring) if type(leaf) is Gaussian else \
-        (f"mu2:{DiscreteGaussian.kind}", leaf.neighboring)
+    if type(leaf) is Gaussian:
+        return ("mu2", leaf.neighboring)
+    if getattr(leaf, "resolution", None) is not None:
+        return (_LATTICE, leaf.neighboring)
+    return (f"mu2:{DiscreteGaussian.kind}", leaf.neighboring)
+
+
+def _pool_needs(leaf, n) -> dict:
+    """{pool key: amount} one pooled leaf released n times takes (exact fractions)."""
+    key = _pool_key(leaf)
+    needs = {key: n * Fraction(leaf.mu) ** 2}
+    if key[0] == _LATTICE:
+        rel = leaf.neighboring
+        needs[(_LATTICE_GAUSSIAN, rel)] = n * Fraction(leaf.gaussian_mu) ** 2
+        needs[(_LATTICE_TV, rel)] = n * Fraction(leaf.tv)
+    return needs
 
 
 def _gaussian_pools(leaves: dict) -> dict:
     """{pool key: sum of n mu^2} of the Gaussian leaves (one pool per kind and neighbouring
-    relation; a discrete Gaussian never draws on a Gaussian's pool), exactly (fractions)."""
+    relation; a discrete Gaussian never draws on a Gaussian's pool), exactly (fractions); the
+    discrete Gaussians with their lattice stated in pools of their own (Renyi mu^2, Gaussian
+    mu^2 and TV)."""
     pools: dict = {}
     for leaf, n in leaves.items():
         if _pooled(leaf):
-            key = _pool_key(leaf)
-            pools[key] = pools.get(key, 0) + n * Fraction(leaf.mu) ** 2
+            for key, amount in _pool_needs(leaf, n).items():
+                pools[key] = pools.get(key, 0) + amount
     return pools
 
 
@@ -561,6 +595,8 @@ class Ledger:
                 if left > 0:
                     pools[key] = pools.get(key, 0) + left
         for (name, rel), left in pools.items():
+            if name in (_LATTICE_GAUSSIAN, _LATTICE_TV):
+                continue        # returned as the discrete pool's Renyi charge (an upper bound)
             cls = Gaussian if name == "mu2" else DiscreteGaussian
             g = cls(1.0 / math.sqrt(float(left)), neighboring=rel)
             total[g] = total.get(g, 0) + 1
@@ -590,6 +626,9 @@ class Ledger:
                 [p for p in held if party is None or p != str(party)]
         covered = True
         for leaf, n in _leaf_counts(event).items():
+            if _pooled(leaf) and getattr(leaf, "resolution", None) is not None:
+                covered = self._consume_lattice(leaf, n, held, used, order) and covered
+                continue
             if _pooled(leaf):
                 need = n * Fraction(leaf.mu) ** 2
                 key = _pool_key(leaf)
@@ -619,6 +658,43 @@ class Ledger:
                     break
             covered = covered and n == 0
         return covered
+
+    @staticmethod
+    def _consume_lattice(leaf, n, held, used, order) -> bool:
+        """Take a discrete Gaussian with its lattice stated from the reservation: from the
+        lattice pools a share that fits in all three (Renyi mu^2, Gaussian mu^2, TV), party by
+        party; what is left from the plain discrete pool's Renyi mu^2 (a reservation that holds
+        a plain discrete Gaussian was checked by its Renyi bound alone, since no other
+        accountant supports one, and the Renyi mu^2 is all that bound sees).  Whether all of
+        it was covered."""
+        needs = _pool_needs(leaf, n)
+        left = Fraction(1)                           # the share of the release still to cover
+        for p in order:
+            pools = _gaussian_pools(held[p][0])
+            per = used.setdefault(p, {})
+            share = left
+            for key, amount in needs.items():
+                if amount > 0:
+                    share = min(share, max(Fraction(0), pools.get(key, 0) - per.get(key, 0))
+                                / amount)
+            if share > 0:
+                for key, amount in needs.items():
+                    per[key] = per.get(key, 0) + share * amount
+                left -= share
+            if not left:
+                return True
+        need = left * Fraction(leaf.mu) ** 2
+        key = (f"mu2:{DiscreteGaussian.kind}", leaf.neighboring)
+        for p in order:
+            pool = _gaussian_pools(held[p][0]).get(key, 0)
+            per = used.setdefault(p, {})
+            take = min(need, pool - per.get(key, 0))
+            if take > 0:
+                per[key] = per.get(key, 0) + take
+                need -= take
+            if not need:
+                return True
+        return False
 
     def reserved_counts(self, party=None, exclude_run=None) -> dict:
         """{leaf: count} still held by every live reservation (of one party), except

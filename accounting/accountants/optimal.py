@@ -26,6 +26,7 @@ import math
 from .. import _native
 from ..events import Gaussian, Laplace
 from ..gaussian import gaussian_delta, gaussian_epsilon
+from ..lattice import delta_with_tv, epsilon_with_tv, gaussian_like, gaussian_mu, total_tv
 from .._solve import smallest_x_with
 from .base import Accountant
 from .pld import MAX_PURE_EPSILON, safe_delta, safe_epsilon
@@ -137,12 +138,12 @@ class OptimalComposition(Accountant):
     name = "optimal"
 
     def supports_leaf(self, leaf, neighboring):
-        return dp_params(leaf) is not None or isinstance(leaf, Gaussian)
+        return dp_params(leaf) is not None or gaussian_like(leaf)
 
     def _supports_leaves(self, leaves, relation):
         if not super()._supports_leaves(leaves, relation):
             return False
-        gaussian = [isinstance(l, Gaussian) for l, _ in leaves]
+        gaussian = [gaussian_like(l) for l, _ in leaves]
         if not (all(gaussian) or not any(gaussian)):
             return False
         mode = "gaussian" if any(gaussian) else self.mode(leaves)
@@ -156,7 +157,7 @@ class OptimalComposition(Accountant):
     @staticmethod
     def mode(leaves) -> str:
         """Which exact analysis applies: gaussian, bounded_range, homogeneous or heterogeneous."""
-        if isinstance(leaves[0][0], Gaussian):
+        if gaussian_like(leaves[0][0]):
             return "gaussian"
         params = {dp_params(l) for l, _ in leaves}
         if (len(params) == 1 and all(_bounded_range(l) for l, _ in leaves)
@@ -166,7 +167,7 @@ class OptimalComposition(Accountant):
 
     def _limit_reason(self, leaves):
         k = sum(n for _, n in leaves)
-        if (k > MAX_KOV_RELEASES and not any(isinstance(l, Gaussian) for l, _ in leaves)
+        if (k > MAX_KOV_RELEASES and not any(gaussian_like(l) for l, _ in leaves)
                 and self.mode(leaves) == "homogeneous"):
             return (f"the optimal accountant evaluates KOV's sum for at most {MAX_KOV_RELEASES:,} "
                     f"releases (this plan has {k:,}); rdp answers such plans")
@@ -176,7 +177,10 @@ class OptimalComposition(Accountant):
         """Whether the value for these leaves is the exact optimum, which no valid accountant can
         go below (so ``best`` may skip the others).
 
-        True only for Gaussian-only plans (exact mu-GDP) and for homogeneous plans of generic
+        True only for Gaussian-only plans (exact mu-GDP; with discrete Gaussians on a stated
+        lattice among them, the exact Gaussian profile plus their TV term, which the PLD, an
+        upper bound on the same Gaussian profile plus the same term, never goes below: skipping
+        it loses nothing) and for homogeneous plans of generic
         (eps, delta)-DP releases whose only stated guarantee is that (PureDP, ApproxDP, Laplace-
         or exponential-noise report-noisy-max): KOV is then exact.  False when any leaf is a
         Laplace release (its own PLD is below KOV) or eps-bounded-range (a Gumbel selection or
@@ -190,12 +194,16 @@ class OptimalComposition(Accountant):
 
     @staticmethod
     def _mu(leaves):
-        return math.sqrt(sum(n * l.mu ** 2 for l, n in leaves))
+        return math.sqrt(sum(n * gaussian_mu(l) ** 2 for l, n in leaves))
 
     def _epsilon(self, leaves, relation, delta):
         mode = self.mode(leaves)
         if mode == "gaussian":
-            return gaussian_epsilon(self._mu(leaves), delta)
+            mu, tv = self._mu(leaves), total_tv(leaves)
+            # discrete Gaussians on a stated lattice: the Gaussian profile plus (1 + e^eps) T
+            # (docs/sensitivity.md 4.9.1); the Gaussian epsilon at delta is the upper guess
+            # raised by a hair (1 + e^eps is near 1 + e^eps_G there)
+            return epsilon_with_tv(lambda d: gaussian_epsilon(mu, d), delta, tv)
         (eps, d0), k = dp_params(leaves[0][0]), sum(n for _, n in leaves)
         if mode == "bounded_range" and adaptive_cells(k) is not None:
             return adaptive_epsilon(eps, k, adaptive_cells(k), delta)
@@ -208,7 +216,8 @@ class OptimalComposition(Accountant):
     def _delta(self, leaves, relation, epsilon):
         mode = self.mode(leaves)
         if mode == "gaussian":
-            return gaussian_delta(self._mu(leaves), epsilon)
+            return delta_with_tv(gaussian_delta(self._mu(leaves), epsilon), epsilon,
+                                 total_tv(leaves))
         (eps, d0), k = dp_params(leaves[0][0]), sum(n for _, n in leaves)
         if mode == "bounded_range" and adaptive_cells(k) is not None:
             return adaptive_delta(eps, k, adaptive_cells(k), epsilon)

@@ -28,6 +28,8 @@ from functools import lru_cache
 
 from ..events import (REPLACE_ONE, ApproxDP, Exponential, Gaussian, Laplace,
                       PoissonSubsampledGaussian, PureDP, ReportNoisyMax)
+from ..lattice import (delta_with_tv, epsilon_with_tv, gaussian_like, gaussian_mu, on_lattice,
+                       total_tv)
 from . import _pld_error as err_mod
 from . import _pld_grid as grid
 from . import _pld_leaves as leaves_mod
@@ -138,6 +140,9 @@ class PLDAccountant(Accountant):
         self.interval = float(value_discretization_interval)
 
     def supports_leaf(self, leaf, neighboring):
+        if on_lattice(leaf):
+            # a discrete Gaussian with its lattice stated: the Gaussian of its mu, plus its TV
+            return True
         if not isinstance(leaf, (Gaussian, Laplace, PoissonSubsampledGaussian, ReportNoisyMax,
                                  Exponential, PureDP, ApproxDP)):
             return False
@@ -150,7 +155,7 @@ class PLDAccountant(Accountant):
     def _supports_leaves(self, leaves, relation):
         if not super()._supports_leaves(leaves, relation):
             return False
-        others = [n for l, n in leaves if not isinstance(l, Gaussian)]
+        others = [n for l, n in leaves if not gaussian_like(l)]
         return (len(others) <= MAX_DISTINCT_LEAVES and self._coarsest(leaves)[0] <= MAX_INTERVAL
                 and self._excess(leaves)[0] <= MAX_EXCESS)
 
@@ -165,11 +170,11 @@ class PLDAccountant(Accountant):
             rel = NeighboringRelation.REPLACE_ONE
         worst = (0.0, None)
         for leaf, n in leaves:
-            if not isinstance(leaf, Gaussian):
+            if not gaussian_like(leaf):
                 e = max(grid.excess(s) for s in _single_sides(leaf, rel, self.interval)
                         if s is not None)
                 worst = max(worst, (n * e, leaf.kind), key=lambda w: w[0])
-        mu2 = sum(n * l.mu ** 2 for l, n in leaves if isinstance(l, Gaussian))
+        mu2 = _mu2(leaves)
         if mu2 > 0:
             mu0, m = gaussian_split(math.sqrt(mu2))
             e = max(grid.excess(s) for s in _gaussian_base(mu0, self.interval) if s is not None)
@@ -179,15 +184,15 @@ class PLDAccountant(Accountant):
     def _coarsest(self, leaves):
         """(largest base interval any part of the plan needs, which part), from the declared
         parameters: decided before anything is built."""
-        widths = [(loss_width(l), l.kind) for l, _ in leaves if not isinstance(l, Gaussian)]
-        mu2 = sum(n * l.mu ** 2 for l, n in leaves if isinstance(l, Gaussian))
+        widths = [(loss_width(l), l.kind) for l, _ in leaves if not gaussian_like(l)]
+        mu2 = _mu2(leaves)
         if mu2 > 0:
             widths.append((gaussian_width(gaussian_split(math.sqrt(mu2))[0]), "gaussian"))
         width, kind = max(widths, key=lambda w: w[0])
         return math.ldexp(self.interval, grid.interval_exponent(width, self.interval)), kind
 
     def _limit_reason(self, leaves):
-        others = [n for l, n in leaves if not isinstance(l, Gaussian)]
+        others = [n for l, n in leaves if not gaussian_like(l)]
         if len(others) > MAX_DISTINCT_LEAVES:
             return (f"the pld accountant composes at most {MAX_DISTINCT_LEAVES} distinct non-Gaussian "
                     f"releases (this plan has {len(others)}); rdp answers such plans")
@@ -212,11 +217,11 @@ class PLDAccountant(Accountant):
         rel = (NeighboringRelation.REPLACE_ONE if relation == REPLACE_ONE
                else NeighboringRelation.ADD_OR_REMOVE_ONE)
         parts = []
-        mu2 = sum(n * l.mu ** 2 for l, n in leaves if isinstance(l, Gaussian))
+        mu2 = _mu2(leaves)
         if mu2 > 0:
             parts.append(_gaussian_sides(math.sqrt(mu2), self.interval, points))
         for leaf, n in leaves:
-            if not isinstance(leaf, Gaussian):
+            if not gaussian_like(leaf):
                 parts.append(_leaf_sides(leaf, n, rel, self.interval, points))
         return _compose_sides(parts, points)
 
@@ -227,12 +232,37 @@ class PLDAccountant(Accountant):
         return reason or super()._why_infinite(leaves, relation, delta)
 
     def _epsilon(self, leaves, relation, delta):
-        return safe_epsilon(lambda points: self.build(leaves, relation, points), delta,
-                            _safety(leaves))
+        def at(d):
+            return safe_epsilon(lambda points: self.build(leaves, relation, points), d,
+                                _safety(leaves))
+
+        # discrete Gaussians with their lattice stated: the Gaussian-replaced plan's epsilon at
+        # delta minus (1 + e^eps) T (``lattice.epsilon_with_tv``; docs/sensitivity.md 4.9.1),
+        # with the Renyi epsilon as the upper guess where it applies
+        tv = total_tv(leaves)
+        return epsilon_with_tv(at, delta, tv, _renyi_hint(leaves, relation, delta) if tv else None)
 
     def _delta(self, leaves, relation, epsilon):
-        return safe_delta(lambda points: self.build(leaves, relation, points), epsilon,
-                          _safety(leaves))
+        value = safe_delta(lambda points: self.build(leaves, relation, points), epsilon,
+                           _safety(leaves))
+        return delta_with_tv(value, epsilon, total_tv(leaves))
+
+
+def _mu2(leaves) -> float:
+    """sum n mu^2 of the leaves charged as one Gaussian: the Gaussians and the discrete
+    Gaussians with their lattice stated (at their Gaussian mu; their TV is added apart)."""
+    return sum(n * gaussian_mu(l) ** 2 for l, n in leaves if gaussian_like(l))
+
+
+def _renyi_hint(leaves, relation, delta):
+    """The Renyi epsilon of the plan (an upper guess for ``epsilon_with_tv``), or None."""
+    from .rdp import RDPAccountant
+
+    acc = RDPAccountant()
+    if not acc._supports_leaves(leaves, relation):
+        return None
+    value = acc._epsilon(leaves, relation, delta)
+    return value if math.isfinite(value) else None
 
 
 def _compose_sides(parts, points=None):

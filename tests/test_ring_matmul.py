@@ -2,8 +2,9 @@
 
 References are independent of the kernel: Python integers (object arrays, exact, reduced
 mod 2^64 at the end) on small shapes, numpy's uint64 einsum (wrapping integer sums) on larger
-ones.  The float64 limb path is reached with shapes at or above ``BLAS_MIN`` and its chunking
-with a small ``chunk`` (or, once, with the default chunk and a summation longer than it).
+ones.  ``ring_matmul`` sends results thinner than ``BLAS_MIN`` to einsum, so every 2-D check
+also runs the float64 limb path itself (``_limb_matmul``) on the same operands; its chunking is
+reached with a small ``chunk`` (or with the default chunk and a summation longer than it).
 """
 from __future__ import annotations
 
@@ -44,6 +45,13 @@ def _same(x, y):
     assert np.array_equal(x, y)
 
 
+def _check(a, b, expected, chunk=None):
+    """ring_matmul(a, b) and, for 2-D operands, the limb path on them, both equal ``expected``."""
+    _same(ring_matmul(a, b, chunk=chunk), expected)
+    if np.ndim(a) == 2 and np.ndim(b) == 2 and a.shape[1]:
+        _same(R._limb_matmul(a, b, chunk or max_chunk(), R.LIMB_OFFSETS), expected)
+
+
 def test_max_chunk_is_the_float64_bound():
     # 22-bit limbs: (2^22 - 1)^2 per term, so 512 terms stay <= 2^53 and 513 may not
     w = max(b - a for a, b in zip(R.LIMB_OFFSETS, list(R.LIMB_OFFSETS[1:]) + [64]))
@@ -57,7 +65,7 @@ def test_max_chunk_is_the_float64_bound():
 def test_small_shapes_against_python_integers(m, n, q, chunk):
     rng = np.random.default_rng(m * 1000 + n * 10 + q)
     a, b = _words(rng, (m, n)), _words(rng, (n, q))
-    _same(ring_matmul(a, b, chunk=chunk), _exact(a, b))
+    _check(a, b, _exact(a, b), chunk)
 
 
 def test_all_edge_value_pairs():
@@ -65,9 +73,9 @@ def test_all_edge_value_pairs():
     # every edge word against every other, in a summation of every length 1..len(EDGES)
     a = np.tile(e, (len(e), 1))                     # row r: all edges
     b = np.diag(e).astype(np.uint64)                # picks one edge per column
-    _same(ring_matmul(a, b), _exact(a, b))
+    _check(a, b, _exact(a, b))
     full = np.full((6, 600), MOD - 1, dtype=np.uint64)
-    _same(ring_matmul(full, full.T), _exact(full, full.T))   # (-1)(-1) n = n, 600 > chunk
+    _check(full, full.T, _exact(full, full.T))   # (-1)(-1) n = n, 600 > chunk
 
 
 def test_the_chunking_is_needed_and_done():
@@ -93,7 +101,7 @@ def test_property_against_python_integers(data):
     a = data.draw(hnp.arrays(np.uint64, (m, n), elements=words), label="a")
     b = data.draw(hnp.arrays(np.uint64, (n, q), elements=words), label="b")
     chunk = data.draw(st.one_of(st.none(), st.integers(1, 45)), label="chunk")
-    _same(ring_matmul(a, b, chunk=chunk), _exact(a, b))
+    _check(a, b, _exact(a, b), chunk)
 
 
 @settings(max_examples=15, deadline=None)
@@ -103,14 +111,16 @@ def test_property_past_the_default_chunk_against_einsum(m, q, n, seed):
     # summations longer than max_chunk(): the default chunking binds
     rng = np.random.default_rng(seed)
     a, b = _words(rng, (m, n)), _words(rng, (n, q))
-    _same(ring_matmul(a, b), np.einsum("ij,jk->ik", a, b))
+    _check(a, b, np.einsum("ij,jk->ik", a, b))
 
 
 def test_gram_blocks_against_einsum():
     rng = np.random.default_rng(5)
     A, B = _words(rng, (3000, 30)), _words(rng, (3000, 17))
-    _same(ring_matmul(A.T, B), np.einsum("ji,jk->ik", A, B))
-    _same(ring_matmul(A.T, A, chunk=77), np.einsum("ji,jk->ik", A, A))
+    _check(A.T, B, np.einsum("ji,jk->ik", A, B))
+    _check(A.T, A, np.einsum("ji,jk->ik", A, A), chunk=77)
+    G = _words(rng, (700, 70))               # past BLAS_MIN: ring_matmul takes the limbs itself
+    _same(ring_matmul(G.T, G), np.einsum("ji,jk->ik", G, G))
 
 
 def test_non_contiguous_operands():
@@ -119,7 +129,7 @@ def test_non_contiguous_operands():
     a = big[::2, 1::3]                              # strided rows and columns
     b = np.asfortranarray(_words(rng, (a.shape[1], 40)))[:, ::-2]
     assert not a.flags.c_contiguous and not b.flags.c_contiguous
-    _same(ring_matmul(a, b, chunk=5), _exact(a, b))
+    _check(a, b, _exact(a, b), chunk=5)
     v = big[::3, 7]
     _same(ring_vecmat(v, big[::3, ::2]), _exact(v, big[::3, ::2]))
 
@@ -147,6 +157,8 @@ def test_int64_words_are_their_twos_complement():
     a = rng.integers(-2 ** 63, 2 ** 63, size=(6, 11), dtype=np.int64)
     b = rng.integers(-2 ** 63, 2 ** 63, size=(11, 5), dtype=np.int64)
     _same(ring_matmul(a, b), _exact(a.view(np.uint64), b.view(np.uint64)))
+    _same(R._limb_matmul(a.view(np.uint64), b.view(np.uint64), 4, R.LIMB_OFFSETS),
+          _exact(a.view(np.uint64), b.view(np.uint64)))
 
 
 def test_refuses_non_words_and_bad_shapes():

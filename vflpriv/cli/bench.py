@@ -18,6 +18,7 @@ TARGETS = {
     "peers": "held-out real tables (flights, caravan, default; seeds 0-2): scikit-learn l1 CV, diffprivlib, opacus DP-SGD, fw, dpfw, dp-bcfw-secure; test AUC, log-loss, eps spent, bytes, seconds",
     "align": "private set intersection: vflpriv's ECDH-PSI (X25519, K parties, led by the label party) vs openmined-psi on the same ID sets (default 1e5 and 1e6 per party, 3 parties)",
     "network": "dp-bcfw-secure on a deployment across Linux network namespaces, links shaped (tbf rate, relay delay; default 1gbit and 100mbit, 20 ms RTT): wall time, bytes and time on the wire per phase",
+    "ring": "products over Z/2^64 (the secure paths' uint64 words): vector-matrix, sparse x dense and Gram blocks (n x p)^T (n x q), numpy's integer products vs vflpriv.kernels.ring_matmul (float64 BLAS limb products)",
     "sparse": "horizontal sparse methods: rounds/s at 100 clients, d=1000 dense and d=100000 sparse; vs a per-client loop",
 }
 

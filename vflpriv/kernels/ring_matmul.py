@@ -28,8 +28,9 @@ promotes the product to float64 (numpy's promotion of uint64 with int64 is float
 lose the low bits silently), and that the result is a uint64 ndarray.
 
 Size rule (public, no timing at run time): a 2-D x 2-D product whose result has fewer than
-``BLAS_MIN`` rows or columns goes through ``einsum`` (it is then a few vector products, memory
-bound as above); every other one through the limb products.  Signed inputs (int64) are read as
+``BLAS_MIN`` rows or columns goes through ``einsum`` (numpy's uint64 einsum is itself vectorized
+and the limb conversions would not pay off on a thin result); every other one through the limb
+products.  Signed inputs (int64) are read as
 their two's complement words, as ``ring.encode`` stores them.
 """
 from __future__ import annotations
@@ -41,11 +42,15 @@ __all__ = ["ring_matmul", "ring_vecmat", "ring_spmatmul", "max_chunk", "LIMB_OFF
 #: limb offsets (bits) of a word; limb i holds bits [o_i, o_{i+1}) (the last one up to bit 63)
 LIMB_OFFSETS = (0, 22, 43)
 
-#: a 2-D product whose result has fewer rows or columns than this is done as vector products
-#: (einsum).  For such thin results the limb products convert both operands to three float
-#: copies for little BLAS work; measured (docs/kernels.md, n = 2e4, 200 x m results) the two are
-#: even at m = 2 to 4 and the limbs ahead from m = 4 on, so only vector-like shapes stay on einsum.
-BLAS_MIN = 4
+#: a 2-D product whose result has fewer rows or columns than this is done by ``einsum``.  numpy's
+#: uint64 einsum over a shared summation axis is vectorized (about 0.37 ns per multiply-add on one
+#: core here), the limb products cost 6 float64 multiply-adds per word product plus the limb
+#: conversions of both operands, which a thin result does not amortize.  Measured in CPU time
+#: on one core, n = 2048 to 2e4 (docs/kernels.md, "Ring products"): einsum / limbs = 0.84 at
+#: 16 x 16, 1.10 at 32 x 32, 0.44 at 32 x 800, 0.84 at 50 x 800, 1.0 at 64 x 64, 1.12 at
+#: 200 x 200, 1.29 at 800 x 800.  So the limbs from 64 rows and columns on (more BLAS threads only
+#: move the break-even lower).
+BLAS_MIN = 64
 
 _U64 = np.uint64
 
@@ -152,7 +157,7 @@ def ring_matmul(a, b, *, chunk=None):
     if n == 0 or m == 0 or q == 0:
         return np.zeros((m, q), dtype=np.uint64)
     if min(m, q) < BLAS_MIN:
-        # a few vector products (size rule in the module docstring)
+        # a thin result (size rule, BLAS_MIN)
         return np.einsum("ij,jk->ik", a, b)
     return _limb_matmul(a, b, chunk, LIMB_OFFSETS)
 

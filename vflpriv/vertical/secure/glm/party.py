@@ -319,7 +319,10 @@ class GlmParty:
             o = peer_output(self.A_fx_T, z.z, tr.w_key, res.share)
             out = o if out is None else out + o
         if own_share is not None:
-            out = out + np.asarray(self.A_fx_T @ own_share, dtype=np.uint64).ravel()
+            from vflpriv.kernels.ring_matmul import ring_spmatmul
+
+            # in uint64 words throughout (scipy's sparse loop; no float64 promotion)
+            out = out + ring_spmatmul(self.A_fx_T, own_share).ravel()
         return decode(out, self.ring.score_bits) / self.n
 
     def select(self, g):

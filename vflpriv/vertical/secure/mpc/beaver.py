@@ -73,10 +73,13 @@ def masked_block_chunks(A_fx, mask_key, chunk_rows, start=0, stop=None):
 
 
 def _vec_mat(v, M):
-    """v^T M mod 2^64 (uint64 wraps).  ``einsum`` instead of ``@``: numpy's integer matmul is a
-    naive loop, einsum's is vectorized (about 4x faster here); the sum is exact in the ring, so
-    any order gives the same words."""
-    return np.einsum("i,ij->j", v, M)
+    """v^T M mod 2^64, by ``vflpriv.kernels.ring_matmul.ring_vecmat``: uint64 einsum, not
+    numpy's integer matmul (a naive loop, about 10x slower here); a vector product reads each
+    word of M once, so it is bound by memory and float64 BLAS limbs do not pay (docs/kernels.md,
+    "Ring products").  The sum is exact in the ring, so any order gives the same words."""
+    from vflpriv.kernels.ring_matmul import ring_vecmat
+
+    return ring_vecmat(v, M)
 
 
 def masked_product(chunks, v):
@@ -103,7 +106,10 @@ def holder_shares(chunks, v, w_share):
 def peer_output(A_fx_T, z, w_key, holder_share):
     """Party k: s_k = A_k^T z - w_k, plus h(k)'s (noised) share = A_k^T a_j (+ noise), in the
     ring."""
-    s_k = np.asarray(A_fx_T @ z, dtype=np.uint64).ravel()
+    from vflpriv.kernels.ring_matmul import ring_spmatmul
+
+    # scipy's O(nnz) loop in uint64, both operands checked to be words (no float64 promotion)
+    s_k = ring_spmatmul(A_fx_T, z).ravel()
     s_k = s_k - Prg(w_key).uint64(s_k.shape[0])
     return s_k + holder_share
 

@@ -53,7 +53,7 @@ def one_table(name):
 
     from vflpriv.bench.tables import load_table
     from vflpriv.vertical.metrics import split_rows
-    from vflpriv.vertical.secure import ssp as S
+    from vflpriv.vertical.secure.ssp import release as S
     from vflpriv.vertical.secure.defaults import default_row_clips
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -107,7 +107,7 @@ def one_table(name):
 
     from vflpriv.bench.tables import load_table
     from vflpriv.vertical.metrics import split_rows
-    from vflpriv.vertical.secure import ssp as S
+    from vflpriv.vertical.secure.ssp import release as S
     from vflpriv.vertical.secure.defaults import default_row_clips
 
     t = load_table(name)

@@ -69,7 +69,7 @@ def test_glm_scores_claim_and_noiseless_shift_match_the_closed_forms():
     import numpy as np
 
     from vflpriv.audit.secure import make_glm_scores
-    from vflpriv.vertical.secure.fourier import SigmoidSeries
+    from vflpriv.vertical.secure.mpc.fourier import SigmoidSeries
 
     s = SigmoidSeries()
     m = make_glm_scores()
@@ -102,7 +102,7 @@ def test_glm_intercept_claim_shift_and_audit():
     import numpy as np
 
     from vflpriv.audit.secure import make_glm_scores
-    from vflpriv.vertical.secure.fourier import SigmoidSeries
+    from vflpriv.vertical.secure.mpc.fourier import SigmoidSeries
 
     s = SigmoidSeries()
     m = make_glm_scores(intercept=True)

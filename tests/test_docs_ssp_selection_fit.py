@@ -66,7 +66,7 @@ def test_the_page_is_the_json():
 
 
 def test_shipped_weights_give_the_shipped_sensitivity():
-    from vflpriv.vertical.secure import ssp as S
+    from vflpriv.vertical.secure.ssp import release as S
 
     mod = _study()
     assert mod.weighted_sensitivity(1.0, 1.0, 1.0, 1.0) == pytest.approx(S.sensitivity(1.0))

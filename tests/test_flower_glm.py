@@ -78,7 +78,7 @@ def test_a_party_adds_noise_only_for_what_its_own_ledger_charged(tmp_path, monke
     """Issue 32 at the party: its holder gate is armed by its own ledger's charge in the role
     (message ``glm_round``), not by the server's word; a party that charged nothing refuses to
     add noise to its shares, naming itself and the round, and nothing was released."""
-    from vflpriv.vertical.secure.glm import GlmParty
+    from vflpriv.vertical.secure.glm.party import GlmParty
 
     monkeypatch.setattr(GlmParty, "charge", lambda self, t: None)    # the party's charge lost
     with pytest.raises(PartyRefused) as err:
@@ -156,7 +156,7 @@ def test_least_squares_holders_serve_only_what_their_own_ledgers_charged(tmp_pat
     """The same gate in the least-squares roles: a holder serves its new feature (or the label)
     only after its own ledger charged it; the gate's state survives between messages (a role
     is rebuilt for every message), so a party whose charge was lost refuses."""
-    from vflpriv.vertical.secure.protocol import SecureParty
+    from vflpriv.vertical.secure.squares.party import SecureParty
 
     kw = dict(algorithm="dp-bcfw-secure", epsilon=4.0, delta=1e-5, feature_bound=1.0,
               label_bound=3.0, iterations=2, seed=4, max_features=2)
@@ -235,7 +235,7 @@ def test_the_factors_kept_between_messages_live_on_the_partys_disk(monkeypatch):
     import pickle
 
     from vflpriv.runtime import roles
-    from vflpriv.vertical.secure import glm_remote
+    from vflpriv.vertical.secure.glm import roles as glm_remote
 
     seen, sizes = [], []
     get = glm_remote.GlmPartyRole.get_state

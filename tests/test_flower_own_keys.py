@@ -375,7 +375,7 @@ def test_an_offer_signed_for_one_purpose_is_refused_for_the_other(tmp_path):
     the reverse) does not verify, even under the right identity and run."""
     from vflpriv.runtime.keys import KeyRefused, accept_offer, load_identity, make_offer, \
         new_identity
-    from vflpriv.vertical.secure.channel import new_key_pair
+    from vflpriv.vertical.secure.mpc.channel import new_key_pair
 
     fp = new_identity(str(tmp_path / "p2.key"))
     ident = load_identity(str(tmp_path / "p2.key"))

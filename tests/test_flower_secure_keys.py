@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from vflpriv.runtime.keys import (KeyRefused, accept_offers, fingerprint, identity_public,
-                                 load_identity, make_offer, new_identity, parse_pins)
-from vflpriv.vertical.secure.channel import new_key_pair
+                                  load_identity, make_offer, new_identity, parse_pins)
+from vflpriv.vertical.secure.mpc.channel import new_key_pair
 
 
 def _sha256(data):

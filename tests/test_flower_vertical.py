@@ -249,7 +249,7 @@ def test_secure_on_flower_sim_equals_inprocess(tmp_path):
 
 def test_secure_channel_authenticates_sender_receiver_kind_round():
     from vflpriv.runtime.roles import Refused
-    from vflpriv.vertical.secure.channel import OVERHEAD, Channel, new_key_pair
+    from vflpriv.vertical.secure.mpc.channel import OVERHEAD, Channel, new_key_pair
 
     keys = [new_key_pair() for _ in range(3)]
     pubs = {k: pk for k, (_, pk) in enumerate(keys)}

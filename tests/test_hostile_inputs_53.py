@@ -43,7 +43,7 @@ def test_l1_projection_tiny_radius_lands_in_the_ball(r):
     """ssp's projection raised IndexError for a radius under the rounding of |v|_1 (after the
     release); it must return a point of the ball, and the exact one at ordinary radii."""
     from vflpriv.optim.l1ball import project_l1_ball
-    from vflpriv.vertical.secure.ssp import _project_l1
+    from vflpriv.vertical.secure.ssp.release import _project_l1
 
     rng = np.random.default_rng(0)
     for _ in range(5):

@@ -158,7 +158,7 @@ def test_a_party_sends_no_margin_without_every_peers_key(tmp_path):
     from vflpriv.model import messages as M
     from vflpriv.model.deployed import ScoringParty
     from vflpriv.runtime.roles import Refused
-    from vflpriv.vertical.secure.channel import pack_bundle
+    from vflpriv.vertical.secure.mpc.channel import pack_bundle
 
     paths, model, _ = party_files(tmp_path, K=4)
     run, cfgs = write_scoring(tmp_path, paths, model)

@@ -224,7 +224,7 @@ def test_secure_helpers_over_local_link_serve_only_what_their_own_ledgers_charge
     serves products for other holders (K - 2 per new feature), gated by its own ledger like the
     holder (issue 33); the gate's state survives between messages.  A helper whose charges of
     a round are lost refuses before drawing any noise, naming the release."""
-    from vflpriv.vertical.secure.protocol import SecureParty
+    from vflpriv.vertical.secure.squares.party import SecureParty
 
     kw = dict(PRIVATE, algorithm="dp-bcfw-secure", iterations=3, seed=4, max_features=2,
               label_party="all")

@@ -22,7 +22,8 @@ from vflpriv.data import VerticalData, load, make_synthetic
 from vflpriv.data import loaders, stream
 from vflpriv.errors import InputError
 from vflpriv.vertical import solve
-from vflpriv.vertical.secure import beaver, loop, protocol, ring, store
+from vflpriv.vertical.secure.mpc import beaver, ring, store
+from vflpriv.vertical.secure.squares import loop, party as protocol
 
 M64 = 2 ** 64
 
@@ -114,7 +115,7 @@ def test_chunked_and_spilled_run_is_bit_identical_to_one_chunk(monkeypatch):
     assert [r.event for r in chunked.ledger.records] == [r.event for r in whole.ledger.records]
     bw, bc = whole.extra["bytes_by_type"], chunked.extra["bytes_by_type"]
     frames = -(-D.n // 7)
-    from vflpriv.vertical.secure import messages as SM
+    from vflpriv.vertical.secure.mpc import messages as SM
     per_frame = SM.HEADER_BYTES + 12
     K = D.K
     # each party's block goes to its helper only: K blocks of ``frames`` frames

@@ -95,7 +95,7 @@ def test_private_run_charges_the_release_once_with_the_closed_form_sensitivity(t
 def test_a_party_refuses_to_release_its_sums_without_its_own_charge():
     from accounting import BudgetFilter
     from vflpriv.vertical.privacy import MemoryLedger
-    from vflpriv.vertical.secure.protocol import SecureParty
+    from vflpriv.vertical.secure.squares.party import SecureParty
 
     p = SecureParty(0, np.ones((5, 2)), np.ones(5), 1.0, frac=20, private=True,
                     feature_bound=1.0, label_bound=1.0, row_clip=1.0, noise="gumbel",

@@ -2,7 +2,7 @@
 31): the server's checkpoint holds no party state; every party saves its own (generator, x_k, u_k, c_k, the cross-products released to it,
 A_k^T y + noise, its selected set, how many of its own ledger's records precede the save) on
 its own disk when the server checkpoints, and resumes from it, replaying its own ledger's records
-of the redone rounds (vflpriv/vertical/secure/saves.py).
+of the redone rounds (vflpriv/vertical/secure/checkpoints/saves.py).
 
 References: the uninterrupted run with the same seed on the same backend's roles (the roles over
 the in-process LocalLink; tests/test_flower_vertical.py and test_secure_intercept.py show they

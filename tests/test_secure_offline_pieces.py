@@ -1,4 +1,4 @@
-"""dp-bcfw-secure's offline phase over a link, in pieces (vflpriv/vertical/secure/remote.py):
+"""dp-bcfw-secure's offline phase over a link, in pieces (vflpriv/vertical/secure/squares/roles.py):
 each message carries a bounded number of rows of the masked blocks, the parties keep what they
 receive in files on their own disk (the pickled role state only names them), and the files are
 removed when the run ends, also when a party refuses.  The pieces are entered at their place in
@@ -15,9 +15,10 @@ from vflpriv.data import VerticalData, make_synthetic
 from vflpriv.runtime.link import LocalLink
 from vflpriv.vertical import remote as VR
 from vflpriv.vertical.api import solve
-from vflpriv.vertical.secure import beaver, remote as SR
-from vflpriv.vertical.secure.protocol import CHUNK_ROWS
-from vflpriv.vertical.secure.ring import Prg
+from vflpriv.vertical.secure.mpc import beaver
+from vflpriv.vertical.secure.squares import roles as SR
+from vflpriv.vertical.secure.squares.party import CHUNK_ROWS
+from vflpriv.vertical.secure.mpc.ring import Prg
 
 KEY = bytes(range(16))
 PRIVATE = dict(algorithm="dp-bcfw-secure", epsilon=4.0, delta=1e-5, feature_bound=1.0,

@@ -16,7 +16,7 @@ from vflpriv.cli.main import main
 from vflpriv.data import VerticalData
 from vflpriv.errors import InputError
 from vflpriv.vertical import solve
-from vflpriv.vertical.secure.glm_run import model_intercepts, pgd_step_size
+from vflpriv.vertical.secure.glm.loop import model_intercepts, pgd_step_size
 
 BLOCKS = [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
 

@@ -24,8 +24,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vflpriv.audit.views import PATHS, classification, findings, run_logged
-from vflpriv.vertical.secure import protocol
-from vflpriv.vertical.secure.ring import Prg, encode
+from vflpriv.vertical.secure.squares import party as protocol
+from vflpriv.vertical.secure.mpc.ring import Prg, encode
 
 N = 24
 SMALL = np.uint64(1 << 56)
@@ -111,7 +111,7 @@ def test_the_checks_catch_one_mask_shared_by_every_peer(monkeypatch):
     """The protocol before the fix (one vector mask per product, shared by the peers) at K = 3:
     the bookkeeping names a party, and the attack recovers the label exactly at the party that
     helps a block and is itself a peer of the label's product."""
-    from vflpriv.vertical.secure import ring
+    from vflpriv.vertical.secure.mpc import ring
 
     real = ring.KeySource.key
 
@@ -147,7 +147,7 @@ def test_the_checks_catch_one_mask_shared_by_every_peer(monkeypatch):
 
 def test_the_holder_refuses_one_mask_for_two_peers():
     from vflpriv.errors import InputError
-    from vflpriv.vertical.secure import messages as SM
+    from vflpriv.vertical.secure.mpc import messages as SM
 
     key = bytes(16)
     with pytest.raises(InputError, match="one vector mask for two peers"):

@@ -16,9 +16,9 @@ from vflpriv.data import VerticalData, make_synthetic
 from vflpriv.errors import InputError
 from vflpriv.vertical import solve
 from vflpriv.vertical.privacy import MemoryLedger
-from vflpriv.vertical.secure import beaver, messages as SM, ring
+from vflpriv.vertical.secure.mpc import beaver, messages as SM, ring
 from vflpriv.vertical.secure import privacy as SP
-from vflpriv.vertical.secure.protocol import SecureParty
+from vflpriv.vertical.secure.squares.party import SecureParty
 
 
 def _data(n=400, d=40, K=3, seed=1):

@@ -16,13 +16,13 @@ from accounting import DistributedDiscreteGaussian, Gaussian, SelfComposed, get_
 from vflpriv.data import VerticalData, make_synthetic
 from vflpriv.errors import InputError
 from vflpriv.vertical import solve
-from vflpriv.vertical.secure import messages as SM
+from vflpriv.vertical.secure.mpc import messages as SM
 from vflpriv.vertical.secure import privacy as SP
-from vflpriv.vertical.secure.beaver import Dealer
-from vflpriv.vertical.secure.fourier import SigmoidSeries, unit_factors
-from vflpriv.vertical.secure.glm import GlmParty, offline_receivers, ring_plan, round_scores
-from vflpriv.vertical.secure.protocol import CHUNK_ROWS, Network
-from vflpriv.vertical.secure.ring import KeySource, encode
+from vflpriv.vertical.secure.mpc.beaver import Dealer
+from vflpriv.vertical.secure.mpc.fourier import SigmoidSeries, unit_factors
+from vflpriv.vertical.secure.glm.party import GlmParty, offline_receivers, ring_plan, round_scores
+from vflpriv.vertical.secure.squares.party import CHUNK_ROWS, Network
+from vflpriv.vertical.secure.mpc.ring import KeySource, encode
 
 SERIES = SigmoidSeries()
 
@@ -389,7 +389,7 @@ def test_spilled_masked_blocks_give_the_same_run(monkeypatch, tmp_path):
     (x, objectives, ledger events, bytes by type), and leaves no spill file behind."""
     import tempfile
 
-    import vflpriv.vertical.secure.store as ST
+    import vflpriv.vertical.secure.mpc.store as ST
 
     D = _logistic(n=300, d=6, K=3)
     kw = dict(**GLM, iterations=6, epsilon=2.0,
@@ -435,7 +435,7 @@ def test_glm_holders_add_noise_only_for_rounds_their_ledgers_charged():
     from accounting import BudgetFilter
 
     from vflpriv.vertical.privacy import MemoryLedger
-    from vflpriv.vertical.secure.glm import round_event, round_scores
+    from vflpriv.vertical.secure.glm.party import round_event, round_scores
     from vflpriv.vertical.secure.local import Network
 
     D = _logistic(n=120, d=6, K=2)

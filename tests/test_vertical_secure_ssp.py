@@ -1,6 +1,6 @@
 """dp-bcfw-secure's ssp path (``logistic_path="ssp"``): the sufficient statistics of the logistic
 loss's expansion released once under secret sharing, the model fitted from them
-(vflpriv/vertical/secure/ssp.py, ssp_run.py; docs/sensitivity.md 4.10)."""
+(vflpriv/vertical/secure/ssp/release.py, ssp_run.py; docs/sensitivity.md 4.10)."""
 from __future__ import annotations
 
 import json
@@ -20,11 +20,11 @@ from vflpriv.cli.main import main
 from vflpriv.data import VerticalData
 from vflpriv.errors import InputError
 from vflpriv.vertical import solve
-from vflpriv.vertical.secure import messages as SM
-from vflpriv.vertical.secure import ssp as S
-from vflpriv.vertical.secure import ssp_run as R
+from vflpriv.vertical.secure.mpc import messages as SM
+from vflpriv.vertical.secure.ssp import release as S
+from vflpriv.vertical.secure.ssp import solve as R
 from vflpriv.vertical.secure.local import LocalParties
-from vflpriv.vertical.secure.protocol import clip_block, prepare_block
+from vflpriv.vertical.secure.squares.party import clip_block, prepare_block
 
 BLOCKS = [[0, 1, 2], [3, 4], [5, 6, 7, 8]]
 
@@ -399,7 +399,7 @@ def test_over_a_link_each_party_serves_only_what_its_own_ledger_charged(tmp_path
     charges it) is refused the first product by its holder, before any noise is drawn; a server
     asking for the statistics twice is refused the second time."""
     from vflpriv.runtime.link import PartyRefused
-    from vflpriv.vertical.secure import ssp_remote as SR
+    from vflpriv.vertical.secure.ssp import roles as SR
 
     A, y = _classification(n=60)
     kw = dict(algorithm="dp-bcfw-secure", loss="logistic", logistic_path="ssp", label_party=1,

@@ -103,14 +103,9 @@ def serve(connect, spec, progress=None) -> dict:
 def _calibration(inner) -> dict:
     """What the training was calibrated to: least squares' noise plan, or the logistic paths'
     sigma and row clips (the ssp path's in the data's units, with its public scale s)."""
-    plan = inner.get("secure", {}).get("noise_plan")
-    if plan is not None:
-        return plan.to_dict()
-    if "ssp" in inner:
-        s = inner["ssp"]
-        return {"sigma": s["sigma"], "row_clips": [c / s["scale"] for c in s["clips"]],
-                "scale": s["scale"]}
-    return {"sigma": inner["glm"]["sigma"], "row_clips": inner["glm"]["clips"]}
+    from ..vertical.secure import paths
+
+    return paths.of_family(inner["family"]).calibration(inner)
 
 
 def _write_model(spec, res):

@@ -39,7 +39,7 @@ SECONDS = 0xFFFF
 
 
 def _bundle():
-    from ..vertical.secure.channel import pack_bundle, unpack_bundle
+    from ..vertical.secure.mpc.channel import pack_bundle, unpack_bundle
 
     return pack_bundle, unpack_bundle
 

@@ -35,9 +35,9 @@ def make_selection(noise: str = "gumbel", n: int = 8, p: int = 4, feature_bound:
     import numpy as np
 
     from vflpriv.vertical.privacy import index_event
-    from vflpriv.vertical.secure import messages as SM
+    from vflpriv.vertical.secure.mpc import messages as SM
     from vflpriv.vertical.secure import privacy as SP
-    from vflpriv.vertical.secure.protocol import SecureParty
+    from vflpriv.vertical.secure.squares.party import SecureParty
 
     Ba, By = feature_bound, label_bound
     clips = SP.row_clips(Ba, None, [p, 1])
@@ -87,10 +87,10 @@ def make_release(n: int = 4, p: int = 2, feature_bound: float = 1.0, row_clip: f
     import numpy as np
 
     from accounting import calibrate
-    from vflpriv.vertical.secure import beaver, ring
-    from vflpriv.vertical.secure import messages as SM
+    from vflpriv.vertical.secure.mpc import beaver, ring
+    from vflpriv.vertical.secure.mpc import messages as SM
     from vflpriv.vertical.secure import privacy as SP
-    from vflpriv.vertical.secure.protocol import SecureParty
+    from vflpriv.vertical.secure.squares.party import SecureParty
 
     Ba, C = feature_bound, row_clip
     clips = SP.row_clips(Ba, C, [p, 1])
@@ -155,10 +155,10 @@ def make_release_routed(n: int = 4, p: int = 2, feature_bound: float = 1.0,
     import numpy as np
 
     from accounting import calibrate
-    from vflpriv.vertical.secure import beaver, ring
-    from vflpriv.vertical.secure import messages as SM
+    from vflpriv.vertical.secure.mpc import beaver, ring
+    from vflpriv.vertical.secure.mpc import messages as SM
     from vflpriv.vertical.secure import privacy as SP
-    from vflpriv.vertical.secure.protocol import SecureParty
+    from vflpriv.vertical.secure.squares.party import SecureParty
 
     Ba, C, K = feature_bound, row_clip, 3
     sizes = [p, p, 1]
@@ -225,7 +225,7 @@ def make_intercept(n: int = 4, label_bound: float = 1.0, epsilon: float = 1.0,
 
     from accounting import calibrate
     from vflpriv.vertical.secure import privacy as SP
-    from vflpriv.vertical.secure.protocol import SecureParty
+    from vflpriv.vertical.secure.squares.party import SecureParty
 
     By = label_bound
     clips = SP.row_clips(1.0, None, [1, 1])
@@ -294,13 +294,13 @@ def make_glm_scores(epsilon: float = 1.0, n: int = 2, feature_bound: float = 1.0
     import numpy as np
 
     from accounting import calibrate
-    from vflpriv.vertical.secure import messages as SM
-    from vflpriv.vertical.secure.beaver import Dealer
-    from vflpriv.vertical.secure.fourier import SigmoidSeries
-    from vflpriv.vertical.secure.glm import (CHUNK_ROWS, GlmParty, glm_sensitivity,
-                                             ring_plan, round_event, round_scores)
-    from vflpriv.vertical.secure.protocol import Network
-    from vflpriv.vertical.secure.ring import KeySource
+    from vflpriv.vertical.secure.mpc import messages as SM
+    from vflpriv.vertical.secure.mpc.beaver import Dealer
+    from vflpriv.vertical.secure.mpc.fourier import SigmoidSeries
+    from vflpriv.vertical.secure.glm.party import (CHUNK_ROWS, GlmParty, glm_sensitivity, ring_plan,
+                                                   round_event, round_scores)
+    from vflpriv.vertical.secure.squares.party import Network
+    from vflpriv.vertical.secure.mpc.ring import KeySource
 
     series = SigmoidSeries()
     D, C, Ba = series.derivative_bound, float(row_clip), float(feature_bound)

@@ -24,11 +24,11 @@ DELTA = 1e-5
 def make_ssp(epsilon: float = 1.0, noise_factor: float = 1.0) -> AuditMechanism:
     import numpy as np
 
-    from vflpriv.vertical.secure import ring
-    from vflpriv.vertical.secure import ssp as S
+    from vflpriv.vertical.secure.mpc import ring
+    from vflpriv.vertical.secure.ssp import release as S
     from vflpriv.vertical.secure.local import LocalParties
-    from vflpriv.vertical.secure.protocol import prepare_block
-    from vflpriv.vertical.secure.ssp_run import _release, make_parties
+    from vflpriv.vertical.secure.squares.party import prepare_block
+    from vflpriv.vertical.secure.ssp.solve import _release, make_parties
 
     n, sizes, By, Ba = 2, [2, 2], 1.0, 1.0
     clips = [Ba * 2 ** 0.25] * 2                     # the default rule B_a p_k^(1/4)

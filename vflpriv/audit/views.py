@@ -139,12 +139,12 @@ def run_kwargs(path, L, seed=0, iterations=3):
     """The ``solve`` options of one private run of ``path`` with the label at party ``L``."""
     kw = dict(algorithm="dp-bcfw-secure", label_party=int(L), epsilon=1.0, delta=1e-6,
               feature_bound=1.0, label_bound=1.0, seed=seed)
-    if path == "squares":
-        kw.update(loss="squared", iterations=iterations, eta=1.0)
-    else:
-        kw.update(loss="logistic", logistic_path=path)
-        if path == "glm":
-            kw.update(iterations=iterations, eta=1.0)
+    from ..vertical.secure import paths
+
+    chosen = paths.get(path)
+    kw.update(chosen.options)
+    if chosen.rounds:
+        kw.update(iterations=iterations, eta=1.0)
     return kw
 
 
@@ -176,7 +176,7 @@ def unmasked(receipts):
     holds, x - PRG(key) or x + PRG(key) (the stream entered where x's words start) must not be
     fixed-point data (all words below 2^56 in absolute value; a masked word is uniform).  Returns
     the sentences of what it unmasked."""
-    from ..vertical.secure.ring import Prg
+    from ..vertical.secure.mpc.ring import Prg
 
     lim = np.uint64(1 << 56)
 

@@ -70,9 +70,9 @@ def _timed(data, rounds, also=None, **kw):
 
 def _masked_blocks(data, frac):
     """Every party's masked block E_k (the words the offline phase sends), recomputed."""
-    from ..vertical.secure.beaver import masked_block_chunks
-    from ..vertical.secure.protocol import CHUNK_ROWS, SecureParty
-    from ..vertical.secure.ring import KeySource
+    from ..vertical.secure.mpc.beaver import masked_block_chunks
+    from ..vertical.secure.squares.party import CHUNK_ROWS, SecureParty
+    from ..vertical.secure.mpc.ring import KeySource
 
     keys = KeySource(0)
     out = {}

@@ -168,7 +168,7 @@ def spec_from_schemas(args, checked_spec_options, written) -> int:
     from ..flower.spec import write_description
     from ..vertical.scale import auto_eta
     from ..vertical.secure import planned
-    from ..vertical.secure.remote import pin_identities
+    from ..vertical.secure.squares.roles import pin_identities
     from . import run as R
 
     checked_spec_options(args)

@@ -100,7 +100,7 @@ def add_problem_arguments(p):
     p.add_argument("--partition", default=None,
                    help="balanced (eq. 11) | random | explicit groups '0-9,12;10-11,13-19' "
                         "(default balanced, or the shipped data set's own split)")
-    from ..vertical.config import DEFAULT_ALGORITHM
+    from ..vertical.config import DEFAULT_ALGORITHM, LOGISTIC_PATHS
 
     p.add_argument("--algorithm", default=DEFAULT_ALGORITHM,
                    choices=["dp-bcfw", "bcfw", "fw", "dpfw", "dfw", "dp-bcfw-secure"],
@@ -161,7 +161,7 @@ def add_problem_arguments(p):
                         "collude with the label party (together they see the margins in the "
                         "clear) and no party colludes with the server; no other party ever "
                         "holds a share of the derivatives")
-    p.add_argument("--logistic-path", choices=("glm", "ssp"), default=None,
+    p.add_argument("--logistic-path", choices=LOGISTIC_PATHS, default=None,
                    help="dp-bcfw-secure, logistic loss: ssp (default; the loss's expansion at "
                         "0, its sufficient statistics released once and the model fitted from "
                         "them, on every backend), glm (the loss's derivatives under secret "
@@ -773,11 +773,8 @@ def _print_comparison(cmp):
 def _summary(sol, out):
     w = sys.stdout.write
     chose = (sol.selection or {}).get("seconds")
-    # the ssp path has no rounds: one release, then the server's fit (its solver's iterations)
-    fit_its = sol.extra.get("fit_iterations")
-    rounds = (f"ssp path (one release, then the fit: "
-              + (f"{fit_its} solver iterations)" if fit_its else "closed form)")
-              if sol.extra.get("path") == "ssp" else f"{sol.iterations} iterations")
+    path = _secure_path(sol)
+    rounds = path.rounds_text(sol) if path else f"{sol.iterations} iterations"
     w(f"{sol.algorithm}: {rounds}, K={sol.K}, n={sol.n}, "
       f"{sol.seconds:.2f} s" + (f" ({chose:.2f} s of it choosing eta)" if chose else "") + "\n")
     w(f"  objective {out['initial_objective']:.6g} -> {out['final_objective']:.6g}, "
@@ -799,16 +796,13 @@ def _summary(sol, out):
         w(f"  uplink {_fmt_bytes(up)} payload ({_fmt_bytes(sum(sol.uplink_framed))} framed); "
           f"raw columns would be {_fmt_bytes(naive)}{full}\n")
         w(f"  downlink {_fmt_bytes(sum(sol.downlink))} payload\n")
-        if sol.algorithm == "dp-bcfw-secure":
-            w(_secure_bytes(sol) + "\n")
+        if path:
+            w(f"  trust: {_trust(sol)}\n" + path.bytes_line(sol, _by_kind(sol), _fmt_bytes)
+              + "\n")
     if sol.privacy:
         w(f"  {'deployment: ' if sol.deployment else ''}{sol.deployment_note}\n")
     if not sol.privacy:
-        what = ("exact scores A_k^T l'(Ax, y) reach each party" if sol.extra.get("path") == "glm"
-                else "the exact moments of the rows reach the server"
-                if sol.extra.get("path") == "ssp"
-                else "exact cross-products A_k^T a_j are revealed"
-                if sol.algorithm == "dp-bcfw-secure"
+        what = (path.nonprivate_note if path
                 else "exact scores and noiseless columns are shared")
         w(f"  privacy: none (non-private run: {what})\n")
     else:
@@ -820,54 +814,32 @@ def _summary(sol, out):
           f"{pr['target_epsilon']:g}, {pr['releases']} ledger records\n")
 
 
+def _secure_path(sol):
+    """The dp-bcfw-secure path of ``sol`` (``secure.paths``), None for other algorithms."""
+    if sol.algorithm != "dp-bcfw-secure":
+        return None
+    from ..vertical.secure import paths
+
+    return paths.of_solution(sol)
+
+
 def _helpers(sol, data):
     """``secure.helpers``: entry k lists the parties that hold k's masked block and help its
-    products (``secure/trust.py``)."""
-    from ..vertical.secure.trust import helpers
-
-    return helpers(sol.K, sol.extra.get("path"), sol.extra.get("label_party"),
-                   sol.extra.get("helper_party"))
+    products."""
+    x = sol.extra
+    return _secure_path(sol).helpers(sol.K, x.get("label_party"), x.get("helper_party"))
 
 
 def _trust(sol):
-    from ..vertical.secure.trust import statement
-
     x = sol.extra
-    return f"  trust: {statement(sol.K, x.get('path'), x.get('label_party'), x.get('helper_party'))}\n"
+    return _secure_path(sol).trust(sol.K, x.get("label_party"), x.get("helper_party"))
 
 
-def _secure_bytes(sol):
-    """Where dp-bcfw-secure's bytes go (framed, summed over senders and receivers' copies)."""
+def _by_kind(sol):
+    """``by_kind(*names)``: the framed bytes of those wire messages, summed over senders and
+    receivers' copies."""
     by = sol.extra.get("bytes_by_type", {})
-    get = lambda *names: sum(by.get(n, [0, 0])[1] for n in names)  # noqa: E731
-    if sol.extra.get("path") == "glm":
-        return (_trust(sol) +
-                f"  secure (logistic, label at party {sol.extra['label_party']}, helper party "
-                f"{sol.extra['helper_party']}): masked blocks {_fmt_bytes(get('MaskedBlock'))} "
-                f"(once), margin shares {_fmt_bytes(get('MarginShare', 'MarginKey'))}, sigmoid "
-                f"factors {_fmt_bytes(get('MaskedFactors', 'FactorTriple'))}, intercept "
-                f"{_fmt_bytes(get('InterceptShare'))}, score products "
-                f"{_fmt_bytes(get('MaskedVector', 'ResultShare', 'TripleToHolder', 'TripleToPeer'))}"
-                f", indices and selections {_fmt_bytes(get('SecureIndex', 'Selections'))}")
-    if sol.extra.get("path") == "ssp":
-        return (_trust(sol) +
-                f"  secure (logistic by its expansion at 0, the statistics sum_r z_r z_r^T "
-                f"released once; label at party {sol.extra['label_party']}, no rounds): masked "
-                f"blocks {_fmt_bytes(get('MaskedBlock'))} (once, to each block's helper), masked "
-                f"vectors {_fmt_bytes(get('MaskedVector'))}, result shares "
-                f"{_fmt_bytes(get('ResultShare'))}, dealer triples "
-                f"{_fmt_bytes(get('TripleToHolder', 'TripleToHelper', 'TripleToPeer', 'VectorKey'))}, the "
-                f"parties' statistics {_fmt_bytes(get('GramPart'))}")
-    head = "  secure"
-    return _trust(sol) + (f"{head}: {sol.extra['secure_products']} products; masked blocks "
-            f"{_fmt_bytes(get('MaskedBlock'))} (once: each party's n x p_k block, one-time-padded, "
-            f"to its helper party k + 1 mod K), masked vectors {_fmt_bytes(get('MaskedVector'))}, "
-            f"result shares {_fmt_bytes(get('ResultShare'))}, dealer triples "
-            f"{_fmt_bytes(get('TripleToHolder', 'TripleToHelper', 'TripleToPeer', 'VectorKey'))}, indices "
-            f"and selections "
-            f"{_fmt_bytes(get('SecureIndex', 'Selections', 'SelectionsB'))}"
-            + (f", intercept sums {_fmt_bytes(get('NoisySums'))} (once)"
-               if get('NoisySums') else ""))
+    return lambda *names: sum(by.get(n, [0, 0])[1] for n in names)
 
 
 def _plot(sol, path):
@@ -893,7 +865,7 @@ def _plot(sol, path):
         k = np.arange(sol.K)
         ax.bar(k - 0.2, sol.uplink, width=0.4, label="uplink (payload)")
         ax.bar(k + 0.2, sol.uplink_naive, width=0.4,
-               label="partial margins" if sol.extra.get("path") == "glm" else "raw columns")
+               label=_secure_path(sol).naive_label if _secure_path(sol) else "raw columns")
         ax.set_xticks(k)
         ax.set_xlabel("party")
         ax.set_ylabel("bytes")

@@ -42,8 +42,7 @@ import time
 
 import numpy as np
 
-from ..align.phase import (SECONDS, PsiPhase, aligned_path, record_failure, relay,
-                           split_seconds)
+from ..align.phase import SECONDS, PsiPhase, aligned_path, record_failure, relay, split_seconds
 from ..errors import InputError
 from ..runtime.roles import PartyRole, Refused
 
@@ -52,7 +51,7 @@ PSI_KINDS = ("setup", "psi_points", "psi_match", "psi_rows")
 
 
 def _bundle():
-    from ..vertical.secure.channel import pack_bundle, unpack_bundle
+    from ..vertical.secure.mpc.channel import pack_bundle, unpack_bundle
 
     return pack_bundle, unpack_bundle
 

@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 from ..errors import InputError
-from ..vertical.secure.ring import Prg, decode, encode_round
+from ..vertical.secure.mpc.ring import Prg, decode, encode_round
 
 SCALE_BITS = 32
 #: largest |partial margin| the 64-bit ring holds at 32 fractional bits, with headroom

@@ -17,9 +17,9 @@ import importlib
 
 FAMILIES = {
     "vertical": ("vflpriv.vertical.remote", "serve", "VerticalParty"),
-    "secure": ("vflpriv.vertical.secure.remote", "serve", "SecurePartyRole"),
-    "glm": ("vflpriv.vertical.secure.glm_remote", "serve", "GlmPartyRole"),
-    "ssp": ("vflpriv.vertical.secure.ssp_remote", "serve", "SspPartyRole"),
+    "secure": ("vflpriv.vertical.secure.squares.roles", "serve", "SecurePartyRole"),
+    "glm": ("vflpriv.vertical.secure.glm.roles", "serve", "GlmPartyRole"),
+    "ssp": ("vflpriv.vertical.secure.ssp.roles", "serve", "SspPartyRole"),
     "sparse": ("vflpriv.sparse.remote", "serve", "SparseParty"),
     "horizontal": ("vflpriv.horizontal.remote", "serve", "StrategyParty"),
     "fedp3": ("vflpriv.horizontal.fedp3_remote", "serve", "FedP3Party"),

@@ -113,10 +113,10 @@ def _resolve_eta(cfg, data):
 
     from .scale import auto_eta
 
-    if cfg.resolved_logistic_path == "ssp":
-        # the ssp path fits by a ridge, not over l1 balls (secure/ssp.py): "auto" keeps none
-        return cfg, ("no l1 ball: the ssp path's ridge (lambda = sigma sqrt(d + 2), from the "
-                     "noise) regularizes; an explicit eta bounds each party's l1 norm"), None
+    ridge = getattr(cfg.secure_path, "ridge_note", None)
+    if ridge:
+        # a path that fits by a ridge, not over l1 balls (the ssp path): "auto" keeps none
+        return cfg, ridge, None
     eta, why = auto_eta(cfg.loss_fn.name, data.K, cfg.feature_bound, cfg.label_bound, data)
     if cfg.algorithm == "fw" and cfg.step == "line":
         from ..optim.eta_cv import FOLDS, GRID, cross_validate_eta

@@ -157,14 +157,14 @@ def choose_logistic_path(algorithm, loss):
     return "ssp", SSP_DEFAULT_RULE
 
 
-def check_step(step, algorithm, loss, logistic_path):
+def check_step(step, algorithm, loss, logistic_path, steps=()):
     """None (the default: "line" for fw; "fw" for dp-bcfw-secure's glm path, where it stays None
     in the config so that the path's choice does not read it as given), or a step rule:
     for the non-private ``fw``, "line" (exact line search; its ``eta="auto"`` is then
     cross-validated, ``vflpriv.optim.eta_cv``) or "fw" (Jaggi's 2 / (t + 2), paper 004's FW
     baseline); for dp-bcfw-secure's logistic glm path, "fw" or "pgd": how its parties move on
-    their noisy scores (docs/vertical.md)."""
-    glm = (algorithm, loss, logistic_path) == ("dp-bcfw-secure", "logistic", "glm")
+    their noisy scores (docs/vertical.md).  ``steps``: the rules the run's secure path takes
+    (``paths.SecurePath.steps``)."""
     if algorithm == "fw":
         if step is None:
             return "line"
@@ -179,11 +179,11 @@ def check_step(step, algorithm, loss, logistic_path):
                          f"for the non-private fw, got algorithm {algorithm!r}")
     if step not in ("fw", "pgd"):
         raise InputError(f"step must be 'fw', 'pgd' or 'line', got {step!r}")
-    if not glm and step != "fw":
+    if step not in (steps or ("fw",)):
         raise InputError(f"step 'pgd' is for dp-bcfw-secure's logistic glm path (its parties "
                          f"see their whole noisy scores every round), got {algorithm} / {loss}"
                          + (f" / logistic_path {logistic_path!r}" if logistic_path else ""))
-    return step if glm else None
+    return step if steps else None
 
 
 def check_epsilon(epsilon, delta):
@@ -347,19 +347,11 @@ class VerticalConfig:
         path = self.resolved_logistic_path
         how = f"logistic_path {path!r}" if self.logistic_path else \
             f"the default logistic_path {path!r}"
-        if path == "ssp" and self.step is not None:
-            raise InputError(f"step is for dp-bcfw-secure's logistic glm path (its rounds; "
-                             f"--logistic-path glm); {how} is one release and a fit, got step "
-                             f"{self.step!r}")
-        if path == "ssp" and self.reference and self.eta == "auto":
-            raise InputError(f"reference certifies the optimum over the run's l1 balls; {how} "
-                             f"with eta 'auto' fits without any (a ridge): give --eta (the "
-                             f"radius per party its fit then keeps) or --logistic-path glm")
-        self._set("step", check_step(self.step, self.algorithm, self.loss_fn.name, path))
-        if path == "ssp" and self.helper_party is not None:
-            raise InputError(f"{how} has no helper party (it runs the least-squares "
-                             f"products; --logistic-path glm has one), got helper_party "
-                             f"{self.helper_party!r}")
+        secure = self.secure_path
+        if secure is not None:
+            secure.check_config(self, how)
+        self._set("step", check_step(self.step, self.algorithm, self.loss_fn.name, path,
+                                     () if secure is None else secure.steps))
 
     def _check_run_control(self):
         """Checkpoints: where they apply, how often, and what resuming needs."""
@@ -386,6 +378,17 @@ class VerticalConfig:
     def private(self) -> bool:
         """A finite epsilon: every release is noised and charged."""
         return math.isfinite(self.epsilon)
+
+    @property
+    def secure_path(self):
+        """The dp-bcfw-secure path of this run (``secure.paths``; None for every other
+        algorithm and for a loss dp-bcfw-secure refuses)."""
+        if self.algorithm != "dp-bcfw-secure" or self.loss_fn.name not in ("squared",
+                                                                           "logistic"):
+            return None
+        from .secure import paths
+
+        return paths.of(self.loss_fn.name, self.resolved_logistic_path)
 
     @property
     def resolved_logistic_path(self):

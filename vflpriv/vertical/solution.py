@@ -62,13 +62,8 @@ class Solution:
 
     @property
     def deployment_note(self):
-        if self.deployment and self.extra.get("path") == "ssp":
-            # the products across parties carry the exact discrete Gaussian of the ring (4.9);
-            # each party's own block and the label's products are noised by numpy's Gaussian
-            return ("noise from OS entropy; the products across parties carry the exact discrete "
-                    "Gaussian, each party's own block and the label party's own products a "
-                    "floating-point Gaussian, not protected against Mironov's attack "
-                    "(docs/audit.md section 4)")
+        if self.deployment and self.extra.get("deployment_note"):
+            return self.extra["deployment_note"]    # the run's own (the ssp path's noise)
         if self.deployment:
             return ("noise from OS entropy; the samplers are floating-point, not protected "
                     "against Mironov's attack (docs/audit.md section 4)")

@@ -8,8 +8,8 @@ logistic default: the expansion's statistics released once), ``glm_solve`` (the 
 derivatives every round), ``run`` (what the paths share).
 See docs/vertical.md ("dp-bcfw-secure") and docs/sensitivity.md (section 4).
 """
-from .loop import run_secure
-from .protocol import SecureParty
+from .squares.loop import run_secure
+from .squares.party import SecureParty
 from .solve import solve_secure
 
 __all__ = ["run_secure", "solve_secure", "SecureParty"]

@@ -17,7 +17,7 @@ an object handed to it:
   their lengths only.  Its meter counts the plaintext frame (ciphertext minus nonce and tag),
   so both paths count the same bytes (tests/test_runtime_roles.py).
 
-Who sends what to whom (``beaver.py``): each party k's masked block E_k to one party, its block's
+Who sends what to whom (``mpc/beaver.py``): each party k's masked block E_k to one party, its block's
 helper h(k) = (k + 1) mod K; per product of party l's feature, the dealer's triple of the block l
 helps (l - 1) to l (``TripleToHolder``: it carries the key of v_{l-1}), the keys of the other
 peers' masks to l (``VectorKey``) and their triples to their helpers (``TripleToHelper``), l's
@@ -37,9 +37,9 @@ pickling (11.3 MB per message on average).  docs/vertical.md, "Checkpoints of dp
 from __future__ import annotations
 
 from ..transport import DOWN, UP, Meter
-from . import messages as SM
+from .mpc import messages as SM
 from ...runtime import views
-from .beaver import block_helper
+from .mpc.beaver import block_helper
 
 
 class Network:
@@ -81,7 +81,7 @@ class Network:
 class LocalParties:
     """The parties as objects in this process, every message framed by the :class:`Network`.
     :func:`run_secure` talks to parties only through these five steps, so a remote version
-    (``vflpriv.vertical.secure.remote``) runs the same protocol over a runtime link."""
+    (``vflpriv.vertical.secure.squares.roles``) runs the same protocol over a runtime link."""
 
     def __init__(self, parties, spill=None):
         """``spill``: None (masked blocks in memory) or a ``store.SpillDirectory``."""
@@ -99,7 +99,7 @@ class LocalParties:
 
     def offline(self):
         """Every party sends its masked block to its block's helper h(k) = (k + 1) mod K only
-        (``beaver.py``): K blocks travel, not K (K - 1)."""
+        (``mpc/beaver.py``): K blocks travel, not K (K - 1)."""
         parties, net = self.parties, self.net
         K = len(parties)
         for p in parties:

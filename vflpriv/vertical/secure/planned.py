@@ -6,8 +6,7 @@ rows common to every party, is known only once the private set intersection has 
 parties' own machines.  Everything the noise depends on is public once n is known, so the
 server role calls :func:`settle_for` after the alignment and before the first release: the same
 choices as in process (``solve.settle``: rnm, split, feature cap, row clips), the same noise
-calibration (``solve._plan_noise`` for least squares, ``ssp_run._Plan`` or
-``glm_solve._plan_noise`` for the logistic loss's two paths), the same fixed-point scales, and
+calibration and fixed-point scales (each path's ``spec_for``, ``paths.SecurePath``), and
 the whole worst-case plan checked against the server's ledger, before any noise is drawn.  The
 returned spec is the one the least-squares or a logistic server role (:mod:`.remote`,
 :mod:`.ssp_remote`, :mod:`.glm_remote`) serves, as if the description had been written with n
@@ -71,21 +70,13 @@ def check_public(options, blocks) -> None:
     """What can be refused before n is known (``vflpriv flower spec run --party-schema``): the
     options, the defaults chosen from the column counts, the logistic margin range and the
     helper party; one clear error naming the bad value."""
-    from .fourier import SigmoidSeries
-    from .glm import helper_of
-    from .glm_solve import check_margin_range
+    from . import paths
     from .solve import settle
 
     shape = Shape(1, blocks)
     cfg = _config(options)
     run = settle(shape, cfg, cfg.loss_fn, int(options["label_party"]))
-    if run.loss.name == "logistic" and cfg.resolved_logistic_path == "glm":
-        check_margin_range(shape, cfg, SigmoidSeries())
-        helper_of(run.label_party, shape.K, cfg.helper_party)
-    if run.loss.name == "logistic" and cfg.resolved_logistic_path == "ssp":
-        from .ssp_run import check_options
-
-        check_options(cfg)
+    paths.of_config(cfg).check_public(shape, cfg, run)
 
 
 #: the row count a plan is settled for before the alignment has counted the common rows: the
@@ -128,7 +119,8 @@ def settle_for(options, n, blocks, *, ledger, run_id, connect_timeout=60.0,
     worst-case plan
     checked against the server's ``ledger`` (``accounting.BudgetExceeded`` otherwise: nothing
     was released).  ``options``: :func:`config_options` of the run's config, ``eta`` a number."""
-    from . import resume as SC
+    from . import paths
+    from .checkpoints import resume as SC
     from .solve import settle
 
     shape = Shape(n, blocks)
@@ -145,69 +137,6 @@ def settle_for(options, n, blocks, *, ledger, run_id, connect_timeout=60.0,
     common = dict(private=True, ledger=ledger, budget=(budget.epsilon, budget.delta),
                   accountant=cfg.accountant, run_id=run_id, connect_timeout=connect_timeout,
                   reply_timeout=reply_timeout)
-    if run.loss.name == "logistic" and cfg.resolved_logistic_path == "ssp":
-        spec = _ssp(shape, run, budget, common)
-    elif run.loss.name == "logistic":
-        spec = _logistic(shape, run, budget, noise_seed, noise_key, common)
-    else:
-        spec = _least_squares(shape, run, budget, noise_seed, noise_key, common)
+    spec = paths.of_config(cfg).spec_for(shape, run, budget, noise_seed, noise_key, common)
     return (spec, budget.event) if _dry else spec
 
-
-def _least_squares(shape, run, budget, noise_seed, noise_key, common):
-    from . import remote as FS
-    from .solve import _frac_bits, _plan_noise
-
-    if shape.K < 2:
-        from ...errors import InputError
-
-        raise InputError("dp-bcfw-secure needs at least 2 parties")
-    plan = _plan_noise(shape, run)
-    budget.check_plan(plan.noise_plan.event, party="server")
-    cfg = run.cfg
-    kwargs = dict(eta=float(cfg.eta), iterations=run.T, frac=_frac_bits(shape, run, plan),
-                  private=True, noise_plan=plan.noise_plan, feature_bound=cfg.feature_bound,
-                  label_bound=cfg.label_bound, clips=plan.clips, feature_cap=run.feature_cap,
-                  seed=noise_seed, noise_key=noise_key, label_party=run.label_party)
-    return FS.make_spec(shape, secure_kwargs=kwargs, **common)
-
-
-def _logistic(shape, run, budget, noise_seed, noise_key, common):
-    from . import glm_remote as GR
-    from .fourier import SigmoidSeries
-    from .glm import helper_of, ring_plan
-    from .glm_solve import _plan_noise, check_margin_range
-
-    series = SigmoidSeries()
-    cfg = run.cfg
-    check_margin_range(shape, cfg, series)
-    helper = helper_of(run.label_party, shape.K, cfg.helper_party)
-    noise = _plan_noise(shape, run, series)
-    budget.check_plan(noise.plan.event, party="server")
-    ring = ring_plan(shape.n, float(cfg.feature_bound), noise.sigma,
-                     series)
-    kwargs = dict(eta=float(cfg.eta), iterations=run.T, label_party=run.label_party,
-                  private=True, sigma=noise.sigma, feature_bound=cfg.feature_bound,
-                  clips=noise.clips, fit_intercept=bool(cfg.fit_intercept),
-                  helper_party=helper, loss=run.loss.name,
-                  ring=[ring.fa, ring.fm, ring.fc, ring.h],
-                  series=[series.accurate, series.period_bits, series.terms, series.coef_bits])
-    # the logistic path's server draws no noise of its own: seed and key are the parties'
-    del noise_seed, noise_key
-    return GR.make_spec(shape, glm_kwargs=kwargs, **common)
-
-
-def _ssp(shape, run, budget, common):
-    """The logistic loss's default path (``ssp_run``): its one release planned for n rows
-    and checked against the server's ledger; the parties draw its noise (their own seeds)."""
-    from ...errors import InputError
-    from . import ssp_remote as SR
-    from .ssp_run import _Plan, ring_and_fit
-
-    if shape.K < 2:
-        raise InputError("dp-bcfw-secure needs at least 2 parties")
-    plan = _Plan(shape, run)
-    budget.check_plan(plan.event, party="server")
-    frac, fit = ring_and_fit(plan, run.cfg, shape.n, shape.d)
-    return SR.make_spec(shape, ssp_kwargs=SR.ssp_kwargs(run, plan, frac, fit, shape.K),
-                        **common)

@@ -4,14 +4,14 @@ its Solution (bytes per party, privacy report, reference optimum).
 
 ``solve.solve_secure`` settles the run from its :class:`~vflpriv.vertical.config.VerticalConfig`
 and hands it to the least-squares path (``solve.py``, docs/sensitivity.md section 4) or to the
-logistic one (``glm_solve.py``, section 5).
+logistic one (``glm/solve.py``, section 5).
 """
 from __future__ import annotations
 
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from . import resume as SC
+from .checkpoints import resume as SC
 
 if TYPE_CHECKING:
     from ..config import VerticalConfig

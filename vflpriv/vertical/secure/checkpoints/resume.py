@@ -1,7 +1,7 @@
 """Resuming an interrupted dp-bcfw-secure run: the checkpoint is read and checked
 against the run's options and data, its ledger reopened under the same run id, and the spend the
 rest of the run may still make checked before anything is released (over a link the parties'
-side of it, each with its own save and its own ledger: ``saves.py``).
+side of it, each with its own save and its own ledger: ``checkpoints/saves.py``).
 
 Why a resume cannot re-spend (docs/vertical.md, "Checkpoints of dp-bcfw-secure"): the
 server charges every release to the budget filter before any party draws its noise, and the
@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import os
 
-from ...errors import InputError
+from ....errors import InputError
 
 
 def read_resume(path, config, seed, data, backend="inprocess") -> dict:
     """The checkpoint at ``path``, checked against this run's options, seed and data (the same
     checks as the other vertical algorithms' resume), and against where the parties' states
     are: in the checkpoint (an in-process run's), or each in its party's own saves (a run on a
-    remote backend's, ``saves.py``), so that ``backend`` must be of the same kind."""
-    from ..checkpoint import resume_checkpoint
+    remote backend's, ``checkpoints/saves.py``), so that ``backend`` must be of the same kind."""
+    from ...checkpoint import resume_checkpoint
 
     ck = resume_checkpoint(path, config, seed, data)
     if ck["config"].get("algorithm") != "dp-bcfw-secure" or "stage" not in ck["state"]:
@@ -60,7 +60,7 @@ def resume_ledger(ledger, ck, epsilon, delta, accountant):
 
 def pending_records(led, ck, path):
     """This run's ledger records charged after the checkpoint was written (to replay)."""
-    from ..checkpoint import pending_records as records
+    from ...checkpoint import pending_records as records
 
     return records(led, ck, path)
 
@@ -76,7 +76,7 @@ def remaining_plan(noise_plan, sens, T, K, F, label_rounds, state):
     Before the setup (stage ``start``) the whole plan remains.  None when nothing remains."""
     from accounting import REPLACE_ONE, Composed, DiscreteGaussian
 
-    from .. import privacy as P
+    from ... import privacy as P
 
     t0 = int(state["t"])
     if state["stage"] == "start":
@@ -95,7 +95,7 @@ def remaining_plan(noise_plan, sens, T, K, F, label_rounds, state):
 def open_ledger_for(ledger, ck, checkpoint, epsilon, delta, accountant):
     """The run's ledger: the checkpoint's run's on resume, else a new or existing one (a
     private run with a checkpoint needs a file: an in-memory ledger forgets what was spent)."""
-    from ..solution import open_ledger
+    from ...solution import open_ledger
 
     if ck:
         return resume_ledger(ledger, ck, epsilon, delta, accountant)
@@ -110,7 +110,7 @@ def check_and_replay(budget, led, ck, checkpoint, remaining, whole, advice):
     """Check the plan before any release: the whole plan ``whole`` for a new run; on resume what
     remains of it (``remaining``, None: nothing), with the records this run charged after the
     checkpoint excluded -- they are replayed by the returned ReplayFilter, not charged again."""
-    from ..checkpoint import ReplayFilter
+    from ...checkpoint import ReplayFilter
 
     if not ck:
         budget.check_plan(whole, advice=advice)
@@ -137,7 +137,7 @@ def seeds(ck, seed):
 def checkpointer(checkpoint, every, T, *, config, seed, noise_seed, noise_key, data, extra, led,
                  budget):
     """The ``on_round`` hook writing the run's checkpoints (None without a checkpoint path)."""
-    from ..checkpoint import Checkpointer, data_fingerprint
+    from ...checkpoint import Checkpointer, data_fingerprint
 
     if checkpoint is None:
         return None

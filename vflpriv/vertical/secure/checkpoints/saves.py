@@ -1,6 +1,6 @@
 """Checkpoints of dp-bcfw-secure over a link (``backend`` local, flower-sim, flower), for both
 paths: each party's own saves and its ledger's replay (:class:`PartySaves`; the least-squares
-party's state: :class:`SecureSaves`, the logistic one's: ``glm_saves.py``), and what the server
+party's state: :class:`SecureSaves`, the logistic one's: ``glm/saves.py``), and what the server
 role and the command add around the loop (docs/vertical.md, "Checkpoints on Flower").
 
 Over a link the server's checkpoint holds no party state: when the server checkpoints round t,
@@ -17,8 +17,8 @@ import json
 import os
 from types import SimpleNamespace
 
-from ...noise import state as noise_state
-from ...runtime.roles import Refused, own_budget
+from ....noise import state as noise_state
+from ....runtime.roles import Refused, own_budget
 
 
 class PartySaves:
@@ -34,7 +34,7 @@ class PartySaves:
     def _replaying(self, bf):
         """``bf``, or while records of the interrupted run remain to be replayed a
         ReplayFilter over them: a redone release matches its recorded twin."""
-        from ..checkpoint import ReplayFilter
+        from ...checkpoint import ReplayFilter
 
         if self.replay is not None and self.replay[0] < self.replay[1]:
             return ReplayFilter(bf, self._own_records(bf)[self.replay[0]:self.replay[1]])
@@ -43,7 +43,7 @@ class PartySaves:
     def _replayed(self, bf):
         """After charges through ``bf`` (from :meth:`_replaying`): the records it matched are
         replayed."""
-        from ..checkpoint import ReplayFilter
+        from ...checkpoint import ReplayFilter
 
         if self.replay is not None and isinstance(bf, ReplayFilter):
             self.replay[0] = self.replay[1] - len(bf.pending)
@@ -61,7 +61,7 @@ class PartySaves:
         (``checkpoint.write_checkpoint``): it holds the noise generator's state, so it is as
         secret as the party's data.  The last two saves are kept (the server's last checkpoint
         may be one round behind the parties')."""
-        from ..checkpoint import write_checkpoint
+        from ...checkpoint import write_checkpoint
 
         p = self.party
         n = None
@@ -86,8 +86,8 @@ class PartySaves:
     def _restore(self, t):
         """This party's own save of round t, checked to be of this run and party; its
         ledger's records of the run charged after it are to be replayed."""
-        from ...errors import InputError
-        from ..checkpoint import read_checkpoint
+        from ....errors import InputError
+        from ...checkpoint import read_checkpoint
 
         p = self.party
         path = self._save_path(t)
@@ -159,7 +159,7 @@ class SecureSaves(PartySaves):
         (and the label's and intercept's releases); on a resumed run what remains of it from
         round t0 (``resume.remaining_plan``, from this party's own count of the features
         released), its records to replay excluded."""
-        from .. import privacy as P
+        from ... import privacy as P
         from .resume import remaining_plan
 
         s, bf = self.setup, self.party.budget
@@ -198,7 +198,7 @@ def server_checkpoints(spec, budget):
     ck = spec.get("checkpoint")
     if not ck:
         return budget, None, None
-    from ..checkpoint import Checkpointer, ReplayFilter, pending_records, read_checkpoint
+    from ...checkpoint import Checkpointer, ReplayFilter, pending_records, read_checkpoint
 
     state = None
     if spec.get("resume"):

@@ -11,7 +11,7 @@ key counter of a seeded :class:`~.ring.KeySource`).
 its cross term c_k, its released cross-products c_kj (keyed by holder and feature), A_k^T y +
 noise when it holds no label, its selected set, the (holder, feature) products it has served as
 its helpee's helper (each is served once in a run), and its own ledger's records (the in-process
-parties keep theirs in memory).  A party of the logistic path (``glm.py``) holds no
+parties keep theirs in memory).  A party of the logistic path (``glm/party.py``) holds no
 cross-products: its generator, x_k, u_k, its key counter and its ledger's records.
 
 **Not held**: the masked block E_l = A_l - U_l (mod 2^64) of its helpee l.  They are a deterministic function of
@@ -27,15 +27,15 @@ it can remove the noise of every release and unmask every masked block.  It is a
 data (the file is written with mode 0600).  In process the server and the parties are one
 program, so one file holds them all.  Over a link (``backend`` local, flower-sim, flower) the
 server's checkpoint holds the server's part only, and each party saves its own part (without its
-ledger, which stays in its own file) on its own disk: ``saves.py``.
+ledger, which stays in its own file) on its own disk: ``checkpoints/saves.py``.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ...errors import InputError
-from ...noise import restore as noise_restore
-from ...noise import state as noise_state
+from ....errors import InputError
+from ....noise import restore as noise_restore
+from ....noise import state as noise_state
 
 
 class RoundState:

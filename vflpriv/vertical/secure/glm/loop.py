@@ -1,4 +1,4 @@
-"""The server's loop of the logistic (GLM) path of dp-bcfw-secure, written once (``glm.py`` has
+"""The server's loop of the logistic (GLM) path of dp-bcfw-secure, written once (``glm/party.py`` has
 the protocol; docs/vertical.md, "Classification with the label at one party").
 
 :func:`run_secure_glm` talks to the parties only through the steps of an object handed to it
@@ -14,7 +14,7 @@ the protocol; docs/vertical.md, "Classification with the label at one party").
 
 Both meter the same frames, so a seeded run gives the same model, objective and frame bytes
 per message kind on every backend (tests/test_flower_glm.py).  Checkpoints on every backend:
-over a link each party saves and restores its own state (``saves.py``).
+over a link each party saves and restores its own state (``checkpoints/saves.py``).
 """
 from __future__ import annotations
 
@@ -23,16 +23,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...errors import InputError
-from . import messages as SM
-from .beaver import Dealer
-from .fourier import SigmoidSeries
-from .glm import (GlmParty, helper_of, offline_receivers, ring_plan, round_event, round_scores,
-                  summed_dimension)
-from .local import Network
-from .protocol import CHUNK_ROWS, Evaluation, fw_step
-from .ring import KeySource
-from .store import SpillDirectory, should_spill
+from ....errors import InputError
+from ..mpc import messages as SM
+from ..mpc.beaver import Dealer
+from ..mpc.fourier import SigmoidSeries
+from .party import (GlmParty, helper_of, offline_receivers, ring_plan, round_event, round_scores,
+                    summed_dimension)
+from ..local import Network
+from ..squares.party import CHUNK_ROWS, Evaluation, fw_step
+from ..mpc.ring import KeySource
+from ..mpc.store import SpillDirectory, should_spill
 
 
 @dataclass
@@ -212,19 +212,19 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
                    noise_key=None, callback=None, state=None, on_round=None,
                    fit_intercept=False, helper_party=None, ring=None,
                    remote=None, step="fw") -> GlmResult:
-    """Run the GLM protocol (``glm.py``'s docstring).  ``sigma``: std of the Gaussian on each
+    """Run the GLM protocol (``glm/party.py``'s docstring).  ``sigma``: std of the Gaussian on each
     A_k^T d (sum units); ``clips``: per-party row clips C_k (private runs); ``ring``: the
     fixed-point plan (default: ``glm.ring_plan`` from the declared bound, or from the data
     when not private).  ``remote(public)``: parties elsewhere, returning an object with
     :class:`LocalGlmParties`' steps (``glm_remote.LinkGlmParties``); the objective is then
     left to the caller (``glm_remote.replay_objective``).  ``on_round`` and ``state``:
-    checkpoints and resume, as :func:`~.loop.run_secure`'s (``state.py``); over a link
-    each party saves and restores its own state (``glm_remote.py``).  ``step``: "fw" (every
+    checkpoints and resume, as :func:`~.loop.run_secure`'s (``checkpoints/state.py``); over a link
+    each party saves and restores its own state (``glm/roles.py``).  ``step``: "fw" (every
     party picks a Frank-Wolfe vertex from its noisy scores) or "pgd" (every party takes a
     projected-gradient step of size :func:`pgd_step_size` on them and reports its iterate; the
     model is their weighted average, :func:`fw_or_pgd_step`)."""
-    from ..engine import _seeds
-    from .state import RoundState, Snapshot, restore, restore_keys
+    from ...engine import _seeds
+    from ..checkpoints.state import RoundState, Snapshot, restore, restore_keys
 
     series = series or SigmoidSeries()
     K, n, T = data.K, data.n, int(iterations)
@@ -234,7 +234,7 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
     H = helper_of(L, K, helper_party)
     D = series.derivative_bound
     if ring is None:
-        from ...optim._checks import max_abs
+        from ....optim._checks import max_abs
 
         Ba = float(feature_bound) if private else (max_abs(data.A) or 1.0)
         ring = ring_plan(n, Ba, sigma, series)
@@ -242,12 +242,12 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
         raise InputError(f"step must be one of {STEPS}, got {step!r}")
     lr = None
     if step == "pgd":
-        from ..secure.privacy import row_clips
+        from ..privacy import row_clips
 
         if clips is not None:
             lr = pgd_step_size(clips, fit_intercept)
         else:       # non-private: the bound B_a sqrt(p_k) of the data's own entries
-            from ...optim._checks import max_abs
+            from ....optim._checks import max_abs
 
             lr = pgd_step_size(row_clips(max_abs(data.A) or 1.0, None,
                                          [len(b) for b in data.blocks]), fit_intercept)
@@ -290,7 +290,7 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
     run = RoundState(K, data.d)
     ev = Evaluation(data, loss) if remote is None else None
     if remote is not None and on_round is not None:
-        from .saves import saving
+        from ..checkpoints.saves import saving
 
         on_round = saving(on_round, link, run)
     snap = None if on_round is None else Snapshot(run, parties, link, keys, dealer, ev)
@@ -300,7 +300,7 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
         link.setup({k: SM.SecureSetup(ring.fa, 0, K, n, dealer.mask_keys[k]) for k in range(K)})
         link.offline()
         if resumed:
-            # the masked blocks were recomputed above (state.py); everything else comes back
+            # the masked blocks were recomputed above (checkpoints/state.py); everything else comes back
             restore(state[0], state[1], run, parties, link, ev)
         run.stage = "ready"
         setup_seconds = time.perf_counter() - t_setup

@@ -10,17 +10,17 @@ labels.  One round t, every message framed, serialized and metered (``messages.p
 1. Margins, freshly shared between L and a helper H = (L + 1) mod K: every other party k sends
    L the vector round(A_k x_k 2^f_m) - r_k and H the AES key of r_k.  Now s_L + s_H = round(A x
    2^f_m) (mod 2^64); x is public (the selections are), each A_k x_k local.
-2. Derivative shares, by the Fourier series of ``fourier.py``: L and H compute the unit factors
+2. Derivative shares, by the Fourier series of ``mpc/fourier.py``: L and H compute the unit factors
    c_Lj = exp(i j w s_L / 2^f_m), c_Hj likewise (truncated to f_c bits, modulus <= 1), and the
    secure product Im(c_Lj c_Hj) = Re c_L Im c_H + Im c_L Re c_H with the dealer's masks (Beaver's
    triple for two private inputs: L sends its factors masked by r, H sends its factors masked
    by v, the dealer gives H the correction sum_j b_j (r . v) - w and L the key of w).  L adds
    1/2 - y01 to its share:  d_L + d_H = 1/2 + sum_j b_j Im(c_Lj c_Hj) - y01 = d, at scale
    S = 2^(2 f_c + h), with |d| <= D = 1/2 + sup|g| + (the factors' rounding) = 1.0315 whatever
-   the shares (``fourier.py``; docs/sensitivity.md 5.1).
+   the shares (``mpc/fourier.py``; docs/sensitivity.md 5.1).
 3. Scores: party k needs A_k^T d.  For k not in {L, H}, L hands k its share d_L (uniform to
    k); then A_k^T d = A_k^T d_own (local) + A_k^T d_other, the second by the Beaver matrix-vector
-   product of ``beaver.py`` (the other share's holder masks it with v, the dealer's U_k^T v is
+   product of ``mpc/beaver.py`` (the other share's holder masks it with v, the dealer's U_k^T v is
    shared), and the holder adds Gaussian noise N(0, sigma^2) to its result share, so k learns
    A_k^T d + N and nothing else.
 4. k picks the FW vertex of its block from its noisy scores (argmax |g_i|, sign -sign g_i: a
@@ -45,24 +45,22 @@ from fractions import Fraction
 import numpy as np
 import scipy.sparse as sp
 
-from ...errors import InputError
-from ...noise import generator as noise_generator
-from ...noise.discrete import ring_noise
-from ..clipshare import warn_if_clipped
-from ..sketch import signed_argmax
-from . import messages as SM
-from ...runtime import views
-from .beaver import holder_shares, masked_block_chunks, peer_output
-from .fourier import MIN_FACTOR_BITS, SigmoidSeries, unit_factors  # noqa: F401
-from .protocol import CHUNK_ROWS, clip_block
-from .ring import KeySource, Prg, decode, encode
+from ....errors import InputError
+from ....noise import generator as noise_generator
+from ....noise.discrete import ring_noise
+from ...clipshare import warn_if_clipped
+from ...sketch import signed_argmax
+from ..mpc import messages as SM
+from ....runtime import views
+from ..mpc.beaver import holder_shares, masked_block_chunks, peer_output
+from ..mpc.fourier import MIN_FACTOR_BITS, SigmoidSeries, unit_factors  # noqa: F401
+from ..squares.party import CHUNK_ROWS, clip_block
+from ..mpc.ring import KeySource, Prg, decode, encode, noisy_range
 
 #: fractional bits of the shared margins (their precision 2^-20 is far below what matters)
 FRAC_MARGIN = 20
 #: fractional bits of the feature values in the score products
 FRAC_FEATURE = 12
-#: noise beyond this many standard deviations is treated as impossible when sizing the ring
-_NOISE_RANGE = 40.0
 #: the coarsest lattice a score A_k^T d can sit on (2^-(fa + 2 f_c + h) with f_c >= 6, h >= 0):
 #: the distributed discrete Gaussian's bound is charged at it, valid for every finer ring plan
 SCORE_LATTICE = 2.0 ** -(FRAC_FEATURE + 2 * MIN_FACTOR_BITS)
@@ -90,7 +88,7 @@ def ring_plan(n, feature_bound, sigma, series: SigmoidSeries) -> RingPlan:
     """The largest f_c <= 16 with n B_a D_s + 40 sigma (in score units) below 2^61 at scale
     2^(fa + 2 f_c + h), D_s = ``series.share_bound`` (|d| for any factors of modulus <= 1, above
     the privacy bound D); refused below 6 bits (the factors would be too coarse)."""
-    mag = n * float(feature_bound) * series.share_bound + _NOISE_RANGE * sigma + 1.0
+    mag = noisy_range(n * float(feature_bound) * series.share_bound, sigma)
     fc = int(math.floor((61 - math.log2(mag) - FRAC_FEATURE - series.coef_bits) / 2))
     fc = min(fc, 16)
     if fc < MIN_FACTOR_BITS:
@@ -108,7 +106,7 @@ def prepare_glm_block(A_k, *, ring: RingPlan, private, feature_bound=None, row_c
     """Party ``k``'s block as the GLM path reads it: clipped to its declared bounds (private
     runs), truncated to fixed point at 2^fa; ``(A_fx, A_fx^T as CSR, the decoded values as
     CSC)``.  Read-only once made: a host serving many messages for one party keeps it
-    (``glm_remote.py``)."""
+    (``glm/roles.py``)."""
     if private:          # the labels are +-1 here: only the features can be clipped
         warn_if_clipped(k, A_k, None, feature_bound, None)
     A = clip_block(A_k, feature_bound, row_clip) if private else \
@@ -278,7 +276,7 @@ class GlmParty:
 
     def step_intercept(self, loss, t):
         """L: b <- b - rho_t g_b / h(b) (``vflpriv.optim.intercept``), after round t's scores."""
-        from ...optim.intercept import INTERCEPT_BOUND, update
+        from ....optim.intercept import INTERCEPT_BOUND, update
 
         self.b = update(loss, self.b, self._g_b, t, INTERCEPT_BOUND)
 
@@ -330,7 +328,7 @@ class GlmParty:
         or (``step="pgd"``) x_k <- P(x_k - lr g), P the projection on its l1 ball, and its
         new x_k (both post-processings of g)."""
         if self.step == "pgd":
-            from ...optim.l1ball import project_l1_ball
+            from ....optim.l1ball import project_l1_ball
 
             self.x = project_l1_ball(self.x - self.lr * np.asarray(g, dtype=np.float64),
                                      self.eta)

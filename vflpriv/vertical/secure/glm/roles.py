@@ -37,23 +37,23 @@ import os
 
 import numpy as np
 
-from ...noise import restore as noise_restore
-from ...noise import state as noise_state
-from ...runtime.roles import Refused
-from . import messages as SM
-from .glm import (GlmParty, RingPlan, _factor_correction, noise_parts, offline_receivers,
-                  round_event)
-from .glm_saves import GlmSaves
-from .block_cache import cached_block
-from .channel import new_key_pair, pack_bundle, unpack_bundle
-from .remote import LinkParties, SecurePartyRole
+from ....noise import restore as noise_restore
+from ....noise import state as noise_state
+from ....runtime.roles import Refused
+from ..mpc import messages as SM
+from .party import (GlmParty, RingPlan, _factor_correction, noise_parts, offline_receivers,
+                    round_event)
+from .saves import GlmSaves
+from ..block_cache import cached_block
+from ..mpc.channel import new_key_pair, pack_bundle, unpack_bundle
+from ..squares.roles import LinkParties, SecurePartyRole
 
 #: prepared blocks kept by this process (a host serving many messages for a party): key -> block
 _PREPARED = {}
 
 
 def _series(setup):
-    from .fourier import SigmoidSeries
+    from ..mpc.fourier import SigmoidSeries
 
     a, p, j, h = setup["series"]
     return SigmoidSeries(float(a), int(p), int(j), int(h))
@@ -61,7 +61,7 @@ def _series(setup):
 
 def _prepared(cfg, setup, k, ring):
     """Party k's ``(prepared block, y)`` for this run (``block_cache.cached_block``)."""
-    from .glm import prepare_glm_block
+    from .party import prepare_glm_block
 
     clips = setup["clips"]
     label = int(setup["label_party"]) == k
@@ -91,7 +91,7 @@ class GlmPartyRole(GlmSaves, SecurePartyRole):
     CHARGED = ("setup", "glm_round")
 
     def __init__(self, cfg, setup):
-        from ...runtime.partydata import party_noise_seed
+        from ....runtime.partydata import party_noise_seed
 
         self.k = k = int(cfg["party"])
         self.setup, self.cfg = setup, cfg
@@ -172,7 +172,7 @@ class GlmPartyRole(GlmSaves, SecurePartyRole):
                 for src, blob in entries[1:]:
                     share = share + opened(src, "MarginShare", blob).vector
                 return "bundle", pack_bundle([sealed(H, p.label_side(share, triple))])
-            from .ring import Prg
+            from ..mpc.ring import Prg
 
             for src, blob in entries[1:]:
                 share = share + Prg(opened(src, "MarginKey", blob).key).uint64(p.n)
@@ -209,7 +209,7 @@ class GlmPartyRole(GlmSaves, SecurePartyRole):
             g = p.scores(self.d_own if k in (L, H) else None, products)
             self.d_own = None
             if k == L and p.b is not None:
-                from ...optim import get_loss
+                from ....optim import get_loss
 
                 p.step_intercept(get_loss(self.setup["loss"]), t)
                 self.intercepts.append(p.b)
@@ -342,7 +342,7 @@ class LinkGlmParties(LinkParties):
             if k == L and word is not None:
                 entries.append((H, word))
             reqs.append((k, pack_bundle(entries), "glm_scores"))
-        from .glm_run import pick_of
+        from .loop import pick_of
 
         picks = []
         for k, f in enumerate(self.link.exchange(reqs, t)):
@@ -374,11 +374,11 @@ class LinkGlmParties(LinkParties):
 
 def serve(connect, spec, progress=None) -> dict:
     """The server role of one logistic dp-bcfw-secure run (``spec`` from :func:`make_spec`)."""
-    from ...optim import get_loss
-    from ..remote import PublicShape
-    from .glm_run import run_secure_glm
-    from .remote import _Shape, serve_run
-    from .saves import check_replayed, server_checkpoints
+    from ....optim import get_loss
+    from ...remote import PublicShape
+    from .loop import run_secure_glm
+    from ..squares.roles import _Shape, serve_run
+    from ..checkpoints.saves import check_replayed, server_checkpoints
 
     def loop(remote, on_round, budget):
         budget, ck_hook, ck_state = server_checkpoints(spec, budget)
@@ -416,7 +416,7 @@ def make_spec(data, *, glm_kwargs, private, ledger=None, budget=None, accountant
 def replay_objective(data, loss, eta, selections, intercepts):
     """``(f(0), history)`` of a run known by its selections and L's intercept after every
     round, evaluated on the data as the in-process loop does (``protocol.Evaluation``)."""
-    from .protocol import Evaluation
+    from ..squares.party import Evaluation
 
     ev = Evaluation(data, loss)
     hist = []
@@ -437,12 +437,12 @@ def run(backend, data, loss, *, glm_kwargs, private, run_dir, ledger=None, budge
     objective history replayed here from the selections and L's intercepts.  ``checkpoint``
     (``make_spec``): each party saves its own state beside it (``<path>.party<k>``; in a
     description ``party<k>.ckpt`` beside its node config) and resumes from it."""
-    from ...errors import InputError
-    from ...runtime.backends import describe, launch
-    from ...runtime.partydata import noise_entropy_of
-    from ..remote import party_configs, run_info
-    from .remote import pin_identities
-    from .saves import party_checkpoints
+    from ....errors import InputError
+    from ....runtime.backends import describe, launch
+    from ....runtime.partydata import noise_entropy_of
+    from ...remote import party_configs, run_info
+    from ..squares.roles import pin_identities
+    from ..checkpoints.saves import party_checkpoints
 
     if data.K < 2:
         raise InputError("dp-bcfw-secure needs at least 2 parties")

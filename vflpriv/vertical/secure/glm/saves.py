@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...noise import restore as noise_restore
-from ...runtime.roles import own_budget
-from .saves import PartySaves
+from ....noise import restore as noise_restore
+from ....runtime.roles import own_budget
+from ..checkpoints.saves import PartySaves
 
 
 class GlmSaves(PartySaves):

@@ -1,5 +1,5 @@
 """``solve(..., algorithm="dp-bcfw-secure", loss="logistic")``: labels, calibration, ledger and
-the Solution of the GLM path (``glm.py``)."""
+the Solution of the GLM path (``glm/party.py``)."""
 from __future__ import annotations
 
 import math
@@ -8,14 +8,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ...errors import InputError
-from . import privacy as SP
-from . import resume as SC
-from .fourier import SigmoidSeries
-from .glm import glm_sensitivity, round_event
-from .glm_run import run_secure_glm
-from .run import (SecureRun, finish, meter_totals, open_budget, seeds_and_checkpointer,
-                  server_accounts)
+from ....errors import InputError
+from .. import privacy as SP
+from ..checkpoints import resume as SC
+from ..mpc.fourier import SigmoidSeries
+from .party import glm_sensitivity, round_event
+from .loop import run_secure_glm
+from ..run import (SecureRun, finish, meter_totals, open_budget, seeds_and_checkpointer,
+                   server_accounts)
 
 
 def check_binary_labels(y):
@@ -45,9 +45,9 @@ def check_margin_range(data, cfg, series):
     issue 32): |a_r^T x + b| <= K B_a eta + B_b, B_a the declared bound (a non-private run
     without one: max |a_ij| of its own data), B_b the intercept's range (0 without one).  Beyond
     P the series wraps around and the model can end worse than x = 0."""
-    from ...optim.intercept import INTERCEPT_BOUND
+    from ....optim.intercept import INTERCEPT_BOUND
 
-    from ...optim._checks import max_abs
+    from ....optim._checks import max_abs
 
     Ba = float(cfg.feature_bound) if cfg.feature_bound is not None else max_abs(data.A)
     Bb = INTERCEPT_BOUND if cfg.fit_intercept else 0.0
@@ -76,12 +76,15 @@ def solve_glm(data, run: SecureRun, series=None):
     sigmoid's Fourier series (``fourier.SigmoidSeries()`` by default).  Checkpoints as in the
     least-squares path: one before anything is charged, after the setup and after every
     ``checkpoint_every``-th round; a resume (``run.ck``) replays what was charged after it."""
+    if run.label_party is None:
+        raise InputError("dp-bcfw-secure with the logistic loss keeps the label at one party "
+                         "(label_party 0..K-1), not 'all'")
     series = series or SigmoidSeries()
     check_binary_labels(data.y)
     if data.K < 2:
         raise InputError(f"dp-bcfw-secure needs at least 2 parties, got {data.K}")
     check_margin_range(data, run.cfg, series)
-    from .glm import helper_of
+    from .party import helper_of
 
     helper_of(run.label_party, data.K, run.cfg.helper_party)     # refused before any file
     noise = _plan_noise(data, run, series) if run.private else None
@@ -98,7 +101,7 @@ def _plan_noise(data, run: SecureRun, series) -> _Noise:
     declared bounds and the row clip were checked by ``solve.settle``."""
     from accounting import SelfComposed
 
-    from ..privacy import NoisePlan
+    from ...privacy import NoisePlan
 
     cfg, T, D = run.cfg, run.T, series.derivative_bound
     clips = (list(run.row_clips) if run.row_clips is not None
@@ -123,7 +126,7 @@ def _plan_noise(data, run: SecureRun, series) -> _Noise:
 
 def _summed(data, run):
     """The scores that carry two holders' noise (``glm.summed_dimension``)."""
-    from .glm import helper_of, summed_dimension
+    from .party import helper_of, summed_dimension
 
     H = helper_of(run.label_party, data.K, run.cfg.helper_party)
     return summed_dimension([len(b) for b in data.blocks], run.label_party, H)
@@ -139,7 +142,7 @@ def _open_budget(run: SecureRun, noise: _Noise, series):
     T, D = run.T, series.derivative_bound
     ledger, run_dir = run.cfg.ledger, None
     if run.cfg.backend != "inprocess" and ledger is None and run.cfg.checkpoint is None:
-        from ..hosted import run_dir_for
+        from ...hosted import run_dir_for
 
         run_dir = run_dir_for(run.cfg.flower)
         ledger = os.path.join(run_dir, "server.ledger")
@@ -185,13 +188,13 @@ def _on_flower(data, run: SecureRun, series, kwargs, led, budget, run_dir, noise
     (None when ``flower.spec_dir`` asked for a description instead) and the flower info.
     ``checkpointer`` (``resume.checkpointer``'s): its path, interval and metadata go to the
     ServerApp, which writes the server's checkpoints; each party saves its own state."""
-    from ...optim._checks import max_abs
-    from ..engine import _seeds
-    from ..hosted import run_hosted
-    from . import glm_remote as GR
-    from .glm import helper_of, ring_plan
-    from .glm_run import GlmResult
-    from .saves import checkpoint_spec
+    from ....optim._checks import max_abs
+    from ...engine import _seeds
+    from ...hosted import run_hosted
+    from . import roles as GR
+    from .party import helper_of, ring_plan
+    from .loop import GlmResult
+    from ..checkpoints.saves import checkpoint_spec
 
     cfg, backend = run.cfg, run.cfg.backend
     Ba = float(cfg.feature_bound) if run.private else (max_abs(data.A) or 1.0)
@@ -225,7 +228,7 @@ def _on_flower(data, run: SecureRun, series, kwargs, led, budget, run_dir, noise
 def _solution(data, run: SecureRun, series, res, noise, led, budget, flower_info=None):
     """The Solution: x, the objective history, bytes per party (and what sending the partial
     margins, or full gradients, would have cost), the ring's scales and the privacy report."""
-    from ..solution import Solution
+    from ...solution import Solution
 
     K, n, T, m = data.K, data.n, run.T, res.meter
     plan, clips = (None, None) if noise is None else (noise.plan, noise.clips)

@@ -1,7 +1,7 @@
 """The secure cross-product A_k^T a_j (party k holds the n x p_k block A_k, party l the column
 a_j), by a Beaver matrix-vector triple dealt by the server (Beaver 1991; the matrix form with a
 reused matrix mask as in SecureML, Mohassel & Zhang 2017, Section 4.2).  All values are fixed
-point in Z_{2^64} (``ring.py``).
+point in Z_{2^64} (``mpc/ring.py``).
 
 Offline (once per party k): the dealer gives k a key for U_k (n x p_k, uniform, AES-CTR stream);
 k sends E_k = A_k - U_k to ONE party, its block's helper h(k) = (k + 1) mod K
@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...runtime import views
+from ....runtime import views
 from .ring import Prg
 
 
@@ -144,7 +144,7 @@ class Dealer:
 
     def triples(self, holder, index, peers):
         """({k: TripleToHolder}, {k: TripleToPeer}) for the feature ``index`` of ``holder``,
-        every share to the holder (the logistic path, ``glm.py``, whose holders hold the
+        every share to the holder (the logistic path, ``glm/party.py``, whose holders hold the
         peers' masked blocks; and the least-squares path at K = 2, where the holder is
         every peer's helper)."""
         from .messages import TripleToHolder, TripleToPeer

@@ -15,15 +15,15 @@ carries a fresh 96-bit nonce and authenticates (sender, receiver, kind, round). 
 only ciphertexts, their lengths and the frames meant for it, as the in-process accounting of
 what it learns assumes.
 
-Used by the least-squares, glm and ssp roles (``remote.py``, ``glm_remote.py``,
-``ssp_remote.py``), the alignment phase and the deployed model's scoring.
+Used by the least-squares, glm and ssp roles (``remote.py``, ``glm/roles.py``,
+``ssp/roles.py``), the alignment phase and the deployed model's scoring.
 """
 from __future__ import annotations
 
 import os
 import struct
 
-from ...runtime.roles import Refused
+from ....runtime.roles import Refused
 
 _NONCE = 12
 _TAG = 16

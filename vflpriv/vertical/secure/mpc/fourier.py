@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...errors import InputError
+from ....errors import InputError
 
 #: the fewest fractional bits of the unit factors (``glm.ring_plan`` refuses fewer), so the
 #: factors' rounding bound below holds for every ring plan

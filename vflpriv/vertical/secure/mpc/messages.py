@@ -44,7 +44,7 @@ h(k) = (k + 1) mod K is block k's helper (``beaver.block_helper``): the one part
 E_k and computes h(k)'s share, with k's noise, of every product with k's block (least squares
 and the ssp path).  Each peer k of a product gets its own masked column a_j + v_k: the key of
 v_k goes to the holder and to h(k) only, so a helper that is also a peer of the product holds
-the key of another peer's mask, never of its own (``beaver.py``; docs/sensitivity.md 4.5).
+the key of another peer's mask, never of its own (``mpc/beaver.py``; docs/sensitivity.md 4.5).
 
 The intercept (``fit_intercept``): b = (sum y - sum_k s_k^T x_k) / n from the noisy sums of
 type 48 (public once released), clipped to [-B_b, B_b]; sent with the selections each round.
@@ -61,8 +61,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...errors import InputError
-from ..messages import HEADER_BYTES, decode_frame, encode  # noqa: F401  (same framing)
+from ....errors import InputError
+from ...messages import HEADER_BYTES, decode_frame, encode  # noqa: F401  (same framing)
 
 
 #: local index that stands for the label column y in TripleToHolder / MaskedVector / ResultShare
@@ -73,7 +73,7 @@ LABEL_RELEASE = 0x8000
 #: its noisy label sum" (the intercept of least squares, once at setup)
 INTERCEPT_RELEASE = 0xFFFF
 #: NewFeatures holder code for "every party releases its part of the sufficient statistics"
-#: (the logistic loss's ssp path, once at setup: ``ssp.py``)
+#: (the logistic loss's ssp path, once at setup: ``ssp/release.py``)
 GRAM_RELEASE = 0xFFFE
 
 
@@ -331,7 +331,7 @@ class NewFeatures:
         return cls([int(v) for v in np.frombuffer(b, dtype="<u2")])
 
 
-# -- the GLM path (logistic loss, ``glm.py``) --------------------------------------------------
+# -- the GLM path (logistic loss, ``glm/party.py``) --------------------------------------------------
 @dataclass
 class MarginShare:
     """party k -> label party L: round(A_k x_k 2^f_m) - r_k (mod 2^64), r_k from a key that k
@@ -454,7 +454,7 @@ def decode(frame: bytes):
     (``views.py``, tests only), the decoded message is logged as received by the current
     receiver."""
     out = decode_frame(frame, MESSAGE_TYPES, "secure-protocol message")
-    from ...runtime import views
+    from ....runtime import views
 
     if views.enabled():
         views.received(out[0])

@@ -2,7 +2,7 @@
 ``vflpriv bench network`` and the command's ``flower.phases`` report (:class:`PhasedLink`)."""
 from __future__ import annotations
 
-from ..transport import DOWN, UP
+from ...transport import DOWN, UP
 
 
 class PhasedLink:

@@ -9,7 +9,7 @@ the true value times 2^{2f} lies in [-2^63, 2^63) (``frac_bits`` chooses f so th
 
 Additive sharing: x = s_0 + s_1 (mod 2^64) with s_0 uniform; either share alone is uniform and
 independent of x.  Nothing else is needed by the protocol (the Beaver products are in
-``beaver.py``).
+``mpc/beaver.py``).
 
 Randomness: masks and shares come from AES-128 in counter mode (the keystream of a stream cipher
 used as a PRG, NIST SP 800-38A CTR; via the ``cryptography`` package, OpenSSL underneath), keyed
@@ -26,10 +26,22 @@ import secrets
 
 import numpy as np
 
-from ...errors import InputError
+from ....errors import InputError
 
 RING_BITS = 64
 KEY_BYTES = 16
+
+
+#: noise beyond this many standard deviations is treated as impossible when sizing the ring
+#: (probability < 1e-300 per entry); a larger value would only wrap, a post-processing
+NOISE_RANGE = 40.0
+
+
+def noisy_range(bound, sigma) -> float:
+    """What a released value of magnitude at most ``bound`` can reach once noised with
+    standard deviation ``sigma``: the range every path sizes its ring for (plus 1 for the
+    rounding)."""
+    return bound + NOISE_RANGE * sigma + 1.0
 
 
 def frac_bits(magnitude: float) -> int:

@@ -1,4 +1,4 @@
-"""Where a party keeps the masked blocks E_k = A_k - U_k it received (offline phase, ``beaver.py``).
+"""Where a party keeps the masked blocks E_k = A_k - U_k it received (offline phase, ``mpc/beaver.py``).
 
 E_k is dense and uniform over Z_{2^64}: 8 n p_k bytes, kept by its helper h(k) (least squares;
 by L and H on the logistic path) and read once per secure product with k's block (the helper's
@@ -8,7 +8,7 @@ spilled: each received chunk is appended to a file and read back, one chunk at a
 memory (plain reads, not a memory map, so that the process's resident memory stays one chunk).
 
 A store is iterated as ``(row offset, chunk)`` pairs in the order received, which is all that
-:func:`vflpriv.vertical.secure.beaver.masked_product` needs; a plain list of pairs (the in-memory
+:func:`vflpriv.vertical.secure.mpc.beaver.masked_product` needs; a plain list of pairs (the in-memory
 case) is the same interface.  In one process the receivers of one frame (one on the
 least-squares path, two on the logistic path) share its memory (``local.Network``); they
 likewise share one spilled copy (written once, read-only after).

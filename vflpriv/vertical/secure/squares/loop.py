@@ -1,4 +1,4 @@
-"""The server's loop of dp-bcfw-secure, least squares (the protocol: ``protocol.py``'s docstring).
+"""The server's loop of dp-bcfw-secure, least squares (the protocol: ``squares/party.py``'s docstring).
 
 :func:`run_secure` is written as its steps: the parties reached (:func:`_parties`: in process,
 each with its own ledger, or elsewhere through ``remote``), the setup and the offline phase,
@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...errors import InputError
-from . import messages as SM
-from .beaver import Dealer
-from .protocol import Evaluation, SecureParty, SecureResult, fw_step
+from ....errors import InputError
+from ..mpc import messages as SM
+from ..mpc.beaver import Dealer
+from .party import Evaluation, SecureParty, SecureResult, fw_step
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class SecureOptions:
     ``label_party``: None when every party holds y, else its index (A_k^T y is then released
     once, by a secure product, before the first round).  ``chunk_rows``: rows per masked-block
     chunk (the result does not depend on it); ``spill``: keep received masked blocks on disk
-    (``store.py``: None = when they are large, or a directory)."""
+    (``mpc/store.py``: None = when they are large, or a directory)."""
 
     eta: float
     iterations: int
@@ -45,7 +45,7 @@ class SecureOptions:
     fit_intercept: bool = False
 
     def checked(self):
-        from . import protocol         # read at run time: a test may set protocol.CHUNK_ROWS
+        from . import party as protocol  # read at run time: a test may set protocol.CHUNK_ROWS
 
         chunk = protocol.CHUNK_ROWS if self.chunk_rows is None else int(self.chunk_rows)
         if chunk < 1:
@@ -57,17 +57,17 @@ class SecureOptions:
 
 def run_secure(data, options: SecureOptions | None = None, *, callback=None, remote=None,
                state=None, on_round=None, **kwargs) -> SecureResult:
-    """Run the protocol (``protocol.py``) with ``options`` (or the keyword arguments of
+    """Run the protocol (``squares/party.py``) with ``options`` (or the keyword arguments of
     :class:`SecureOptions`).  ``remote(public)``: parties elsewhere (Flower), returning an
     object with :class:`~.local.LocalParties`' steps; the objective is then left to
     :func:`~.protocol.replay_objective`.  ``on_round(snapshot)`` (for
     ``checkpoint.Checkpointer``) is called before anything is charged, once the parties are set
     up and after every round; ``state`` (a checkpoint's ``(meta, arrays)``) continues an
-    interrupted run: the offline phase is recomputed, the rest restored (``state.py``).  Over a
+    interrupted run: the offline phase is recomputed, the rest restored (``checkpoints/state.py``).  Over a
     link the snapshot holds the server's state only: each party saves its own before it is
-    written, and restores it at setup (``saves.py``)."""
-    from .ring import KeySource
-    from .state import RoundState, Snapshot, restore, restore_keys
+    written, and restores it at setup (``checkpoints/saves.py``)."""
+    from ..mpc.ring import KeySource
+    from ..checkpoints.state import RoundState, Snapshot, restore, restore_keys
 
     opts = options if options is not None else SecureOptions(**kwargs)
     chunk = opts.checked()
@@ -85,7 +85,7 @@ def run_secure(data, options: SecureOptions | None = None, *, callback=None, rem
         restore_keys(state[0], keys, dealer)       # before the run draws any key again
     run = RoundState(K, data.d)
     if remote is not None and on_round is not None:
-        from .saves import saving
+        from ..checkpoints.saves import saving
 
         on_round = saving(on_round, link, run)     # every party saves its own state first
     ev = Evaluation(data) if remote is None else None
@@ -96,7 +96,7 @@ def run_secure(data, options: SecureOptions | None = None, *, callback=None, rem
                 for k in range(K)})
     link.offline()               # offline phase: each masked block E_k to its helper h(k)
     if resumed:
-        # the masked blocks were recomputed above (state.py); everything else comes back
+        # the masked blocks were recomputed above (checkpoints/state.py); everything else comes back
         restore(state[0], state[1], run, parties, link, ev)
     else:
         if opts.label_party is not None and K > 1:
@@ -132,7 +132,7 @@ def run_secure(data, options: SecureOptions | None = None, *, callback=None, rem
 def _public(data, opts, state=None) -> dict:
     """What a remote party needs to build its role (public: sizes, bounds, the noise plan;
     on a resumed run the round it resumes from, ``saves.resume_fields``)."""
-    from .saves import resume_fields
+    from ..checkpoints.saves import resume_fields
 
     plan = opts.noise_plan
     return {"K": data.K, "n": data.n, "eta": float(opts.eta), "frac": int(opts.frac),
@@ -153,9 +153,9 @@ def _parties(data, opts, remote, chunk, state=None):
     """``(link, parties)``: the parties reached through ``remote`` (parties None), or made in
     this process, each with its own noise stream and, private, its own ledger and filter with
     the server's budget and accountant (each gates its own releases)."""
-    from ..engine import _seeds
-    from .local import LocalParties
-    from .store import SpillDirectory, should_spill
+    from ...engine import _seeds
+    from ..local import LocalParties
+    from ..mpc.store import SpillDirectory, should_spill
 
     if remote is not None:
         return remote(_public(data, opts, state)), None
@@ -197,7 +197,7 @@ def _release_label(link, dealer, opts, K):
     before any of its noise is drawn."""
     L = int(opts.label_party)
     if opts.private:
-        from .privacy import label_release_event
+        from ..privacy import label_release_event
 
         opts.budget_filter.charge(label_release_event(opts.noise_plan.feature_sigma,
                                                       opts.label_bound, opts.clips, L),
@@ -213,7 +213,7 @@ def _release_sums(link, opts, data):
     ``(noisy sum of y, noisy column sums in global order)``, public from here on."""
     K = data.K
     if opts.private:
-        from .privacy import intercept_release_event
+        from ..privacy import intercept_release_event
 
         opts.budget_filter.charge(intercept_release_event(opts.noise_plan.feature_sigma,
                                                           opts.label_bound, opts.clips),
@@ -245,8 +245,8 @@ def _intercept(run, opts, n):
 def _round(t, link, dealer, run, opts, data, ev):
     """Round t: the K selections charged and made, the new features' cross-products charged
     and computed, the Frank-Wolfe move (gamma = 2 / (t + 2))."""
-    from ..privacy import index_event
-    from .privacy import round_feature_event
+    from ...privacy import index_event
+    from ..privacy import round_feature_event
 
     K, plan = data.K, opts.noise_plan
     if opts.private:

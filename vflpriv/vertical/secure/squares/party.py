@@ -10,12 +10,12 @@ where S_l is the set of features party l has selected (x_l is supported on it). 
 local to k (its own columns and the labels, which every party holds).  The cross-products
 A_k^T a_j are the only values that need another party's data: when party l selects feature j
 for the first time, every other party k obtains c_kj = A_k^T a_j + N(0, sigma^2 I) once, computed
-by the Beaver product of ``beaver.py`` so that neither k nor l sees the other's raw values, and
+by the Beaver product of ``mpc/beaver.py`` so that neither k nor l sees the other's raw values, and
 keeps it (re-selections are free).  Party k's masked block E_k goes to one party only, its
 block's helper h(k) = (k + 1) mod K, which computes the other share of every product with k's
 block and adds k's noise, from its own generator and only for what its own ledger charged
 (``_gate_help``); when l = h(k) that is the holder of the column, as at K = 2.  Who holds what,
-and the collusions this rests on, are in ``beaver.py``'s docstring.  Each party holds at most F distinct features (``feature_cap``):
+and the collusions this rests on, are in ``mpc/beaver.py``'s docstring.  Each party holds at most F distinct features (``feature_cap``):
 once it has F, it selects among them only (its set is public, so the restriction is).
 
 One round t (every message framed, serialized and metered, ``messages.py``):
@@ -37,8 +37,8 @@ block gradients (to fixed-point precision) and picks the BCFW-AS vertices.
 The loop (:func:`~.loop.run_secure`) talks to the parties through five steps (setup, offline, select,
 new_features, product) of an object handed to it: :class:`~.local.LocalParties` in process,
 :class:`~.remote.LinkParties` over a runtime link; how each carries the party-to-party messages
-is in ``local.py``.  Checkpoint/resume: ``state.py``, ``resume.py``; over a link each party
-saves and restores its own state (``saves.py``).
+is in ``local.py``.  Checkpoint/resume: ``checkpoints/state.py``, ``checkpoints/resume.py``; over a link each party
+saves and restores its own state (``checkpoints/saves.py``).
 """
 from __future__ import annotations
 
@@ -48,16 +48,16 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from ...errors import InputError
-from ...noise.discrete import ring_noise
-from ..clipshare import warn_if_clipped
-from ..sketch import signed_argmax
-from ..transport import Meter
-from . import messages as SM
-from ...runtime import views
-from .beaver import block_helper, holder_shares, masked_block_chunks, peer_output
-from .local import LocalParties, Network  # noqa: F401  (the in-process link; re-exported)
-from .ring import Prg, decode, encode
+from ....errors import InputError
+from ....noise.discrete import ring_noise
+from ...clipshare import warn_if_clipped
+from ...sketch import signed_argmax
+from ...transport import Meter
+from ..mpc import messages as SM
+from ....runtime import views
+from ..mpc.beaver import block_helper, holder_shares, masked_block_chunks, peer_output
+from ..local import LocalParties, Network  # noqa: F401  (the in-process link; re-exported)
+from ..mpc.ring import Prg, decode, encode
 
 #: rows per MaskedBlock frame (8192 x 500 columns = 32.8 MB).  The products are sums over rows, so
 #: the chunking changes neither the words computed nor the mask stream (U_k is read row-major in
@@ -125,7 +125,7 @@ def prepare_block(A_k, y, *, frac, private, feature_bound=None, label_bound=None
 
 def check_distinct_masks(k, i, triples):
     """The holder's refusal of a request whose peers share a vector mask: one mask for two
-    peers would let a peer that helps the other's block unmask the column (``beaver.py``)."""
+    peers would let a peer that helps the other's block unmask the column (``mpc/beaver.py``)."""
     keys = [t.v_key for t in triples.values()]
     if len(set(keys)) != len(keys):
         raise InputError(f"party {k}: the dealer sent one vector mask for two peers of feature "
@@ -152,7 +152,7 @@ class SecureParty:
         self.y = b.y
         self.ty = None                            # A_k^T y + noise, released once (no label)
         self.noise, self.b, self.sigma = noise, float(index_scale), float(sigma)
-        from ...noise import generator as noise_generator
+        from ....noise import generator as noise_generator
 
         self.rng = noise_generator(noise_seed) if private else None
         self.x = np.zeros(self.p)
@@ -277,14 +277,14 @@ class SecureParty:
             self.budget.charge(event, party=self.k, round=t, note=note)
 
     def charge_selections(self, t):
-        from ..privacy import index_event
+        from ...privacy import index_event
 
         if self.budget is not None:
             noise, b, sens = self.plan[:3]
             self.charge(index_event(noise, b, sens, self.K), t, "secure: signed index")
 
     def charge_features(self, msg: SM.NewFeatures, t):
-        from .privacy import label_release_event, round_feature_event
+        from ..privacy import label_release_event, round_feature_event
 
         if self.budget is not None:
             sigma, Ba, clips = self.plan[3:6]
@@ -300,7 +300,7 @@ class SecureParty:
                 self._help_owed |= {h for h in feats if h not in (self.k, self.helpee)}
             for h in msg.holders:
                 if h == SM.INTERCEPT_RELEASE:
-                    from .privacy import intercept_release_event
+                    from ..privacy import intercept_release_event
 
                     self.charge(intercept_release_event(sigma, self.plan[6], clips), t,
                                 "secure: intercept sums")

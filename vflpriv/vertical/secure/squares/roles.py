@@ -1,4 +1,4 @@
-"""dp-bcfw-secure as roles: the same protocol loop (:func:`vflpriv.vertical.secure.protocol.
+"""dp-bcfw-secure as roles: the same protocol loop (:func:`vflpriv.vertical.secure.squares.party.
 run_secure`) as the server role, each party a party role (hosted by Flower's ClientApp, or in
 process over a :class:`~vflpriv.runtime.link.LocalLink`).
 
@@ -19,18 +19,18 @@ import struct
 
 import numpy as np
 
-from ...errors import InputError
-from ...runtime.link import error_record
-from ...runtime.partydata import party_noise_seed
-from ...runtime.roles import PartyRole, Refused, own_budget
-from ..transport import DOWN, UP, Meter
-from . import messages as SM
-from .beaver import block_helper
-from .block_cache import cached_block
-from .channel import OVERHEAD, Channel, new_key_pair, pack_bundle, unpack_bundle
-from .phased import PhasedLink
-from .saves import SecureSaves
-from .store import SpilledBlocks
+from ....errors import InputError
+from ....runtime.link import error_record
+from ....runtime.partydata import party_noise_seed
+from ....runtime.roles import PartyRole, Refused, own_budget
+from ...transport import DOWN, UP, Meter
+from ..mpc import messages as SM
+from ..mpc.beaver import block_helper
+from ..block_cache import cached_block
+from ..mpc.channel import OVERHEAD, Channel, new_key_pair, pack_bundle, unpack_bundle
+from ..mpc.phased import PhasedLink
+from ..checkpoints.saves import SecureSaves
+from ..mpc.store import SpilledBlocks
 
 _RANGE = struct.Struct("<QQ")
 #: the offline phase sends a party's masked block in pieces of at most about this many bytes
@@ -48,7 +48,7 @@ _PREPARED = {}
 
 def _prepared(cfg, setup, k):
     """Party k's :class:`~.protocol.PreparedBlock` for this run (:func:`cached_block`)."""
-    from .protocol import prepare_block
+    from .party import prepare_block
 
     clips = setup["clips"]
     labels = setup.get("label_party") in (None, k)
@@ -81,7 +81,7 @@ class SecurePartyRole(SecureSaves, PartyRole):
     keys; its own saves for a resume (:class:`~.saves.SecureSaves`)."""
 
     def __init__(self, cfg, setup):
-        from .protocol import SecureParty
+        from .party import SecureParty
 
         self.k = k = int(cfg["party"])
         self.setup, self.cfg = setup, cfg
@@ -117,7 +117,7 @@ class SecurePartyRole(SecureSaves, PartyRole):
         p = self.party
         t0 = self._resume_at_setup() if kind == "setup" else None
         if kind in self.CHARGED and p.private:
-            # on a resumed run its records of the redone rounds are replayed (saves.py)
+            # on a resumed run its records of the redone rounds are replayed (checkpoints/saves.py)
             p.budget = self._replaying(own_budget(self.cfg, self.setup))
         if kind == "setup":
             if p.budget is not None:
@@ -128,7 +128,7 @@ class SecurePartyRole(SecureSaves, PartyRole):
             self._save(int(frame.decode()))
             return "ok", b""
         if kind == "keys":           # pinned peers' offers are checked (vflpriv.runtime.keys)
-            from ...runtime.keys import KeyRefused, accept_offers, parse_pins
+            from ....runtime.keys import KeyRefused, accept_offers, parse_pins
 
             try:
                 self.peers = accept_offers(unpack_bundle(frame), self.k, self.public_key,
@@ -157,7 +157,7 @@ class SecurePartyRole(SecureSaves, PartyRole):
             releaser = struct.unpack("<H", frame)[0]
             return "sums", SM.encode(p.noisy_sums(self.k == releaser), self.k, t)
         if kind == "holder":
-            # each peer's own masked column (its own mask: beaver.py), then the share for the
+            # each peer's own masked column (its own mask: mpc/beaver.py), then the share for the
             # block it helps
             entries = unpack_bundle(frame)
             i = struct.unpack("<I", entries[0][1])[0]
@@ -210,12 +210,12 @@ class SecurePartyRole(SecureSaves, PartyRole):
     def _z_receivers(self, i):
         """Who gets this party's masked column of feature i (or label), each under its own
         mask: every other party (the ssp path's role: the parties of its product only,
-        ``ssp_remote.py``); a request naming other peers is refused."""
+        ``ssp/roles.py``); a request naming other peers is refused."""
         return [q for q in range(int(self.setup["K"])) if q != self.k]
 
     def _receivers(self):
         """Who gets this party's masked block: its block's helper h(k) only (the logistic
-        path's role sends it to the two holders of d's shares, ``glm_remote.py``)."""
+        path's role sends it to the two holders of d's shares, ``glm/roles.py``)."""
         return [block_helper(self.k, int(self.setup["K"]))]
 
     def _block_dir(self):
@@ -251,7 +251,7 @@ class SecurePartyRole(SecureSaves, PartyRole):
     def _offer(self):
         """This party's key offer: its ephemeral public key, signed by its identity key when
         its node config names one (``identity-key``; :mod:`.keys`)."""
-        from ...runtime.keys import load_identity_of, make_offer, unpinned_warning
+        from ....runtime.keys import load_identity_of, make_offer, unpinned_warning
 
         ident = load_identity_of(self.cfg, self.k, Refused)
         if ident is None or not self.cfg.get("peer-fingerprints"):
@@ -264,7 +264,7 @@ class SecurePartyRole(SecureSaves, PartyRole):
     def get_state(self):
         p = self.party
         st = {a: getattr(p, a) for a in _STATE}
-        from ...noise import state as noise_state
+        from ....noise import state as noise_state
 
         st["rng"] = noise_state(p.rng)
         st["keys"] = (self.private_key, self.public_key, self.peers)
@@ -278,7 +278,7 @@ class SecurePartyRole(SecureSaves, PartyRole):
             if a in st:
                 setattr(p, a, st[a])
         if st["rng"] is not None:
-            from ...noise import restore as noise_restore
+            from ....noise import restore as noise_restore
 
             noise_restore(p.rng, st["rng"])
         self.private_key, self.public_key, self.peers = st["keys"]
@@ -324,7 +324,7 @@ class LinkParties:
     def offline_fanout(self):
         """How many blocks' rows one offline message carries at most: a party's reply its own
         block for its one receiver, h(k), and a relayed delivery its helpee's block (the
-        logistic path's roles: K - 1, ``glm_remote.py``)."""
+        logistic path's roles: K - 1, ``glm/roles.py``)."""
         return 1
 
     def offline_rows(self):
@@ -332,7 +332,7 @@ class LinkParties:
         receivers, a relayed delivery its senders' rows (``offline_fanout`` blocks at most),
         both at most about ``frame_bytes``; a whole number of the parties' chunks when that fits
         (so the frames are those of the in-process run)."""
-        from .protocol import CHUNK_ROWS
+        from .party import CHUNK_ROWS
 
         per_row = 8 * max(1, self.offline_fanout()) * max(self.sizes)
         rows = max(1, self.frame_bytes // per_row)
@@ -432,9 +432,9 @@ class LinkParties:
 def serve(connect, spec, progress=None) -> dict:
     """The server role of one dp-bcfw-secure run (``spec`` from :func:`make_spec`);
     ``connect(K)`` is the run's link to its K parties."""
-    from ..remote import PublicShape
+    from ...remote import PublicShape
     from .loop import run_secure
-    from .saves import check_replayed, server_checkpoints
+    from ..checkpoints.saves import check_replayed, server_checkpoints
 
     def loop(remote, on_round, budget):
         budget, ck_hook, ck_state = server_checkpoints(spec, budget)
@@ -498,7 +498,7 @@ def _remove_blocks_after(parties, exc):
     """After a failed run, the parties that still answer delete their masked blocks.  A lost
     party is not asked (its host may never answer, and the message would wait out the reply
     timeout): its blocks stay in its ``spill-dir``, in a folder named by the run id."""
-    from ...runtime.link import PartyLost
+    from ....runtime.link import PartyLost
 
     if parties is None:
         return
@@ -539,7 +539,7 @@ def pin_identities(run_dir, cfgs, pinning, parties=None):
     written here.  A party without a fingerprint is refused (:class:`InputError`, naming it)
     unless ``pinning.unpinned``: then every node config says ``unpinned = true`` and every node
     warns in its log."""
-    from ...runtime.keys import missing_fingerprint, pins_text
+    from ....runtime.keys import missing_fingerprint, pins_text
 
     parties = sorted(int(c["party"]) for c in cfgs) if parties is None else sorted(parties)
     if pinning is None or not hasattr(pinning, "missing"):
@@ -577,10 +577,10 @@ def run(backend, data, *, secure_kwargs, private, run_dir, ledger=None, budget=N
     ``(None, what was written)`` returned (its keys pinned by ``pinning``:
     :func:`pin_identities`).  ``checkpoint`` (``make_spec``): each party saves its own state
     beside it (``saves.party_checkpoints``) and resumes from it."""
-    from ...runtime.partydata import noise_entropy_of
-    from ..remote import party_configs, run_info
-    from .protocol import replay_objective
-    from .saves import party_checkpoints
+    from ....runtime.partydata import noise_entropy_of
+    from ...remote import party_configs, run_info
+    from .party import replay_objective
+    from ..checkpoints.saves import party_checkpoints
 
     if data.K < 2:
         raise InputError("dp-bcfw-secure needs at least 2 parties")
@@ -595,7 +595,7 @@ def run(backend, data, *, secure_kwargs, private, run_dir, ledger=None, budget=N
                          bounds=(secure_kwargs.get("feature_bound"),
                                  secure_kwargs.get("label_bound")))
     party_checkpoints(cfgs, checkpoint, spec_dir)
-    from ...runtime.backends import describe, launch
+    from ....runtime.backends import describe, launch
 
     if spec_dir:
         pin_identities(run_dir, cfgs, pinning)

@@ -1,5 +1,5 @@
-"""dp-bcfw-secure's ssp path: its protocol pieces, shared by the in-process run (``ssp_run.py``)
-and the roles over a runtime link (``ssp_remote.py``): the party (:class:`GramParty`), its
+"""dp-bcfw-secure's ssp path: its protocol pieces, shared by the in-process run (``ssp/solve.py``)
+and the roles over a runtime link (``ssp/roles.py``): the party (:class:`GramParty`), its
 block's preparation, and the server's steps (:func:`release`, docs/sensitivity.md 4.10)."""
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import math
 
 import numpy as np
 
-from ...errors import InputError
-from . import messages as SM
-from . import ssp as S
-from .protocol import SecureParty, prepare_block
+from ....errors import InputError
+from ..mpc import messages as SM
+from . import release as S
+from ..squares.party import SecureParty, prepare_block
 
 
 class GramParty(SecureParty):
@@ -106,7 +106,7 @@ def prepare(A_k, y, s, k, frac, private, feature_bound, label_bound, clip):
     that both give the same words."""
     if private:
         # in the user's units: the warning names --feature-bound as given, not B_a s
-        from ..clipshare import warn_if_clipped
+        from ...clipshare import warn_if_clipped
 
         warn_if_clipped(k, A_k, y, feature_bound / s, label_bound)
     return prepare_block(A_k * s, y, frac=frac, private=private, feature_bound=feature_bound,
@@ -127,8 +127,8 @@ def release(link, sizes, L, n, frac, budget, event, chunk_rows, gram_parts):
     """Steps 1-4 of the module docstring through ``link`` (in process a ``LocalParties``, over
     a runtime link ``ssp_remote.LinkSspParties``); ``gram_parts()`` collects every party's
     GramPart.  Returns the noisy M (scaled units)."""
-    from .beaver import Dealer
-    from .ring import KeySource
+    from ..mpc.beaver import Dealer
+    from ..mpc.ring import KeySource
 
     K = len(sizes)
     dealer = Dealer(KeySource(None), sizes, n, chunk_rows)

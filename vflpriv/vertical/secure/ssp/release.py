@@ -91,7 +91,7 @@ def calibrate_sigma(epsilon, delta, label_bound, accountant="rdp") -> float:
     spends at most ``epsilon`` at ``delta``."""
     from accounting import calibrate
 
-    from ...errors import uncalibrated
+    from ....errors import uncalibrated
 
     try:
         res = calibrate(lambda s: release_event(s, label_bound), float(epsilon), float(delta),
@@ -162,7 +162,7 @@ def pack_part(tri, sums, cross, ty, ysum):
 
 def split_part(k, sizes, words, label_party):
     """The inverse of :func:`pack_part` for party k, checked against the public sizes."""
-    from ...errors import InputError
+    from ....errors import InputError
 
     words = np.asarray(words, dtype=np.float64)
     want = part_length(k, sizes)

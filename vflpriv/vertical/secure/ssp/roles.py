@@ -19,14 +19,14 @@ from __future__ import annotations
 import math
 import time
 
-from ...errors import InputError
-from ...runtime.partydata import party_noise_seed
-from ...runtime.roles import Refused
-from ..transport import UP
-from . import messages as SM
-from . import ssp as S
-from .block_cache import cached_block
-from .remote import LinkParties, SecurePartyRole
+from ....errors import InputError
+from ....runtime.partydata import party_noise_seed
+from ....runtime.roles import Refused
+from ...transport import UP
+from ..mpc import messages as SM
+from . import release as S
+from ..block_cache import cached_block
+from ..squares.roles import LinkParties, SecurePartyRole
 
 FAMILY = "ssp"
 
@@ -39,7 +39,7 @@ _GRAM_STATE = ("_gram_owed", "_gram_done", "_served")
 
 def _prepared(cfg, setup, k):
     """Party k's scaled and prepared block for this run (``block_cache.cached_block``)."""
-    from .ssp_party import prepare
+    from .party import prepare
 
     clips = setup["clips"]
     label = int(setup["label_party"]) == k
@@ -66,7 +66,7 @@ class SspPartyRole(SecurePartyRole):
     CHARGED = ("setup", "new_features")
 
     def __init__(self, cfg, setup):
-        from .ssp_party import GramParty
+        from .party import GramParty
 
         self.k = k = int(cfg["party"])
         self.setup, self.cfg = setup, cfg
@@ -146,9 +146,9 @@ def serve(connect, spec, progress=None) -> dict:
     """The server role of one ssp run (``spec`` from :func:`make_spec`): the release through
     the parties' roles, then the fit from the noisy M (post-processing); its result's ``x`` is
     the model on the data (global column order, unscaled) and ``intercept`` its b."""
-    from .protocol import CHUNK_ROWS
-    from .remote import serve_run
-    from .ssp_party import _local_blocks, model, release
+    from ..squares.party import CHUNK_ROWS
+    from ..squares.roles import serve_run
+    from .party import _local_blocks, model, release
 
     s = spec["ssp"]
     sizes = [len(b) for b in spec["blocks"]]
@@ -197,10 +197,10 @@ def run(backend, data, *, ssp_kwargs, private, run_dir, ledger=None, budget=None
     """Run the ssp path on ``backend``; ``(out, info)`` as :func:`.remote.run` (``out`` the
     server role's result), or with ``spec_dir`` ``(None, what was written)``, its keys pinned
     by ``pinning`` (:func:`.remote.pin_identities`)."""
-    from ...runtime.backends import describe, launch
-    from ...runtime.partydata import noise_entropy_of
-    from ..remote import party_configs, run_info
-    from .remote import pin_identities
+    from ....runtime.backends import describe, launch
+    from ....runtime.partydata import noise_entropy_of
+    from ...remote import party_configs, run_info
+    from ..squares.roles import pin_identities
 
     spec = make_spec(data, ssp_kwargs=ssp_kwargs, private=private, ledger=ledger, budget=budget,
                      accountant=accountant, run_id=run_id, connect_timeout=connect_timeout,
@@ -229,7 +229,7 @@ def ssp_kwargs(srun, plan, frac, fit, K) -> dict:
     """The ``ssp`` section of a run description (numbers and lists only; an infinite radius or
     intercept bound as None), from the settled run, its plan (``ssp_run._Plan``), the ring's
     fraction bits and the fit's options."""
-    from .ssp_party import public_bounds
+    from .party import public_bounds
 
     cfg = srun.cfg
     Ba_s, By, clips = public_bounds(plan, srun.private, K)
@@ -248,7 +248,7 @@ def on_flower(data, srun, plan, frac, fit, led, budget, run_dir, noise_root):
     None when a description was written, flower info)``.  ``fit``: the fit's lam, radius and
     intercept bound; ``noise_root``: the in-process noise root of a seeded run (each party's
     stream is its spawn, as in process), else None."""
-    from ..hosted import run_hosted
+    from ...hosted import run_hosted
 
     cfg = srun.cfg
     kw = ssp_kwargs(srun, plan, frac, fit, data.K)

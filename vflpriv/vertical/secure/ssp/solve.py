@@ -1,9 +1,9 @@
 """dp-bcfw-secure's ssp path, run (``logistic_path="ssp"``): the sufficient statistics of the
 logistic loss's expansion released once, under secret sharing, then the model fitted from them.
 
-The math (scale rule, sensitivity, layout, the fit) is in ``ssp.py``; the proof in
+The math (scale rule, sensitivity, layout, the fit) is in ``ssp/release.py``; the proof in
 docs/sensitivity.md 4.10.  The run reuses the least-squares protocol's pieces
-(``protocol.py``, ``beaver.py``, ``local.py``):
+(``squares/party.py``, ``mpc/beaver.py``, ``local.py``):
 
 1. setup and the offline phase: each party's masked block to its helper h(k), as least squares;
 2. the server charges the one release (a ``DiscreteGaussian`` of sensitivity sqrt(2) R^2) to its
@@ -31,10 +31,11 @@ import time
 
 import numpy as np
 
-from ...errors import InputError
-from . import privacy as SP
-from . import ssp as S
-from .ssp_party import (GramParty, _local_blocks, make_parties, model,  # noqa: F401
+from ....errors import InputError
+from .. import privacy as SP
+from . import release as S
+from .path import PATH
+from .party import (GramParty, _local_blocks, make_parties, model,  # noqa: F401
                         prepare, public_bounds, release)
 
 
@@ -75,7 +76,7 @@ class _Plan:
             self.event = S.release_event(self.sigma, self.By)
         else:
             # nothing is released privately: no clipping, no scaling, no noise
-            from ..scale import _bound
+            from ...scale import _bound
 
             self.Ba = _bound(None, data.A, "feature_bound")
             self.By, self.clips, self.s, self.sigma, self.event = 1.0, None, 1.0, 0.0, None
@@ -83,7 +84,7 @@ class _Plan:
     def noise_plan(self, cfg, d):
         from accounting import get_accountant
 
-        from ..privacy import NoisePlan
+        from ...privacy import NoisePlan
 
         eps = float(get_accountant("rdp").epsilon(self.event, cfg.delta))
         return NoisePlan(mode="accountant", noise="none", index_scale=0.0,
@@ -98,10 +99,10 @@ class _Plan:
 def ring_and_fit(plan, cfg, n, d):
     """``(frac, fit)``: the ring's fraction bits for n rows of the plan's scaled bounds, and the
     post-processing fit's options (ridge, l1 radius in the scaled units, intercept bound)."""
-    from .ring import frac_bits
+    from ..mpc.ring import frac_bits, noisy_range
 
     Ba_s = plan.Ba * plan.s
-    frac = frac_bits(n * Ba_s * max(Ba_s, plan.By) + 40.0 * plan.sigma + 1.0)
+    frac = frac_bits(noisy_range(n * Ba_s * max(Ba_s, plan.By), plan.sigma))
     fit = dict(lam=S.ridge(plan.sigma, d),
                radius=math.inf if cfg.eta == "auto" else float(cfg.eta) / plan.s,
                b_bound=math.inf if cfg.fit_intercept else 0.0)
@@ -112,8 +113,8 @@ def solve_ssp(data, run):
     """The Solution of ``run`` (a logistic SecureRun with ``logistic_path="ssp"``): in process,
     or over a runtime link (``cfg.backend`` local, flower-sim, flower: :func:`.ssp_remote.
     on_flower`; with ``flower.spec_dir`` the written description's info instead)."""
-    from ..engine import _seeds
-    from .run import finish, open_budget
+    from ...engine import _seeds
+    from ..run import finish, open_budget
 
     check(data, run)
     cfg, K, n, d = run.cfg, data.K, data.n, data.d
@@ -129,7 +130,7 @@ def solve_ssp(data, run):
             # the ServerApp may be another process: its ledger must be a file (solve.py)
             import os
 
-            from ..hosted import run_dir_for
+            from ...hosted import run_dir_for
 
             run_dir = run_dir_for(cfg.flower)
             ledger = os.path.join(run_dir, "server.ledger")
@@ -138,14 +139,14 @@ def solve_ssp(data, run):
     _, _, noise_ss = _seeds(run.seed, None)
     info = None
     if cfg.backend != "inprocess":
-        from .ssp_remote import on_flower
+        from .roles import on_flower
 
         got, info = on_flower(data, run, plan, frac, fit, led, budget, run_dir,
                               None if run.seed is None else noise_ss)
         if got is None:                    # flower.spec_dir: the description was written
             return info
         if run.private:
-            from .run import server_accounts
+            from ..run import server_accounts
 
             led, budget = server_accounts(run, info, budget)
         x, b, iters = got["x"], got["intercept"], got["fit_iterations"]
@@ -165,8 +166,8 @@ def solve_ssp(data, run):
 def _in_process(data, run, plan, frac, budget, seeds, sizes, L):
     """The release with the parties as :class:`GramParty` objects here, each with its own
     memory ledger under the server's budget: ``(M, meter, party ledgers)``."""
-    from .local import LocalParties
-    from .store import SpillDirectory, should_spill
+    from ..local import LocalParties
+    from ..mpc.store import SpillDirectory, should_spill
 
     K, n, cfg = data.K, data.n, run.cfg
     Ba_s, By, clips = public_bounds(plan, run.private, K)
@@ -202,9 +203,9 @@ def _release(link, parties, sizes, L, n, frac, budget, plan):
 def _solution(data, run, x, b, meter, party_ledgers, noise_plan, led, iters,
               release_seconds, seconds, frac, plan, flower_info=None):
     """The Solution of the model ``(x, b)`` (:func:`model`)."""
-    from ...optim.losses import get_loss
-    from ..solution import Solution
-    from .run import meter_totals
+    from ....optim.losses import get_loss
+    from ...solution import Solution
+    from ..run import meter_totals
 
     K, n = data.K, data.n
     m = np.asarray(data.A @ x).ravel() + (b or 0.0)
@@ -215,7 +216,8 @@ def _solution(data, run, x, b, meter, party_ledgers, noise_plan, led, iters,
                    meter=meter, noise_plan=noise_plan, ledger=led, intercept=b,
                    released=[len(bl) for bl in data.blocks],
                    uplink_naive=[8 * n * len(bl) for bl in data.blocks],
-                   extra={"path": "ssp", "label_party": run.label_party, "frac_bits": frac,
+                   extra={"path": PATH.name, "deployment_note": PATH.deployment_note,
+                          "label_party": run.label_party, "frac_bits": frac,
                           "secure_products": (K - 1) + sum(
                               l * len(data.blocks[l]) for l in range(K)),
                           "feature_cap": None, "setup_seconds": release_seconds,

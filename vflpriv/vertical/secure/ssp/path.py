@@ -1,0 +1,88 @@
+"""The ssp path of dp-bcfw-secure (``paths.SecurePath``; the logistic loss's default): the
+loss expansion's sufficient statistics released once, the model fitted from them
+(docs/sensitivity.md 4.10)."""
+from __future__ import annotations
+
+from ....errors import InputError
+from ..paths import TRIPLES, SecurePath
+
+
+class SspPath(SecurePath):
+    name = "ssp"
+    family = "ssp"
+    options = {"loss": "logistic", "logistic_path": "ssp"}
+    rounds = False
+    ridge_note = ("no l1 ball: the ssp path's ridge (lambda = sigma sqrt(d + 2), from the noise) "
+                  "regularizes; an explicit eta bounds each party's l1 norm")
+    nonprivate_note = "the exact moments of the rows reach the server"
+    #: the deployment note of a run whose noise came from OS entropy: the products across
+    #: parties carry the exact discrete Gaussian of the ring (4.9); each party's own block and
+    #: the label's products are noised by numpy's Gaussian
+    deployment_note = ("noise from OS entropy; the products across parties carry the exact "
+                       "discrete Gaussian, each party's own block and the label party's own "
+                       "products a floating-point Gaussian, not protected against Mironov's "
+                       "attack (docs/audit.md section 4)")
+
+    def check_config(self, cfg, how):
+        if cfg.step is not None:
+            raise InputError(f"step is for dp-bcfw-secure's logistic glm path (its rounds; "
+                             f"--logistic-path glm); {how} is one release and a fit, got step "
+                             f"{cfg.step!r}")
+        if cfg.reference and cfg.eta == "auto":
+            raise InputError(f"reference certifies the optimum over the run's l1 balls; {how} "
+                             f"with eta 'auto' fits without any (a ridge): give --eta (the "
+                             f"radius per party its fit then keeps) or --logistic-path glm")
+        if cfg.helper_party is not None:
+            raise InputError(f"{how} has no helper party (it runs the least-squares "
+                             f"products; --logistic-path glm has one), got helper_party "
+                             f"{cfg.helper_party!r}")
+
+    def check_options(self, cfg):
+        from .solve import check_options
+
+        check_options(cfg)
+
+    def solve(self, data, run):
+        from .solve import solve_ssp
+
+        return solve_ssp(data, run)
+
+    def check_public(self, shape, cfg, run):
+        self.check_options(cfg)
+
+    def spec_for(self, shape, run, budget, noise_seed, noise_key, common):
+        """Its one release planned for n rows and checked against the server's ledger; the
+        parties draw its noise (their own seeds), so the server's seed and key go unused."""
+        from . import roles
+        from .solve import _Plan, ring_and_fit
+
+        if shape.K < 2:
+            raise InputError("dp-bcfw-secure needs at least 2 parties")
+        plan = _Plan(shape, run)
+        budget.check_plan(plan.event, party="server")
+        frac, fit = ring_and_fit(plan, run.cfg, shape.n, shape.d)
+        return roles.make_spec(shape, ssp_kwargs=roles.ssp_kwargs(run, plan, frac, fit, shape.K),
+                               **common)
+
+    def calibration(self, spec):
+        """sigma and the row clips in the data's units, with the public scale s."""
+        s = spec["ssp"]
+        return {"sigma": s["sigma"], "row_clips": [c / s["scale"] for c in s["clips"]],
+                "scale": s["scale"]}
+
+    def rounds_text(self, sol):
+        # no rounds: one release, then the server's fit (its solver's iterations)
+        its = sol.extra.get("fit_iterations")
+        return ("ssp path (one release, then the fit: "
+                + (f"{its} solver iterations)" if its else "closed form)"))
+
+    def bytes_line(self, sol, by_kind, fmt):
+        return (f"  secure (logistic by its expansion at 0, the statistics sum_r z_r z_r^T "
+                f"released once; label at party {sol.extra['label_party']}, no rounds): masked "
+                f"blocks {fmt(by_kind('MaskedBlock'))} (once, to each block's helper), masked "
+                f"vectors {fmt(by_kind('MaskedVector'))}, result shares "
+                f"{fmt(by_kind('ResultShare'))}, dealer triples {fmt(by_kind(*TRIPLES))}, the "
+                f"parties' statistics {fmt(by_kind('GramPart'))}")
+
+
+PATH = SspPath()

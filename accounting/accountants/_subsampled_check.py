@@ -104,7 +104,35 @@ def measure_delta_lower(p: grid.GridPmf) -> np.ndarray:
     """Lower bounds on the finite part of the measure's delta at each of its grid points.
 
     The recursion runs in x87 extended precision (np.longdouble, unit round-off 2^-64, checked
-    below) so that its bound, 4 (N + 8) ulps, is ~1e-14 rather than ~1e-11 in double."""
+    below) so that its bound, 4 (N + 8) ulps, is ~1e-14 rather than ~1e-11 in double.
+
+    The same operations as the loop ``tail += p[i]; d[i-1] = decay * tail + keep * d[i]`` (i from
+    N - 1 down to 1), vectorized: the tails by a running sum (np.cumsum adds in order), then the
+    first-order recursion y[k] = x[k] + keep * y[k - 1] by scipy's ``lfilter`` (b = [1],
+    a = [1, -keep]: one product and one sum per step, as in the loop; scipy.signal is loaded by
+    dp-accounting's PLD already).  The loop took ~0.06 s per side at 4e4 points, a seventh of a
+    PLD calibration's time; ``_measure_delta_lower_loop`` is kept as the reference
+    (tests/test_accounting_pld_error.py checks the two agree bit for bit)."""
+    from scipy.signal import lfilter
+
+    h = p.interval
+    probs = np.maximum(p.probs, 0.0).astype(np.longdouble)
+    n = probs.size
+    u = _longdouble_ulp()
+    d = np.zeros(n, dtype=np.longdouble)
+    decay = -np.expm1(np.longdouble(-h))
+    keep = np.exp(np.longdouble(-h))
+    if n > 1:
+        tails = np.cumsum(probs[:0:-1])                  # tail after adding p[N-1], ..., p[1]
+        y = lfilter(np.array([1], dtype=np.longdouble),
+                    np.array([1, -keep], dtype=np.longdouble), decay * tails)
+        d[:-1] = y[::-1]
+    return (d * (1 - 4 * (n + 8) * u) * (1 - 4 * ULP)).astype(np.float64)
+
+
+def _measure_delta_lower_loop(p: grid.GridPmf) -> np.ndarray:
+    """:func:`measure_delta_lower` as the plain loop (the reference its vectorized form is
+    tested against)."""
     h = p.interval
     probs = np.maximum(p.probs, 0.0).astype(np.longdouble)
     n = probs.size

@@ -13,6 +13,7 @@ private key).  docs/flower.md, "Across machines" and "Identity keys".
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
@@ -213,7 +214,7 @@ def spec_run(args) -> int:
     from ..flower import FlowerOptions, on_client_loss
     from .described import description_folder
     from ..vertical import solve
-    from . import run as R
+    from . import job
 
     if getattr(args, "party_schema", None):
         from .flower_align import spec_from_schemas
@@ -229,7 +230,7 @@ def spec_run(args) -> int:
                          "parties' files; give each party's schema instead (--party-schema "
                          "I=SCHEMA, written on its machine by vflpriv flower schema; "
                          "docs/alignment.md)")
-    args, epsilon, chunk_rows = R._checked_args(args)
+    args, epsilon, chunk_rows = job.checked_args(args)
     from . import flower_pins
 
     secure = args.algorithm == "dp-bcfw-secure"
@@ -239,12 +240,14 @@ def spec_run(args) -> int:
     opts = FlowerOptions(spec_dir=args.out, on_client_loss=args.on_client_loss,
                          connect_timeout=args.connect_timeout, pinning=pin)
     on_client_loss(opts, "vertical")
-    cfg = R._config(args, epsilon, "flower", opts)      # every option checked, and flwr
-    data, _ = R._load_data(args, chunk_rows)
+    cfg = job.config(args, epsilon, "flower", opts)      # every option checked, and flwr
+    data, _ = job.load_data(args, chunk_rows)
     if secure:                 # every party's own key pinned (or --unpinned), before writing
         flower_pins.check(flower_pins.pinning(args, data.K), range(data.K))
-    if args.algorithm == "dp-bcfw-secure":
-        R._print_defaults(args, data, epsilon)
+    from .progress import Progress
+
+    # no rounds run here; the bar only says the defaults the run's settle chooses
+    cfg = dataclasses.replace(cfg, callback=Progress(0, quiet=True))
     with description_folder(args.out):
         desc = solve(data, config=cfg)
     return _written(desc, args.out, args.algorithm, who="party", files="party<i>.npz")

@@ -109,7 +109,7 @@ def _schemas(args):
 
 def _checked(args):
     """Every option refused before anything is written: ``(schemas, epsilon, label party)``."""
-    from . import run as R
+    from . import job
     from .options import number
 
     if args.data or args.party_data:
@@ -138,7 +138,7 @@ def _checked(args):
                          "parties' machines is private")
     if args.seed is not None and args.seed < 0:
         raise InputError(f"--seed must be a non-negative integer, got {args.seed}")
-    R._check_accountant(args, epsilon)
+    job.check_accountant(args, epsilon)
     if args.id_column is not None:
         for k, s in schemas.items():
             if s["id"] != args.id_column:
@@ -169,7 +169,8 @@ def spec_from_schemas(args, checked_spec_options, written) -> int:
     from ..vertical.scale import auto_eta
     from ..vertical.secure import planned
     from ..vertical.secure.squares.roles import pin_identities
-    from . import run as R
+    from . import job
+    from .progress import Progress
 
     checked_spec_options(args)
     if getattr(args, "model_out", None):
@@ -184,7 +185,7 @@ def spec_from_schemas(args, checked_spec_options, written) -> int:
     opts = FlowerOptions(spec_dir=args.out, on_client_loss=args.on_client_loss,
                          connect_timeout=args.connect_timeout)
     on_client_loss(opts, "vertical")
-    cfg = R._config(args, epsilon, "flower", opts)      # every option checked, and flwr
+    cfg = job.config(args, epsilon, "flower", opts)      # every option checked, and flwr
     columns = [schemas[k]["columns"] for k in range(len(schemas))]
     shape = planned.Shape(1, make_spec(columns=columns, leader=lp, config={"iterations": 1},
                                        ledger=None, run_id=None)["blocks"])
@@ -196,8 +197,8 @@ def spec_from_schemas(args, checked_spec_options, written) -> int:
                                                      cfg.label_bound)[0])
     options = dict(planned.config_options(cfg), eta=float(cfg.eta), label_party=lp,
                    epsilon=float(epsilon))
-    planned.check_public(options, shape.blocks)          # the options n does not change
-    R._print_defaults(args, shape, epsilon)
+    # the options n does not change; the defaults chosen from the column counts are said
+    planned.check_public(options, shape.blocks, callback=Progress(0, quiet=True))
     out = args.out
     import uuid
 

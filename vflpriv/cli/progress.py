@@ -120,6 +120,13 @@ class Progress:
         if done >= self.total:          # finished: its line ends before the results are printed
             self.close()
 
+    def say_defaults(self, lines):
+        """The defaults a run chose (``secure.defaults.describe``), one line each on stdout
+        before its rounds: output, not progress, so said in a pipe too."""
+        for line in lines:
+            sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
     def step(self, k: int = 1):
         self(self.n + k - 1)
 

@@ -66,15 +66,18 @@ def _server_budget(options, ledger, run_id, create=True):
     return BudgetFilter(led, eps, delta, accountant=options["accountant"])
 
 
-def check_public(options, blocks) -> None:
+def check_public(options, blocks, callback=None) -> None:
     """What can be refused before n is known (``vflpriv flower spec run --party-schema``): the
     options, the defaults chosen from the column counts, the logistic margin range and the
-    helper party; one clear error naming the bad value."""
+    helper party; one clear error naming the bad value.  ``callback``: the run's, which hears
+    the defaults chosen (``say_defaults``)."""
+    import dataclasses
+
     from . import paths
     from .solve import settle
 
     shape = Shape(1, blocks)
-    cfg = _config(options)
+    cfg = dataclasses.replace(_config(options), callback=callback)
     run = settle(shape, cfg, cfg.loss_fn, int(options["label_party"]))
     paths.of_config(cfg).check_public(shape, cfg, run)
 

@@ -37,6 +37,20 @@ from ...errors import InputError
 from .. import privacy as P
 
 
+#: the accountants that account for the ring's exact discrete Gaussian (docs/sensitivity.md 4.9)
+RING_ACCOUNTANTS = ("rdp", "best")
+
+
+def check_accountant(accountant) -> None:
+    """dp-bcfw-secure adds exact discrete Gaussian noise in the ring (every path), which only
+    the rdp accountant accounts for (best includes it): any other is refused, by name."""
+    if accountant not in RING_ACCOUNTANTS:
+        raise InputError(f"--accountant {accountant} cannot guard --algorithm dp-bcfw-secure: "
+                         f"its ring noise is the exact discrete Gaussian, which only the rdp "
+                         f"accountant accounts for (best includes it; docs/sensitivity.md 4.9, "
+                         f"5.7); use rdp or best")
+
+
 def check_row_clip(v):
     return P.check_bound("row_clip", v)
 

@@ -57,11 +57,7 @@ def _check_options(cfg, loss):
         # the bounds first: every default and sensitivity below is read from them
         SP.P.check_bound("feature_bound", cfg.feature_bound)
         SP.P.check_bound("label_bound", cfg.label_bound)
-        if cfg.accountant not in ("rdp", "best"):
-            raise InputError(f"dp-bcfw-secure adds exact discrete Gaussian noise in the ring "
-                             f"(both losses), which only the rdp accountant accounts for (best "
-                             f"includes it; docs/sensitivity.md 4.9, 5.7); got --accountant "
-                             f"{cfg.accountant}")
+        SP.check_accountant(cfg.accountant)
     if cfg.row_clip is not None:
         SP.check_row_clip(cfg.row_clip)
 
@@ -70,13 +66,18 @@ def _choose(data, cfg, loss) -> dict:
     """rnm, split, the feature cap F and the row clips, each ``cfg``'s or chosen by the stated
     rules of ``defaults.choose`` from public quantities (docs/vertical.md, "Defaults of
     dp-bcfw-secure"), and the list of the choices made."""
-    from .defaults import choose
+    from .defaults import choose, describe
 
     values, chosen = choose(loss=loss.name, private=cfg.private,
                             feature_bound=cfg.feature_bound,
                             block_sizes=[len(b) for b in data.blocks], rnm=cfg.rnm,
                             split=cfg.split, max_features=cfg.max_features,
                             row_clip=cfg.row_clip, logistic_path=cfg.logistic_path)
+    # chosen once, here; a caller that reports the choices before the run starts (the
+    # command's progress) hears them from this one call
+    say = getattr(cfg.callback, "say_defaults", None)
+    if say is not None and chosen:
+        say(describe(chosen))
     return dict(rnm=values["rnm"], split=values["split"],
                 feature_cap=SP.check_feature_cap(values["max_features"]),
                 row_clips=values["row_clips"], defaults=[c.to_dict() for c in chosen])

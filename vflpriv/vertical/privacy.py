@@ -97,13 +97,34 @@ def index_event(noise, scale, sens, count=1):
     return e if count == 1 else SelfComposed(e, int(count))
 
 
-def feature_event(sigma, sens, count=1, discrete=False):
+def lattice_fields(lattice, sigma) -> dict:
+    """The keyword arguments that state a discrete Gaussian's lattice (``accounting.events.
+    DiscreteGaussian``'s ``resolution`` and ``coordinates``; docs/sensitivity.md 4.9.1), from
+    ``lattice``: None (nothing stated: the Renyi charge only), a pair (resolution, coordinates),
+    or a function of sigma returning that pair (the ring's fraction bits f, hence its step
+    2^-f, depend on the noise the plan is calibrated for).  resolution is the lattice step in
+    the values' units (2.0 ** -(2 * f) for a product of two values held with f fractional bits);
+    a coarser step than the true one is valid (the charge only grows), a finer one is not.
+    coordinates: the release's noisy coordinates (all of them, for a plan unit that stands for
+    several releases)."""
+    if lattice is None:
+        return {}
+    resolution, coordinates = lattice(sigma) if callable(lattice) else lattice
+    return {"resolution": resolution, "coordinates": coordinates}
+
+
+def feature_event(sigma, sens, count=1, discrete=False, lattice=None):
     """One round's feature releases by ``count`` parties: one Gaussian, sqrt(count) x sensitivity
-    (``discrete``: a ``DiscreteGaussian``, the secure path's exact ring noise)."""
+    (``discrete``: a ``DiscreteGaussian``, the secure path's exact ring noise; ``lattice``: its
+    lattice, see :func:`lattice_fields`, for discrete releases only)."""
     from accounting import DiscreteGaussian
 
-    return (DiscreteGaussian if discrete else Gaussian)(sigma, math.sqrt(count) * sens,
-                                                        neighboring=REPLACE_ONE)
+    if not discrete:
+        if lattice is not None:
+            raise InputError("a lattice is stated for discrete Gaussian releases only")
+        return Gaussian(sigma, math.sqrt(count) * sens, neighboring=REPLACE_ONE)
+    return DiscreteGaussian(sigma, math.sqrt(count) * sens, neighboring=REPLACE_ONE,
+                            **lattice_fields(lattice, sigma))
 
 
 def intercept_sigma(b, sens: Sensitivity) -> float:
@@ -119,10 +140,11 @@ def intercept_event(sigma_b, sens_b):
 
 
 def plan_event(noise, b, sigma, sens: Sensitivity, rounds, parties, feature_rounds=None,
-               features=True, discrete=False):
+               features=True, discrete=False, lattice=None):
     """The worst-case plan: every round ``parties`` selections and ``parties`` new features,
     and with an intercept (``sens.intercept``) one release of its derivative (``discrete``: the
-    features' releases are ``DiscreteGaussian``, the secure path's exact ring noise)."""
+    features' releases are ``DiscreteGaussian``, the secure path's exact ring noise, on
+    ``lattice`` when given: :func:`lattice_fields`, coordinates per round of new features)."""
     parts = [SelfComposed(index_event(noise, b, sens.index, parties), rounds)]
     if sens.intercept is not None:
         parts.append(SelfComposed(intercept_event(intercept_sigma(b, sens), sens.intercept),
@@ -130,7 +152,8 @@ def plan_event(noise, b, sigma, sens: Sensitivity, rounds, parties, feature_roun
     if features:
         fr = rounds if feature_rounds is None else feature_rounds
         if fr > 0:
-            parts.append(SelfComposed(feature_event(sigma, sens.feature, parties, discrete), fr))
+            parts.append(SelfComposed(feature_event(sigma, sens.feature, parties, discrete,
+                                                    lattice), fr))
     return parts[0] if len(parts) == 1 else Composed(tuple(parts))
 
 
@@ -153,15 +176,17 @@ class NoisePlan:
 
 
 def calibrate_accountant(noise, sens, epsilon, delta, rounds, parties, split=0.5, accountant="rdp",
-                         features=True, feature_rounds=None, discrete=False) -> NoisePlan:
+                         features=True, feature_rounds=None, discrete=False,
+                         lattice=None) -> NoisePlan:
     """Calibration by the accountant (module docstring); a target no noise meets (a delta far
     below what the accountant resolves) is one InputError naming --epsilon and --delta.
-    ``discrete``: the feature releases are discrete Gaussians (the secure path's ring noise)."""
+    ``discrete``: the feature releases are discrete Gaussians (the secure path's ring noise);
+    ``lattice``: their lattice (:func:`lattice_fields`; None: the Renyi charge only)."""
     from ..errors import uncalibrated
 
     try:
         return _calibrate_accountant(noise, sens, epsilon, delta, rounds, parties, split,
-                                     accountant, features, feature_rounds, discrete)
+                                     accountant, features, feature_rounds, discrete, lattice)
     except InputError:
         raise
     except ValueError as exc:
@@ -174,7 +199,7 @@ def calibrate_accountant(noise, sens, epsilon, delta, rounds, parties, split=0.5
 
 
 def _calibrate_accountant(noise, sens, epsilon, delta, rounds, parties, split, accountant,
-                          features, feature_rounds, discrete=False) -> NoisePlan:
+                          features, feature_rounds, discrete=False, lattice=None) -> NoisePlan:
     if not (0 < split < 1) and features:
         raise InputError(f"split must be in (0, 1) (share of epsilon for the index releases), got {split!r}")
     n_idx = rounds * parties
@@ -194,14 +219,16 @@ def _calibrate_accountant(noise, sens, epsilon, delta, rounds, parties, split, a
         eps = get_accountant(accountant).epsilon(ev, delta)
         return NoisePlan("accountant", noise, b0, None, eps, delta, accountant, ev,
                          {"split": None, "scale_factor": 1.0})
-    s0 = calibrate(lambda s: SelfComposed(feature_event(s, sens.feature, parties, discrete), fr),
+    s0 = calibrate(lambda s: SelfComposed(feature_event(s, sens.feature, parties, discrete,
+                                                        lattice), fr),
                    epsilon * (1 - split), delta / 2, guess=sens.feature * math.sqrt(parties * fr) / epsilon,
                    accountant=accountant, decreasing=True).value
     joint = calibrate(lambda c: plan_event(noise, c * b0, c * s0, sens, rounds, parties, fr,
-                                           discrete=discrete),
+                                           discrete=discrete, lattice=lattice),
                       epsilon, delta, guess=1.0, accountant=accountant, decreasing=True)
     c = joint.value
-    ev = plan_event(noise, c * b0, c * s0, sens, rounds, parties, fr, discrete=discrete)
+    ev = plan_event(noise, c * b0, c * s0, sens, rounds, parties, fr, discrete=discrete,
+                    lattice=lattice)
     return NoisePlan("accountant", noise, c * b0, c * s0, joint.epsilon, delta, joint.accountant,
                      ev, {"split": split, "scale_factor": c, "index_scale_alone": b0,
                           "feature_sigma_alone": s0})

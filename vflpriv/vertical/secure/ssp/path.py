@@ -15,13 +15,6 @@ class SspPath(SecurePath):
     ridge_note = ("no l1 ball: the ssp path's ridge (lambda = sigma sqrt(d + 2), from the noise) "
                   "regularizes; an explicit eta bounds each party's l1 norm")
     nonprivate_note = "the exact moments of the rows reach the server"
-    #: the deployment note of a run whose noise came from OS entropy: the products across
-    #: parties carry the exact discrete Gaussian of the ring (4.9); each party's own block and
-    #: the label's products are noised by numpy's Gaussian
-    deployment_note = ("noise from OS entropy; the products across parties carry the exact "
-                       "discrete Gaussian, each party's own block and the label party's own "
-                       "products a floating-point Gaussian, not protected against Mironov's "
-                       "attack (docs/audit.md section 4)")
 
     def check_config(self, cfg, how):
         if cfg.step is not None:

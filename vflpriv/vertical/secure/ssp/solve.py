@@ -34,9 +34,17 @@ import numpy as np
 from ....errors import InputError
 from .. import privacy as SP
 from . import release as S
-from .path import PATH
 from .party import (GramParty, _local_blocks, make_parties, model,  # noqa: F401
                         prepare, public_bounds, release)
+
+
+#: the deployment note of a run whose noise came from OS entropy: the products across parties
+#: carry the exact discrete Gaussian of the ring (4.9); each party's own block and the label's
+#: products are noised by numpy's Gaussian
+DEPLOYMENT_NOTE = ("noise from OS entropy; the products across parties carry the exact discrete "
+                   "Gaussian, each party's own block and the label party's own products a "
+                   "floating-point Gaussian, not protected against Mironov's attack "
+                   "(docs/audit.md section 4)")
 
 
 def check_options(cfg):
@@ -216,7 +224,7 @@ def _solution(data, run, x, b, meter, party_ledgers, noise_plan, led, iters,
                    meter=meter, noise_plan=noise_plan, ledger=led, intercept=b,
                    released=[len(bl) for bl in data.blocks],
                    uplink_naive=[8 * n * len(bl) for bl in data.blocks],
-                   extra={"path": PATH.name, "deployment_note": PATH.deployment_note,
+                   extra={"path": "ssp", "deployment_note": DEPLOYMENT_NOTE,
                           "label_party": run.label_party, "frac_bits": frac,
                           "secure_products": (K - 1) + sum(
                               l * len(data.blocks[l]) for l in range(K)),

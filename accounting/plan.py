@@ -53,10 +53,13 @@ from .events import (MAX_COUNT, NEIGHBORING_RELATIONS, ApproxDP, Composed, Discr
 MECHANISMS = {
     "laplace": (Laplace, ("scale",), {"sensitivity": 1.0}),
     "gaussian": (Gaussian, ("sigma",), {"sensitivity": 1.0}),
-    "discrete_gaussian": (DiscreteGaussian, ("sigma",), {"sensitivity": 1.0}),
+    # resolution and coordinates (optional, together): the lattice (docs/sensitivity.md 4.9.1)
+    "discrete_gaussian": (DiscreteGaussian, ("sigma",), {"sensitivity": 1.0, "resolution": None,
+                                                         "coordinates": None}),
     "distributed_discrete_gaussian": (DistributedDiscreteGaussian, ("sigma",),
                                       {"sensitivity": 1.0, "summands": 2, "dimension": 1,
-                                       "granularity": 1.0}),
+                                       "granularity": 1.0, "resolution": None,
+                                       "coordinates": None}),
     "poisson_subsampled_gaussian": (PoissonSubsampledGaussian, ("noise_multiplier", "sample_rate"), {}),
     "report_noisy_max": (ReportNoisyMax, ("noise", "scale"), {"sensitivity": 1.0}),
     "exponential": (Exponential, ("epsilon",), {}),
@@ -70,7 +73,7 @@ MECHANISMS = {
 SELECTION_PARAMETERS = ("eta", "gamma", "mu")
 
 #: parameters kept as declared (the event checks they are integers)
-INTEGER_PARAMETERS = ("summands", "dimension")
+INTEGER_PARAMETERS = ("summands", "dimension", "coordinates")
 #: parameters whose growth lowers epsilon (noise); the others raise it
 NOISE_PARAMETERS = ("noise_multiplier", "sigma", "scale")
 TOP_LEVEL_KEYS = ("name", "delta", "epsilon", "target_epsilon", "target_delta", "neighboring",

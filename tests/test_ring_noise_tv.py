@@ -356,3 +356,22 @@ def test_vertical_plan_states_the_lattice():
     assert leaves and all(l.resolution == RING and l.coordinates == 300 for l in leaves)
     best = get_accountant("best")
     assert best.epsilon(lat, 1e-6) <= best.epsilon(plain, 1e-6)
+
+
+def test_plan_files_state_the_lattice():
+    """certify plans: resolution and coordinates are optional parameters of the two discrete
+    Gaussians (refused naming the field when bad); without them the plan is charged as before."""
+    from accounting.plan import parse_plan
+
+    release = {"mechanism": "discrete_gaussian", "sigma": 4.0, "resolution": RING,
+               "coordinates": 1000, "count": 8}
+    leaf = parse_plan({"delta": 1e-6, "release": [release]}).event().event
+    assert (leaf.resolution, leaf.coordinates) == (RING, 1000)
+    plain = parse_plan({"delta": 1e-6, "release": [{"mechanism": "discrete_gaussian",
+                                                     "sigma": 4.0, "count": 8}]})
+    leaf0 = plain.event().event
+    assert leaf0.resolution is None and leaf0.to_dict() == DiscreteGaussian(4.0).to_dict()
+    for bad, message in ((dict(release, resolution=0.0), "resolution must be a positive"),
+                         (dict(release, coordinates=2.5), "coordinates must be an integer")):
+        with pytest.raises(ValueError, match=r"release\[0\].*" + message):
+            parse_plan({"delta": 1e-6, "release": [bad]}).event()

@@ -336,6 +336,25 @@ def test_ledger_reservation_covers_by_every_amount(tmp_path):
     assert not ledger.covers(DiscreteGaussian(1.0, 1.0, REPLACE_ONE))
 
 
+def test_ledger_records_round_trip(tmp_path):
+    """A release with its lattice is written with the two fields and read back equal; one
+    without is written as before and charged as before."""
+    from accounting.ledger import Ledger, read_ledger
+
+    lat = DiscreteGaussian(1.0, 1.0, REPLACE_ONE, resolution=RING, coordinates=100)
+    plain = DiscreteGaussian(1.0, 1.0, REPLACE_ONE)
+    path = tmp_path / "l.jsonl"
+    ledger = Ledger(path, budget={"epsilon": 50.0, "delta": 1e-5})
+    ledger.append(lat)
+    ledger.append(plain)
+    text = path.read_text()
+    assert '"resolution"' in text and text.count('"resolution"') == 1
+    events = [r.event for r in read_ledger(path).records]
+    assert events == [lat, plain]
+    assert read_ledger(path).spend(1e-5) == get_accountant("rdp").epsilon(
+        Composed((lat, plain)), 1e-5)      # a plain one in the plan: Renyi, as before
+
+
 def test_vertical_plan_states_the_lattice():
     """vflpriv.vertical.privacy passes a lattice (a pair, or a function of sigma) to the plan's
     discrete Gaussians; the plan's epsilon is then at most the Renyi-only one."""

@@ -23,7 +23,8 @@ from vflpriv.data import loaders, stream
 from vflpriv.errors import InputError
 from vflpriv.vertical import solve
 from vflpriv.vertical.secure.mpc import beaver, ring, store
-from vflpriv.vertical.secure.squares import loop, party as protocol
+from vflpriv.vertical.secure.base import blocks
+from vflpriv.vertical.secure.squares import loop
 
 M64 = 2 ** 64
 
@@ -98,10 +99,10 @@ def test_chunked_and_spilled_run_is_bit_identical_to_one_chunk(monkeypatch):
     same except the masked blocks' frames, which differ by exactly their headers."""
     A, y, _ = make_synthetic(n=150, d=24, density=0.2, sparsity=0.1, seed=4)
     D = VerticalData.from_arrays(A, y, "balanced", parties=3)
-    monkeypatch.setattr(protocol, "CHUNK_ROWS", 10 ** 9)
+    monkeypatch.setattr(blocks, "CHUNK_ROWS", 10 ** 9)
     monkeypatch.setattr(store, "SPILL_BYTES", 10 ** 12)
     whole = _run(D)
-    monkeypatch.setattr(protocol, "CHUNK_ROWS", 7)
+    monkeypatch.setattr(blocks, "CHUNK_ROWS", 7)
     monkeypatch.setattr(store, "SPILL_BYTES", 0)
     spilled = []
     real = store.SpilledBlocks.append

@@ -16,8 +16,9 @@ from vflpriv.runtime.link import LocalLink
 from vflpriv.vertical import remote as VR
 from vflpriv.vertical.api import solve
 from vflpriv.vertical.secure.mpc import beaver
+from vflpriv.vertical.secure.base import roles as BR
 from vflpriv.vertical.secure.squares import roles as SR
-from vflpriv.vertical.secure.squares.party import CHUNK_ROWS
+from vflpriv.vertical.secure.base.blocks import CHUNK_ROWS
 from vflpriv.vertical.secure.mpc.ring import Prg
 
 KEY = bytes(range(16))
@@ -95,7 +96,7 @@ def test_offline_phase_in_pieces_keeps_messages_and_state_small_and_ends_as_in_p
     data = _data()
     n, K, p = data.n, data.K, max(len(b) for b in data.blocks)
     cap = 8 * p * 16          # 16 rows per offline message (one block each way: E_k to h(k))
-    monkeypatch.setattr(SR, "OFFLINE_FRAME_BYTES", cap)
+    monkeypatch.setattr(BR, "OFFLINE_FRAME_BYTES", cap)
     spill = tmp_path / "spill"
     _with_spill_dir(monkeypatch, spill)
     ref = solve(data, ledger=str(tmp_path / "a.ledger"), **PRIVATE)
@@ -108,7 +109,7 @@ def test_offline_phase_in_pieces_keeps_messages_and_state_small_and_ends_as_in_p
     assert watch.offline == -(-n // 16) + 1
     # no offline message is much larger than the cap: a frame header, the 28 bytes of nonce and
     # tag, and the bundle's 6-byte entry header on top of 16 rows of the one block it carries
-    slack = 256 + SR.OVERHEAD + 6 + 16
+    slack = 256 + BR.OVERHEAD + 6 + 16
     assert 0 < watch.up <= cap + slack and 0 < watch.down <= cap + slack
     # what a party received is in files (one: its helpee's block) while the run goes on ...
     assert len(watch.files) == K
@@ -128,10 +129,10 @@ def test_pieces_aligned_to_the_parties_chunks_send_the_in_process_frames(tmp_pat
     ref = solve(data, ledger=str(tmp_path / "a.ledger"), **PRIVATE)
     sol = solve(data, ledger=str(tmp_path / "b.ledger"), backend="local", **PRIVATE)
     assert ref.uplink == sol.uplink and ref.downlink == sol.downlink
-    parties = SR.LinkParties(None, {"K": 4, "n": 10 ** 6}, {}, [500] * 4)
+    parties = BR.LinkParties(None, {"K": 4, "n": 10 ** 6}, {}, [500] * 4)
     rows = parties.offline_rows()
     assert rows % CHUNK_ROWS == 0 or rows < CHUNK_ROWS
-    assert 8 * 500 * rows <= SR.OFFLINE_FRAME_BYTES       # one block per message each way
+    assert 8 * 500 * rows <= BR.OFFLINE_FRAME_BYTES       # one block per message each way
 
 
 def test_a_refusal_after_the_offline_phase_still_removes_the_parties_files(

@@ -24,7 +24,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vflpriv.audit.views import PATHS, classification, findings, run_logged
-from vflpriv.vertical.secure.squares import party as protocol
+from vflpriv.vertical.secure.base import blocks
+from vflpriv.vertical.secure.base import party as base_party
 from vflpriv.vertical.secure.mpc.ring import Prg, encode
 
 N = 24
@@ -125,7 +126,7 @@ def test_the_checks_catch_one_mask_shared_by_every_peer(monkeypatch):
         return real(self, label)
 
     monkeypatch.setattr(ring.KeySource, "key", shared)
-    monkeypatch.setattr(protocol, "check_distinct_masks", lambda *a: None)
+    monkeypatch.setattr(base_party, "check_distinct_masks", lambda *a: None)
     data = classification(N, 3, seed=1)
     L = 0
     masks, recs = run_logged(data, "ssp", L)
@@ -151,7 +152,7 @@ def test_the_holder_refuses_one_mask_for_two_peers():
 
     key = bytes(16)
     with pytest.raises(InputError, match="one vector mask for two peers"):
-        protocol.check_distinct_masks(2, 0, {0: SM.VectorKey(0, 0, key),
+        blocks.check_distinct_masks(2, 0, {0: SM.VectorKey(0, 0, key),
                                              1: SM.VectorKey(1, 0, key)})
 
 

@@ -21,7 +21,8 @@ from vflpriv.vertical.secure import privacy as SP
 from vflpriv.vertical.secure.mpc.beaver import Dealer
 from vflpriv.vertical.secure.mpc.fourier import SigmoidSeries, unit_factors
 from vflpriv.vertical.secure.glm.party import GlmParty, offline_receivers, ring_plan, round_scores
-from vflpriv.vertical.secure.squares.party import CHUNK_ROWS, Network
+from vflpriv.vertical.secure.base.blocks import CHUNK_ROWS
+from vflpriv.vertical.secure.local import Network
 from vflpriv.vertical.secure.mpc.ring import KeySource, encode
 
 SERIES = SigmoidSeries()

@@ -24,7 +24,7 @@ from vflpriv.vertical.secure.mpc import messages as SM
 from vflpriv.vertical.secure.ssp import release as S
 from vflpriv.vertical.secure.ssp import solve as R
 from vflpriv.vertical.secure.local import LocalParties
-from vflpriv.vertical.secure.squares.party import clip_block, prepare_block
+from vflpriv.vertical.secure.base.blocks import clip_block, prepare_block
 
 BLOCKS = [[0, 1, 2], [3, 4], [5, 6, 7, 8]]
 

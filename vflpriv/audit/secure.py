@@ -299,7 +299,7 @@ def make_glm_scores(epsilon: float = 1.0, n: int = 2, feature_bound: float = 1.0
     from vflpriv.vertical.secure.mpc.fourier import SigmoidSeries
     from vflpriv.vertical.secure.glm.party import (CHUNK_ROWS, GlmParty, glm_sensitivity, ring_plan,
                                                    round_event, round_scores)
-    from vflpriv.vertical.secure.squares.party import Network
+    from vflpriv.vertical.secure.local import Network
     from vflpriv.vertical.secure.mpc.ring import KeySource
 
     series = SigmoidSeries()

@@ -27,7 +27,7 @@ def make_ssp(epsilon: float = 1.0, noise_factor: float = 1.0) -> AuditMechanism:
     from vflpriv.vertical.secure.mpc import ring
     from vflpriv.vertical.secure.ssp import release as S
     from vflpriv.vertical.secure.local import LocalParties
-    from vflpriv.vertical.secure.squares.party import prepare_block
+    from vflpriv.vertical.secure.base.blocks import prepare_block
     from vflpriv.vertical.secure.ssp.solve import _release, make_parties
 
     n, sizes, By, Ba = 2, [2, 2], 1.0, 1.0

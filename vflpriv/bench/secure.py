@@ -71,7 +71,8 @@ def _timed(data, rounds, also=None, **kw):
 def _masked_blocks(data, frac):
     """Every party's masked block E_k (the words the offline phase sends), recomputed."""
     from ..vertical.secure.mpc.beaver import masked_block_chunks
-    from ..vertical.secure.squares.party import CHUNK_ROWS, SecureParty
+    from ..vertical.secure.base.blocks import CHUNK_ROWS
+    from ..vertical.secure.squares.party import SecureParty
     from ..vertical.secure.mpc.ring import KeySource
 
     keys = KeySource(0)

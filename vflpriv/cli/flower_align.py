@@ -168,7 +168,7 @@ def spec_from_schemas(args, checked_spec_options, written) -> int:
     from ..flower.spec import write_description
     from ..vertical.scale import auto_eta
     from ..vertical.secure import planned
-    from ..vertical.secure.squares.roles import pin_identities
+    from ..vertical.secure.base.roles import pin_identities
     from . import job
     from .progress import Progress
 

@@ -96,7 +96,7 @@ def spec_predict(args, checked_spec_options, written) -> int:
     from ..model.deployed import make_spec, party_config
 
     from . import flower_pins
-    from ..vertical.secure.squares.roles import pin_identities
+    from ..vertical.secure.base.roles import pin_identities
 
     checked_spec_options(args)
     man, schemas = _checked(args)

@@ -30,7 +30,8 @@ from ..mpc.fourier import SigmoidSeries
 from .party import (GlmParty, helper_of, offline_receivers, ring_plan, round_event, round_scores,
                     summed_dimension)
 from ..local import Network
-from ..squares.party import CHUNK_ROWS, Evaluation, fw_step
+from ..base.blocks import CHUNK_ROWS
+from ..base.evaluation import Evaluation, fw_step
 from ..mpc.ring import KeySource
 from ..mpc.store import SpillDirectory, should_spill
 

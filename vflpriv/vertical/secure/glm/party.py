@@ -54,7 +54,7 @@ from ..mpc import messages as SM
 from ....runtime import views
 from ..mpc.beaver import holder_shares, masked_block_chunks, peer_output
 from ..mpc.fourier import MIN_FACTOR_BITS, SigmoidSeries, unit_factors  # noqa: F401
-from ..squares.party import CHUNK_ROWS, clip_block
+from ..base.blocks import CHUNK_ROWS, clip_block
 from ..mpc.ring import KeySource, Prg, decode, encode, noisy_range
 
 #: fractional bits of the shared margins (their precision 2^-20 is far below what matters)

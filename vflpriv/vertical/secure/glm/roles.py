@@ -46,7 +46,7 @@ from .party import (GlmParty, RingPlan, _factor_correction, noise_parts, offline
 from .saves import GlmSaves
 from ..block_cache import cached_block
 from ..mpc.channel import new_key_pair, pack_bundle, unpack_bundle
-from ..squares.roles import LinkParties, SecurePartyRole
+from ..base.roles import LinkParties, ProductPartyRole
 
 #: prepared blocks kept by this process (a host serving many messages for a party): key -> block
 _PREPARED = {}
@@ -82,7 +82,7 @@ def _prepared(cfg, setup, k, ring):
 _STATE = ("x", "u", "b", "_g_b", "_allowed", "masked", "_pending")
 
 
-class GlmPartyRole(GlmSaves, SecurePartyRole):
+class GlmPartyRole(GlmSaves, ProductPartyRole):
     """Party k of a logistic dp-bcfw-secure run: its :class:`~.glm.GlmParty`, its own ledger
     and channel keys (the key exchange, the offline phase in pieces and the clean-up are the
     least-squares role's; its own saves for a resume: ``glm_saves.GlmSaves``)."""
@@ -112,13 +112,9 @@ class GlmPartyRole(GlmSaves, SecurePartyRole):
             D = self.series.derivative_bound
             self.event = round_event(float(setup["sigma"]), D, setup["clips"],
                                      bool(setup["fit_intercept"]), int(setup["summed"]))
-        self.private_key = self.public_key = None
-        self.peers = {}
-        self.block_dir = None
+        self._link_state()
         self.d_own = None            # this round's share of d (L and H), between steps 3 and 4
         self.intercepts = []         # L: b after every round
-        self.saved = []              # the rounds of this party's own saves on its disk
-        self.replay = None           # [next, end] of its ledger's records to replay on resume
 
     def _receivers(self):
         return sorted(offline_receivers(self.k, self.L, self.H, int(self.setup["K"])))
@@ -377,7 +373,7 @@ def serve(connect, spec, progress=None) -> dict:
     from ....optim import get_loss
     from ...remote import PublicShape
     from .loop import run_secure_glm
-    from ..squares.roles import _Shape, serve_run
+    from ..base.roles import _Shape, serve_run
     from ..checkpoints.saves import check_replayed, server_checkpoints
 
     def loop(remote, on_round, budget):
@@ -416,7 +412,7 @@ def make_spec(data, *, glm_kwargs, private, ledger=None, budget=None, accountant
 def replay_objective(data, loss, eta, selections, intercepts):
     """``(f(0), history)`` of a run known by its selections and L's intercept after every
     round, evaluated on the data as the in-process loop does (``protocol.Evaluation``)."""
-    from ..squares.party import Evaluation
+    from ..base.evaluation import Evaluation
 
     ev = Evaluation(data, loss)
     hist = []
@@ -441,7 +437,7 @@ def run(backend, data, loss, *, glm_kwargs, private, run_dir, ledger=None, budge
     from ....runtime.backends import describe, launch
     from ....runtime.partydata import noise_entropy_of
     from ...remote import party_configs, run_info
-    from ..squares.roles import pin_identities
+    from ..base.roles import pin_identities
     from ..checkpoints.saves import party_checkpoints
 
     if data.K < 2:

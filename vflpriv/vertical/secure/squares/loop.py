@@ -15,7 +15,8 @@ import numpy as np
 from ....errors import InputError
 from ..mpc import messages as SM
 from ..mpc.beaver import Dealer
-from .party import Evaluation, SecureParty, SecureResult, fw_step
+from ..base.evaluation import Evaluation, fw_step
+from .party import SecureParty, SecureResult
 
 
 @dataclass(frozen=True)
@@ -45,9 +46,9 @@ class SecureOptions:
     fit_intercept: bool = False
 
     def checked(self):
-        from . import party as protocol  # read at run time: a test may set protocol.CHUNK_ROWS
+        from ..base import blocks  # read at run time: a test may set blocks.CHUNK_ROWS
 
-        chunk = protocol.CHUNK_ROWS if self.chunk_rows is None else int(self.chunk_rows)
+        chunk = blocks.CHUNK_ROWS if self.chunk_rows is None else int(self.chunk_rows)
         if chunk < 1:
             raise InputError(f"chunk_rows must be a positive integer, got {self.chunk_rows!r}")
         if self.private and (self.noise_plan is None or self.budget_filter is None):

@@ -46,127 +46,31 @@ import functools
 from dataclasses import dataclass, field
 
 import numpy as np
-import scipy.sparse as sp
 
 from ....errors import InputError
-from ....noise.discrete import ring_noise
-from ...clipshare import warn_if_clipped
 from ...sketch import signed_argmax
 from ...transport import Meter
+from ..base.party import ProductParty
 from ..mpc import messages as SM
-from ....runtime import views
-from ..mpc.beaver import block_helper, holder_shares, masked_block_chunks, peer_output
-from ..local import LocalParties, Network  # noqa: F401  (the in-process link; re-exported)
-from ..mpc.ring import Prg, decode, encode
-
-#: rows per MaskedBlock frame (8192 x 500 columns = 32.8 MB).  The products are sums over rows, so
-#: the chunking changes neither the words computed nor the mask stream (U_k is read row-major in
-#: order); only the number of frames (12 + 12 bytes of header each) depends on it.
-CHUNK_ROWS = 8192
 
 
-def clip_block(A_k, feature_bound, row_clip):
-    """A party's block clipped to its declared bounds: entries to [-B_a, B_a], then every row to
-    l2 norm <= C (the row clip), as a new CSR matrix."""
-    A = sp.csr_matrix(A_k, dtype=np.float64, copy=True)
-    np.clip(A.data, -feature_bound, feature_bound, out=A.data)
-    norms = np.sqrt(np.asarray(A.multiply(A).sum(axis=1)).ravel())
-    scale = np.ones_like(norms)
-    # a relative margin far above float rounding, so that no rounding in the norm or the
-    # scaling can leave a row above C (truncation to fixed point only shrinks it further)
-    target = row_clip * (1.0 - 1e-9)
-    big = norms > target
-    scale[big] = target / norms[big]
-    return sp.csr_matrix(sp.diags(scale) @ A)
+class SecureParty(ProductParty):
+    """A data holder of the least-squares path: the secure products of
+    :class:`~..base.party.ProductParty`, and its rounds: the public iterate moved by the
+    selections, its scores from its own block and the cross-products released to it, its
+    report-noisy-max pick, the intercept's sums, and what its own ledger charged of each."""
 
-
-@dataclass(frozen=True)
-class PreparedBlock:
-    """A party's block as the protocol reads it: clipped to the declared bounds (private runs),
-    truncated to fixed point, and the float values that fixed point stands for; the labels
-    clipped.  Read-only once made, so a host serving many messages for one party may keep it
-    (:mod:`.remote`) instead of making it again for each."""
-    A_fx: object          # CSR, entries encoded in Z_{2^64} (uint64)
-    A_csc: object         # CSC, the decoded (exact) float values
-    y: object             # None for a party without the labels
-    n: int
-    p: int
-
-    @property
-    def AT(self):
-        return self.A_csc.T.tocsr()      # a view (CSC of A is CSR of A^T): no copy
-
-    @property
-    def A_fx_T(self):
-        # the transpose view of the CSR A_fx (a CSC matrix, no copy: at n = 1e6 a copy is 0.3 GB
-        # per party); its products are the same words over the ring
-        return self.A_fx.T
-
-
-def prepare_block(A_k, y, *, frac, private, feature_bound=None, label_bound=None,
-                  row_clip=None, k=None, warn=True) -> PreparedBlock:
-    """:class:`PreparedBlock` of party ``k``'s data ``(A_k, y)``; ``warn=False`` when the
-    caller already warned about clipping in the user's units (the ssp path's scaled block)."""
-    # a party that does not hold the label gets y=None: it only ever sees A_k^T y + noise
-    y = None if y is None else np.asarray(y, dtype=np.float64)
-    if private and warn:
-        warn_if_clipped(k, A_k, y, feature_bound, label_bound)
-    A = clip_block(A_k, feature_bound, row_clip) if private else \
-        sp.csr_matrix(A_k, dtype=np.float64, copy=True)
-    if private and y is not None:
-        y = np.clip(y, -label_bound, label_bound)
-    # fixed point, truncated toward zero: entries and row norms stay within their bounds
-    A_fx = A.copy()
-    A_fx.data = encode(A.data, int(frac))
-    A.data = decode(A_fx.data, int(frac))
-    n, p = A.shape
-    return PreparedBlock(A_fx=A_fx, A_csc=A.tocsc(), y=y, n=int(n), p=int(p))
-
-
-def check_distinct_masks(k, i, triples):
-    """The holder's refusal of a request whose peers share a vector mask: one mask for two
-    peers would let a peer that helps the other's block unmask the column (``mpc/beaver.py``)."""
-    keys = [t.v_key for t in triples.values()]
-    if len(set(keys)) != len(keys):
-        raise InputError(f"party {k}: the dealer sent one vector mask for two peers of feature "
-                         f"{i}; each peer's masked column needs its own")
-
-
-class SecureParty:
-    """One data holder: its block (clipped when private), the labels, its noise generator, the
-    masked block of the party whose helper it is (party k - 1 mod K: ``beaver.block_helper``)
-    and the cross-products released to it.  ``prepared``:
-    the :class:`PreparedBlock` already made from ``A_k``/``y`` with these options (then
-    ``A_k``/``y`` are not read)."""
-
-    def __init__(self, k, A_k, y, eta, *, frac, private, feature_bound=None, label_bound=None,
-                 row_clip=None, noise=None, index_scale=0.0, sigma=0.0, noise_seed=None,
-                 prepared=None):
-        self.k, self.eta, self.f = k, float(eta), int(frac)
-        self.private = private
-        b = prepared if prepared is not None else prepare_block(
-            A_k, y, frac=frac, private=private, feature_bound=feature_bound,
-            label_bound=label_bound, row_clip=row_clip, k=k)
-        self.n, self.p = b.n, b.p
-        self.A_fx, self.A_csc, self.AT, self.A_fx_T = b.A_fx, b.A_csc, b.AT, b.A_fx_T
-        self.y = b.y
-        self.ty = None                            # A_k^T y + noise, released once (no label)
-        self.noise, self.b, self.sigma = noise, float(index_scale), float(sigma)
-        from ....noise import generator as noise_generator
-
-        self.rng = noise_generator(noise_seed) if private else None
+    def __init__(self, k, A_k, y, eta, *, noise=None, index_scale=0.0, **block):
+        super().__init__(k, A_k, y, **block)
+        self.eta = float(eta)
+        self.noise, self.b = noise, float(index_scale)
         self.x = np.zeros(self.p)
         self.u = np.zeros(self.n)                 # A_k x_k (own block, clipped data)
         self.c = np.zeros(self.p)                 # sum_l sum_j x_j c_kj (released cross terms)
-        self.cross = {}                           # (holder l, its local index) -> c_kj
-        self.masked = {}                          # its helpee l -> list of (row, E_l chunk)
         self.selected = []                        # own distinct features, in order
         self.intercept = 0.0                      # b of this round (public; 0 when not fitted)
         self._owed_sums = False                   # the intercept's sums charged, not yet sent
-        self.feature_cap = None
-        self.budget = None                        # the party's own BudgetFilter (private runs)
         self.plan = None                          # (noise, b, Delta_sel, sigma, B_a, clips)
-        self.chunk_rows = CHUNK_ROWS              # rows per MaskedBlock frame
         # what this party's own ledger has charged and it may therefore release as a holder:
         # its pick of this round if it is new (a feature is released once), the label once
         self._pick = self._pick_new = None
@@ -177,43 +81,6 @@ class SecureParty:
         # (holder, feature) pairs it has served (each once in the run)
         self._help_owed = set()
         self._helped = set()
-        #: a party whose own ledger governs what it serves even while this object holds no open
-        #: filter (a party role opens its ledger only for the messages it charges: remote.py)
-        self.gated = False
-
-    @property
-    def A_csr(self):
-        """The party's clipped fixed-point-exact block as CSR (made on demand, not kept)."""
-        return self.A_csc.tocsr()
-
-    # -- setup --------------------------------------------------------------------------------
-    def setup(self, msg: SM.SecureSetup):
-        self.mask_key, self.feature_cap, self.K = msg.mask_key, msg.feature_cap, msg.parties
-
-    @property
-    def helpee(self):
-        """The party whose masked block this party receives, and whose products it helps:
-        the k with h(k) = this party."""
-        return (self.k - 1) % self.K
-
-    @property
-    def helper(self):
-        """h(k) of this party's block: the one party its masked block goes to."""
-        return block_helper(self.k, self.K)
-
-    def masked_blocks(self, start=0, stop=None):
-        """E_k = A_k - U_k (mod 2^64) in row chunks, U_k from the mask key (offline phase);
-        ``start``/``stop``: rows [start, stop) only (the offline phase over a link, in pieces)."""
-        return masked_block_chunks(self.A_fx, self.mask_key, self.chunk_rows, start, stop)
-
-    def receive_block(self, sender, msg: SM.MaskedBlock, store=None):
-        """Keep a chunk of ``sender``'s masked block: in memory, or in ``store`` (a
-        ``store.SpilledBlocks`` that already holds the chunk; shared by the receivers of one
-        frame in one process)."""
-        if store is None:
-            self.masked.setdefault(sender, []).append((msg.row, msg.block))
-        else:
-            self.masked[sender] = store
 
     # -- one round ----------------------------------------------------------------------------
     def apply(self, msg: SM.Selections, gamma):
@@ -269,12 +136,6 @@ class SecureParty:
             if release_label:
                 ysum += float(noise[0])
         return SM.NoisySums(ysum, s)
-
-    def charge(self, event, t, note):
-        """The party's own check: its ledger must accept ``event`` before it draws any noise
-        (each party keeps every release of the run, since every one touches its people)."""
-        if self.budget is not None:
-            self.budget.charge(event, party=self.k, round=t, note=note)
 
     def charge_selections(self, t):
         from ...privacy import index_event
@@ -365,74 +226,6 @@ class SecureParty:
         self._help_owed.discard(code)
         self._helped.add((int(l), int(i)))
 
-    def _share(self, l, i, k, v, w_share, v_key=None):
-        """h(k)'s share of A_k^T a_j for the holder l's feature i, with k's noise (exact
-        discrete Gaussian at the product's scale, sensitivity.md 4.9) from this party's own
-        generator: k never sees the reconstructed value without it."""
-        if k not in self.masked:
-            raise InputError(f"party {self.k} holds no masked block of party {k}")
-        s = holder_shares(self.masked[k], v, w_share)
-        if self.private and self.sigma > 0:
-            s = s + ring_noise(self.rng, self.sigma, 2 * self.f, s.shape[0])
-        if views.enabled():          # with z_k, the two parts of k's product (views.py)
-            views.masked(s, [views.mask_id(v_key)], ("product", int(l), int(i), int(k)))
-        return SM.ResultShare(l, i, s)
-
-    # -- secure product, helper side (h(k) != l: the helper of k's block) ---------------------
-    def helper_share(self, tr: SM.TripleToHelper):
-        """h(k)'s ResultShare for k of the holder's feature: -E_k^T v_k - (W_k - w_k) + noise."""
-        if tr.peer != self.helpee or tr.holder in (self.k, tr.peer) or tr.holder >= self.K:
-            raise InputError(f"party {self.k} helps only party {self.helpee}'s block, for "
-                             f"another party's column (asked: party {tr.peer}'s, for party "
-                             f"{tr.holder}'s)")
-        self._gate_help(tr.holder, tr.index)
-        return self._share(tr.holder, tr.index, tr.peer, Prg(tr.v_key).uint64(self.n),
-                           tr.share, tr.v_key)
-
-    # -- secure product, holder side (party l holds the selected column a_j) ------------------
-    def holder_messages(self, i, triples):
-        """``triples``: {k: TripleToHolder or VectorKey}, one per peer k of the product
-        (``Dealer.routed_triples``): the key of k's own vector mask v_k, and for the block this
-        party helps (its helpee) the dealer's share.  Returns ({k: MaskedVector a_j + v_k},
-        {k: ResultShare} for the helped block).  The noise for k is added to the helper's share
-        (l never sees the reconstructed value)."""
-        if not triples:
-            raise InputError(f"party {self.k}: no triple came with the request for feature {i} "
-                             "(the keys of its vector masks come with it)")
-        check_distinct_masks(self.k, i, triples)
-        if any(t.index != i for t in triples.values()):
-            raise InputError(f"party {self.k}: a vector mask for another feature came with "
-                             f"the request for feature {i}")
-        self._gate_release(i)
-        if i == SM.LABEL_INDEX:
-            if self.y is None:
-                raise InputError(f"party {self.k} holds no label to release")
-            col = encode(self.y, self.f)
-        else:
-            col = np.zeros(self.n, dtype=np.uint64)
-            a = self.A_csc[:, i]
-            col[a.indices] = encode(a.data, self.f)
-        zs, shares = {}, {}
-        for k in sorted(triples):
-            tr = triples[k]
-            v = Prg(tr.v_key).uint64(self.n)
-            zs[k] = SM.MaskedVector(self.k, i, col + v)
-            if views.enabled():
-                views.masked(zs[k].z, [views.mask_id(tr.v_key)], ("product", self.k, int(i), k))
-            if isinstance(tr, SM.TripleToHolder):    # the block it helps (it holds E_k)
-                shares[k] = self._share(self.k, i, k, v, tr.share, tr.v_key)
-        return zs, shares
-
-    # -- secure product, peer side (party k holds the block) ----------------------------------
-    def peer_output(self, z: SM.MaskedVector, tr: SM.TripleToPeer, res: SM.ResultShare):
-        if (res.holder, res.index) != (z.holder, z.index) or tr.holder != z.holder:
-            raise InputError(f"party {self.k}: the masked vector, the dealer's triple and the "
-                             "result share name different products")
-        out = peer_output(self.A_fx_T, z.z, tr.w_key, res.share)
-        if z.index == SM.LABEL_INDEX:
-            self.ty = decode(out, 2 * self.f)
-        else:
-            self.cross[(z.holder, z.index)] = decode(out, 2 * self.f)
 
 
 @dataclass
@@ -453,46 +246,3 @@ class SecureResult:
     intercepts: list | None = None       # b after every round
 
 
-class Evaluation:
-    """f(x^t) on the data as given, from the rounds' picks (evaluation only: the server of a
-    deployment never holds A; :func:`replay_objective` recomputes it): ||A x - y||^2 / 2n, or
-    the mean of ``loss.value`` when a loss is given (the logistic path)."""
-
-    def __init__(self, data, loss=None):
-        self.data, self.loss, self.A = data, loss, sp.csc_matrix(data.A)
-        self.u = np.zeros(data.n)
-
-    def advance(self, sel, gamma, intercept=0.0):
-        """f at the iterate after the moves ``sel`` and with the intercept ``intercept``."""
-        self.u *= 1.0 - gamma
-        A = self.A
-        for _, g, step in sel:
-            lo, hi = A.indptr[g], A.indptr[g + 1]
-            self.u[A.indices[lo:hi]] += step * A.data[lo:hi]
-        if self.loss is not None:
-            return float(np.mean(self.loss.value(self.u + intercept, self.data.y)))
-        r = self.u + intercept - self.data.y
-        return float(0.5 * np.mean(r * r))
-
-
-def fw_step(x, blocks, picks, gamma, eta):
-    """The Frank-Wolfe move of every party: x <- (1 - gamma) x + gamma eta sign e_i for each
-    party's pick (i local to its block).  Returns (selections, moves) in global indices."""
-    x *= 1.0 - gamma
-    sel, moves = [], []
-    for l, (i, sign) in enumerate(picks):
-        g = int(blocks[l][i])
-        step = gamma * eta * sign
-        x[g] += step
-        sel.append((l, g, sign))
-        moves.append((l, g, step))
-    return sel, moves
-
-
-def replay_objective(data, eta, selections, intercepts=None):
-    """The objective history of a run known by its selections (gamma_t = 2 / (t + 2)) and,
-    with an intercept, b after every round."""
-    ev = Evaluation(data)
-    return [ev.advance([(l, g, 2.0 / (t + 2.0) * eta * sign) for l, g, sign in sel],
-                       2.0 / (t + 2.0), 0.0 if intercepts is None else float(intercepts[t]))
-            for t, sel in enumerate(selections)]

@@ -10,10 +10,11 @@ import numpy as np
 from ....errors import InputError
 from ..mpc import messages as SM
 from . import release as S
-from ..squares.party import SecureParty, prepare_block
+from ..base.blocks import prepare_block
+from ..base.party import ProductParty
 
 
-class GramParty(SecureParty):
+class GramParty(ProductParty):
     """A data holder of the ssp path: it releases only what its own ledger charged (the one
     release, ``gram_event``), each product once, and its part of M once."""
 
@@ -94,7 +95,7 @@ def make_parties(blocks, frac, private, sigma, event, seeds):
     """The :class:`GramParty` of every prepared block (``protocol.prepare_block`` of the scaled
     data), each with its own noise stream: ring noise sigma / sqrt 2 on its products (every
     cross entry is off the diagonal), sigma on its own diagonal."""
-    return [GramParty(k, None, None, 1.0, frac=frac, private=private,
+    return [GramParty(k, None, None, frac=frac, private=private,
                       sigma=sigma / math.sqrt(2.0), noise_seed=seeds[k], prepared=b,
                       gram_event=event, gram_sigma=sigma) for k, b in enumerate(blocks)]
 

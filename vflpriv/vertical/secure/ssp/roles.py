@@ -26,7 +26,7 @@ from ...transport import UP
 from ..mpc import messages as SM
 from . import release as S
 from ..block_cache import cached_block
-from ..squares.roles import LinkParties, SecurePartyRole
+from ..base.roles import LinkParties, ProductPartyRole
 
 FAMILY = "ssp"
 
@@ -34,9 +34,6 @@ FAMILY = "ssp"
 _PREPARED = {}
 
 #: the GramParty's own gates, kept between messages beside the least-squares party's state
-_GRAM_STATE = ("_gram_owed", "_gram_done", "_served")
-
-
 def _prepared(cfg, setup, k):
     """Party k's scaled and prepared block for this run (``block_cache.cached_block``)."""
     from .party import prepare
@@ -57,13 +54,14 @@ def _prepared(cfg, setup, k):
                          float(setup["scale"]), label), make)
 
 
-class SspPartyRole(SecurePartyRole):
-    """Party k of an ssp run: its :class:`~.ssp_party.GramParty` (noise sigma / sqrt 2 on its
+class SspPartyRole(ProductPartyRole):
+    """Party k of an ssp run: its :class:`~.party.GramParty` (noise sigma / sqrt 2 on its
     products, sigma on its own diagonal), its own ledger and channel keys; the key exchange,
-    the offline phase, the products and the clean-up are the least-squares role's."""
+    the offline phase, the products and the clean-up are every path's
+    (:class:`~..base.roles.ProductPartyRole`); setup checks the one release fits its ledger,
+    new_features charges it."""
 
-    #: only these open the party's ledger: setup checks the release fits, new_features charges it
-    CHARGED = ("setup", "new_features")
+    STATE = ProductPartyRole.STATE + ("_gram_owed", "_gram_done", "_served")
 
     def __init__(self, cfg, setup):
         from .party import GramParty
@@ -73,18 +71,14 @@ class SspPartyRole(SecurePartyRole):
         private = bool(setup["private"])
         sigma = float(setup["sigma"])
         self.event = S.release_event(sigma, float(setup["label_bound"])) if private else None
-        self.party = p = GramParty(k, None, None, 1.0, frac=int(setup["frac"]), private=private,
+        self.party = p = GramParty(k, None, None, frac=int(setup["frac"]), private=private,
                                    sigma=sigma / math.sqrt(2.0),
                                    noise_seed=party_noise_seed(cfg, k),
                                    prepared=_prepared(cfg, setup, k), gram_event=self.event,
                                    gram_sigma=sigma)
         p.setup(SM.decode(bytes.fromhex(setup["setup_frame"]))[0])
         p.gated = private           # its gates answer to its own ledger, open or not
-        self.private_key = self.public_key = None
-        self.peers = {}
-        self.block_dir = None
-        self.saved = []
-        self.replay = None
+        self._link_state()
 
     def check_own_plan(self, t0):
         """The run's one release must fit this party's own budget (every row it holds is in M)."""
@@ -107,16 +101,6 @@ class SspPartyRole(SecurePartyRole):
             part = self.party.gram_part(sizes, int(self.setup["label_party"]))
             return "gram", SM.encode(part, self.k, t)
         return super().handle(kind, frame, t)
-
-    def get_state(self):
-        st = super().get_state()
-        st.update({a: getattr(self.party, a) for a in _GRAM_STATE})
-        return st
-
-    def set_state(self, st):
-        super().set_state(st)
-        for a in _GRAM_STATE:
-            setattr(self.party, a, st[a])
 
 
 # -- server side --------------------------------------------------------------------------------
@@ -146,8 +130,8 @@ def serve(connect, spec, progress=None) -> dict:
     """The server role of one ssp run (``spec`` from :func:`make_spec`): the release through
     the parties' roles, then the fit from the noisy M (post-processing); its result's ``x`` is
     the model on the data (global column order, unscaled) and ``intercept`` its b."""
-    from ..squares.party import CHUNK_ROWS
-    from ..squares.roles import serve_run
+    from ..base.blocks import CHUNK_ROWS
+    from ..base.roles import serve_run
     from .party import _local_blocks, model, release
 
     s = spec["ssp"]
@@ -200,7 +184,7 @@ def run(backend, data, *, ssp_kwargs, private, run_dir, ledger=None, budget=None
     from ....runtime.backends import describe, launch
     from ....runtime.partydata import noise_entropy_of
     from ...remote import party_configs, run_info
-    from ..squares.roles import pin_identities
+    from ..base.roles import pin_identities
 
     spec = make_spec(data, ssp_kwargs=ssp_kwargs, private=private, ledger=ledger, budget=budget,
                      accountant=accountant, run_id=run_id, connect_timeout=connect_timeout,

@@ -16,7 +16,6 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field, fields
-from typing import Iterator
 
 ADD_REMOVE = "add_remove"
 REPLACE_ONE = "replace_one"
@@ -722,8 +721,3 @@ def neighboring_of(event: DpEvent) -> str:
         raise ValueError(f"the events mix neighbouring relations {sorted(relations)}; "
                          "state every release under the same relation")
     return relations.pop()
-
-
-def iter_leaves(event: DpEvent) -> Iterator[DpEvent]:
-    for leaf, _ in flatten(event):
-        yield leaf

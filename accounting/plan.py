@@ -164,10 +164,6 @@ class Plan:
                                         self.neighboring))
         return parts[0] if len(parts) == 1 else Composed(tuple(parts))
 
-    def parameter_sites(self, name: str) -> list[int]:
-        return [i for i, rel in enumerate(self.releases)
-                if name in rel["params"] or (name == "count")]
-
 
 def _release_event(where: str, rel: dict, neighboring: str):
     """One parsed release (its base too, for a private selection) as an event; a ValueError

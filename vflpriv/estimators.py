@@ -34,15 +34,8 @@ with the coefficients from its derivative, released with Gaussian noise in each 
 docs/sensitivity.md 3.1; ``fw``, ``dpfw``; and ``dp-bcfw-secure``: with the logistic loss b
 held by the label party, accounted in each round's release, 5.5; with least squares
 b = (sum y - sum_k s_k^T x_k) / n at every round from the noisy label and column sums released
-once, 4.7), ``intercept_`` is that b: every algorithm with both estimators' losses.  For a pair
-outside ``vflpriv.vertical.config.INTERCEPT_ALGORITHMS`` (none today) the older rule remains:
-without privacy, X's
-columns and y are centred for the fit (least squares; sparse X is densified) and
-``intercept_ = mean(y) - mean(X) coef_``; for logistic regression the intercept is then the 1-D
-minimizer of the loss given ``coef_`` (after the fit: it does not repair the coefficients).  With
-a finite epsilon the intercept is a feature: a constant column c = min(1, feature_bound) added to
-the first party's block, selected, released and accounted like every other column, so
-``intercept_ = c x_0`` is bounded by that party's l1 ball (|intercept_| <= c eta).
+once, 4.7), ``intercept_`` is that b: every algorithm fits it with both estimators' losses
+(``vflpriv.vertical.config.INTERCEPT_ALGORITHMS``).
 
 ``eta="auto"`` (the default): the public rule of ``vflpriv.vertical.scale`` (eta_k = 8 / (K B_a)
 for classification, 4 B_y / (K B_a) for least squares).
@@ -214,27 +207,10 @@ class _VerticalBase(BaseEstimator):
                           "nothing adds those up: pass ledger=FILE (one ledger with the budget "
                           "for all fits; docs/estimators.md) (said once per process)",
                           UnaccountedFitsWarning, stacklevel=3)
-        Xf, yf, x_mean, y_mean = X, y_internal, None, 0.0
-        const = None
-        joint = bool(self.fit_intercept) and _joint_intercept(self.algorithm, self._loss,
-                                                               self.epsilon)
-        if joint:
-            pass                                # fitted with the coefficients by the algorithm
-        elif self.fit_intercept and private:
-            # the intercept as a feature: a constant column c = min(1, B_a) in the first party's
-            # block (party 0, the default label holder), so it is selected, released and
-            # accounted like any other column, inside that party's l1 ball
-            const = min(1.0, float(self.feature_bound)) if self.feature_bound else 1.0
-            Xf = sp.hstack([sp.csc_matrix(np.full((X.shape[0], 1), const)), sp.csc_matrix(X)],
-                           format="csc") if sp.issparse(X) else \
-                np.hstack([np.full((X.shape[0], 1), const), np.asarray(X)])
-            blocks = [np.concatenate([[0], blocks[0] + 1])] + [b + 1 for b in blocks[1:]]
-        elif self.fit_intercept and self._loss == "squared":
-            Xd = X.toarray() if sp.issparse(X) else np.asarray(X)
-            x_mean = Xd.mean(axis=0)
-            y_mean = float(np.mean(y_internal))
-            Xf, yf = Xd - x_mean, y_internal - y_mean
-        data = VerticalData(Xf, yf, blocks, party_names=party_names or [])
+        # every algorithm fits the intercept with the coefficients, for both losses
+        # (INTERCEPT_ALGORITHMS covers every pair an estimator can ask for)
+        joint = bool(self.fit_intercept)
+        data = VerticalData(X, y_internal, blocks, party_names=party_names or [])
         with np.errstate(all="ignore"):
             sol = solve(data, loss=self._loss, eta=self.eta, iterations=self.max_iter,
                         algorithm=self.algorithm, sampling=self.sampling, epsilon=self.epsilon,
@@ -248,21 +224,10 @@ class _VerticalBase(BaseEstimator):
                         label_party=self.label_party, fit_intercept=joint,
                         **self._solve_extra())
         self.coef_ = np.asarray(sol.x, dtype=float)
-        self.intercept_ = 0.0
-        if joint:
-            self.intercept_ = float(sol.intercept)
-        elif const is not None:
-            self.intercept_ = float(const * self.coef_[0])
-            self.coef_ = self.coef_[1:]
-        elif self.fit_intercept:
-            if self._loss == "squared":
-                self.intercept_ = float(y_mean - x_mean @ self.coef_)
-            else:
-                self.intercept_ = _logistic_intercept(X @ self.coef_, y_internal)
+        self.intercept_ = float(sol.intercept) if joint else 0.0
         self.history_ = np.asarray(sol.objective, dtype=float)
         self.n_iter_ = sol.iterations
-        self.blocks_ = [b.copy() for b in data.blocks] if const is None else \
-            [data.blocks[0][1:] - 1] + [b - 1 for b in data.blocks[1:]]
+        self.blocks_ = [b.copy() for b in data.blocks]
         self.bytes_ = None if sol.uplink is None else {
             "uplink": list(sol.uplink), "uplink_framed": list(sol.uplink_framed),
             "downlink": list(sol.downlink), "downlink_framed": list(sol.downlink_framed),
@@ -341,27 +306,6 @@ def _with_fit_spend(privacy, ledger):
     else:
         fit, _ = privacy_report(event, privacy["delta"], names)
     return {**privacy, "fit_epsilon_spent": fit, "fit_releases": len(own)}
-
-
-def _joint_intercept(algorithm, loss, epsilon):
-    """Does ``algorithm`` fit the intercept jointly for ``loss``?  (dpfw without noise is fw.)"""
-    from .vertical.config import INTERCEPT_ALGORITHMS
-
-    try:
-        private = math.isfinite(float(epsilon))
-    except (TypeError, ValueError):
-        private = False
-    algorithm = "fw" if algorithm == "dpfw" and not private else algorithm
-    return (algorithm, loss) in INTERCEPT_ALGORITHMS
-
-
-def _logistic_intercept(z, y):
-    """argmin_b mean log(1 + exp(-y (z + b))), y in {-1, +1} (1-D, convex)."""
-    from scipy.optimize import minimize_scalar
-
-    res = minimize_scalar(lambda b: float(np.mean(np.logaddexp(0.0, -y * (z + b)))),
-                          bounds=(-50.0, 50.0), method="bounded")
-    return float(res.x)
 
 
 class VerticalDPLasso(RegressorMixin, _VerticalBase):

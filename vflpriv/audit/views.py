@@ -114,10 +114,6 @@ def _sum_findings(name, parts, held):
     return out
 
 
-def received_keys(receipts, who):
-    return {k for e in receipts if e["who"] == who for k in e["keys"]}
-
-
 def classification(n, K, seed, d_per=2, label01=False):
     """A small table: n rows, K blocks of ``d_per`` columns each (or the sizes ``d_per`` as a
     list), entries in [-1, 1], labels +-1 from a planted model (or in [-1, 1] for least

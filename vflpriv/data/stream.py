@@ -64,12 +64,6 @@ class CsrBuilder:
         self.counts.append(np.bincount(r, minlength=X.shape[0]))
         self.n += X.shape[0]
 
-    def add_csr(self, C):
-        self.data.append(C.data.astype(np.float64, copy=False))
-        self.indices.append(C.indices.astype(np.int32, copy=False))
-        self.counts.append(np.diff(C.indptr))
-        self.n += C.shape[0]
-
     def matrix(self):
         indptr = np.zeros(self.n + 1, dtype=np.int64)
         if self.counts:

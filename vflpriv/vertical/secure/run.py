@@ -58,6 +58,22 @@ class SecureRun:
         return self.cfg.private
 
 
+def server_ledger(run: SecureRun):
+    """``(ledger, run folder or None)``: where the server keeps its ledger, one rule for every
+    path.  The caller's ``ledger``; on a remote backend without one, ``server.ledger`` in the
+    Flower run folder made for it (the ServerApp may be another process, so its ledger must be
+    a file); with a checkpoint, never a temporary folder (the checkpoint's run names it)."""
+    cfg = run.cfg
+    if cfg.backend == "inprocess" or cfg.ledger is not None or cfg.checkpoint is not None:
+        return cfg.ledger, None
+    import os
+
+    from ..hosted import run_dir_for
+
+    run_dir = run_dir_for(cfg.flower)
+    return os.path.join(run_dir, "server.ledger"), run_dir
+
+
 def open_budget(run: SecureRun, ledger, whole, remaining):
     """The run's ledger (the checkpoint's run's on resume) and the BudgetFilter over it, as
     ``(ledger, filter)``.  The ledger's header budget governs (issue #13), and the worst case

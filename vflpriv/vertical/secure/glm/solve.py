@@ -3,7 +3,6 @@ the Solution of the GLM path (``glm/party.py``)."""
 from __future__ import annotations
 
 import math
-import os
 from typing import NamedTuple
 
 import numpy as np
@@ -15,7 +14,7 @@ from ..mpc.fourier import SigmoidSeries
 from .party import glm_sensitivity, round_event
 from .loop import run_secure_glm
 from ..run import (SecureRun, finish, meter_totals, open_budget, seeds_and_checkpointer,
-                   server_accounts)
+                   server_accounts, server_ledger)
 
 
 def check_binary_labels(y):
@@ -140,12 +139,7 @@ def _open_budget(run: SecureRun, noise: _Noise, series):
     from accounting import SelfComposed
 
     T, D = run.T, series.derivative_bound
-    ledger, run_dir = run.cfg.ledger, None
-    if run.cfg.backend != "inprocess" and ledger is None and run.cfg.checkpoint is None:
-        from ...hosted import run_dir_for
-
-        run_dir = run_dir_for(run.cfg.flower)
-        ledger = os.path.join(run_dir, "server.ledger")
+    ledger, run_dir = server_ledger(run)
 
     def remaining():
         t0 = 0 if run.ck["state"]["stage"] == "start" else int(run.ck["state"]["t"])

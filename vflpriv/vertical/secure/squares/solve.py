@@ -4,7 +4,6 @@ docs/vertical.md "dp-bcfw-secure").
 """
 from __future__ import annotations
 
-import os
 from typing import NamedTuple
 
 import numpy as np
@@ -13,7 +12,8 @@ from ....errors import InputError
 from .. import privacy as SP
 from ..checkpoints import resume as SC
 from ..mpc.ring import frac_bits, noisy_range
-from ..run import finish, meter_totals, open_budget, seeds_and_checkpointer, server_accounts
+from ..run import (finish, meter_totals, open_budget, seeds_and_checkpointer, server_accounts,
+                   server_ledger)
 from .loop import run_secure
 
 
@@ -80,14 +80,7 @@ def plan_noise(data, run) -> _Plan:
 def _open_accounts(data, run, plan: _Plan) -> _Accounts:
     """The server's ledger and budget filter (``run.open_budget``), the plan checked against
     them; on resume the worst case of the rounds still to run (``resume.remaining_plan``)."""
-    cfg, ledger, run_dir = run.cfg, run.cfg.ledger, None
-    if cfg.backend != "inprocess" and ledger is None and cfg.checkpoint is None:
-        # the ServerApp may be another process: its ledger must be a file (with a checkpoint
-        # the caller's or the checkpoint's, never one in a temporary run folder)
-        from ...hosted import run_dir_for
-
-        run_dir = run_dir_for(cfg.flower)
-        ledger = os.path.join(run_dir, "server.ledger")
+    ledger, run_dir = server_ledger(run)
     led, budget = open_budget(
         run, ledger, plan.noise_plan.event,
         lambda: SC.remaining_plan(plan.noise_plan, plan.sens, run.T, data.K, run.feature_cap,

@@ -122,7 +122,7 @@ def solve_ssp(data, run):
     or over a runtime link (``cfg.backend`` local, flower-sim, flower: :func:`.ssp_remote.
     on_flower`; with ``flower.spec_dir`` the written description's info instead)."""
     from ...engine import _seeds
-    from ..run import finish, open_budget
+    from ..run import finish, open_budget, server_ledger
 
     check(data, run)
     cfg, K, n, d = run.cfg, data.K, data.n, data.d
@@ -133,15 +133,7 @@ def solve_ssp(data, run):
     noise_plan = plan.noise_plan(cfg, d) if run.private else None
     led = budget = run_dir = None
     if run.private:
-        ledger = cfg.ledger
-        if cfg.backend != "inprocess" and ledger is None:
-            # the ServerApp may be another process: its ledger must be a file (solve.py)
-            import os
-
-            from ...hosted import run_dir_for
-
-            run_dir = run_dir_for(cfg.flower)
-            ledger = os.path.join(run_dir, "server.ledger")
+        ledger, run_dir = server_ledger(run)
         led, budget = open_budget(run, ledger, plan.event, lambda: plan.event)
     frac, fit = ring_and_fit(plan, cfg, n, d)
     _, _, noise_ss = _seeds(run.seed, None)

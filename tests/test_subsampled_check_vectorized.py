@@ -31,3 +31,28 @@ def test_on_the_dp_sgd_step():
     for side in grid.sides(raw, 1e-3, k):
         assert np.array_equal(check.measure_delta_lower(side),
                               check._measure_delta_lower_loop(side))
+
+
+def test_log_mgf_is_above_the_exact_one():
+    """The Chernoff range's log moment generating function (``_pld_grid._log_mgf``, computed by
+    blocks of rows and raised by its rounding bound) is at or above the exact value (mpmath)
+    and at or above scipy's row-by-row logsumexp, by at most 1e-10 here."""
+    import mpmath as mp
+    from scipy.special import logsumexp
+
+    rng = np.random.default_rng(3)
+    for n in (1, 7, 300, 50_000):
+        losses = (np.arange(n) - n // 3) * 1e-3
+        w = rng.random(n) ** 8
+        w /= w.sum()
+        lam = grid._Chernoff.ORDERS / max(1e-300, float(np.abs(losses).max()))
+        got = grid._log_mgf(lam, losses, w)
+        ref = np.array([logsumexp(l * losses, b=w) for l in lam])
+        assert np.all(got >= ref) and np.all(got - ref <= 1e-10)
+        if n <= 300:
+            with mp.workdps(40):
+                for j in range(0, lam.size, 7):
+                    exact = mp.log(mp.fsum(mp.mpf(float(wi)) * mp.e ** (
+                        mp.mpf(float(lam[j])) * mp.mpf(int(i) - n // 3) / 1000)
+                        for i, wi in enumerate(w)))
+                    assert got[j] >= exact

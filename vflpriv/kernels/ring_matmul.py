@@ -43,13 +43,14 @@ __all__ = ["ring_matmul", "ring_vecmat", "ring_spmatmul", "max_chunk", "LIMB_OFF
 LIMB_OFFSETS = (0, 22, 43)
 
 #: a 2-D product whose result has fewer rows or columns than this is done by ``einsum``.  numpy's
-#: uint64 einsum over a shared summation axis is vectorized (about 0.37 ns per multiply-add on one
+#: uint64 einsum over a shared summation axis is vectorized (about 0.4 ns per multiply-add on one
 #: core here), the limb products cost 6 float64 multiply-adds per word product plus the limb
-#: conversions of both operands, which a thin result does not amortize.  Measured in CPU time
-#: on one core, n = 2048 to 2e4 (docs/kernels.md, "Ring products"): einsum / limbs = 0.84 at
-#: 16 x 16, 1.10 at 32 x 32, 0.44 at 32 x 800, 0.84 at 50 x 800, 1.0 at 64 x 64, 1.12 at
-#: 200 x 200, 1.29 at 800 x 800.  So the limbs from 64 rows and columns on (more BLAS threads only
-#: move the break-even lower).
+#: conversions of both operands, which a thin result does not amortize.  Measured in CPU time on
+#: one core at n = 2e4 (``vflpriv bench ring``, docs/ring_bench.json and
+#: docs/ring_bench_threshold.json): einsum / limbs = 0.70 at 16 x 128, 0.89 at 32 x 128, 0.92 at
+#: 50 x 800, and 1.10 at 64 x 64, 1.12 at 64 x 128, 1.07 at 200 x 200, 1.50 at 800 x 800.  So
+#: the limbs from 64 rows and columns on (32 x 32, 1.14, stays on einsum: the rule is kept simple
+#: and errs toward einsum; more BLAS threads would only move the break-even lower).
 BLAS_MIN = 64
 
 _U64 = np.uint64

@@ -16,7 +16,12 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from vflpriv.kernels import ring_matmul as R
-from vflpriv.kernels.ring_matmul import max_chunk, ring_matmul, ring_spmatmul, ring_vecmat
+from vflpriv.kernels.ring_matmul import (
+    max_chunk,
+    ring_matmul,
+    ring_spmatmul,
+    ring_vecmat,
+)
 
 MOD = 1 << 64
 EDGES = [0, 1, 2, (1 << 63) - 1, 1 << 63, (1 << 63) + 1, MOD - 2, MOD - 1, (1 << 22) - 1,

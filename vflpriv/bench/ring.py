@@ -12,16 +12,17 @@ The shapes of the secure paths:
 * sparse x dense (``peer_output``'s A_k^T z, A_k at density ``--density``): scipy's uint64
   product as the code wrote it and :func:`ring_spmatmul`.
 
-Every contender's words are checked equal to the first one's (so no figure is of a wrong
-product).  Each figure is given in wall seconds and in CPU seconds of the process (the table
-prints CPU: on a shared machine the wall time is stretched by the load, the CPU time much less;
-``--threads 1`` makes the two comparable across contenders).  Seconds are the median of ``--repeats`` runs after one warm-up run; a contender whose
-first run takes more than ``--budget`` seconds is timed once.  numpy's integer Gram products cost
-n p q multiply-adds in a plain loop (minutes at n = 1e5, p = q = 800): when the one at n rows
-would take more than ``--budget`` seconds as estimated from its time on 2000 rows, it is timed
-on the largest row count that fits the budget and scaled linearly to n (its cost is linear in n:
-one pass over the rows per output entry); the JSON marks those (``numpy_rows_timed``) and their
-words are checked on the rows timed.  The JSON records the BLAS threads and the load average.
+Every contender's words are checked equal to the first one's (so no figure is of a wrong product).
+Each figure is given in wall seconds and in CPU seconds of the process (the table prints CPU: on a
+shared machine the wall time is stretched by the load, the CPU time much less; ``--threads 1``
+makes the two comparable across contenders). Seconds are the median of ``--repeats`` runs after one
+warm-up run; a contender whose first run takes more than ``--budget`` seconds is timed once.
+numpy's integer Gram products cost n p q multiply-adds in a plain loop (minutes at n = 1e5, p = q =
+800): when the one at n rows would take more than ``--budget`` seconds as estimated from its time
+on 2000 rows, it is timed on the largest row count that fits the budget and scaled linearly to n
+(its cost is linear in n: one pass over the rows per output entry); the JSON marks those
+(``numpy_rows_timed``) and their words are checked on the rows timed. The JSON records the BLAS
+threads and the load average.
 """
 from __future__ import annotations
 
@@ -84,7 +85,7 @@ def _check(name, ref, out):
 
 
 def bench_vecmat(rows, cols, repeats, budget, rng):
-    from ..kernels.ring_matmul import _limb_matmul, LIMB_OFFSETS, max_chunk, ring_vecmat
+    from ..kernels.ring_matmul import LIMB_OFFSETS, _limb_matmul, max_chunk, ring_vecmat
 
     out = []
     for n in rows:
@@ -108,7 +109,6 @@ def bench_vecmat(rows, cols, repeats, budget, rng):
             print(f"  n={n:<7} p={p:<4} CPU ms: einsum {c['numpy_einsum'] * 1e3:8.2f}  matmul "
                   f"{c['numpy_matmul'] * 1e3:8.2f}  ring_vecmat {c['ring_vecmat'] * 1e3:8.2f}  "
                   f"limbs {c['limbs'] * 1e3:8.2f}  M.sum {c['one_pass_over_M'] * 1e3:7.2f}")
-            del M
     return out
 
 
@@ -128,7 +128,7 @@ def _numpy_gram(A, B, name, budget, repeats):
 
 
 def bench_gram(rows, cols, repeats, budget, rng):
-    from ..kernels.ring_matmul import _limb_matmul, LIMB_OFFSETS, max_chunk, ring_matmul
+    from ..kernels.ring_matmul import LIMB_OFFSETS, _limb_matmul, max_chunk, ring_matmul
 
     out = []
     for n in rows:
@@ -155,14 +155,13 @@ def bench_gram(rows, cols, repeats, budget, rng):
                             "cpu_speedup_vs_matmul": c["numpy_matmul"] / c["ring_matmul"],
                             "wall_speedup_vs_einsum": s["numpy_einsum"] / s["ring_matmul"],
                             "wall_speedup_vs_matmul": s["numpy_matmul"] / s["ring_matmul"]})
-                mark = lambda nm: "*" if timed[nm] < n else " "      # noqa: E731
+                star = {nm: "*" if k < n else " " for nm, k in timed.items()}
                 print(f"  n={n:<7} {p:>4} x {q:<4} CPU s: ring_matmul {c['ring_matmul']:8.3f}  "
                       f"limbs {c['limbs']:8.3f}  "
-                      f"einsum {c['numpy_einsum']:8.3f}{mark('numpy_einsum')} matmul "
-                      f"{c['numpy_matmul']:8.2f}{mark('numpy_matmul')}  (wall "
+                      f"einsum {c['numpy_einsum']:8.3f}{star['numpy_einsum']} matmul "
+                      f"{c['numpy_matmul']:8.2f}{star['numpy_matmul']}  (wall "
                       f"{s['ring_matmul']:.2f} / {s['numpy_einsum']:.2f} / "
                       f"{s['numpy_matmul']:.2f})")
-                del A, B
     return out
 
 
@@ -193,8 +192,8 @@ def bench_sparse(rows, cols, density, repeats, budget, rng):
 
 
 def run(args) -> int:
-    from . import write_json
     from ..kernels import ring_matmul as RM
+    from . import write_json
 
     rows, cols = _ints(args.rows, "--rows"), _ints(args.cols, "--cols")
     if args.repeats < 1:
@@ -206,7 +205,7 @@ def run(args) -> int:
     try:
         from threadpoolctl import threadpool_info, threadpool_limits
     except ImportError:                    # optional: the BLAS library's own threads then
-        threadpool_info, threadpool_limits = (lambda: []), None
+        threadpool_info, threadpool_limits = list, None
     if args.threads is not None and threadpool_limits is None:
         raise ValueError("--threads needs threadpoolctl (pip install threadpoolctl)")
     limit = nullcontext() if args.threads is None else \

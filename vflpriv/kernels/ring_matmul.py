@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["ring_matmul", "ring_vecmat", "ring_spmatmul", "max_chunk", "LIMB_OFFSETS", "BLAS_MIN"]
+__all__ = ["BLAS_MIN", "LIMB_OFFSETS", "max_chunk", "ring_matmul", "ring_spmatmul", "ring_vecmat"]
 
 #: limb offsets (bits) of a word; limb i holds bits [o_i, o_{i+1}) (the last one up to bit 63)
 LIMB_OFFSETS = (0, 22, 43)

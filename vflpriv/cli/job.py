@@ -320,18 +320,52 @@ def _check_private_only(args, epsilon):
     why = (f"--algorithm {args.algorithm} is non-private" if args.epsilon is None else
            "--epsilon inf makes this run non-private")
     for option, value in (("--delta", args.delta), ("--rnm", args.rnm),
-                          ("--split", args.split), ("--ledger", args.ledger)):
+                          ("--split", args.split), ("--ledger", args.ledger),
+                          ("--derivative-clip", args.derivative_clip),
+                          ("--calibration paper", args.calibration != "accountant" or None),
+                          ("--compare-calibration", args.compare_calibration or None)):
         if value is not None:
             raise InputError(f"{option} is for a private run (a finite --epsilon): {why}, so it "
                              f"would be ignored; leave {option} out")
 
 
+#: the options only some algorithms read (given: not at their default), and which read them:
+#: the sketch and the sampling are the party engine's (DP-BCFW-AS, BCFW, dFW); the paper's
+#: closed-form calibration, its comparison and the split of epsilon are DP-BCFW-AS's (the split
+#: also dp-bcfw-secure's, per path); the derivative clip the private engines' (DP-BCFW-AS, DP-FW);
+#: the step rule the central fw's (dp-bcfw-secure's glm path: its config says so)
+_READ_BY = {       # option -> (the value given, or None at its default; the readers)
+    "--sketch": (lambda a: a.sketch if a.sketch != "identity" else None,
+                 ("dp-bcfw", "bcfw", "dfw")),
+    "--sketch-dim": (lambda a: a.sketch_dim, ("dp-bcfw", "bcfw", "dfw")),
+    "--sampling": (lambda a: a.sampling if str(a.sampling) != "elementary" else None,
+                   ("dp-bcfw", "bcfw", "dfw")),
+    "--calibration": (lambda a: a.calibration if a.calibration != "accountant" else None,
+                      ("dp-bcfw",)),
+    "--compare-calibration": (lambda a: "" if a.compare_calibration else None, ("dp-bcfw",)),
+    "--split": (lambda a: a.split, ("dp-bcfw", "dp-bcfw-secure")),
+    "--derivative-clip": (lambda a: a.derivative_clip, ("dp-bcfw", "dpfw")),
+    "--step": (lambda a: getattr(a, "step", None), ("fw", "dp-bcfw-secure")),
+}
+
+
 def _check_ignored(args):
     """An option the chosen algorithm would not read is refused, naming it, never silently
     accepted (``--algorithm bcfw --row-clip 2 --max-features 3`` ran without a word while
-    ``--helper-party`` was refused): dp-bcfw-secure's own options with another algorithm, and
+    ``--helper-party`` was refused): the options of :data:`_READ_BY` with an algorithm that does
+    not read them, dp-bcfw-secure's own options with another algorithm, and the options of its
+    paths with a path that does not read them (``paths.SecurePath.reads``), and
     ``--checkpoint-every`` without a checkpoint."""
-    if args.algorithm != "dp-bcfw-secure":
+    for option, (given, readers) in _READ_BY.items():
+        value = given(args)
+        if value is not None and args.algorithm not in readers:
+            shown = f"{option} {value!r}" if isinstance(value, str) and value else \
+                f"{option} {value}".rstrip()
+            raise InputError(f"{shown} is not read by --algorithm {args.algorithm} (only by "
+                             f"{', '.join(readers)}): leave it out")
+    if args.algorithm == "dp-bcfw-secure":
+        _check_path_options(args)
+    else:
         for option, value in (("--row-clip", args.row_clip),
                               ("--max-features", args.max_features)):
             if value is not None:
@@ -342,3 +376,23 @@ def _check_ignored(args):
             getattr(args, "checkpoint", None) or getattr(args, "resume", None)):
         raise InputError(f"--checkpoint-every {args.checkpoint_every} needs --checkpoint FILE "
                          "(without one, nothing is checkpointed)")
+
+
+def _check_path_options(args):
+    """dp-bcfw-secure's path (least squares, or the logistic loss's ssp or glm) reads only some
+    of the secure options: the selection noise, the split and the feature cap are least
+    squares' (the logistic paths select by argmax of noisy scores, or release once)."""
+    from ..vertical.config import choose_logistic_path
+    from ..vertical.secure import paths
+
+    if args.loss not in ("squared", "logistic"):
+        return                                # refused by name where the loss is checked
+    given = getattr(args, "logistic_path", None)
+    path = paths.of(args.loss, given or choose_logistic_path(args.algorithm, args.loss)[0])
+    for option, value in (("--rnm", args.rnm), ("--split", args.split),
+                          ("--max-features", args.max_features)):
+        dest = option[2:].replace("-", "_")
+        if value is not None and dest not in path.reads:
+            how = f"--logistic-path {given}" if given else f"the {args.loss} loss's default path"
+            raise InputError(f"{option} is not read by dp-bcfw-secure with {how} "
+                             f"({path.name}: {path.summary}): leave it out")

@@ -179,8 +179,8 @@ def check_step(step, algorithm, loss, logistic_path, steps=()):
                          f"for the non-private fw, got algorithm {algorithm!r}")
     if step not in ("fw", "pgd"):
         raise InputError(f"step must be 'fw', 'pgd' or 'line', got {step!r}")
-    if step not in (steps or ("fw",)):
-        raise InputError(f"step 'pgd' is for dp-bcfw-secure's logistic glm path (its parties "
+    if step not in steps:          # given where no step rule is read: refused, not ignored
+        raise InputError(f"step {step!r} is for dp-bcfw-secure's logistic glm path (its parties "
                          f"see their whole noisy scores every round), got {algorithm} / {loss}"
                          + (f" / logistic_path {logistic_path!r}" if logistic_path else ""))
     return step if steps else None

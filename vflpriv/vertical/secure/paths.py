@@ -65,6 +65,10 @@ class SecurePath:
     options: dict = {}
     #: whether it runs rounds (``iterations`` applies)
     rounds = True
+    #: the options of ``vflpriv run`` / ``solve`` it reads beyond those every path reads
+    reads: frozenset = frozenset()
+    #: what it does, in a few words (for a refusal that names it)
+    summary = ""
     #: the step rules its parties can take (``--step``), the first the default; () for none
     steps: tuple = ()
     #: whether it takes a helper party (``--helper-party``)

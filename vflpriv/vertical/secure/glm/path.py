@@ -9,6 +9,7 @@ class GlmPath(SecurePath):
     name = "glm"
     family = "glm"
     options = {"loss": "logistic", "logistic_path": "glm"}
+    summary = "noisy scores every round, each party's pick their argmax"
     steps = ("fw", "pgd")
     takes_helper = True
     naive_label = "partial margins"

@@ -9,6 +9,8 @@ class SquaresPath(SecurePath):
     name = "squares"
     family = "secure"
     options = {"loss": "squared"}
+    reads = frozenset({"rnm", "split", "max_features"})
+    summary = "cross-products released once per feature selected by report-noisy-max"
     nonprivate_note = "exact cross-products A_k^T a_j are revealed"
 
     def solve(self, data, run):

@@ -12,6 +12,7 @@ class SspPath(SecurePath):
     family = "ssp"
     options = {"loss": "logistic", "logistic_path": "ssp"}
     rounds = False
+    summary = "the loss expansion's statistics released once, no selection"
     ridge_note = ("no l1 ball: the ssp path's ridge (lambda = sigma sqrt(d + 2), from the noise) "
                   "regularizes; an explicit eta bounds each party's l1 norm")
     nonprivate_note = "the exact moments of the rows reach the server"

@@ -116,7 +116,7 @@ def test_tv_bound_is_above_the_exact_total_variation(s, m):
     assert bound <= 3.0 * exact + 1e-12
 
 
-@settings(max_examples=12, deadline=None, derandomize=True)
+@settings(max_examples=8, deadline=None, derandomize=True)
 @given(st.floats(0.4, 6.0), st.sampled_from([1, 2, 3]))
 def test_tv_bound_property(s, m):
     exact = exact_tv(s, m)
@@ -141,7 +141,7 @@ def _accountants():
     return [get_accountant(n) for n in ("optimal", "pld", "best")]
 
 
-@settings(max_examples=10, deadline=None, derandomize=True)
+@settings(max_examples=6, deadline=None, derandomize=True)
 @given(st.floats(0.5, 4.0), st.integers(1, 3), st.floats(0.0, 3.0),
        st.sampled_from([1.0, 2.0 ** -3]))
 def test_delta_is_above_the_exact_discrete_profile(s, shift, eps, g):
@@ -178,7 +178,7 @@ def test_distributed_delta_is_above_the_exact_sum_profile(s, shift, eps):
         assert acc.delta(event, eps) >= exact, acc.name
 
 
-@settings(max_examples=10, deadline=None, derandomize=True)
+@settings(max_examples=6, deadline=None, derandomize=True)
 @given(st.floats(0.7, 3.0), st.floats(0.1, 1.5), st.floats(0.0, 3.0))
 def test_composition_with_a_pure_release_is_above_the_exact_one(s, eps0, eps):
     """A discrete Gaussian composed with an eps0-DP release through the PLD: delta(eps) is

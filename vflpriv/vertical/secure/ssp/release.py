@@ -58,6 +58,8 @@ import math
 
 import numpy as np
 
+from ....optim.l1ball import project_l1_ball
+
 #: solver iterations of the post-processing fit (FISTA); it stops earlier at ``_TOL``
 MAX_ITER = 5000
 _TOL = 1e-10
@@ -194,26 +196,6 @@ def ridge(sigma, d) -> float:
     return float(sigma) * math.sqrt(d + 2.0)
 
 
-def _project_l1(v, r):
-    """Euclidean projection of v on the l1 ball of radius r (Duchi et al. 2008).  A radius
-    below the rounding of ``cs - r`` (``--eta 1e-20`` against values near 1) leaves no index
-    with u_k k > cs_k - r in floating point, where mathematically k = 1 always has one: rho is
-    then 0, theta = u_1 - r, and the result is the ball's point nearest v along its largest
-    entry (0 when r is below that entry's rounding), never an error after a release."""
-    a = np.abs(v)
-    if a.sum() <= r:
-        return v
-    u = np.sort(a)[::-1]
-    cs = np.cumsum(u)
-    k = np.arange(1, u.size + 1)
-    hit = np.nonzero(u * k > cs - r)[0]
-    rho = int(hit[-1]) if hit.size else 0
-    theta = (cs[rho] - r) / (rho + 1.0)
-    out = np.sign(v) * np.maximum(a - theta, 0.0)
-    s = np.abs(out).sum()
-    return out if s <= r else out * (r / s)     # rounding never leaves the ball
-
-
 def fit(M, blocks, *, lam, radius=math.inf, b_bound=math.inf, labels_scale=2.0):
     """(x in scaled units, b, solver iterations): the minimizer over w = (x, b) of least squares
     on the labels ``labels_scale`` y written in the released moments,
@@ -250,7 +232,8 @@ def fit(M, blocks, *, lam, radius=math.inf, b_bound=math.inf, labels_scale=2.0):
 
     def project(w):
         for b in idx:
-            w[b] = _project_l1(w[b], radius)
+            if radius < math.inf:   # optim.l1ball's projection (Duchi et al.), as every path's
+                w[b] = project_l1_ball(w[b], radius)
         w[d] = min(max(w[d], -b_bound), b_bound)
         return w
 

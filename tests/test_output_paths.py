@@ -158,20 +158,19 @@ def test_check_outputs_hard_link(tmp_path):
 
 
 def test_ledger_disk_full_names_the_ledger_and_records_nothing(tmp_path, capsys, monkeypatch):
-    import accounting.ledger as L
 
     led = _ledger(tmp_path)
     before = led.read_bytes()
-    real = L.os.write
+    real = os.write
 
     def full(fd, data):
         if b'"seq"' in data:                  # a record, not the header's newline repair
             real(fd, data[:10])               # a partial write, then the disk is full
             raise OSError(28, "No space left on device")
         return real(fd, data)
-    monkeypatch.setattr(L.os, "write", full)
+    monkeypatch.setattr(os, "write", full)
     rc = main(PRIV + ["--ledger", str(led)])
-    monkeypatch.setattr(L.os, "write", real)
+    monkeypatch.setattr(os, "write", real)
     err = capsys.readouterr().err
     assert rc == 2 and "No space left on device" in err and str(led) in err, err
     # one error line (the run may first warn, on its own line, that its noise is hopeless)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from accounting import (ApproxDP, Exponential, Gaussian, Laplace, PoissonSubsampledGaussian,
                         PureDP, ReportNoisyMax, SelfComposed, ZCDP, get_accountant, report)
 from accounting.accountants import UnsupportedEventError, pld as pld_module
-from accounting.accountants import _pld_grid as grid
+from accounting.accountants.analysis import pld_grid as grid
 from accounting.gaussian import gaussian_epsilon
 
 DELTA = 1e-5

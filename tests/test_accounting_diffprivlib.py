@@ -13,7 +13,7 @@ import pytest
 
 from accounting import (ApproxDP, Composed, Laplace, Ledger, PureDP, ReportNoisyMax, SelfComposed,
                         get_accountant, read_ledger)
-from accounting.accountants._dp_params import dp_params
+from accounting.accountants.analysis.dp_params import dp_params
 
 dpl = pytest.importorskip("diffprivlib")
 

@@ -6,7 +6,7 @@ same closed-form hockey-stick curve; they differ only in floating-point rounding
 """
 import pytest
 
-from accounting.accountants._fast_pld import subsampled_gaussian_pld
+from accounting.accountants.analysis.fast_pld import subsampled_gaussian_pld
 
 
 @pytest.mark.parametrize("sigma, q, steps", [(1.1, 256 / 60000, 2000), (0.8, 0.1, 50),

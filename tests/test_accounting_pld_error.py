@@ -1,4 +1,4 @@
-"""The PLD's float-error bounds (``_pld_error``) hold: checked against exact arithmetic.
+"""The PLD's float-error bounds (``analysis.pld_error``) hold: checked against exact arithmetic.
 
 Inputs are random dyadic rationals (integers / 2^20), so the exact convolution is an integer
 convolution and the exact delta a rational sum (mpmath at 50 digits): both references are
@@ -11,8 +11,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from accounting.accountants import _pld_error as err_mod
-from accounting.accountants import _pld_grid as grid
+from accounting.accountants.analysis import pld_error as err_mod
+from accounting.accountants.analysis import pld_grid as grid
 
 SETTINGS = settings(max_examples=25, deadline=None, derandomize=True)
 SCALE = 2.0 ** 20
@@ -77,9 +77,9 @@ def test_delta_upper_is_above_the_exact_delta(seed, size, eps, inf_ints):
 
 
 def test_block_measure_dominates_the_adaptive_curve():
-    """The loss measure standing for a block of bounded-range selections (``_br_blocks``) has a
+    """The loss measure standing for a block of bounded-range selections (``analysis.br_blocks``) has a
     delta at least the adaptive curve's (an upper bound of the optimum) at every grid point."""
-    from accounting.accountants._br_blocks import block_pmf
+    from accounting.accountants.analysis.br_blocks import block_pmf
     from accounting.accountants.bounded_range import adaptive_curve
 
     eps, size, cells = 0.3, 40, 8
@@ -113,7 +113,7 @@ def test_subsampled_gaussian_measure_is_checked_and_padded():
     from dp_accounting import NeighboringRelation
 
     from accounting import PoissonSubsampledGaussian
-    from accounting.accountants import _subsampled_check as check
+    from accounting.accountants.analysis import subsampled_check as check
     from accounting.accountants import pld as pld_module
 
     sigma, q = 1.1, 256 / 60000

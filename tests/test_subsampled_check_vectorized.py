@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from accounting.accountants import _pld_grid as grid
-from accounting.accountants import _subsampled_check as check
+from accounting.accountants.analysis import pld_grid as grid
+from accounting.accountants.analysis import subsampled_check as check
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 17, 5000])
@@ -34,7 +34,7 @@ def test_on_the_dp_sgd_step():
 
 
 def test_log_mgf_is_above_the_exact_one():
-    """The Chernoff range's log moment generating function (``_pld_grid._log_mgf``, computed by
+    """The Chernoff range's log moment generating function (``analysis.pld_grid._log_mgf``, computed by
     blocks of rows and raised by its rounding bound) is at or above the exact value (mpmath)
     and at or above scipy's row-by-row logsumexp, by at most 1e-10 here."""
     import mpmath as mp

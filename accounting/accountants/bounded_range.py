@@ -48,7 +48,7 @@ one eps-BR selection, never above the eps^2 a / 8 of Cesar & Rogers (Hoeffding's
 same moment generating function).
 
 (The PLD accountant builds this pair itself, by connect the dots in closed form with proven
-float error: ``_pld_leaves.bounded_range``; ``bounded_range_pld`` is the dp-accounting version, kept
+float error: ``analysis.pld_leaves.bounded_range``; ``bounded_range_pld`` is the dp-accounting version, kept
 for cross-checks.)  ``bounded_range_pld`` discretizes the envelope pair pessimistically (each loss
 rounded up to the grid), which
 can only increase every delta of every composition (the hockey stick is increasing in the loss).

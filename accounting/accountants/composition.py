@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 
 from .base import Accountant
-from ._dp_params import dp_params
+from .analysis.dp_params import dp_params
 
 
 class BasicComposition(Accountant):

@@ -15,7 +15,7 @@
 * k adaptive eps-bounded-range selections (Gumbel report-noisy-max, exponential mechanism): the
   exact adaptive optimum of Dong, Durfee, Rogers (2020) as a one-dimensional dynamic programme,
   evaluated from above on a grid (``bounded_range``), up to a cost cap on k; past it, blocks of
-  that optimum, each replaced by a pair that dominates it, composed as PLDs (``_br_blocks``).
+  that optimum, each replaced by a pair that dominates it, composed as PLDs (``analysis.br_blocks``).
 
 Anything else (subsampling, zCDP, a mix of Gaussian and pure DP) is unsupported here.
 """
@@ -30,9 +30,9 @@ from ..lattice import delta_with_tv, epsilon_with_tv, gaussian_like, gaussian_mu
 from .._solve import smallest_x_with
 from .base import Accountant
 from .pld import MAX_PURE_EPSILON, safe_delta, safe_epsilon
-from ._br_blocks import blocks_pmf
+from .analysis.br_blocks import blocks_pmf
 from .bounded_range import adaptive_cells, adaptive_delta, adaptive_epsilon
-from ._dp_params import dp_params
+from .analysis.dp_params import dp_params
 
 PLD_DISCRETIZATION = 1e-4
 #: KOV's sum has up to k/2 terms and the inverse evaluates it ~40 times: 4e6 releases take ~1 s
@@ -129,7 +129,7 @@ class OptimalComposition(Accountant):
     * ``bounded_range``: k selections that are all eps-bounded-range with one eps (Gumbel
       report-noisy-max, exponential mechanism): the exact adaptive optimum, computed on a grid
       from above (``bounded_range.adaptive_curve``), when k is small enough to compute it, and
-      past that blocks of it composed through dominating pairs (``_br_blocks``), an upper bound
+      past that blocks of it composed through dominating pairs (``analysis.br_blocks``), an upper bound
       that continues it smoothly;
     * ``homogeneous``: k releases of one (eps, delta0) (KOV, exact);
     * ``heterogeneous``: (eps_i, delta_i) releases (randomized-response PLDs: an upper bound).

@@ -2,23 +2,23 @@
 proven bound on their floating-point error.
 
 Each event becomes a PLD (Koskela et al. 2020; Meiser & Mohammadi 2018), PLDs compose by
-convolution (``_pld_grid``), and the result is an upper bound on the exact privacy profile.
+convolution (``analysis.pld_grid``), and the result is an upper bound on the exact privacy profile.
 
 * Gaussian events are first merged exactly (sqrt(sum mu_i^2)-GDP), so their PLD is that of a single
-  Gaussian, built here (``_pld_leaves.gaussian``): no discretisation error accumulates over repeats.
+  Gaussian, built here (``analysis.pld_leaves.gaussian``): no discretisation error accumulates over repeats.
 * Laplace, (eps, delta)-DP releases (Laplace/exponential-noise report-noisy-max, PureDP, ApproxDP:
   the randomized-response pair, valid for adaptive composition) and eps-bounded-range selections
   (Gumbel report-noisy-max, exponential mechanism: the pair that dominates every eps-BR
-  selection): built here too, each mass to a few ulps (``_pld_leaves``).
+  selection): built here too, each mass to a few ulps (``analysis.pld_leaves``).
 * Poisson-subsampled Gaussian: dp-accounting's connect-the-dots PLD (under add/remove with a
-  vectorized hockey-stick curve, ``_fast_pld``).  Under add/remove each side is checked against an
+  vectorized hockey-stick curve, ``analysis.fast_pld``).  Under add/remove each side is checked against an
   upper bound on the mechanism's delta at every grid point and padded by any shortfall
-  (``_subsampled_check``); under replace-one a relative margin (CONSTRUCTION_SAFETY) covers its
+  (``analysis.subsampled_check``); under replace-one a relative margin (CONSTRUCTION_SAFETY) covers its
   float error as measured, not proved.
 * zCDP has no PLD: unsupported.
 
 Every delta is read with the proven bound on the composition's float error added (FFT round-off,
-``_pld_error``), and epsilon is the smallest value whose bound meets delta; where that error bound
+``analysis.pld_error``), and epsilon is the smallest value whose bound meets delta; where that error bound
 is not small against delta (tiny deltas, peaked PMFs) the accountant answers inf with the reason.
 """
 from __future__ import annotations
@@ -30,18 +30,18 @@ from ..events import (REPLACE_ONE, ApproxDP, Exponential, Gaussian, Laplace,
                       PoissonSubsampledGaussian, PureDP, ReportNoisyMax)
 from ..lattice import (delta_with_tv, epsilon_with_tv, gaussian_like, gaussian_mu, on_lattice,
                        total_tv)
-from . import _pld_error as err_mod
-from . import _pld_grid as grid
-from . import _pld_leaves as leaves_mod
-from . import _subsampled_check as check
-from ._fast_pld import subsampled_gaussian_pld
+from .analysis import pld_error as err_mod
+from .analysis import pld_grid as grid
+from .analysis import pld_leaves as leaves_mod
+from .analysis import subsampled_check as check
+from .analysis.fast_pld import subsampled_gaussian_pld
 from .base import Accountant
-from ._dp_params import dp_params
+from .analysis.dp_params import dp_params
 
 
 #: largest per-release epsilon of a pure/approx-DP leaf the PLD grid is built for
 MAX_PURE_EPSILON = 50.0
-#: the PLD answers only where its proven numerical error (``_pld_error``) is at most this share
+#: the PLD answers only where its proven numerical error (``analysis.pld_error``) is at most this share
 #: of the delta asked for; elsewhere it declines (inf, with the reason), and other rows answer
 MAX_ERROR_SHARE = 0.5
 #: most distinct non-Gaussian releases one PLD composes: each costs its own construction and a
@@ -62,7 +62,7 @@ MAX_EXCESS = 1.0
 FALLBACK_SHARE = 0.05
 #: relative margin for the one construction whose float error is not proven here (dp-accounting's
 #: connect-the-dots subsampled Gaussian under replace-one; under add/remove it is checked and
-#: padded, ``_subsampled_check``): epsilon is read at delta (1 - 1e-6 of its part above the mass
+#: padded, ``analysis.subsampled_check``): epsilon is read at delta (1 - 1e-6 of its part above the mass
 #: at +inf) and a delta answer is inflated by the same factor
 CONSTRUCTION_SAFETY = 1e-6
 
@@ -161,7 +161,7 @@ class PLDAccountant(Accountant):
 
     def _excess(self, leaves):
         """(n x excess mass of one release, which part): the factor (1 + excess)^n the
-        composition's mass grows by (see ``_pld_grid.excess``), decided from the single
+        composition's mass grows by (see ``analysis.pld_grid.excess``), decided from the single
         releases' PMFs (at most MAX_BASE_POINTS each) before any composition."""
         from dp_accounting import NeighboringRelation
 
@@ -210,7 +210,7 @@ class PLDAccountant(Accountant):
         return None
 
     def build(self, leaves, relation, points=None):
-        """The composed PrivacyLossDistribution of the leaves, on a bounded grid (``_pld_grid``):
+        """The composed PrivacyLossDistribution of the leaves, on a bounded grid (``analysis.pld_grid``):
         every interval is chosen from the plan's size before anything is allocated."""
         from dp_accounting import NeighboringRelation
 
@@ -342,7 +342,7 @@ def _gaussian_sides(mu, base, points=None):
 @lru_cache(maxsize=16)
 def _leaf_sides(leaf, n, rel, base, points=None):
     """PLD sides of ``n`` adaptive repeats of one leaf (cached: ledgers and certificates repeat
-    leaves), by repeated squaring on a bounded grid (``_pld_grid``)."""
+    leaves), by repeated squaring on a bounded grid (``analysis.pld_grid``)."""
     r, a = _single_sides(leaf, rel, base)
     if n == 1:
         return r, a
@@ -377,7 +377,7 @@ def _single_sides(leaf, rel, base):
         # dp-accounting's connect-the-dots masses are second differences of hockey-stick values
         # (Doroshenko et al. 2022, Alg. 1), whose float error is not bounded a priori.  Under
         # add/remove each side is checked against an upper bound on the mechanism's own delta
-        # at every grid point and padded at +inf by any shortfall (``_subsampled_check``).  Under replace-one the relative margin
+        # at every grid point and padded at +inf by any shortfall (``analysis.subsampled_check``).  Under replace-one the relative margin
         # CONSTRUCTION_SAFETY covers it, as measured, not as proved (docs/certify.md says so).
         remove, add = grid.sides(pld, base, k)
         if rel.name == "ADD_OR_REMOVE_ONE" and add is not None:

@@ -38,7 +38,7 @@ from ..events import (ADD_REMOVE, REPLACE_ONE, ApproxDP, DiscreteGaussian,
                       DistributedDiscreteGaussian, Exponential, Gaussian, Laplace,
                       PoissonSubsampledGaussian, PrivateSelection, PureDP, ReportNoisyMax, ZCDP,
                       flatten)
-from ._dp_params import dp_params
+from .analysis.dp_params import dp_params
 from .base import Accountant
 from .bounded_range import rdp_bounded_range_exact
 

@@ -1,7 +1,7 @@
 """(epsilon, delta) descriptions of the events that have one without choosing a free parameter."""
 from __future__ import annotations
 
-from ..events import ApproxDP, Exponential, Laplace, PureDP, ReportNoisyMax
+from ...events import ApproxDP, Exponential, Laplace, PureDP, ReportNoisyMax
 
 
 def dp_params(leaf):

@@ -20,7 +20,7 @@ Every step only moves the answer up (never optimistic):
   of mass is cut from each end; the lower tail goes to the first kept point (losses move up),
   the upper tail to the infinite loss.
 * **Floating point**: every PMF carries ``err``, a proven bound on the L1 distance between its
-  computed masses and the masses the same steps give in exact arithmetic (``_pld_error``): the
+  computed masses and the masses the same steps give in exact arithmetic (``analysis.pld_error``): the
   FFT's round-off is bounded by the theorem of Brent & Zimmermann (Modern Computer Arithmetic,
   Thm 3.3.2, after Percival 2003), and every other step by its own rounding.  A delta read from
   the PMF is then off by at most ``err`` (its weights lie in [0, 1]), and the accountant adds it.
@@ -35,12 +35,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _pld_error as err_mod
+from . import pld_error as err_mod
 
 #: longest grid (points per side) a composed PMF keeps; an FFT of this size takes a few ms
 MAX_POINTS = 1 << 16
 #: grid length of the fallback where every convolution is a direct sum (RELATIVE_POINTS^2 <=
-#: ``_pld_error.DIRECT_WORK``): relative round-off only, so huge counts stay resolvable
+#: ``analysis.pld_error.DIRECT_WORK``): relative round-off only, so huge counts stay resolvable
 RELATIVE_POINTS = 1 << 12
 #: longest grid a single release's PMF is built on (decided from its parameters before building)
 MAX_BASE_POINTS = 1 << 18
@@ -66,7 +66,7 @@ class GridPmf:
     probs: np.ndarray
     inf: float
     #: proven bounds: probs_i = exact_i (1 + t_i) + e_i, |t_i| <= rel, sum |e_i| + |e_inf| <= err
-    #: (``_pld_error``)
+    #: (``analysis.pld_error``)
     err: float = 0.0
     rel: float = 0.0
 

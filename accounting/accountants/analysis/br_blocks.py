@@ -8,7 +8,7 @@ and a convex decreasing curve with the right limits is the profile of a pair (Zh
 Lemma 21); a pair whose profile is pointwise above a mechanism's dominates it, and dominating
 pairs of the steps of an adaptive composition dominate the composition (their Thm 10).  So k
 selections are cut into m blocks of B and one of r < B, each block replaced by a dominating
-pair, and the pairs composed by the PLD accountant's machinery (``_pld_grid``, with its proven
+pair, and the pairs composed by the PLD accountant's machinery (``analysis.pld_grid``, with its proven
 error bounds).  The answer then grows smoothly with k: at k = B + 1 it is the block's optimum
 composed with one selection.
 
@@ -33,9 +33,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from . import _pld_grid as grid
-from ._pld_error import U
-from .bounded_range import adaptive_cells, adaptive_curve
+from . import pld_grid as grid
+from .pld_error import U
+from ..bounded_range import adaptive_cells, adaptive_curve
 
 #: block length: the largest count whose adaptive curve fits the cost cap with at least this many
 #: cells per selection (more cells: a tighter block, fewer blocks: less loss from blocking)

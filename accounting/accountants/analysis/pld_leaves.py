@@ -1,5 +1,5 @@
 """Single-release PLDs built here, with every mass computed to a few ulps of itself (so their
-float error is a proven relative bound, ``_pld_error``): randomized response for (eps, delta)-DP,
+float error is a proven relative bound, ``analysis.pld_error``): randomized response for (eps, delta)-DP,
 the Laplace mechanism, the pair that dominates every eps-bounded-range selection, and the Gaussian
 mechanism.  Each is the loss distribution under P of the worst pair; the pairs are symmetric (the
 loss under Q, negated, has the same law), so one side serves both.
@@ -38,8 +38,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from . import _pld_grid as grid
-from ._pld_error import U, ceil_index
+from . import pld_grid as grid
+from .pld_error import U, ceil_index
 
 #: relative error of one connect-the-dots mass: a handful of 1-ulp library operations (exp,
 #: expm1, sinh, products), at most four terms summed into one grid point, and e^{g/2} at a grid

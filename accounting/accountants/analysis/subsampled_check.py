@@ -36,8 +36,8 @@ import math
 
 import numpy as np
 
-from . import _pld_grid as grid
-from ._pld_error import U as ULP
+from . import pld_grid as grid
+from .pld_error import U as ULP
 
 
 def _log_diff_upper(log_a, log_b, args_a, args_b, extra_a=0.0, extra_b=0.0):

@@ -92,38 +92,67 @@ def test_each_party_node_says_what_it_did(tmp_path, capsys):
     assert "refused 'close'" not in err                 # the clean-up is not a refusal
 
 
+def _launch_deployment(tmp_path):
+    """In the main thread at the session's start: the party files and the description.  The
+    deployment runs on a thread (conftest.py): a real SuperLink and SuperNodes on 127.0.0.1 and
+    `vflpriv flower launch` run twice, each as its own process (a thread cannot share this
+    process's stdout); what each printed and left is returned for the test to check."""
+    import contextlib
+    import importlib.util
+    import io
+    import os
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("flwr") is None:
+        return lambda: None                 # the test skips
+    with contextlib.redirect_stdout(io.StringIO()):
+        paths, c = party_files(tmp_path)
+        run, cfgs = write_run(tmp_path, paths, ["--epsilon", "2", "--delta", "1e-5",
+                                                "--iterations", "3"])
+    desc, env = os.path.dirname(run), dict(os.environ)
+
+    def read(*parts):
+        try:
+            with open(os.path.join(desc, *parts)) as fh:
+                return fh.read()
+        except OSError:                     # none written: the exit code and output say why
+            return None
+
+    def deploy():
+        from vflpriv.flower.deploy import LocalDeployment
+
+        launches = []
+        with LocalDeployment(cfgs, tmp_path / "dep", idle_poll=0.1) as dep:
+            for _ in range(2):
+                p = subprocess.run([sys.executable, "-m", "vflpriv", "flower", "launch", desc,
+                                    "--superlink", f"127.0.0.1:{dep.port}", "--insecure", "-q"],
+                                   cwd=str(tmp_path), env=env, capture_output=True, text=True,
+                                   timeout=900)
+                launches.append((p.returncode, p.stdout, p.stderr, read("result.json"),
+                                 read("flwr-home", "config.toml")))
+        return c, dep.port, launches
+
+    return deploy
+
+
 @pytest.mark.slow
-def test_launch_submits_a_description_and_exits_by_its_result(tmp_path, capsys):
+@pytest.mark.deployment(prepare=_launch_deployment)
+def test_launch_submits_a_description_and_exits_by_its_result(deployment):
     """`vflpriv flower launch DIR`: no hand-written Flower connection file; on a real SuperLink
     and SuperNodes on 127.0.0.1 the run finishes (exit 0, the result's line with the epsilon
     spent), and the same description run again is refused by the server's ledger before the
-    alignment (exit 1, the reason printed)."""
+    alignment (exit 1, the reason printed).  It runs from the session's start (conftest.py)."""
     pytest.importorskip("flwr")
-    import os
-
-    from vflpriv.cli.main import main
-    from vflpriv.flower.deploy import LocalDeployment
-
-    paths, c = party_files(tmp_path)
-    run, cfgs = write_run(tmp_path, paths, ["--epsilon", "2", "--delta", "1e-5",
-                                            "--iterations", "3"])
-    desc = os.path.dirname(run)
-    with LocalDeployment(cfgs, tmp_path / "dep", idle_poll=0.1) as dep:
-        capsys.readouterr()
-        code = main(["flower", "launch", desc, "--superlink", f"127.0.0.1:{dep.port}",
-                     "--insecure", "-q"])
-        out = capsys.readouterr().out
-        assert code == 0, out
-        assert f"finished (secure, {c} rows); epsilon spent" in out
-        doc = json.loads(open(os.path.join(desc, "result.json")).read())
-        assert doc["error"] is None and doc["n"] == c
-        config = open(os.path.join(desc, "flwr-home", "config.toml")).read()
-        assert f'address = "127.0.0.1:{dep.port}"' in config and "insecure = true" in config
-        code = main(["flower", "launch", desc, "--superlink", f"127.0.0.1:{dep.port}",
-                     "--insecure", "-q"])
-        cap = capsys.readouterr()
-        assert code == 1 and "stopped in phase budget" in cap.out
-        assert "vflpriv flower launch: the run stopped:" in cap.err
+    _, (c, port, launches) = deployment
+    (code, out, err, result_json, config), (code2, out2, err2, _, _) = launches
+    assert code == 0, out + err
+    assert f"finished (secure, {c} rows); epsilon spent" in out
+    doc = json.loads(result_json)
+    assert doc["error"] is None and doc["n"] == c
+    assert f'address = "127.0.0.1:{port}"' in config and "insecure = true" in config
+    assert code2 == 1 and "stopped in phase budget" in out2
+    assert "vflpriv flower launch: the run stopped:" in err2
 
 
 def test_launch_refuses_bad_input_before_starting_anything(tmp_path, capsys):

@@ -83,8 +83,12 @@ def test_a_private_run_charges_one_release_on_every_ledger(tmp_path):
                 feature_bound=1.0, label_bound=1.0, seed=0, ledger=str(led))
     recs = read_ledger(led).records
     sigma = sol.noise_plan.feature_sigma
+    # on the ring's lattice (docs/sensitivity.md 4.9.1): svec's step sqrt(2) 2^-2f, the cross
+    # entries (3*2 + 3*4 + 2*4) and A_k^T y of the two parties without the label (2 + 4)
+    f = sol.extra["frac_bits"]
     assert len(recs) == 1 and recs[0].event == DiscreteGaussian(
-        sigma, math.sqrt(2) * 2 * (1 + 1.0), neighboring="replace_one")
+        sigma, math.sqrt(2) * 2 * (1 + 1.0), neighboring="replace_one",
+        resolution=math.sqrt(2) * 2.0 ** (-2 * f), coordinates=26 + 6)
     # the accountant's epsilon is at most the target, and 1% less noise would exceed it
     rdp = get_accountant("rdp")
     assert rdp.epsilon(recs[0].event, 1e-6) <= 1.0

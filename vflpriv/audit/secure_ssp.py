@@ -8,8 +8,9 @@ Neighbours (replace row 0), chosen so that the two augmented rows z = (s a, 1, y
 and of the full norm R: on D0 party k's row 0 is (C_k, C_k) / sqrt 2 with y_0 = +1, on D1
 (C_k, -C_k) / sqrt 2 with y_0 = -1 (entries within B_a = 1; s^2 (C_0^2 + C_1^2) = 1 + B_y^2, so
 ||z||^2 = ||z'||^2 = R^2 and z . z' = 0 + 1 - 1 = 0).  Then ||z z^T - z' z'^T||_F = sqrt(2) R^2, the declared sensitivity:
-the worst case is attained.  Claim: ``DiscreteGaussian(sigma, sqrt(2) R^2)``, the event the run
-charges.  Score: the released M's Frobenius product with the move's direction D / ||D||_F (the
+the worst case is attained.  Claim: ``DiscreteGaussian(sigma, sqrt(2) R^2)`` on the ring's lattice
+(resolution sqrt(2) 2^-2f, the cross entries and A_1^T y as coordinates), the event the run
+charges, sigma calibrated by ``best`` (the continuous Gaussian plus the TV term, 4.9.1).  Score: the released M's Frobenius product with the move's direction D / ||D||_F (the
 svec inner product: the likelihood ratio's statistic; a post-processing).  Row 1 is zero.
 """
 from __future__ import annotations
@@ -24,18 +25,22 @@ DELTA = 1e-5
 def make_ssp(epsilon: float = 1.0, noise_factor: float = 1.0) -> AuditMechanism:
     import numpy as np
 
-    from vflpriv.vertical.secure.mpc import ring
     from vflpriv.vertical.secure.ssp import release as S
     from vflpriv.vertical.secure.local import LocalParties
     from vflpriv.vertical.secure.base.blocks import prepare_block
-    from vflpriv.vertical.secure.ssp.solve import _release, make_parties
+    from vflpriv.vertical.secure.ssp.solve import _release, make_parties, ring_frac
 
     n, sizes, By, Ba = 2, [2, 2], 1.0, 1.0
     clips = [Ba * 2 ** 0.25] * 2                     # the default rule B_a p_k^(1/4)
     s = S.scale(By, clips)
-    sigma = S.calibrate_sigma(epsilon, DELTA, By)
-    event = S.release_event(sigma, By)
-    frac = ring.frac_bits(n * Ba * s * max(Ba * s, By) + 40 * sigma + 1)
+
+    def lattice(sig):                                # the run's ring lattice at noise sig
+        return S.ring_resolution(ring_frac(n, Ba * s, By, sig)), S.ring_coordinates(sizes, 0)
+
+    # as a run under --accountant best: the event states its lattice (4.9.1)
+    sigma = S.calibrate_sigma(epsilon, DELTA, By, "best", lattice=lattice)
+    event = S.release_event(sigma, By, lattice(sigma))
+    frac = ring_frac(n, Ba * s, By, sigma)
 
     def side(flip):
         A = [np.zeros((n, 2)), np.zeros((n, 2))]

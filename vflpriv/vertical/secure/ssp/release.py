@@ -26,7 +26,10 @@ y^T y) in the isometric layout svec: a diagonal entry with noise N(0, sigma^2), 
 one with N(0, sigma^2 / 2) (= noise sigma on sqrt(2) M_ij).  So the release is one Gaussian of
 l2 sensitivity Delta = sqrt(2) R^2 in svec coordinates; the cross-blocks' entries carry exact
 discrete Gaussian noise in the ring (4.9), so the event is a ``DiscreteGaussian`` (its Renyi bound
-is the continuous Gaussian's, which also covers the float-noised coordinates).
+is the continuous Gaussian's, which also covers the float-noised coordinates).  The event states
+the ring's lattice (4.9.1: :func:`ring_resolution`, :func:`ring_coordinates`), so that pld,
+optimal and best may charge it as the continuous Gaussian plus the total variation of the ring's
+coordinates; the float-noised ones are continuous Gaussians already and add no TV term.
 
 The fit (post-processing of the release; ``fit``): G = the noisy (a, 1) block, h = its column
 with y.  The intercept is unpenalized (issue 30: outside the l1 balls and the ridge), so it is
@@ -80,24 +83,52 @@ def sensitivity(label_bound) -> float:
     return math.sqrt(2.0) * row_bound_sq(label_bound)
 
 
-def release_event(sigma, label_bound):
+def ring_coordinates(sizes, label_party) -> int:
+    """The release's coordinates made as secure products, hence carrying the ring's discrete
+    Gaussian: every cross-block A_k^T A_l (k < l, each once) and A_k^T y for every party k other
+    than the label party.  Each party's own triangle and column sums and the label party's own
+    products are noised locally by a continuous Gaussian: not lattice noise, no TV term."""
+    sizes = [int(p) for p in sizes]
+    L = int(label_party)
+    cross = sum(sizes[k] * sizes[l] for k in range(len(sizes)) for l in range(k + 1, len(sizes)))
+    return cross + sum(p for k, p in enumerate(sizes) if k != L)
+
+
+def ring_resolution(frac) -> float:
+    """The lattice step of the ring's coordinates in svec units: a cross entry M_ij is an exact
+    integer at the product's scale 2^{2f} (rows encoded with ``frac`` = f fractional bits,
+    truncated toward zero), and svec holds sqrt(2) M_ij, so the step is sqrt(2) 2^{-2f} (the
+    noise on M_ij is N_Z(0, (sigma / sqrt 2)^2) at scale 2^{2f}, i.e. s = sigma / step lattice
+    units, as docs/sensitivity.md 4.9.1 needs).  ``math.sqrt(2)`` is above sqrt(2) (the double
+    nearest it rounds up), so the step is a hair coarser than the true one: valid (4.9.1)."""
+    return math.sqrt(2.0) * 2.0 ** (-2 * int(frac))
+
+
+def release_event(sigma, label_bound, lattice=None):
     """The one release: a discrete Gaussian (the cross-blocks' ring noise, 4.9) of sensitivity
-    Delta in svec coordinates, replace-one."""
+    Delta in svec coordinates, replace-one.  ``lattice``: the ring's lattice (``(resolution,
+    coordinates)``: :func:`ring_resolution`, :func:`ring_coordinates`; or a function of sigma
+    returning it), so that pld, optimal and best may charge it as the continuous Gaussian plus
+    its total variation (4.9.1); None: the Renyi charge only."""
     from accounting import REPLACE_ONE, DiscreteGaussian
 
-    return DiscreteGaussian(float(sigma), sensitivity(label_bound), neighboring=REPLACE_ONE)
+    from ...privacy import lattice_fields
+
+    return DiscreteGaussian(float(sigma), sensitivity(label_bound), neighboring=REPLACE_ONE,
+                            **lattice_fields(lattice, float(sigma)))
 
 
-def calibrate_sigma(epsilon, delta, label_bound, accountant="rdp") -> float:
+def calibrate_sigma(epsilon, delta, label_bound, accountant="rdp", lattice=None) -> float:
     """The smallest sigma (to the calibration's tolerance, on the safe side) whose release
-    spends at most ``epsilon`` at ``delta``."""
+    spends at most ``epsilon`` at ``delta`` (``lattice``: as :func:`release_event`, a function
+    of sigma when the ring's fraction bits depend on it)."""
     from accounting import calibrate
 
     from ....errors import uncalibrated
 
     try:
-        res = calibrate(lambda s: release_event(s, label_bound), float(epsilon), float(delta),
-                        guess=4.0 * sensitivity(label_bound), accountant=accountant)
+        res = calibrate(lambda s: release_event(s, label_bound, lattice), float(epsilon),
+                        float(delta), guess=4.0 * sensitivity(label_bound), accountant=accountant)
     except ValueError as exc:
         raise uncalibrated(exc, epsilon, delta, accountant) from None
     return float(res.value)

@@ -54,6 +54,14 @@ def _prepared(cfg, setup, k):
                          float(setup["scale"]), label), make)
 
 
+def _lattice(setup):
+    """The release's ring lattice from the public setup (the fraction bits, the block sizes, the
+    label party): the same ``(resolution, coordinates)`` as the server's plan
+    (``solve._Plan.lattice``), so the event a party charges equals the one the server charged."""
+    return (S.ring_resolution(int(setup["frac"])),
+            S.ring_coordinates([int(v) for v in setup["sizes"]], int(setup["label_party"])))
+
+
 class SspPartyRole(ProductPartyRole):
     """Party k of an ssp run: its :class:`~.party.GramParty` (noise sigma / sqrt 2 on its
     products, sigma on its own diagonal), its own ledger and channel keys; the key exchange,
@@ -70,7 +78,8 @@ class SspPartyRole(ProductPartyRole):
         self.setup, self.cfg = setup, cfg
         private = bool(setup["private"])
         sigma = float(setup["sigma"])
-        self.event = S.release_event(sigma, float(setup["label_bound"])) if private else None
+        self.event = (S.release_event(sigma, float(setup["label_bound"]), _lattice(setup))
+                      if private else None)
         self.party = p = GramParty(k, None, None, frac=int(setup["frac"]), private=private,
                                    sigma=sigma / math.sqrt(2.0),
                                    noise_seed=party_noise_seed(cfg, k),
@@ -146,7 +155,9 @@ def serve(connect, spec, progress=None) -> dict:
                   "clips": s["clips"], "label_party": L, "scale": float(s["scale"]),
                   "sigma": float(s["sigma"])}
         link = remote(public)
-        event = S.release_event(float(s["sigma"]), float(s["label_bound"])) if private else None
+        event = (S.release_event(float(s["sigma"]), float(s["label_bound"]),
+                                 _lattice({"frac": s["frac"], "sizes": sizes, "label_party": L}))
+                 if private else None)
         M = release(link, sizes, L, n, int(s["frac"]), budget, event, CHUNK_ROWS,
                     link.gram_parts)
         link.close()

@@ -56,11 +56,15 @@ def check_options(cfg):
                          f"got checkpoint {cfg.checkpoint!r}")
 
 
-def check(data, run):
-    """What the ssp path needs of the data, refused before anything is charged or sent."""
+def _check_label_party(run):
     if run.label_party is None:
         raise InputError("logistic_path 'ssp' keeps the label at one party (label_party "
                          "0..K-1), not 'all'")
+
+
+def check(data, run):
+    """What the ssp path needs of the data, refused before anything is charged or sent."""
+    _check_label_party(run)
     if data.K < 2:
         raise InputError(f"dp-bcfw-secure needs at least 2 parties, got {data.K}")
     y = np.asarray(data.y, dtype=np.float64)
@@ -71,17 +75,25 @@ def check(data, run):
 
 
 class _Plan:
-    """sigma, the event, the scale s, the row clips and the declared bounds of a run."""
+    """sigma, the event, the scale s, the row clips and the declared bounds of a run.  The
+    event states the ring's lattice (docs/sensitivity.md 4.9.1): its step from the fraction bits
+    the run uses at that sigma (:func:`ring_frac`), its coordinates those of the secure products
+    (``release.ring_coordinates``); sigma is calibrated with the lattice each candidate sigma
+    would have."""
 
     def __init__(self, data, run):
         cfg = run.cfg
         sizes = [len(b) for b in data.blocks]
+        self.n = int(data.n)
         if run.private:
+            _check_label_party(run)
             self.Ba, self.By = float(cfg.feature_bound), float(cfg.label_bound)
             self.clips = run.row_clips or SP.row_clips(self.Ba, cfg.row_clip, sizes)
             self.s = S.scale(self.By, self.clips)
-            self.sigma = S.calibrate_sigma(cfg.epsilon, cfg.delta, self.By, cfg.accountant)
-            self.event = S.release_event(self.sigma, self.By)
+            self.coordinates = S.ring_coordinates(sizes, run.label_party)
+            self.sigma = S.calibrate_sigma(cfg.epsilon, cfg.delta, self.By, cfg.accountant,
+                                           lattice=self.lattice)
+            self.event = S.release_event(self.sigma, self.By, self.lattice(self.sigma))
         else:
             # nothing is released privately: no clipping, no scaling, no noise
             from ...scale import _bound
@@ -89,12 +101,20 @@ class _Plan:
             self.Ba = _bound(None, data.A, "feature_bound")
             self.By, self.clips, self.s, self.sigma, self.event = 1.0, None, 1.0, 0.0, None
 
+    def frac(self, sigma) -> int:
+        """The ring's fraction bits at noise ``sigma`` (:func:`ring_frac`)."""
+        return ring_frac(self.n, self.Ba * self.s, self.By, sigma)
+
+    def lattice(self, sigma):
+        """``(resolution, coordinates)`` of the release at noise ``sigma``."""
+        return S.ring_resolution(self.frac(sigma)), self.coordinates
+
     def noise_plan(self, cfg, d):
         from accounting import get_accountant
 
         from ...privacy import NoisePlan
 
-        eps = float(get_accountant("rdp").epsilon(self.event, cfg.delta))
+        eps = float(get_accountant(cfg.accountant).epsilon(self.event, cfg.delta))
         return NoisePlan(mode="accountant", noise="none", index_scale=0.0,
                          feature_sigma=self.sigma, epsilon=eps, delta=float(cfg.delta),
                          accountant=cfg.accountant, event=self.event,
@@ -104,13 +124,18 @@ class _Plan:
                                   "algorithm": "dp-bcfw-secure"})
 
 
+def ring_frac(n, Ba_s, By, sigma) -> int:
+    """The ring's fraction bits for n rows of scaled entries within ``Ba_s`` (B_a s), labels
+    within ``By`` and noise ``sigma``: every product and its noise within range."""
+    from ..mpc.ring import frac_bits, noisy_range
+
+    return frac_bits(noisy_range(n * Ba_s * max(Ba_s, By), sigma))
+
+
 def ring_and_fit(plan, cfg, n, d):
     """``(frac, fit)``: the ring's fraction bits for n rows of the plan's scaled bounds, and the
     post-processing fit's options (ridge, l1 radius in the scaled units, intercept bound)."""
-    from ..mpc.ring import frac_bits, noisy_range
-
-    Ba_s = plan.Ba * plan.s
-    frac = frac_bits(noisy_range(n * Ba_s * max(Ba_s, plan.By), plan.sigma))
+    frac = ring_frac(n, plan.Ba * plan.s, plan.By, plan.sigma)
     fit = dict(lam=S.ridge(plan.sigma, d),
                radius=math.inf if cfg.eta == "auto" else float(cfg.eta) / plan.s,
                b_bound=math.inf if cfg.fit_intercept else 0.0)

@@ -10,6 +10,7 @@ a package is not a cycle with that package, while a module importing a name its 
 defines (or a package's ``__init__`` importing back) is.
 """
 import ast
+import functools
 import os
 
 import pytest
@@ -52,7 +53,10 @@ def _imports(tree):
     return out
 
 
+@functools.lru_cache(maxsize=1)
 def _graph():
+    """The import graph of the source, read once for the module's tests (each only reads it:
+    parsing every module takes 2-20 s on this machine)."""
     mods = _modules()
     trees = {m: ast.parse(open(p).read()) for m, p in mods.items()}
     is_pkg = {m: p.endswith("__init__.py") for m, p in mods.items()}

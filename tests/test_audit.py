@@ -170,17 +170,19 @@ def test_suite_and_cli_fail_on_a_registered_miscalibrated_mechanism(tmp_path, ca
 # ---------------------------------------------------------------- the built-in suite
 
 def test_builtin_suite_holds_its_claims(tmp_path):
-    # Family-wise confidence 0.95 over the built-in mechanisms (9 with torch installed): the
-    # false-failure rate of
+    # Family-wise confidence 0.95 over the built-in mechanisms: the false-failure rate of
     # this test is <= 0.05 (fixed seed).  Claims come from the accountant.
     # The dp-bcfw-secure entries that take 5-15 s each here (the exact discrete ring noise,
-    # the sigmoid series on shares) are audited by tests/test_audit_secure.py on their own; the
-    # rest of the registry runs here in one call, as `vflpriv audit` runs it.
+    # the sigmoid series on shares) are audited by tests/test_audit_secure.py on their own, and
+    # the two torch local steps (9 s of this call's 15 s of CPU) by tests/test_audit_horizontal.py
+    # (honest at 2e4 samples, and a miscalibrated client caught); the rest of the registry runs
+    # here in one call, as `vflpriv audit` runs it.
     from vflpriv.audit import registered
 
     own_tests = {"dp_bcfw_secure_release", "dp_bcfw_secure_glm_scores",
                  "dp_bcfw_secure_glm_intercept", "dp_bcfw_secure_release_routed",
-                 "dp_bcfw_secure_ssp"}          # tests/test_vertical_secure_ssp.py
+                 "dp_bcfw_secure_ssp",          # tests/test_vertical_secure_ssp.py
+                 "fedp3_local_step", "horizontal_local_step"}
     assert own_tests <= set(registered())
     names = [m for m in registered() if m not in own_tests]
     out = tmp_path / "a.json"

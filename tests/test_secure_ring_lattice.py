@@ -145,3 +145,81 @@ def test_ssp_event_is_above_the_exact_discrete_profile(s, shift, eps):
     exact = exact_delta(sum_pmf(s, 1), shift, eps)
     for name in ("optimal", "pld", "best"):
         assert get_accountant(name).delta(event, eps) >= exact, name
+
+
+# -- least squares --------------------------------------------------------------------------
+
+def _regression(n=200, seed=1):
+    rng = np.random.default_rng(seed)
+    A = rng.uniform(-1, 1, size=(n, 9))
+    y = np.clip(A @ np.array([0.8, 0, -0.5, 0, 0.3, 0, 0, -0.4, 0]) + 0.1 * rng.normal(size=n),
+                -1, 1)
+    return A, y
+
+
+def _ls_kw(**extra):
+    kw = dict(algorithm="dp-bcfw-secure", iterations=4, label_party=0, epsilon=4.0,
+              delta=DELTA, feature_bound=1.0, label_bound=1.0, eta=1.0, seed=0,
+              accountant="best")
+    kw.update(extra)
+    return kw
+
+
+def _ring_events(events):
+    return [e for e in events if getattr(e, "kind", None) == "discrete_gaussian"]
+
+
+def test_least_squares_charges_the_ring_lattice_it_draws(monkeypatch, tmp_path):
+    from vflpriv.vertical.secure.base import party as BP
+
+    calls = _ring_spy(monkeypatch, BP)
+    A, y = _regression()
+    led = str(tmp_path / "run.jsonl")
+    sol = solve(VerticalData(A, y, BLOCKS), ledger=led, **_ls_kw())
+    events = _events(led)
+    ring = _ring_events(events)
+    sigma = sol.noise_plan.feature_sigma
+    f = _frac_bits(A.shape[0] * 1.0 * 1.0 + 40 * sigma + 1)
+    assert {c[1] for c in calls} == {2 * f} and sol.extra["frac_bits"] == f
+    assert ring and all(e.resolution == 2.0 ** (-2 * f) and e.sigma == sigma for e in ring)
+    # every drawn ring coordinate is stated once: the label's A_k^T y and each new feature's
+    # products with the other blocks
+    assert sum(e.coordinates for e in ring) == sum(c[2] for c in calls)
+    for c in calls:
+        assert c[0] * 2.0 ** c[1] == pytest.approx(sigma / 2.0 ** (-2 * f), rel=1e-12)
+    # each party charged the same releases as the server, lattice included
+    for party_ledger in sol.extra["party_ledgers"]:
+        assert _ring_events(_events(party_ledger)) == ring
+    # the whole run under best: at most the Renyi spend of the same events
+    from accounting import Composed
+
+    run = Composed(tuple(events))
+    spent = sol.privacy["epsilon_spent"]
+    assert spent["best"] <= get_accountant("rdp").epsilon(run, DELTA) + 1e-12
+    assert spent["best"] <= 4.0
+
+
+def test_least_squares_plan_states_the_lattice_and_calibrates_lower():
+    """The plan's feature unit states the step of the ring the run uses and K max_l sum_{k != l}
+    p_k coordinates; under best the same target gives a smaller sigma than under rdp."""
+    from accounting import flatten
+
+    A, y = _regression(n=150)
+    data = VerticalData(A, y, BLOCKS)
+    ref = solve(data, **_ls_kw(accountant="rdp"))
+    sol = solve(data, **_ls_kw())
+    assert sol.noise_plan.feature_sigma < ref.noise_plan.feature_sigma
+    leaves = [e for e, _ in flatten(sol.noise_plan.event) if e.kind == "discrete_gaussian"]
+    f = sol.extra["frac_bits"]
+    assert leaves and all(e.resolution == 2.0 ** (-2 * f) for e in leaves)
+    assert {e.coordinates for e in leaves} == {3 * max(9 - 3, 9 - 2, 9 - 4)}
+
+
+def test_least_squares_roles_charge_the_servers_events(tmp_path):
+    A, y = _regression(n=120)
+    data = VerticalData(A, y, BLOCKS)
+    sol = solve(data, ledger=str(tmp_path / "b.ledger"), backend="local", **_ls_kw())
+    ring = _ring_events(_events(str(tmp_path / "b.ledger")))
+    assert ring and all(e.resolution is not None for e in ring)
+    for party_ledger in sol.extra["party_ledgers"]:
+        assert _ring_events(_events(party_ledger)) == ring

@@ -99,12 +99,48 @@ def label_sensitivity(label_bound, clips, holder):
                                                     if k != holder))
 
 
-def label_release_event(sigma, label_bound, clips, holder):
-    """A discrete Gaussian: the holder's ring noise (docs/sensitivity.md 4.9)."""
+def ring_resolution(frac) -> float:
+    """The lattice step of a product of two values held with ``frac`` fractional bits: the
+    exact integer at scale 2^{2f} is 2^{-2f} Z in the values' units (docs/sensitivity.md 4.9.1;
+    the values are truncated toward zero and obey the declared bounds, 4.1)."""
+    return 2.0 ** (-2 * int(frac))
+
+
+def product_coordinates(sizes, holders) -> int:
+    """The ring coordinates released when each party in ``holders`` has one column multiplied by
+    every other party's block: sum over the holders l of sum_{k != l} p_k."""
+    sizes = [int(p) for p in sizes]
+    total = sum(sizes)
+    return sum(total - sizes[int(l)] for l in holders)
+
+
+def ring_lattice(ring, holders):
+    """``(resolution, coordinates)`` of a release of products by ``holders`` on the ring
+    ``ring`` = (frac, block sizes); None when ``ring`` is None (the Renyi charge only)."""
+    if ring is None:
+        return None
+    frac, sizes = ring
+    return ring_resolution(frac), product_coordinates(sizes, holders)
+
+
+def plan_lattice(frac_of_sigma, sizes):
+    """The plan's lattice as a function of sigma: a plan unit stands for K feature releases (or
+    the label's, or the float-noised intercept's, counted as such units), each with at most
+    max_l sum_{k != l} p_k ring coordinates, at the step 2^{-2f} of the fraction bits f the run
+    uses at that sigma (``frac_of_sigma``)."""
+    sizes = [int(p) for p in sizes]
+    per_unit = len(sizes) * max(product_coordinates(sizes, [l]) for l in range(len(sizes)))
+    return lambda sigma: (ring_resolution(frac_of_sigma(sigma)), per_unit)
+
+
+def label_release_event(sigma, label_bound, clips, holder, ring=None):
+    """A discrete Gaussian: the holder's ring noise (docs/sensitivity.md 4.9); ``ring`` (frac,
+    block sizes): its lattice stated (4.9.1)."""
     from accounting import REPLACE_ONE, DiscreteGaussian
 
     return DiscreteGaussian(sigma, label_sensitivity(label_bound, clips, holder),
-                            neighboring=REPLACE_ONE)
+                            neighboring=REPLACE_ONE,
+                            **P.lattice_fields(ring_lattice(ring, [holder]), sigma))
 
 
 def label_feature_rounds(sens, label_bound, clips, holder, parties):
@@ -145,17 +181,21 @@ def intercept_feature_rounds(sens, label_bound, clips, parties, intercept):
 
 
 def calibrate(noise, sens, epsilon, delta, rounds, parties, feature_cap, split, accountant,
-              label_rounds=0):
+              label_rounds=0, lattice=None):
     """Noise (b, sigma) for the worst-case plan; see the module docstring.  ``label_rounds``:
-    the label release as extra feature rounds (:func:`label_feature_rounds`)."""
+    the label release as extra feature rounds (:func:`label_feature_rounds`); ``lattice``: the
+    plan's ring lattice (:func:`plan_lattice`)."""
     return P.calibrate_accountant(noise, sens, epsilon, delta, rounds, parties, split, accountant,
-                                  feature_rounds=feature_cap + int(label_rounds), discrete=True)
+                                  feature_rounds=feature_cap + int(label_rounds), discrete=True,
+                                  lattice=lattice)
 
 
-def round_feature_event(sigma, feature_bound, clips, holders):
+def round_feature_event(sigma, feature_bound, clips, holders, ring=None):
     """One discrete Gaussian (the ring noise, docs/sensitivity.md 4.9) for the round's new
-    features (holders: the party of each)."""
+    features (holders: the party of each); ``ring`` (frac, block sizes): its lattice stated
+    (4.9.1: step 2^{-2f}, every product's coordinates)."""
     from accounting import REPLACE_ONE, DiscreteGaussian
 
     s2 = sum(feature_sensitivity(feature_bound, clips, l) ** 2 for l in holders)
-    return DiscreteGaussian(sigma, math.sqrt(s2), neighboring=REPLACE_ONE)
+    return DiscreteGaussian(sigma, math.sqrt(s2), neighboring=REPLACE_ONE,
+                            **P.lattice_fields(ring_lattice(ring, holders), sigma))

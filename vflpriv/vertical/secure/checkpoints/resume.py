@@ -65,7 +65,7 @@ def pending_records(led, ck, path):
     return records(led, ck, path)
 
 
-def remaining_plan(noise_plan, sens, T, K, F, label_rounds, state):
+def remaining_plan(noise_plan, sens, T, K, F, label_rounds, state, ring=None):
     """The worst case of the rounds still to run from ``state``: T - t rounds of K selections,
     and the feature releases still possible.  Party l can still release F - r_l new features
     (r_l released so far), each a Gaussian of sigma and sensitivity <= Delta (``sens.feature``).
@@ -73,7 +73,9 @@ def remaining_plan(noise_plan, sens, T, K, F, label_rounds, state):
     Roth, Su 2022), however a round groups them, so they are covered by one Gaussian of
     sensitivity Delta sqrt(sum_l (F - r_l)).  With what was already released (the label release
     included) this is at most the whole run's plan, which was checked when the run started.
-    Before the setup (stage ``start``) the whole plan remains.  None when nothing remains."""
+    Before the setup (stage ``start``) the whole plan remains.  None when nothing remains.
+    ``ring`` (frac, block sizes): the releases' lattice stated (docs/sensitivity.md 4.9.1), each
+    remaining feature release with at most max_l sum_{k != l} p_k ring coordinates."""
     from accounting import REPLACE_ONE, Composed, DiscreteGaussian
 
     from ... import privacy as P
@@ -88,8 +90,16 @@ def remaining_plan(noise_plan, sens, T, K, F, label_rounds, state):
     units = sum(max(F - int(r), 0) for r in state["released"])
     if units == 0:
         return index
+    from .. import privacy as SP
+
+    lattice = None
+    if ring is not None:
+        res, per_unit = SP.plan_lattice(lambda _s: ring[0], ring[1])(noise_plan.feature_sigma)
+        lattice = (res, units * (per_unit // K))
     return Composed((index, DiscreteGaussian(noise_plan.feature_sigma, sens.feature * units ** 0.5,
-                                             neighboring=REPLACE_ONE)))
+                                             neighboring=REPLACE_ONE,
+                                             **P.lattice_fields(lattice,
+                                                                noise_plan.feature_sigma))))
 
 
 def open_ledger_for(ledger, ck, checkpoint, epsilon, delta, accountant):

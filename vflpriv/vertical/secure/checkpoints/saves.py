@@ -160,19 +160,23 @@ class SecureSaves(PartySaves):
         round t0 (``resume.remaining_plan``, from this party's own count of the features
         released), its records to replay excluded."""
         from ... import privacy as P
+        from .. import privacy as SP
         from .resume import remaining_plan
 
         s, bf = self.setup, self.party.budget
         plan = s["plan"]
         T, K, F = int(s["iterations"]), int(s["K"]), int(s["feature_cap"])
         sens = P.Sensitivity(z_bound=0.0, derivative_bound=0.0, index=plan[2], feature=plan[4])
+        # the ring's lattice (docs/sensitivity.md 4.9.1), as the server's plan states it
+        ring = (int(s["frac"]), [int(v) for v in s["sizes"]])
         event = P.plan_event(plan[0], plan[1], plan[3], sens, T, K,
-                             feature_rounds=F + int(s.get("label_rounds") or 0), discrete=True)
+                             feature_rounds=F + int(s.get("label_rounds") or 0), discrete=True,
+                             lattice=SP.plan_lattice(lambda _s: ring[0], ring[1]))
         if s.get("resume_round") is not None:
             event = remaining_plan(
                 SimpleNamespace(noise=plan[0], index_scale=plan[1], feature_sigma=plan[3],
                                 event=event), sens, T, K, F, None,
-                {"stage": "ready", "t": t0, "released": self._released()})
+                {"stage": "ready", "t": t0, "released": self._released()}, ring=ring)
         if event is not None:
             bf.check_plan(event, party=self.k, exclude=getattr(bf, "pending", ()))
 

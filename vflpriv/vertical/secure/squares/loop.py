@@ -137,6 +137,7 @@ def _public(data, opts, state=None) -> dict:
 
     plan = opts.noise_plan
     return {"K": data.K, "n": data.n, "eta": float(opts.eta), "frac": int(opts.frac),
+            "sizes": [len(b) for b in data.blocks],
             **resume_fields(state),
             "feature_cap": int(opts.feature_cap), "private": bool(opts.private),
             "feature_bound": opts.feature_bound, "label_bound": opts.label_bound,
@@ -184,6 +185,7 @@ def _parties(data, opts, remote, chunk, state=None):
             p.plan = (plan.noise, plan.index_scale, plan.details["sens_index"],
                       plan.feature_sigma, float(opts.feature_bound), opts.clips,
                       float(opts.label_bound))
+            p.ring = (int(opts.frac), [len(b) for b in data.blocks])
     for p in parties:
         p.chunk_rows = chunk
     spill = should_spill(data.n, [len(b) for b in data.blocks]) if opts.spill is None \
@@ -201,7 +203,8 @@ def _release_label(link, dealer, opts, K):
         from ..privacy import label_release_event
 
         opts.budget_filter.charge(label_release_event(opts.noise_plan.feature_sigma,
-                                                      opts.label_bound, opts.clips, L),
+                                                      opts.label_bound, opts.clips, L,
+                                                      (opts.frac, dealer.sizes)),
                                   party=str(L), round=0, note="secure: A_k^T y")
         link.new_features([SM.LABEL_RELEASE + L], 0)
     others = [k for k in range(K) if k != L]
@@ -264,7 +267,8 @@ def _round(t, link, dealer, run, opts, data, ev):
         if opts.private:
             opts.budget_filter.charge(round_feature_event(plan.feature_sigma,
                                                           opts.feature_bound, opts.clips,
-                                                          [l for l, _ in new]),
+                                                          [l for l, _ in new],
+                                                          (opts.frac, dealer.sizes)),
                                       party=",".join(str(l) for l, _ in new), round=t,
                                       note="secure: cross-products")
             link.new_features([l for l, _ in new], t)

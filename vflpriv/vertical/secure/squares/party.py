@@ -71,6 +71,7 @@ class SecureParty(ProductParty):
         self.intercept = 0.0                      # b of this round (public; 0 when not fitted)
         self._owed_sums = False                   # the intercept's sums charged, not yet sent
         self.plan = None                          # (noise, b, Delta_sel, sigma, B_a, clips)
+        self.ring = None                          # (frac, block sizes): the releases' lattice
         # what this party's own ledger has charged and it may therefore release as a holder:
         # its pick of this round if it is new (a feature is released once), the label once
         self._pick = self._pick_new = None
@@ -151,7 +152,7 @@ class SecureParty(ProductParty):
             sigma, Ba, clips = self.plan[3:6]
             feats = [h for h in msg.holders if h < SM.LABEL_RELEASE]
             if feats:
-                self.charge(round_feature_event(sigma, Ba, clips, feats), t,
+                self.charge(round_feature_event(sigma, Ba, clips, feats, self.ring), t,
                             "secure: cross-products")
                 if self.k in feats and self._pick_new:
                     self._owed = self._pick          # charged here: this party may serve it
@@ -168,7 +169,7 @@ class SecureParty(ProductParty):
                     self._owed_sums = True
                 elif h >= SM.LABEL_RELEASE:
                     self.charge(label_release_event(sigma, self.plan[6], clips,
-                                                    h - SM.LABEL_RELEASE), t,
+                                                    h - SM.LABEL_RELEASE, self.ring), t,
                                 "secure: A_k^T y")
                     if h - SM.LABEL_RELEASE == self.k and self.y is not None:
                         self._owed_label = True

@@ -87,6 +87,7 @@ class SecurePartyRole(SecureSaves, ProductPartyRole):
         if private:
             p.plan = (plan[0], plan[1], plan[2], plan[3], float(setup["feature_bound"]), clips,
                       float(setup["label_bound"]))
+            p.ring = (int(setup["frac"]), [int(v) for v in setup["sizes"]])
         self._link_state()
 
     def step(self, kind, frame, t):

@@ -62,8 +62,13 @@ def plan_noise(data, run) -> _Plan:
     intercept_rounds = SP.intercept_feature_rounds(sens, cfg.label_bound, clips, K,
                                                    bool(cfg.fit_intercept))
     label_rounds = label_only + intercept_rounds
+    # the ring's lattice at each candidate sigma (docs/sensitivity.md 4.9.1): the fraction bits
+    # the run would use at that sigma (:func:`frac_at`)
+    lattice = SP.plan_lattice(lambda sigma: frac_at(data, run, sigma),
+                              [len(b) for b in data.blocks])
     noise_plan = SP.calibrate(run.rnm, sens, cfg.epsilon, cfg.delta, run.T, K, run.feature_cap,
-                              run.split, cfg.accountant, label_rounds=label_rounds)
+                              run.split, cfg.accountant, label_rounds=label_rounds,
+                              lattice=lattice)
     noise_plan.details.update(sens_index=sens.index, sens_feature=sens.feature,
                               row_clips=clips, feature_cap=run.feature_cap,
                               algorithm="dp-bcfw-secure", label_party=run.label_party,
@@ -84,7 +89,9 @@ def _open_accounts(data, run, plan: _Plan) -> _Accounts:
     led, budget = open_budget(
         run, ledger, plan.noise_plan.event,
         lambda: SC.remaining_plan(plan.noise_plan, plan.sens, run.T, data.K, run.feature_cap,
-                                  plan.label_rounds, run.ck["state"]))
+                                  plan.label_rounds, run.ck["state"],
+                                  ring=(frac_bits_for(data, run, plan),
+                                        [len(b) for b in data.blocks])))
     return _Accounts(led, budget, run_dir)
 
 
@@ -92,6 +99,11 @@ def frac_bits_for(data, run, plan) -> int:
     """The fixed-point scale f: every product, its noise included, stays below 2^62 / 2^{2f}
     (docs/sensitivity.md 4.1; ``ring.frac_bits``).  A private run sizes it from the declared
     bounds B_a, B_y and the noise's sigma (public quantities)."""
+    return frac_at(data, run, plan.noise_plan.feature_sigma if run.private else 0.0)
+
+
+def frac_at(data, run, sigma) -> int:
+    """:func:`frac_bits_for` at noise ``sigma`` (the plan's calibration asks it per sigma)."""
     cfg, n = run.cfg, data.n
     if run.private:
         Ba = float(cfg.feature_bound)
@@ -102,7 +114,6 @@ def frac_bits_for(data, run, plan) -> int:
     # A_k^T y (label at one party) is a product of the same kind, bounded by n B_a B_y
     By = (None if run.label_party is None else float(cfg.label_bound) if run.private
           else float(np.max(np.abs(data.y))) or 1.0)
-    sigma = plan.noise_plan.feature_sigma if run.private else 0.0
     return frac_bits(noisy_range(n * Ba * (Ba if By is None else max(Ba, By)), sigma))
 
 

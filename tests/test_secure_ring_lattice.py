@@ -223,3 +223,54 @@ def test_least_squares_roles_charge_the_servers_events(tmp_path):
     assert ring and all(e.resolution is not None for e in ring)
     for party_ledger in sol.extra["party_ledgers"]:
         assert _ring_events(_events(party_ledger)) == ring
+
+
+# -- glm ------------------------------------------------------------------------------------
+
+def _glm_kw(**extra):
+    kw = dict(algorithm="dp-bcfw-secure", loss="logistic", logistic_path="glm", iterations=3,
+              label_party=0, epsilon=2.0, delta=DELTA, feature_bound=1.0, label_bound=1.0,
+              eta=1.0, seed=0, accountant="best")
+    kw.update(extra)
+    return kw
+
+
+@pytest.mark.parametrize("intercept", [False, True])
+def test_glm_charges_the_ring_lattice_it_draws(monkeypatch, tmp_path, intercept):
+    from vflpriv.vertical.secure.glm import party as GP
+
+    calls = _ring_spy(monkeypatch, GP)
+    A, y = _classification(n=150)
+    led = str(tmp_path / "run.jsonl")
+    sol = solve(VerticalData(A, y, BLOCKS), ledger=led, **_glm_kw(fit_intercept=intercept))
+    events = _events(led)
+    assert len(events) == 3 and len(set(events)) == 1
+    event = events[0]
+    # the scales the ring drew at: the scores' and (with the intercept) the word's, coarser
+    bits = {c[1] for c in calls}
+    assert len(bits) == (2 if intercept else 1)
+    assert event.resolution == 2.0 ** -min(bits)
+    # every score of every party each round, and the intercept's word
+    assert event.coordinates == 9 + (1 if intercept else 0)
+    for c in calls:               # sigma in the event's units is the sampler's at its scale
+        assert c[0] == event.sigma
+    for party_ledger in sol.extra["party_ledgers"]:
+        assert _events(party_ledger) == events
+    spent = sol.privacy["epsilon_spent"]
+    from accounting import SelfComposed
+
+    assert spent["best"] <= get_accountant("rdp").epsilon(SelfComposed(event, 3), DELTA)
+    assert spent["best"] <= 2.0
+
+
+def test_glm_roles_charge_the_servers_event(tmp_path):
+    A, y = _classification(n=100)
+    data = VerticalData(A, y, BLOCKS)
+    kw = _glm_kw(fit_intercept=True, iterations=2)
+    ref = solve(data, ledger=str(tmp_path / "a.ledger"), **kw)
+    sol = solve(data, ledger=str(tmp_path / "b.ledger"), backend="local", **kw)
+    events = _events(str(tmp_path / "b.ledger"))
+    assert len(events) == 2 and events[0].resolution is not None
+    assert _events(str(tmp_path / "a.ledger")) == events
+    assert [_events(pl) for pl in sol.extra["party_ledgers"]] == [events] * 3
+    assert ref.privacy["epsilon_spent"] == sol.privacy["epsilon_spent"]

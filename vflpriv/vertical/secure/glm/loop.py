@@ -27,8 +27,8 @@ from ....errors import InputError
 from ..mpc import messages as SM
 from ..mpc.beaver import Dealer
 from ..mpc.fourier import SigmoidSeries
-from .party import (GlmParty, helper_of, offline_receivers, ring_plan, round_event, round_scores,
-                    summed_dimension)
+from .party import (GlmParty, helper_of, offline_receivers, ring_plan, round_event, round_lattice,
+                    round_scores, summed_dimension)
 from ..local import Network
 from ..base.blocks import CHUNK_ROWS
 from ..base.evaluation import Evaluation, fw_step
@@ -259,13 +259,17 @@ def run_secure_glm(data, loss, *, eta, iterations, label_party, private, series=
     keys = KeySource(None)
     sizes = [len(b) for b in data.blocks]
     summed = summed_dimension(sizes, L, H)
-    ev_round = round_event(sigma, D, clips, fit_intercept, summed) if private else None
+    # the ring's lattice (docs/sensitivity.md 4.9.1): the plan states the same, from the same
+    # public numbers (``solve.plan_lattice``)
+    ev_round = (round_event(sigma, D, clips, fit_intercept, summed,
+                            round_lattice(ring, sum(sizes), fit_intercept))
+                if private else None)
     if remote is not None:
         link = remote({"K": K, "n": n, "eta": float(eta), "private": bool(private),
                        "feature_bound": feature_bound,
                        "clips": None if clips is None else [float(c) for c in clips],
                        "label_party": L, "helper_party": H, "sigma": float(sigma),
-                       "summed": summed,
+                       "summed": summed, "features": int(sum(sizes)),
                        "fit_intercept": bool(fit_intercept), "loss": loss.name,
                        "step": step, "lr": lr,
                        "ring": [ring.fa, ring.fm, ring.fc, ring.h],

@@ -355,19 +355,32 @@ def summed_dimension(block_sizes, L, H):
     return int(sum(p for k, p in enumerate(block_sizes) if k not in (L, H)))
 
 
-def round_event(sigma, D, clips, intercept=False, summed=0):
+def round_lattice(ring, features, intercept=False):
+    """``(resolution, coordinates)`` of one round on ``ring`` (a :class:`RingPlan`): the scores
+    A_k^T d are exact integers at scale 2^score_bits and the intercept's word sum_r d_r at
+    2^d_bits, each noised there (``ring_noise`` at that scale), so the step is 2^-score_bits,
+    or the coarser 2^-d_bits with the intercept (a release on two lattices states the coarsest,
+    docs/sensitivity.md 4.9.1); the coordinates are every score (``features``) and the word."""
+    bits = ring.d_bits if intercept else ring.score_bits
+    return 2.0 ** (-int(bits)), int(features) + (1 if intercept else 0)
+
+
+def round_event(sigma, D, clips, intercept=False, summed=0, lattice=None):
     """One round's K noisy score vectors (and, with ``intercept``, the noisy sum of the
     derivatives), sensitivity sqrt(sum_k (2 C_k D)^2 (+ (2 D)^2)), with exact discrete
     Gaussian noise: a ``DistributedDiscreteGaussian`` (two summands on the ``summed`` scores
     of the parties outside {L, H}; docs/sensitivity.md 5.7), or a ``DiscreteGaussian`` where
-    no score is summed (K = 2)."""
+    no score is summed (K = 2).  ``lattice``: :func:`round_lattice` of the run's ring (None:
+    the Renyi charge only)."""
     from accounting import REPLACE_ONE, DiscreteGaussian, DistributedDiscreteGaussian
 
+    fields = {} if lattice is None else {"resolution": lattice[0], "coordinates": lattice[1]}
     sens = glm_sensitivity(D, clips, intercept)
     if int(summed) == 0:
-        return DiscreteGaussian(sigma, sens, neighboring=REPLACE_ONE)
+        return DiscreteGaussian(sigma, sens, neighboring=REPLACE_ONE, **fields)
     return DistributedDiscreteGaussian(sigma, sens, summands=2, dimension=int(summed),
-                                       granularity=SCORE_LATTICE, neighboring=REPLACE_ONE)
+                                       granularity=SCORE_LATTICE, neighboring=REPLACE_ONE,
+                                       **fields)
 
 
 def glm_sensitivity(D, clips, intercept=False):

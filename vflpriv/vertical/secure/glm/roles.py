@@ -42,7 +42,7 @@ from ....noise import state as noise_state
 from ....runtime.roles import Refused
 from ..mpc import messages as SM
 from .party import (GlmParty, RingPlan, _factor_correction, noise_parts, offline_receivers,
-                    round_event)
+                    round_event, round_lattice)
 from .saves import GlmSaves
 from ..block_cache import cached_block
 from ..mpc.channel import new_key_pair, pack_bundle, unpack_bundle
@@ -111,7 +111,9 @@ class GlmPartyRole(GlmSaves, ProductPartyRole):
         if private:
             D = self.series.derivative_bound
             self.event = round_event(float(setup["sigma"]), D, setup["clips"],
-                                     bool(setup["fit_intercept"]), int(setup["summed"]))
+                                     bool(setup["fit_intercept"]), int(setup["summed"]),
+                                     round_lattice(self.ring, int(setup["features"]),
+                                                   bool(setup["fit_intercept"])))
         self._link_state()
         self.d_own = None            # this round's share of d (L and H), between steps 3 and 4
         self.intercepts = []         # L: b after every round

@@ -109,8 +109,10 @@ def _plan_noise(data, run: SecureRun, series) -> _Noise:
     summed = _summed(data, run)
     sigma, eps_plan = calibrate_sigma(
         cfg.epsilon, cfg.delta, T, sens, cfg.accountant,
-        lambda s: round_event(s, D, clips, cfg.fit_intercept, summed))
-    ev = SelfComposed(round_event(sigma, D, clips, cfg.fit_intercept, summed), T)
+        lambda s: round_event(s, D, clips, cfg.fit_intercept, summed,
+                              plan_lattice(data, run, series, s)))
+    ev = SelfComposed(round_event(sigma, D, clips, cfg.fit_intercept, summed,
+                                  plan_lattice(data, run, series, sigma)), T)
     plan = NoisePlan("accountant", "discrete-gaussian-scores", 0.0, sigma, eps_plan, cfg.delta,
                      cfg.accountant, ev,
                      {"algorithm": "dp-bcfw-secure", "loss": "logistic",
@@ -121,6 +123,24 @@ def _plan_noise(data, run: SecureRun, series) -> _Noise:
                       "summed_scores": summed,
                       "selection": "argmax of Gaussian-noised scores (post-processing)"})
     return _Noise(plan, sigma, clips, summed)
+
+
+def plan_lattice(data, run, series, sigma):
+    """One round's ring lattice at noise ``sigma`` (``party.round_lattice`` of the ring the run
+    would use at that sigma, ``ring_plan`` from the declared bound); None where no ring holds
+    that sigma (then the Renyi charge only: a calibration may probe such a sigma)."""
+    from .party import ring_plan, round_lattice
+
+    try:
+        ring = ring_plan(data.n, float(run.cfg.feature_bound), sigma, series)
+    except InputError:
+        return None
+    return round_lattice(ring, sum(len(b) for b in data.blocks), bool(run.cfg.fit_intercept))
+
+
+def _lattice_of(event):
+    """The ``(resolution, coordinates)`` a round event states (None: none)."""
+    return None if event.resolution is None else (event.resolution, event.coordinates)
 
 
 def _summed(data, run):
@@ -144,7 +164,7 @@ def _open_budget(run: SecureRun, noise: _Noise, series):
     def remaining():
         t0 = 0 if run.ck["state"]["stage"] == "start" else int(run.ck["state"]["t"])
         return SelfComposed(round_event(noise.sigma, D, noise.clips, run.cfg.fit_intercept,
-                                        noise.summed),
+                                        noise.summed, _lattice_of(noise.plan.event.event)),
                             T - t0) if t0 < T else None
 
     return (*open_budget(run, ledger, noise.plan.event, remaining), run_dir)

@@ -274,3 +274,16 @@ def test_glm_roles_charge_the_servers_event(tmp_path):
     assert _events(str(tmp_path / "a.ledger")) == events
     assert [_events(pl) for pl in sol.extra["party_ledgers"]] == [events] * 3
     assert ref.privacy["epsilon_spent"] == sol.privacy["epsilon_spent"]
+
+
+def test_pld_guards_every_path_and_optimal_is_refused():
+    """pld accounts for the ring noise now that every ring release states its lattice; the
+    spend it reports for a run calibrated by it is within its target, as its own ledger says."""
+    from vflpriv.errors import InputError
+
+    A, y = _classification(n=100)
+    data = VerticalData(A, y, BLOCKS)
+    sol = solve(data, **_ssp_kw(accountant="pld"))
+    assert sol.privacy["epsilon_spent"]["pld"] <= 1.0 < sol.privacy["epsilon_spent"]["rdp"]
+    with pytest.raises(InputError, match="--accountant optimal cannot guard"):
+        solve(data, **_ssp_kw(accountant="optimal"))

@@ -184,8 +184,8 @@ def add_problem_arguments(p):
                   epsilon_note=" (required for dp-bcfw, dpfw and "
                   "dp-bcfw-secure)", accountants=O.ALL_ACCOUNTANTS,
                   accountant_note="; basic, advanced and optimal only for dpfw, whose releases "
-                  "are all noisy-max selections; dp-bcfw-secure takes rdp or best (its ring "
-                  "noise is the exact discrete Gaussian)")
+                  "are all noisy-max selections; dp-bcfw-secure takes rdp, pld or best (its "
+                  "ring noise is the exact discrete Gaussian on a stated lattice)")
 
 
 class _LogReleases:

@@ -37,18 +37,23 @@ from ...errors import InputError
 from .. import privacy as P
 
 
-#: the accountants that account for the ring's exact discrete Gaussian (docs/sensitivity.md 4.9)
-RING_ACCOUNTANTS = ("rdp", "best")
+#: the accountants that account for the ring's exact discrete Gaussian: rdp by its Renyi curve
+#: (docs/sensitivity.md 4.9, 5.7), pld as the continuous Gaussian plus the ring's total variation
+#: (4.9.1: every path's ring events state their lattice), best the smaller of the two
+RING_ACCOUNTANTS = ("rdp", "pld", "best")
 
 
 def check_accountant(accountant) -> None:
-    """dp-bcfw-secure adds exact discrete Gaussian noise in the ring (every path), which only
-    the rdp accountant accounts for (best includes it): any other is refused, by name."""
+    """dp-bcfw-secure adds exact discrete Gaussian noise in the ring (every path), which the rdp
+    accountant accounts for by its Renyi curve and pld, since every path states the ring's
+    lattice, as the continuous Gaussian plus its total variation (best takes the smaller; the
+    least-squares plan's noisy-max selections keep optimal out): any other is refused, by name."""
     if accountant not in RING_ACCOUNTANTS:
         raise InputError(f"--accountant {accountant} cannot guard --algorithm dp-bcfw-secure: "
-                         f"its ring noise is the exact discrete Gaussian, which only the rdp "
-                         f"accountant accounts for (best includes it; docs/sensitivity.md 4.9, "
-                         f"5.7); use rdp or best")
+                         f"its ring noise is the exact discrete Gaussian, which the rdp "
+                         f"accountant accounts for by its Renyi curve and pld as the continuous "
+                         f"Gaussian plus the ring's total variation (best takes the smaller; "
+                         f"docs/sensitivity.md 4.9, 4.9.1, 5.7); use rdp, pld or best")
 
 
 def check_row_clip(v):

@@ -99,7 +99,8 @@ class _VerticalBase(BaseEstimator):
                  rnm=None, sketch="identity", sketch_dim=None, calibration="accountant",
                  split=None, feature_bound=None, label_bound=None, accountant="rdp", ledger=None,
                  derivative_clip=None, row_clip=None, max_features=None, fit_intercept=True,
-                 random_state=None, backend="inprocess", label_party=None):
+                 random_state=None, backend="inprocess", label_party=None, bounds=None):
+        self.bounds = bounds
         self.parties = parties
         self.partition = partition
         self.eta = eta
@@ -184,6 +185,36 @@ class _VerticalBase(BaseEstimator):
         return _one_line(validate_data, self, X, y, accept_sparse=["csc", "csr", "coo"],
                          dtype=np.float64, y_numeric=self._loss == "squared", reset=True)
 
+    def _bounded(self, X, d):
+        """``(X, feature bound, factors)``: with ``bounds`` (diffprivlib's ``(lower, upper)``,
+        scalars or one value per column; the columns' public ranges) every column clipped to its
+        range and scaled into [-1, 1] (``vflpriv.data.ranges``: bound 1, the model then written
+        back in raw units, ``bounds_clipped_`` the values clipped per column); without, X as
+        given and ``feature_bound``."""
+        if self.bounds is None:
+            self.bounds_clipped_ = None
+            return X, self.feature_bound, None
+        from .data.ranges import apply_ranges
+
+        if self.feature_bound is not None:
+            raise InputError("bounds declares every column's range (the columns are then scaled "
+                             "into [-1, 1], bound 1): leave feature_bound at None")
+        try:
+            lower, upper = self.bounds
+            low = np.broadcast_to(np.asarray(lower, dtype=np.float64), (d,)).copy()
+            high = np.broadcast_to(np.asarray(upper, dtype=np.float64), (d,)).copy()
+        except (TypeError, ValueError):
+            raise InputError(f"bounds must be (lower, upper), each a number or one per column "
+                             f"({d}), got {self.bounds!r}") from None
+        bad = ~(np.isfinite(low) & np.isfinite(high) & (low < high))
+        if bad.any():
+            j = int(np.argmax(bad))
+            raise InputError(f"bounds: column {j} needs finite lower < upper, got "
+                             f"[{low[j]:g}, {high[j]:g}]")
+        X, factors, clipped = apply_ranges(X, low, high)
+        self.bounds_clipped_ = clipped
+        return X, 1.0, factors
+
     def _fit(self, X, y, partition, y_internal):
         global _NON_PRIVATE_SAID, _NO_LEDGER_SAID
         from .vertical.api import check_seed
@@ -210,13 +241,14 @@ class _VerticalBase(BaseEstimator):
         # every algorithm fits the intercept with the coefficients, for both losses
         # (INTERCEPT_ALGORITHMS covers every pair an estimator can ask for)
         joint = bool(self.fit_intercept)
+        X, feature_bound, factors = self._bounded(X, d)
         data = VerticalData(X, y_internal, blocks, party_names=party_names or [])
         with np.errstate(all="ignore"):
             sol = solve(data, loss=self._loss, eta=self.eta, iterations=self.max_iter,
                         algorithm=self.algorithm, sampling=self.sampling, epsilon=self.epsilon,
                         delta=self.delta, rnm=self.rnm, sketch=self.sketch,
                         sketch_dim=self.sketch_dim, calibration=self.calibration,
-                        split=self.split, feature_bound=self.feature_bound,
+                        split=self.split, feature_bound=feature_bound,
                         label_bound=self.label_bound, accountant=self.accountant,
                         ledger=self.ledger, seed=self.random_state,
                         derivative_clip=self.derivative_clip, row_clip=self.row_clip,
@@ -224,6 +256,10 @@ class _VerticalBase(BaseEstimator):
                         label_party=self.label_party, fit_intercept=joint,
                         **self._solve_extra())
         self.coef_ = np.asarray(sol.x, dtype=float)
+        if factors is not None:                 # fitted on the scaled columns: raw units
+            from .data.ranges import to_raw
+
+            self.coef_ = to_raw(self.coef_, factors)
         self.intercept_ = float(sol.intercept) if joint else 0.0
         self.history_ = np.asarray(sol.objective, dtype=float)
         self.n_iter_ = sol.iterations
@@ -390,7 +426,7 @@ class VerticalDPLogisticRegression(_VerticalLogistic):
                  calibration="accountant", split=None, feature_bound=None, label_bound=1.0,
                  accountant="rdp", ledger=None, derivative_clip=None, row_clip=None,
                  max_features=None, fit_intercept=True, random_state=None, backend="inprocess",
-                 label_party=0, helper_party=None, logistic_path=None):
+                 label_party=0, helper_party=None, logistic_path=None, bounds=None):
         self.helper_party, self.logistic_path = helper_party, logistic_path
         super().__init__(parties=parties, partition=partition, eta=eta, max_iter=max_iter,
                          epsilon=epsilon, delta=delta, algorithm=algorithm, sampling=sampling,
@@ -399,7 +435,8 @@ class VerticalDPLogisticRegression(_VerticalLogistic):
                          label_bound=label_bound, accountant=accountant, ledger=ledger,
                          derivative_clip=derivative_clip, row_clip=row_clip,
                          max_features=max_features, fit_intercept=fit_intercept,
-                         random_state=random_state, backend=backend, label_party=label_party)
+                         random_state=random_state, backend=backend, label_party=label_party,
+                         bounds=bounds)
 
     def _solve_extra(self):
         """The helper party and the logistic path (dp-bcfw-secure only; None: its defaults)."""

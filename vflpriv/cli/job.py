@@ -66,7 +66,7 @@ def _check_paths(args):
     outputs = {"--json": args.json, "--plot": args.plot, "--ledger": args.ledger,
                "--resume" if args.resume else "--checkpoint": args.resume or args.checkpoint,
                "--model-out": getattr(args, "model_out", None)}
-    inputs = {"--data": args.data}
+    inputs = {"--data": args.data, "--ranges": getattr(args, "ranges", None)}
     for i, spec in enumerate(getattr(args, "party_data", None) or []):
         inputs[f"--party-data {spec}"] = spec.partition("=")[2] or None
     check_outputs(outputs, inputs, images=("--plot",), directories=("--model-out",))
@@ -144,6 +144,7 @@ def checked_args(args):
     if party_data:
         _check_party_options(args)
     _check_paths(args)
+    _check_ranges(args)
     from ..data.stream import READ_CHUNK_ROWS, check_chunk_rows
 
     chunk_rows = READ_CHUNK_ROWS if getattr(args, "chunk_rows", None) is None else \
@@ -259,6 +260,7 @@ def load_data(args, chunk_rows):
         A, y, names, args.alignment_report = _party_tables(args, chunk_rows)
     else:
         A, y, names = load(args.data, args.label, chunk_rows)
+    A = _ranged(args, A, names)            # the declared ranges, before any split
     if args.loss != "squared" and str(args.data).startswith("synthetic"):
         y = np.where(np.asarray(y) >= 0, 1.0, -1.0)   # the signs of the responses (as the bench)
     y = _labels(y, args.loss)
@@ -285,7 +287,58 @@ def load_data(args, chunk_rows):
         data.feature_names = [str(c) for c in names]
     if any(c.isdigit() for c in args.partition) and data.K != args.parties:
         raise InputError(f"--partition lists {data.K} parties but --parties is {args.parties}")
+    _say_clipped(args, data)
     return data, test
+
+
+def _check_ranges(args):
+    """--ranges: read and checked before any work; it declares every feature column's range,
+    so the feature bound is 1 in the scaled units (a --feature-bound beside it is refused: it
+    would bound the raw values, which the ranges already do)."""
+    path = getattr(args, "ranges", None)
+    if path is None:
+        args.range_table = None
+        return
+    from ..data.ranges import read_ranges
+
+    if args.feature_bound is not None and not args.resume:
+        raise InputError("--ranges declares every feature column's range (the columns are then "
+                         "scaled into [-1, 1], bound 1): leave --feature-bound out")
+    args.range_table = read_ranges(path)
+    args.feature_bound = 1.0
+
+
+def _ranged(args, A, names):
+    """The table's columns clipped to their declared ranges and scaled into [-1, 1]
+    (``data.ranges.apply_ranges``); the factors kept to write the model in raw units."""
+    table = getattr(args, "range_table", None)
+    if table is None:
+        return A
+    from ..data.ranges import apply_ranges, ranges_for
+
+    if names is None:
+        raise InputError("--ranges names columns: give a table with a header (a generated "
+                         "synthetic table has none)")
+    low, high = ranges_for(table, names)
+    A, args.range_factors, args.range_clipped = apply_ranges(A, low, high)
+    args.range_names = [str(c) for c in names]
+    return A
+
+
+def _say_clipped(args, data):
+    """Each party hears how many of its values lay outside their declared ranges (clipped)."""
+    if getattr(args, "range_table", None) is None:
+        return
+    import sys
+
+    from ..data.ranges import clipped_by_party
+
+    args.range_report = clipped_by_party(args.range_clipped, args.range_names, data.blocks)
+    for k, (count, per) in sorted(args.range_report.items()):
+        cols = ", ".join(f"{c} {n}" for c, n in sorted(per.items(), key=lambda kv: -kv[1])[:5])
+        sys.stderr.write(f"vflpriv run: warning: party {k}: {count} value"
+                         f"{'s' if count != 1 else ''} outside their declared ranges clipped "
+                         f"({cols}{', ...' if len(per) > 5 else ''})\n")
 
 
 def config(args, epsilon, backend, flower):

@@ -138,6 +138,12 @@ def add_problem_arguments(p):
                         "default 0.5)")
     p.add_argument("--feature-bound", type=bound,
                    help="declared bound |a_ij| <= B_a (data clipped)")
+    p.add_argument("--ranges", default=None, metavar="FILE",
+                   help="every feature column's public range (JSON {\"format\": "
+                        "\"vflpriv-column-ranges/1\", \"ranges\": {column: [low, high]}} or a "
+                        "CSV column,low,high): each column clipped to it and scaled into [-1, 1] "
+                        "(feature bound 1), the model written in raw units; instead of "
+                        "--feature-bound")
     p.add_argument("--label-bound", type=bound,
                    help="declared bound |y_j| <= B_y (labels clipped)")
     p.add_argument("--derivative-clip", type=bound,
@@ -259,8 +265,8 @@ def run(args) -> int:
     progress = bar = Progress(args.iterations, args.algorithm, quiet=args.quiet, unit="round")
     if args.log_releases:
         progress = _LogReleases(progress)
-    cli = {k: v for k, v in vars(args).items()
-           if k not in ("func", "resume", "alignment_report")}
+    cli = {k: v for k, v in vars(args).items()          # the options, not what they made
+           if k not in ("func", "resume", "alignment_report") and not k.startswith("range_")}
     if args.ledger:
         cli["ledger"] = os.path.abspath(args.ledger)
     cfg = dataclasses.replace(cfg, callback=progress, checkpoint_extra={"cli": cli})
@@ -298,7 +304,12 @@ def _write_model(args, sol, data, out):
     extra = {"algorithm": sol.algorithm, "id_column": getattr(args, "id_column", None),
              "label": args.label, "epsilon_spent": out.get("epsilon_spent"),
              "delta": out.get("delta"), "deployment": out.get("deployment")}
-    path = write_split_model(args.model_out, coef=sol.x, blocks=data.blocks, names=names,
+    coef = sol.x
+    if getattr(args, "range_table", None) is not None:      # fitted on the scaled columns
+        from ..data.ranges import to_raw
+
+        coef = to_raw(sol.x, args.range_factors)
+    path = write_split_model(args.model_out, coef=coef, blocks=data.blocks, names=names,
                              intercept=sol.intercept, label_party=lp, loss=args.loss,
                              extra=extra)
     sys.stdout.write(f"  model: {path} (one file per party and manifest.json)\n")

@@ -4,6 +4,7 @@ the plot.
 """
 from __future__ import annotations
 
+import os
 import sys
 
 import numpy as np
@@ -18,6 +19,9 @@ def results(args, cfg, sol, data, test) -> dict:
     out = sol.to_dict()
     if getattr(args, "alignment_report", None) is not None:
         out["alignment"] = args.alignment_report
+    if getattr(args, "range_table", None) is not None:
+        out["ranges"] = {"file": os.path.abspath(args.ranges), "clipped": {
+            str(k): per for k, (_, per) in sorted(args.range_report.items())}}
     if sol.algorithm == "dp-bcfw-secure":
         out["secure"] = {k: sol.extra[k] for k in ("secure_products", "frac_bits", "feature_cap",
                                                    "row_clips", "setup_seconds",

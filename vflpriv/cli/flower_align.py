@@ -118,6 +118,10 @@ def _checked(args):
     if args.algorithm != "dp-bcfw-secure":
         raise InputError(f"--party-schema runs dp-bcfw-secure (the label at one party), not "
                          f"--algorithm {args.algorithm}")
+    if getattr(args, "ranges", None):
+        raise InputError("--ranges is not yet read from a description written from the parties' "
+                         "schemas (each party would scale its own columns at its node): give "
+                         "--feature-bound, or describe from a joined table (--data)")
     schemas = _schemas(args)
     K = len(schemas)
     for opt, v in (("--partition", args.partition), ("--parties", args.parties)):

@@ -206,14 +206,52 @@ def written_files(page):
     return out
 
 
+#: commands run in a process of their own, as the reader runs them: ``vflpriv reproduce`` pins
+#: the numeric libraries' environment before they load (tests/test_reproduce_environment.py),
+#: which a process that has loaded them refuses.  Every other command runs in this process
+#: through ``vflpriv.cli.main.main`` (the ``vflpriv`` entry point), in the page's folder, with
+#: the same argument list: a Python start and the command's imports each (about 1 s) saved
+OWN_PROCESS = {"reproduce"}
+
+
 def _vflpriv(cwd, cmd, timeout=120):
+    import vflpriv
+
     argv = shlex.split(cmd)
-    # this checkout's vflpriv, whatever is installed (the commands run in a temporary folder)
-    env = dict(os.environ, VFLPRIV_DATASETS=os.path.join(ROOT, "datasets"),
-               PYTHONPATH=os.pathsep.join([ROOT] + [p for p in os.environ.get(
-                   "PYTHONPATH", "").split(os.pathsep) if p]))
-    return subprocess.run([sys.executable, "-m", "vflpriv", *argv[1:]], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    datasets = os.path.join(ROOT, "datasets")
+    # this checkout's vflpriv, whatever is installed: in this process only if it is the one
+    # imported here
+    here_is_root = os.path.dirname(os.path.dirname(os.path.abspath(vflpriv.__file__))) == ROOT
+    if argv[1] in OWN_PROCESS or not here_is_root:
+        # this checkout's vflpriv, whatever is installed (the commands run in a temporary folder)
+        env = dict(os.environ, VFLPRIV_DATASETS=datasets,
+                   PYTHONPATH=os.pathsep.join([ROOT] + [p for p in os.environ.get(
+                       "PYTHONPATH", "").split(os.pathsep) if p]))
+        return subprocess.run([sys.executable, "-m", "vflpriv", *argv[1:]], cwd=cwd, env=env,
+                              capture_output=True, text=True, timeout=timeout)
+    import contextlib
+    import io
+    import types
+
+    from vflpriv.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    here, before = os.getcwd(), os.environ.get("VFLPRIV_DATASETS")
+    os.chdir(cwd)
+    os.environ["VFLPRIV_DATASETS"] = datasets
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(argv[1:])
+            except SystemExit as exc:           # argparse: --help, or a bad option
+                code = exc.code if isinstance(exc.code, int) else (exc.code is not None)
+    finally:
+        os.chdir(here)
+        if before is None:
+            os.environ.pop("VFLPRIV_DATASETS", None)
+        else:
+            os.environ["VFLPRIV_DATASETS"] = before
+    return types.SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
 
 
 def _path(cmd):
@@ -245,6 +283,7 @@ def test_page_commands_run_as_written(page, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("one_ray")         # README's flower-sim run, in this process
 @pytest.mark.parametrize("page", [p for p in PAGES_WITH_COMMANDS
                                   if any(c in SLOW for c in commands(p))])
 def test_page_slow_commands_run_as_written(page, tmp_path):

@@ -2,8 +2,6 @@
 and `--data NAME` on every command that takes --data."""
 import hashlib
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -105,8 +103,25 @@ def test_tampered_copy_is_refused(tmp_path, monkeypatch):
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "vflpriv", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
+    """``vflpriv ARGS`` from the repository's root, through the entry point's function in this
+    process (a Python start and the command's imports saved): its exit code and output."""
+    import contextlib
+    import io
+    import types
+
+    from vflpriv.cli.main import main
+
+    out, err, here = io.StringIO(), io.StringIO(), os.getcwd()
+    os.chdir(ROOT)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(list(args))
+            except SystemExit as exc:           # argparse refuses an option: exit 2
+                code = exc.code
+    finally:
+        os.chdir(here)
+    return types.SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
 
 
 def test_data_name_on_run_and_sparse():

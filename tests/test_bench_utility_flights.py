@@ -3,18 +3,18 @@ recomputed from its own objectives, the label at party 0 for dp-bcfw-secure, the
 subsample; bad n exits 2 before any fit."""
 import json
 import os
-import subprocess
-import sys
 
 import pytest
+
+from _cli import vflpriv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _bench(*args):
-    return subprocess.run([sys.executable, "-m", "vflpriv", "bench", "utility", "--data",
-                           "flights", "--loss", "logistic", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+    """``vflpriv bench utility --data flights ...`` from the repository's root, in this process
+    (tests/_cli.py)."""
+    return vflpriv("bench", "utility", "--data", "flights", "--loss", "logistic", *args, cwd=ROOT)
 
 
 def test_flights_frontier_rows(tmp_path):
@@ -39,12 +39,9 @@ def test_flights_n_too_large_exits_2():
 @pytest.mark.slow
 def test_replot_draws_the_committed_frontier_and_refuses_bad_input(tmp_path):
     """--replot redraws a figure from a committed JSON, running nothing; bad input is one line,
-    exit 2, nothing written (three processes: slow only for their start-up)."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
+    exit 2, nothing written (in this process: tests/_cli.py)."""
     def cli(*a):
-        return subprocess.run([sys.executable, "-m", "vflpriv", "bench", "utility", *a], cwd=root,
-                              capture_output=True, text=True, timeout=120)
+        return vflpriv("bench", "utility", *a, cwd=ROOT)
 
     out = tmp_path / "f.png"
     r = cli("--replot", "docs/utility_frontier_flights.json", "--plot", str(out))

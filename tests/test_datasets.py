@@ -6,6 +6,7 @@ import os
 import numpy as np
 import pytest
 
+from _cli import vflpriv
 from vflpriv.data import DATASETS, datasets_dir, load, load_named, provenance
 from vflpriv.errors import InputError
 
@@ -103,25 +104,8 @@ def test_tampered_copy_is_refused(tmp_path, monkeypatch):
 
 
 def _cli(*args):
-    """``vflpriv ARGS`` from the repository's root, through the entry point's function in this
-    process (a Python start and the command's imports saved): its exit code and output."""
-    import contextlib
-    import io
-    import types
-
-    from vflpriv.cli.main import main
-
-    out, err, here = io.StringIO(), io.StringIO(), os.getcwd()
-    os.chdir(ROOT)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = main(list(args))
-            except SystemExit as exc:           # argparse refuses an option: exit 2
-                code = exc.code
-    finally:
-        os.chdir(here)
-    return types.SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
+    """``vflpriv ARGS`` from the repository's root, in this process (tests/_cli.py)."""
+    return vflpriv(*args, cwd=ROOT)
 
 
 def test_data_name_on_run_and_sparse():

@@ -3,8 +3,6 @@ exact minimizer (vflpriv.optim.line_search), and its radius by cross-validation
 (vflpriv.optim.eta_cv), checked against brute-force minimization, a certified optimum and
 scikit-learn's own log-loss."""
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -14,6 +12,7 @@ from scipy.optimize import minimize_scalar
 from sklearn.metrics import log_loss
 from sklearn.model_selection import StratifiedKFold
 
+from _cli import vflpriv
 from vflpriv.data import VerticalData
 from vflpriv.errors import InputError
 from vflpriv.optim import frank_wolfe, get_loss, reference_optimum
@@ -150,11 +149,9 @@ def test_solve_fw_defaults_report_the_selection_and_dpfw_without_noise_is_plain_
 
 
 def test_cli_step_line_for_a_private_algorithm_exits_2_naming_it():
-    r = subprocess.run([sys.executable, "-m", "vflpriv", "run", "--data",
-                        "synthetic:n=50,d=6,density=1,sparsity=0.5", "--algorithm", "dp-bcfw",
-                        "--step", "line", "--epsilon", "1", "--delta", "1e-5",
-                        "--feature-bound", "1", "--label-bound", "1"],
-                       capture_output=True, text=True, timeout=120)
+    r = vflpriv("run", "--data", "synthetic:n=50,d=6,density=1,sparsity=0.5", "--algorithm",
+                "dp-bcfw", "--step", "line", "--epsilon", "1", "--delta", "1e-5",
+                "--feature-bound", "1", "--label-bound", "1")     # in this process: tests/_cli.py
     assert r.returncode == 2, r.stderr
     assert "'line'" in r.stderr and "Traceback" not in r.stderr
 

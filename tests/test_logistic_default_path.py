@@ -2,12 +2,11 @@
 the default run is the explicit ssp run; what only the glm path has is refused on the default
 with one error naming --logistic-path glm, before anything is written; the path is reported."""
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
+from _cli import vflpriv
 from vflpriv.data import VerticalData
 from vflpriv.errors import InputError
 from vflpriv.vertical import solve
@@ -72,20 +71,19 @@ def test_a_checkpoint_on_the_default_is_refused_before_any_file(tmp_path):
 
 
 def test_cli_reports_the_default_and_refuses_glm_only_options(tmp_path):
-    base = [sys.executable, "-m", "vflpriv", "run", "--data",
+    base = ["run", "--data",
             "synthetic:n=300,d=8,density=0.5,seed=0", "--parties", "2", "--loss", "logistic",
             "--algorithm", "dp-bcfw-secure", "--label-party", "0", "--epsilon", "1",
             "--delta", "1e-6", "--feature-bound", "1", "--label-bound", "1",
             "--iterations", "3", "--seed", "0"]
     out = tmp_path / "o.json"
-    r = subprocess.run(base + ["--json", str(out)], capture_output=True, text=True)
+    r = vflpriv(*base, "--json", out)                  # in this process: tests/_cli.py
     assert r.returncode == 0, r.stderr
     assert any(ln.startswith("default logistic_path = ssp: ") for ln in r.stdout.splitlines())
     js = json.loads(out.read_text())
     assert js["secure"]["path"] == "ssp" and js["defaults"][0]["name"] == "logistic_path"
     led = tmp_path / "l.jsonl"
-    r = subprocess.run(base + ["--helper-party", "1", "--ledger", str(led)], capture_output=True,
-                       text=True)
+    r = vflpriv(*base, "--helper-party", "1", "--ledger", led)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "--logistic-path glm" in r.stderr and "helper_party 1" in r.stderr
     assert not led.exists()

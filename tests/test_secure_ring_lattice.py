@@ -287,3 +287,37 @@ def test_pld_guards_every_path_and_optimal_is_refused():
     assert sol.privacy["epsilon_spent"]["pld"] <= 1.0 < sol.privacy["epsilon_spent"]["rdp"]
     with pytest.raises(InputError, match="--accountant optimal cannot guard"):
         solve(data, **_ssp_kw(accountant="optimal"))
+
+
+@pytest.mark.parametrize("s,eps", [(0.6, 0.5), (1.5, 1.0)])
+def test_least_squares_event_is_above_the_exact_discrete_profile(s, eps):
+    """``round_feature_event`` on a ring of 8 fraction bits (step 2^-16), two parties of one
+    column, the peer's row clip 2^-17: one feature's product moves by one lattice step, the
+    noise is s steps; every accountant's delta is above the exact one of that pair."""
+    from vflpriv.vertical.secure import privacy as SP
+
+    g = 2.0 ** -16
+    clips = [1.0, 2.0 ** -17]
+    event = SP.round_feature_event(s * g, 1.0, clips, [0], ring=(8, [1, 1]))
+    assert (event.resolution, event.coordinates) == (g, 1)
+    assert event.sensitivity == pytest.approx(g, rel=1e-15)
+    exact = exact_delta(sum_pmf(s, 1), 1, eps)
+    for name in ("optimal", "pld", "best"):
+        assert get_accountant(name).delta(event, eps) >= exact, name
+
+
+@pytest.mark.parametrize("s,eps", [(0.8, 0.5), (2.0, 1.0)])
+def test_glm_event_is_above_the_exact_sum_profile(s, eps):
+    """``round_event`` with its lattice, three parties of one column, one summed score (the
+    party outside {L, H}): a neighbour pair that moves only the summed score by one lattice
+    step has the exact profile of the sum of two N_Z(0, s^2 / 2); the charge is above it."""
+    from vflpriv.vertical.secure.glm.party import glm_sensitivity, round_event
+
+    g = 2.0 ** -20
+    clips = [g / 2, g / 2, g / 2]
+    D = 1.0 / math.sqrt(3.0)                   # sensitivity 2 D sqrt(3 (g/2)^2) = g
+    assert glm_sensitivity(D, clips) == pytest.approx(g, rel=1e-12)
+    event = round_event(s * g, D, clips, summed=1, lattice=(g, 3))
+    exact = exact_delta(sum_pmf(s, 2), 1, eps)
+    for name in ("optimal", "pld", "best"):
+        assert get_accountant(name).delta(event, eps) >= exact, name

@@ -65,10 +65,18 @@ def test_without_noise_the_released_statistics_are_the_exact_moments(monkeypatch
     ref[-1, -1] = 0.0                       # y^T y is neither released nor used
     # fixed point (f = 24 here): every entry within n 2^-23 of the float moments
     assert np.max(np.abs(M - ref)) < A.shape[0] * 2.0 ** -23
-    # the fit is least squares on 2y (numpy's solver as the reference), in the data's order
+    # the fit is least squares on 2y (numpy's solver as the reference), in the data's order,
+    # then its scale read from the classes' margins (calibrate_margins: the discriminant on
+    # the fitted direction, recomputed here from the rows' margins)
     Z = np.hstack([A, np.ones((A.shape[0], 1))])
     w = np.linalg.lstsq(Z, 2 * y, rcond=None)[0]
-    assert np.allclose(sol.x, w[:-1], atol=1e-6) and sol.intercept == pytest.approx(w[-1])
+    m = Z @ w
+    m1, m0 = m[y > 0], m[y < 0]
+    v = (((m1 - m1.mean()) ** 2).sum() + ((m0 - m0.mean()) ** 2).sum()) / (len(m) - 2)
+    alpha = min((m1.mean() - m0.mean()) / v, 1.0)       # never sharper than the fit
+    c = -alpha * (m1.mean() + m0.mean()) / 2 + np.log(len(m1) / len(m0))
+    assert np.allclose(sol.x, alpha * w[:-1], atol=1e-6)
+    assert sol.intercept == pytest.approx(alpha * w[-1] + c, rel=1e-6)
     assert sol.extra["path"] == "ssp" and sol.privacy is None
     kinds = set(sol.extra["bytes_by_type"])
     assert {"GramPart", "MaskedVector", "MaskedBlock"} <= kinds
@@ -504,3 +512,41 @@ def test_an_explicit_eta_bounds_every_party_and_the_classifier_takes_the_path():
                                      feature_bound=1.0, random_state=0).fit(A, y > 0)
     assert m.solution_.extra["path"] == "ssp" and m.score(A, y > 0) > 0.7
     assert m.predict_proba(A).shape == (A.shape[0], 2)
+
+
+def test_the_margins_calibration_is_the_discriminant_computed_from_the_rows():
+    """calibrate_margins reads each class's margin mean and the pooled within-class variance
+    from the released moments; without noise they are the rows' own (an independent numpy
+    computation on the margins), the slope keeps the ranking and the log-loss on the rows falls
+    where the expansion's scale was off (a rare label)."""
+    rng = np.random.default_rng(0)
+    n, d = 4000, 5
+    y = np.where(rng.uniform(size=n) < 0.07, 1.0, -1.0)          # rare positives
+    A = rng.normal(size=(n, d)) + 0.6 * (y[:, None] > 0) * np.arange(1, d + 1) / d
+    z = np.column_stack([A, np.ones(n), y])
+    M = z.T @ z
+    # a direction that separates the classes, at a scale the discriminant softens (slope < 1)
+    x, b = 0.9 * np.arange(1, d + 1) / d + 0.15 * rng.normal(size=d), -0.2
+    x2, b2, slope = S.calibrate_margins(M, x, b)
+    m = A @ x + b
+    m1, m0 = m[y > 0], m[y < 0]
+    v = (((m1 - m1.mean()) ** 2).sum() + ((m0 - m0.mean()) ** 2).sum()) / (n - 2)
+    alpha = min((m1.mean() - m0.mean()) / v, 1.0)       # never sharper than the fit
+    c = -alpha * (m1.mean() + m0.mean()) / 2 + np.log(len(m1) / len(m0))
+    assert alpha < 1 and slope == pytest.approx(alpha, rel=1e-9)
+    np.testing.assert_allclose(x2, alpha * x, rtol=1e-9)
+    assert b2 == pytest.approx(alpha * b + c, rel=1e-9)
+
+    def log_loss(xx, bb):
+        return float(np.mean(np.logaddexp(0.0, -y * (A @ xx + bb))))
+
+    prior = float(np.mean(np.logaddexp(0.0, -y * np.log(np.mean(y > 0) / np.mean(y < 0)))))
+    assert log_loss(x2, b2) < min(log_loss(x, b), prior)
+    # no intercept: c = 0; an l1 ball: the slope capped so the model stays inside it
+    _, b3, _ = S.calibrate_margins(M, x, 0.0, intercept=False)
+    assert b3 == 0.0
+    x4, _, s4 = S.calibrate_margins(M, x, b, blocks=[[0, 1], [2, 3, 4]], radius=0.1)
+    assert max(np.abs(x4[:2]).sum(), np.abs(x4[2:]).sum()) <= 0.1 * (1 + 1e-12)
+    # a direction the classes do not separate in its sign: returned as fitted
+    xr, br, sr = S.calibrate_margins(M, -x, b)
+    assert sr is None and np.array_equal(xr, -x) and br == b

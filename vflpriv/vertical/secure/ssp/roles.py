@@ -164,6 +164,10 @@ def serve(connect, spec, progress=None) -> dict:
         seconds = time.perf_counter() - t0
         x_s, b, iters = S.fit(M, _local_blocks(sizes), lam=float(s["lam"]),
                               radius=_inf(s["radius"]), b_bound=_inf(s["b_bound"]))
+        x_s, b, _ = S.calibrate_margins(M, x_s, b, lam=float(s["lam"]),
+                                        blocks=_local_blocks(sizes),
+                                        radius=_inf(s["radius"]),
+                                        intercept=_inf(s["b_bound"]) > 0)
         # the model on the data: unscaled, in the data's global column order
         x, b = model(x_s, b, float(s["scale"]), spec["blocks"], sum(sizes),
                      bool(s["fit_intercept"]))

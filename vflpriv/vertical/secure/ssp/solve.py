@@ -182,6 +182,9 @@ def solve_ssp(data, run):
                                               noise_ss.spawn(K), sizes, L)
         release_seconds = time.perf_counter() - t0
         x_s, b, iters = S.fit(M, _local_blocks(sizes), **fit)
+        x_s, b, _ = S.calibrate_margins(M, x_s, b, lam=fit["lam"],
+                                        blocks=_local_blocks(sizes), radius=fit["radius"],
+                                        intercept=fit["b_bound"] > 0)
         x, b = model(x_s, b, plan.s, data.blocks, d, cfg.fit_intercept)
     return finish(_solution(data, run, x, b, meter, party_ledgers, noise_plan, led, iters,
                             release_seconds, time.perf_counter() - t0, frac, plan, info),

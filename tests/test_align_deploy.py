@@ -314,3 +314,57 @@ def test_the_plan_checked_before_the_alignment_spends_what_the_run_spends(tmp_pa
         eps = [acc.epsilon(ev, 1e-5) for ev in events]
         assert eps[0] <= 2.0 * (1 + 1e-9)
         assert all(abs(e - eps[0]) <= 1e-9 * eps[0] for e in eps), (name, eps)
+
+
+def test_ranges_declared_in_the_schemas_scale_each_partys_columns_at_its_node(tmp_path, capsys):
+    """Issue 52 item 3 in a deployment: each party's schema carries its columns' public
+    ranges (vflpriv flower schema --ranges), the description names them, each party clips and
+    scales its own columns at its node, and the server writes the model in raw units.  The
+    reference is the in-process run on the same raw files with the same ranges (vflpriv run
+    --party-data --ranges): the same model, file for file."""
+    paths, _ = party_files(tmp_path, classes=True)
+    factors = np.array([10.0, 200.0, 3.0, 1000.0, 0.5, 60.0, 7.0, 40.0, 2500.0])
+    ranges = {}
+    for k, p in enumerate(paths):                 # the same table in raw units
+        df = pd.read_csv(p)
+        for j in range(3):
+            c = f"f{3 * k + j}"
+            df[c] = df[c] * factors[3 * k + j]
+            ranges[c] = [-0.9 * factors[3 * k + j], 0.9 * factors[3 * k + j]]   # clips a few
+        df.to_csv(p, index=False)
+    for k in range(3):
+        (tmp_path / f"ranges{k}.json").write_text(json.dumps(
+            {"format": "vflpriv-column-ranges/1",
+             "ranges": {f"f{3 * k + j}": ranges[f"f{3 * k + j}"] for j in range(3)}}))
+    (tmp_path / "ranges.json").write_text(json.dumps({"format": "vflpriv-column-ranges/1",
+                                                      "ranges": ranges}))
+    opts = ["--loss", "logistic", "--epsilon", "4", "--delta", "1e-5", "--seed", "3"]
+    schemas = []
+    for k, p in enumerate(paths):
+        s = tmp_path / f"schema{k}.json"
+        assert main(["flower", "schema", "--party-data", p, "--id", "cid",
+                     *(["--label", "y"] if k == 0 else []), "--json", str(s),
+                     "--ranges", str(tmp_path / f"ranges{k}.json")]) == 0
+        schemas += ["--party-schema", f"{k}={s}"]
+    model, d = tmp_path / "deployed_model", tmp_path / "desc"
+    base = ["flower", "spec", "run", "--out", str(d), *schemas, "--label", "y", "--label-party",
+            "0", "--algorithm", "dp-bcfw-secure", "--label-bound", "1", "--unpinned", *opts]
+    assert main(base + ["--feature-bound", "1"]) == 2          # the ranges set the bound
+    assert "--feature-bound" in capsys.readouterr().err and not d.exists()
+    assert main(base + ["--model-out", str(model)]) == 0
+    spec = load_description(str(d / "run.json"))
+    assert spec["ranges"][1] == [ranges[f"f{3 + j}"] for j in range(3)]
+    cfgs = [read_node_config(str(d / f"node{k}.toml")) for k in range(3)]
+    res = run_local(spec, seeded(cfgs, 3))
+    assert res["error"] is None, res["error"]
+    js, ref_model = tmp_path / "ref.json", tmp_path / "ref_model"
+    assert main(["run", *[f for k, p in enumerate(paths) for f in ("--party-data", f"{k}={p}")],
+                 "--id", "cid", "--label", "y", "--label-party", "0", "--algorithm",
+                 "dp-bcfw-secure", "--label-bound", "1", "--ranges", str(tmp_path / "ranges.json"),
+                 *opts, "--json", str(js), "--model-out", str(ref_model), "-q"]) == 0
+    assert "outside their declared ranges clipped" in capsys.readouterr().err
+    for k in range(3):
+        dep = json.loads((model / f"party{k}.json").read_text())
+        ref = json.loads((ref_model / f"party{k}.json").read_text())
+        np.testing.assert_allclose(dep["coef"], ref["coef"], rtol=1e-12)
+    assert json.loads(js.read_text())["ranges"]["clipped"]

@@ -67,7 +67,8 @@ def serve(connect, spec, progress=None) -> dict:
         before, t0 = _flower_bytes(link.meter), time.perf_counter()
         setup = {"family": FAMILY, "run_id": spec["run_id"], "leader": spec["leader"],
                  "columns": spec["columns"], "loss": spec["config"]["loss"],
-                 "bounds": [spec["config"]["feature_bound"], spec["config"]["label_bound"]]}
+                 "bounds": [spec["config"]["feature_bound"], spec["config"]["label_bound"]],
+                 "ranges": spec.get("ranges")}
         # the budget before the alignment: the server's ledger now, every party's own at the
         # PSI's setup, before any party sends a point of its IDs (nothing is revealed by a
         # run that is then refused; issue 51)
@@ -119,8 +120,18 @@ def _write_model(spec, res):
     from ..model.files import write_split_model
 
     names = [c for cols in spec["columns"] for c in cols]
+    coef = res["x"]
+    if spec.get("ranges"):                     # fitted on the scaled columns: raw units
+        import numpy as np
+
+        from ..data.ranges import scale_factors, to_raw
+
+        factors = np.empty(len(coef))
+        for b, rng in zip(spec["blocks"], spec["ranges"]):
+            factors[np.asarray(b, dtype=np.intp)] = scale_factors(*np.asarray(rng, float).T)
+        coef = to_raw(coef, factors)
     try:
-        return write_split_model(spec["model_out"], coef=res["x"], blocks=spec["blocks"],
+        return write_split_model(spec["model_out"], coef=coef, blocks=spec["blocks"],
                                  names=names, intercept=res.get("intercept"),
                                  label_party=spec["leader"], loss=spec["config"]["loss"],
                                  extra=_privacy_record(spec))

@@ -206,6 +206,19 @@ class PsiPhase:
 
         X = t.X[rows]
         y = None if t.y is None else map_labels(t.y[rows], self.setup["loss"])
+        ranges = self.setup.get("ranges")
+        if ranges:                 # the description's public ranges of this party's columns
+            from ..data.ranges import apply_ranges
+            from ..runtime import partylog
+
+            low, high = np.asarray(ranges[self.k], dtype=np.float64).T
+            X, _, clipped = apply_ranges(X, low, high)
+            if clipped.sum():
+                worst = sorted(zip(clipped.tolist(), t.columns), reverse=True)[:5]
+                partylog.say(self.cfg, f"run {str(self.setup.get('run_id'))[:12]}: "
+                                       f"{int(clipped.sum())} of its values outside their "
+                                       f"declared ranges clipped ("
+                                       + ", ".join(f"{c} {n}" for n, c in worst if n) + ")")
         fb, lb = self.setup.get("bounds") or (None, None)
         if fb is not None:
             warn_if_clipped(self.k, X, y, fb, lb)

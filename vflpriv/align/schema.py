@@ -15,6 +15,7 @@ refuses one whose columns are not those of its schema (:mod:`.deployed`).
 from __future__ import annotations
 
 import json
+import math
 import os
 
 from ..errors import InputError
@@ -92,7 +93,33 @@ def read_schema(path, option="--party-schema") -> dict:
     # optional: the party's own ledger on its machine (vflpriv flower schema --ledger)
     if s.get("ledger") is not None and not (isinstance(s["ledger"], str) and s["ledger"]):
         raise InputError(f"{option} {str(path)!r}: its ledger must be a path")
+    # optional: every feature column's public range (vflpriv flower schema --ranges)
+    if s.get("ranges") is not None:
+        s["ranges"] = schema_ranges(s["ranges"], cols, f"{option} {str(path)!r}")
     return s
+
+
+def schema_ranges(ranges, columns, where) -> list:
+    """``[[low, high], ...]`` in the order of ``columns``: a schema's ranges checked (one per
+    feature column, finite low < high; ``vflpriv.data.ranges``)."""
+    if isinstance(ranges, list) and len(ranges) == len(columns):
+        ranges = dict(zip(columns, ranges))
+    if not isinstance(ranges, dict):
+        raise InputError(f"{where}: its ranges must be one [low, high] per feature column")
+    from ..data.ranges import ranges_for
+
+    out = {}
+    for c, r in ranges.items():
+        try:
+            low, high = (float(v) for v in r)
+        except (TypeError, ValueError):
+            raise InputError(f"{where}: the range of {c!r} must be two numbers, got {r!r}") \
+                from None
+        if not (math.isfinite(low) and math.isfinite(high) and low < high):
+            raise InputError(f"{where}: the range of {c!r} needs finite low < high, got {r!r}")
+        out[str(c)] = (low, high)
+    low, high = ranges_for(out, columns, option=where)
+    return [[float(a), float(b)] for a, b in zip(low, high)]
 
 
 def check_schemas(schemas: dict, label, label_party: int, option="--party-schema") -> None:

@@ -45,6 +45,11 @@ def register_schema(fsub):
                    help="this party's identity key (made here, mode 0600, if it does not exist: "
                    "vflpriv flower identity): the schema carries its fingerprint and this path, "
                    "so the description pins it; the key itself never leaves this machine")
+    s.add_argument("--ranges", default=None, metavar="FILE",
+                   help="every feature column's public range (vflpriv run --ranges' file): the "
+                   "schema carries them, the run's description names them, and this party's "
+                   "node clips and scales its columns by them (feature bound 1); the model is "
+                   "written in raw units")
     s.add_argument("--ledger", default=None, metavar="FILE",
                    help="this party's own ledger on its machine (vflpriv ledger init sets its "
                    "budget across runs): every description written from this schema names it, "
@@ -63,8 +68,14 @@ def schema(args) -> int:
     from ..align.schema import file_schema, write_schema
     from ..outputs import check_outputs
 
-    check_outputs({"--json": args.json}, {"--party-data": args.party_data})
+    check_outputs({"--json": args.json}, {"--party-data": args.party_data,
+                                          "--ranges": args.ranges})
     s = file_schema(args.party_data, args.id_column, args.label)
+    if args.ranges:
+        from ..align.schema import schema_ranges
+        from ..data.ranges import read_ranges
+
+        s["ranges"] = schema_ranges(read_ranges(args.ranges), s["columns"], "--ranges")
     made = None
     if args.identity_key:
         made = _own_identity(args.identity_key)
@@ -119,9 +130,8 @@ def _checked(args):
         raise InputError(f"--party-schema runs dp-bcfw-secure (the label at one party), not "
                          f"--algorithm {args.algorithm}")
     if getattr(args, "ranges", None):
-        raise InputError("--ranges is not yet read from a description written from the parties' "
-                         "schemas (each party would scale its own columns at its node): give "
-                         "--feature-bound, or describe from a joined table (--data)")
+        raise InputError("--ranges: a description from the parties' schemas takes each "
+                         "party's ranges from its schema (vflpriv flower schema --ranges)")
     schemas = _schemas(args)
     K = len(schemas)
     for opt, v in (("--partition", args.partition), ("--parties", args.parties)):
@@ -159,6 +169,17 @@ def _checked(args):
     from ..align.schema import check_schemas
 
     check_schemas(schemas, label, lp)
+    ranged = [k for k, s in schemas.items() if s.get("ranges") is not None]
+    if ranged and len(ranged) != len(schemas):
+        bare = min(set(schemas) - set(ranged))
+        raise InputError(f"--party-schema: party {ranged[0]}'s schema declares its columns' "
+                         f"ranges and party {bare}'s does not: either every party declares them "
+                         "(vflpriv flower schema --ranges) or none")
+    if ranged:
+        if args.feature_bound is not None:
+            raise InputError("--party-schema: the parties' schemas declare every column's range "
+                             "(scaled into [-1, 1], bound 1): leave --feature-bound out")
+        args.feature_bound = 1.0
     args.label, args.label_party = label, str(lp)
     return schemas, epsilon, lp
 
@@ -211,6 +232,8 @@ def spec_from_schemas(args, checked_spec_options, written) -> int:
                      connect_timeout=args.connect_timeout)
     if getattr(args, "model_out", None):
         spec["model_out"] = os.path.abspath(args.model_out)
+    if schemas[0].get("ranges") is not None:      # public: each party scales by its own
+        spec["ranges"] = [schemas[k]["ranges"] for k in range(len(schemas))]
     ids = sorted({s["id"] for s in schemas.values()})
     # public names (the schemas'), for the model's manifest: the ID column, the label
     spec["id_column"] = ids[0] if len(ids) == 1 else [schemas[k]["id"] for k in sorted(schemas)]

@@ -131,7 +131,9 @@ def pytest_runtest_teardown(item, nextitem):
 # subprocesses, files and waits on their output).  The test takes the result through the
 # ``deployment`` fixture, which waits for that thread (an event, not a clock), and makes every
 # assertion itself; an exception in prepare or in the thread is raised there.  Two threads run at
-# a time.  Only selected tests start; the session waits for every thread before it ends.
+# a time.  Only selected tests start; the session waits for every thread before it ends.  The
+# marker also runs other long work that needs nothing of this process in a child Python on the
+# same threads (test_cli_certify's demo, test_audit_secure's protocol audits, the launch test).
 _DEPLOYMENTS = {}
 
 

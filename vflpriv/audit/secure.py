@@ -94,9 +94,15 @@ def make_release(n: int = 4, p: int = 2, feature_bound: float = 1.0, row_clip: f
 
     Ba, C = feature_bound, row_clip
     clips = SP.row_clips(Ba, C, [p, 1])
-    sigma = calibrate(lambda s: SP.round_feature_event(s, Ba, clips, [1]), epsilon, DELTA,
+    # as a run under --accountant best: the release states its ring lattice (step 2^-2f at the
+    # fraction bits f of that sigma; docs/sensitivity.md 4.9.1)
+    def ring_at(s):
+        return ring.frac_bits(n * Ba * Ba + 40 * s + 1), [p, 1]
+
+    sigma = calibrate(lambda s: SP.round_feature_event(s, Ba, clips, [1], ring_at(s)), epsilon,
+                      DELTA,
                       decreasing=True).value
-    event = SP.round_feature_event(sigma, Ba, clips, [1])
+    event = SP.round_feature_event(sigma, Ba, clips, [1], ring_at(sigma))
     f = ring.frac_bits(n * Ba * Ba + 40 * sigma + 1)
     y = np.zeros(n)
     kw = dict(frac=f, private=True, feature_bound=Ba, label_bound=1.0, noise="gumbel",
@@ -163,9 +169,14 @@ def make_release_routed(n: int = 4, p: int = 2, feature_bound: float = 1.0,
     Ba, C, K = feature_bound, row_clip, 3
     sizes = [p, p, 1]
     clips = SP.row_clips(Ba, C, sizes)
-    sigma = calibrate(lambda s: SP.round_feature_event(s, Ba, clips, [2]), epsilon, DELTA,
+    # as a run under --accountant best: the release states its ring lattice (4.9.1)
+    def ring_at(s):
+        return ring.frac_bits(n * Ba * Ba + 40 * s + 1), sizes
+
+    sigma = calibrate(lambda s: SP.round_feature_event(s, Ba, clips, [2], ring_at(s)), epsilon,
+                      DELTA,
                       decreasing=True).value
-    event = SP.round_feature_event(sigma, Ba, clips, [2])
+    event = SP.round_feature_event(sigma, Ba, clips, [2], ring_at(sigma))
     f = ring.frac_bits(n * Ba * Ba + 40 * sigma + 1)
     y = np.zeros(n)
     kw = dict(frac=f, private=True, feature_bound=Ba, label_bound=1.0, noise="gumbel",
@@ -298,7 +309,7 @@ def make_glm_scores(epsilon: float = 1.0, n: int = 2, feature_bound: float = 1.0
     from vflpriv.vertical.secure.mpc.beaver import Dealer
     from vflpriv.vertical.secure.mpc.fourier import SigmoidSeries
     from vflpriv.vertical.secure.glm.party import (CHUNK_ROWS, GlmParty, glm_sensitivity, ring_plan,
-                                                   round_event, round_scores)
+                                                   round_event, round_lattice, round_scores)
     from vflpriv.vertical.secure.local import Network
     from vflpriv.vertical.secure.mpc.ring import KeySource
 
@@ -307,10 +318,16 @@ def make_glm_scores(epsilon: float = 1.0, n: int = 2, feature_bound: float = 1.0
     clips = [C, C]
     sens = glm_sensitivity(D, clips, intercept)
     # two parties: no score carries two holders' noise, so the round is one exact discrete
-    # Gaussian (docs/sensitivity.md 5.7), calibrated and claimed as the run charges it
-    sigma = calibrate(lambda s: round_event(s, D, clips, intercept), epsilon, DELTA,
+    # Gaussian (docs/sensitivity.md 5.7), calibrated and claimed as the run charges it; as a
+    # run under --accountant best: the round states its ring lattice (4.9.1), from the
+    # ring the run would use at that sigma (its scores: party 0's one column, party 1's two)
+    def lattice_at(s):
+        return round_lattice(ring_plan(n, Ba, s, series), 3, intercept)
+
+    sigma = calibrate(lambda s: round_event(s, D, clips, intercept, 0, lattice_at(s)), epsilon,
+                      DELTA,
                       decreasing=True).value
-    event = round_event(sigma, D, clips, intercept)
+    event = round_event(sigma, D, clips, intercept, 0, lattice_at(sigma))
     assert event.sensitivity == sens
     ring = ring_plan(n, Ba, sigma * noise_factor, series)
     a = 0.1 * C

@@ -28,6 +28,11 @@ from .peers_systems import KIND, PRIVATE, SYSTEMS
 
 
 def add_arguments(p):
+    p.add_argument("--task", choices=("classification", "regression"), default="classification",
+                   help="classification (the default: test AUC and log-loss) or regression "
+                        "(boston, carseats, wage, bikeshare with their responses as labels: test "
+                        "R^2 and RMSE against LassoCV, RidgeCV, diffprivlib, DP-SGD, central "
+                        "AdaSSP; vflpriv/bench/peers_regression.py)")
     p.add_argument("--tables", default="flights,caravan,default",
                    help="comma-separated tables (flights, caravan, default, oj, fair, anes96, "
                         "wage, college, carseats, boston, bikeshare; see vflpriv/bench/"
@@ -190,6 +195,10 @@ def run(args) -> int:
     from .peers_report import write_markdown
     from .tables import load_table
 
+    if getattr(args, "task", "classification") == "regression":
+        from .peers_regression import run as run_regression
+
+        return run_regression(args)
     opts = check_args(args)
     avail = S.availability(opts["systems"])
     cmd = command(args, opts)

@@ -1,0 +1,61 @@
+"""``vflpriv bench peers --task regression`` (issue 52 item 5): its metrics against
+scikit-learn's, central AdaSSP against least squares where the noise vanishes and its spend
+against its target, and the command end to end on a generated table (the real tables come from
+a cached wheel; tests/test_bench_peers.py does the same for classification)."""
+import json
+
+import numpy as np
+import pytest
+from sklearn.metrics import mean_squared_error, r2_score
+
+from vflpriv.bench import peers_regression as R
+from vflpriv.bench.tables import Table
+
+
+def _table(n=1500, seed=0):
+    rng = np.random.default_rng(seed)
+    A = rng.uniform(0, 1, (n, 6))
+    y = np.clip(A @ [0.8, -0.5, 0.3, 0, 0, 0.4] - 0.4 + 0.1 * rng.standard_normal(n), -1, 1)
+    return Table("gen", A, y, 1.0, [[0, 1, 2], [3, 4, 5]], "generated")
+
+
+def test_scores_are_scikit_learns():
+    rng = np.random.default_rng(1)
+    A, y = rng.normal(size=(50, 3)), rng.normal(size=50)
+    x, b = rng.normal(size=3), 0.3
+    s = R.scores(A, y, x, b, half=25.0)
+    pred = A @ x + b
+    assert s["test_r2"] == pytest.approx(r2_score(y, pred), rel=1e-12)
+    assert s["test_rmse"] == pytest.approx(25.0 * np.sqrt(mean_squared_error(y, pred)),
+                                           rel=1e-12)
+
+
+def test_adassp_spends_its_target_and_tends_to_least_squares():
+    t = _table(n=20000)
+    out = R.adassp(t.A, t.y, 1e6, 1e-6, 1.0, seed=0)       # noise negligible
+    Z = np.hstack([t.A, np.ones((len(t.y), 1))])
+    w = np.linalg.lstsq(Z, t.y, rcond=None)[0]
+    np.testing.assert_allclose(out["x"], w[:-1], atol=2e-3)
+    assert out["b"] == pytest.approx(w[-1], abs=2e-3)
+    small = R.adassp(t.A, t.y, 1.0, 1e-6, 1.0, seed=0)
+    assert 0.9 < small["epsilon_spent"] <= 1.0 + 1e-9      # calibrated from below the target
+
+
+def test_the_command_runs_every_system_it_has_and_pairs_them(tmp_path, monkeypatch, capsys):
+    from vflpriv.cli.main import main
+
+    monkeypatch.setattr(R, "load_regression_table", lambda name: (_table(), 10.0))
+    monkeypatch.setattr(R, "TABLES", ("gen",))
+    out = tmp_path / "r.json"
+    assert main(["bench", "peers", "--task", "regression", "--tables", "gen", "--epsilons", "4",
+                 "--seeds", "0,1", "--systems", "sklearn-ridge,adassp,fw,dpfw,dp-bcfw-secure",
+                 "--iterations", "50", "--json", str(out), "-q"]) == 0
+    doc = json.loads(out.read_text())
+    by = {(r["system"], r["seed"]): r for r in doc["rows"]}
+    assert by[("fw", 0)]["test_r2"] > 0.8 and by[("sklearn-ridge", 0)]["test_r2"] > 0.8
+    for s in ("adassp", "dpfw", "dp-bcfw-secure"):
+        assert by[(s, 0)]["epsilon_spent"] <= 4.0 + 1e-9
+    assert doc["paired"] == []          # no opacus-replace asked: nothing to pair with
+    assert main(["bench", "peers", "--task", "regression", "--systems", "lasso",
+                 "--json", str(tmp_path / "x.json")]) == 2
+    assert "'lasso'" in capsys.readouterr().err

@@ -97,8 +97,9 @@ _NO_GAUSSIAN = {
 def check_accountant(args, epsilon):
     """Refuse an accountant that cannot account for the run's releases, before any work: dpfw
     releases report-noisy-max selections only (every accountant works); dp-bcfw also releases
-    Gaussian vectors; dp-bcfw-secure's ring noise is the exact discrete Gaussian, whose only
-    proven analysis is its Renyi curve (docs/sensitivity.md 4.9, 5.7)."""
+    Gaussian vectors; dp-bcfw-secure's ring noise is the exact discrete Gaussian on a stated
+    lattice, which rdp, pld and best account for (its Renyi curve, or the Gaussian's profile
+    plus its total variation: docs/sensitivity.md 4.9.1; ``secure.privacy.check_accountant``)."""
     acc = args.accountant
     if math.isfinite(epsilon) and args.algorithm == "dp-bcfw-secure":
         from ..vertical.secure.privacy import check_accountant as check_ring

@@ -59,3 +59,34 @@ def test_the_command_runs_every_system_it_has_and_pairs_them(tmp_path, monkeypat
     assert main(["bench", "peers", "--task", "regression", "--systems", "lasso",
                  "--json", str(tmp_path / "x.json")]) == 2
     assert "'lasso'" in capsys.readouterr().err
+
+
+def test_the_results_page_quotes_its_json():
+    """docs/regression_peers.md's R^2 tables and paired verdicts are the JSON's, cell by cell."""
+    import os
+    import re
+
+    root = os.path.join(os.path.dirname(__file__), "..", "docs")
+    doc = json.load(open(os.path.join(root, "regression_peers.json")))
+    page = open(os.path.join(root, "regression_peers.md")).read()
+    summ = {(s["table"], s["system"], s["epsilon"]): s for s in doc["summary"]}
+    priv = ["opacus-replace", "adassp", "dpfw", "dp-bcfw-secure"]
+    checked = 0
+    for m in re.finditer(r"^\| (\w+) \| (0\.5|1|4) \| (-?\d+\.\d{3}) \| (-?\d+\.\d{3}) \| "
+                         r"(-?\d+\.\d{3}) \| (-?\d+\.\d{3}) \|$", page, re.M):
+        t, e = m.group(1), float(m.group(2))
+        for s, v in zip(priv, m.groups()[2:]):
+            assert f"{summ[(t, s, e)]['test_r2']:.3f}" == v, (t, s, e)
+            checked += 1
+    assert checked == 4 * 3 * 4
+    paired = {(p["table"], p["epsilon"], p["system"]): p for p in doc["paired"]}
+    found = 0
+    for m in re.finditer(r"^\| (\w+) \| (0\.5|1|4) \| ([+-]\d+\.\d{3}): (\w+) \| "
+                         r"([+-]\d+\.\d{3}): (\w+) \| ([+-]\d+\.\d{3}): (\w+) \|$", page, re.M):
+        t, e = m.group(1), float(m.group(2))
+        for i, s in enumerate(("dp-bcfw-secure", "dpfw", "adassp")):
+            p = paired[(t, e, s)]
+            assert (f"{p['mean_difference']:+.3f}", p["verdict"]) == \
+                (m.group(3 + 2 * i), m.group(4 + 2 * i)), (t, e, s)
+        found += 1
+    assert found == 4 * 3

@@ -12,7 +12,22 @@ def _solution(seed, path=None):
 
 
 def test_ssp_note_names_both_samplers():
-    note = _solution(None, "ssp").deployment_note
+    """An unseeded run of the ssp path (noise from OS entropy) carries its own note."""
+    import warnings
+
+    from vflpriv.data import VerticalData
+    from vflpriv.vertical import solve
+
+    rng = np.random.default_rng(0)
+    A = rng.uniform(-1, 1, (80, 4))
+    y = np.where(A @ [1.0, -1.0, 0.5, 0.0] > 0, 1.0, -1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sol = solve(VerticalData(A, y, [[0, 1], [2, 3]]), algorithm="dp-bcfw-secure",
+                    loss="logistic", label_party=0, epsilon=1.0, delta=1e-5,
+                    feature_bound=1.0, label_bound=1.0)
+    assert sol.extra["path"] == "ssp" and sol.deployment
+    note = sol.deployment_note
     assert "exact discrete Gaussian" in note and "floating-point Gaussian" in note
 
 

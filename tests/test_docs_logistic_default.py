@@ -39,7 +39,7 @@ def test_nonprivate_table_is_its_json():
 def test_the_bench_default_is_the_recorded_system():
     """Two recorded cells of the ten-split run under the shipped fit (fair: statsmodels' table;
     wage: ISLP's), rerun through the bench's own fit with the default system: the same test AUC
-    and spend as the file's `dp-bcfw-secure` rows, to the last digit."""
+    as the file's `dp-bcfw-secure` rows, to the last digit, and at most its spend."""
     from vflpriv.bench import peers_systems as S
     from vflpriv.bench import tables
     from vflpriv.vertical.metrics import split_rows
@@ -62,7 +62,10 @@ def test_the_bench_default_is_the_recorded_system():
         assert got["settings"]["logistic_path"] == "ssp"
         m = classification_metrics(t.A[test], t.y[test], got["x"], got["b"], "logistic")
         assert m["auc"] == pytest.approx(rec["test_auc"], abs=1e-12)
-        assert got["epsilon_spent"] == pytest.approx(rec["epsilon_spent"], abs=1e-12)
+        # the file was recorded before the ring's lattice was stated (2026-11-29): the same
+        # sigma (calibrated by rdp) and model, but best now charges the Gaussian plus the
+        # lattice's total variation where that is lower (docs/sensitivity.md 4.9.1)
+        assert got["epsilon_spent"] <= rec["epsilon_spent"] + 1e-12
 
 
 def test_the_bench_under_the_new_default_is_its_json():

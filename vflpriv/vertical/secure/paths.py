@@ -9,6 +9,7 @@ never compares a path's name.
 from __future__ import annotations
 
 import importlib
+from abc import ABC, abstractmethod
 
 from ...errors import InputError
 
@@ -54,8 +55,9 @@ def of_family(family: str) -> "SecurePath":
     raise KeyError(f"no dp-bcfw-secure path with family {family!r}")
 
 
-class SecurePath:
-    """What every path shares; each path's object overrides what it does otherwise."""
+class SecurePath(ABC):
+    """What every path shares; each path's object overrides what it does otherwise, and must
+    supply the four abstract methods (a path without them cannot be made)."""
 
     #: the path's name (``Solution.extra["path"]``, the JSON's ``secure.path``)
     name = ""
@@ -92,21 +94,21 @@ class SecurePath:
         """The step rule a checkpoint records and a resume compares."""
         return cfg.step
 
+    @abstractmethod
     def solve(self, data, run):
         """The Solution of the settled ``run`` (``solve.settle``) on ``data``."""
-        raise NotImplementedError
 
     def check_public(self, shape, cfg, run) -> None:
         """What can be refused from the column counts alone (``planned.check_public``)."""
 
+    @abstractmethod
     def spec_for(self, shape, run, budget, noise_seed, noise_key, common) -> dict:
         """The server role's spec for ``shape.n`` aligned rows, its plan checked against
         ``budget`` (``planned.settle_for``)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def calibration(self, spec: dict) -> dict:
         """What a deployed run was calibrated to, from its server role's ``spec``."""
-        raise NotImplementedError
 
     def helpers(self, K, label_party=None, helper_party=None) -> list:
         """Entry k: the parties that receive party k's masked block and compute the other
@@ -135,10 +137,10 @@ class SecurePath:
         """How the summary line names the run's length."""
         return f"{sol.iterations} iterations"
 
+    @abstractmethod
     def bytes_line(self, sol, by_kind, fmt) -> str:
         """The report's line of where the bytes went: ``by_kind(*names)`` sums the framed bytes
         of those wire messages, ``fmt`` formats a byte count."""
-        raise NotImplementedError
 
 
 #: what every path's trust line ends with

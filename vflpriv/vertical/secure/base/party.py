@@ -7,6 +7,8 @@ path says how (``_gate_release``, ``_gate_help``).
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import numpy as np
 
 from ....errors import InputError
@@ -19,7 +21,7 @@ from . import blocks
 from .blocks import check_distinct_masks, prepare_block
 
 
-class ProductParty:
+class ProductParty(ABC):
     """One data holder in the secure products: its block (clipped when private), the labels,
     its noise generator, the masked block of the party whose helper it is (party k - 1 mod K:
     ``beaver.block_helper``) and the products released to it (``cross``, ``ty``).
@@ -161,12 +163,12 @@ class ProductParty:
             self.cross[(z.holder, z.index)] = decode(out, 2 * self.f)
 
 
+    @abstractmethod
     def _gate_release(self, i):
         """Whether this party may serve a holder request for its feature ``i`` (or the label):
         each path answers from what its own ledger charged; the server's word is not enough."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _gate_help(self, l, i):
         """Whether this party, as the helper of block k - 1, may serve the product of party l's
         feature ``i``: each path answers from what its own ledger charged."""
-        raise NotImplementedError

@@ -182,6 +182,7 @@ def test_builtin_suite_holds_its_claims(tmp_path):
     own_tests = {"dp_bcfw_secure_release", "dp_bcfw_secure_glm_scores",
                  "dp_bcfw_secure_glm_intercept", "dp_bcfw_secure_release_routed",
                  "dp_bcfw_secure_ssp",          # tests/test_vertical_secure_ssp.py
+                 "dp_bcfw_secure_ssp_squared",  # tests/test_secure_squared_ssp.py
                  "fedp3_local_step", "horizontal_local_step"}
     assert own_tests <= set(registered())
     names = [m for m in registered() if m not in own_tests]

@@ -74,7 +74,7 @@ def test_private_run_charges_the_release_once_with_the_closed_form_sensitivity(t
     led = tmp_path / "l.jsonl"
     Ba, By, eta = 1.0, 3.0, 1.0
     sol = solve(data, algorithm="dp-bcfw-secure", eta=eta, iterations=20, seed=1, label_party=0,
-                fit_intercept=True, epsilon=2.0, delta=1e-5, feature_bound=Ba, label_bound=By,
+                squared_path="fw", fit_intercept=True, epsilon=2.0, delta=1e-5, feature_bound=Ba, label_bound=By,
                 ledger=str(led))
     clips = sol.extra["row_clips"]
     recs = [r for r in read_ledger(led).records if r.note == "secure: intercept sums"]
@@ -124,7 +124,7 @@ def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path):
     A, y = _shifted(n=200)
     data = VerticalData(A, y, BLOCKS)
     kw = dict(algorithm="dp-bcfw-secure", eta=1.0, iterations=10, seed=5, label_party=0,
-              fit_intercept=True, epsilon=2.0, delta=1e-5, feature_bound=1.0, label_bound=3.0)
+              squared_path="fw", fit_intercept=True, epsilon=2.0, delta=1e-5, feature_bound=1.0, label_bound=3.0)
     ref = solve(data, ledger=str(tmp_path / "ref.jsonl"), **kw)
 
     class Crash(Exception):

@@ -19,7 +19,7 @@ from vflpriv.vertical.secure.defaults import choose
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PRIV = dict(algorithm="dp-bcfw-secure", epsilon=4.0, delta=1e-6, feature_bound=1.0,
-            label_bound=1.0, iterations=4, seed=0)
+            label_bound=1.0, iterations=4, seed=0, squared_path="fw")
 
 
 def _data(rng, n=120, sizes=(3, 5, 4)):
@@ -83,10 +83,11 @@ def test_logistic_paths_list_the_path_and_the_row_clip():
     rng = np.random.default_rng(2)
     D = _data(rng)
     D = VerticalData(D.A, np.where(D.y > 0, 1.0, -1.0), D.blocks)
-    sol = solve(D, loss="logistic", **PRIV)
+    priv = {k: v for k, v in PRIV.items() if k != "squared_path"}
+    sol = solve(D, loss="logistic", **priv)
     assert [d["name"] for d in sol.extra["defaults"]] == ["logistic_path", "row_clip"]
     assert sol.extra["defaults"][0]["value"] == "ssp" == sol.extra["path"]
-    glm = solve(D, loss="logistic", logistic_path="glm", **PRIV)
+    glm = solve(D, loss="logistic", logistic_path="glm", **priv)
     assert [d["name"] for d in glm.extra["defaults"]] == ["row_clip"]
 
 
@@ -100,7 +101,7 @@ def test_cli_prints_the_chosen_values_and_why():
                         "synthetic:n=300,d=40,density=0.2,sparsity=0.05", "--parties", "2",
                         "--algorithm", "dp-bcfw-secure", "--epsilon", "4", "--delta", "1e-6",
                         "--feature-bound", "1", "--label-bound", "1", "--iterations", "3",
-                        "--seed", "0", "--row-clip", "2"], cwd=ROOT, capture_output=True,
+                        "--seed", "0", "--row-clip", "2", "--squared-path", "fw"], cwd=ROOT, capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("default ")]

@@ -345,9 +345,36 @@ def _with_fit_spend(privacy, ledger):
 
 
 class VerticalDPLasso(RegressorMixin, _VerticalBase):
-    """Least squares on the product of per-party l1 balls (a constrained Lasso)."""
+    """Least squares on the product of per-party l1 balls (a constrained Lasso).
+
+    ``squared_path`` (None: a public rule of n, d and epsilon, docs/sensitivity.md 4.10.1) is
+    dp-bcfw-secure's way: "ssp", the moments released once and the fit from them; "fw", the
+    Frank-Wolfe rounds (``max_iter`` of them).
+    """
 
     _loss = "squared"
+
+    def __init__(self, parties=2, partition="balanced", eta="auto", max_iter=100,
+                 epsilon=math.inf, delta=None, algorithm=DEFAULT_ALGORITHM, sampling="elementary",
+                 rnm=None, sketch="identity", sketch_dim=None, calibration="accountant",
+                 split=None, feature_bound=None, label_bound=None, accountant="rdp", ledger=None,
+                 derivative_clip=None, row_clip=None, max_features=None, fit_intercept=True,
+                 random_state=None, backend="inprocess", label_party=None, bounds=None,
+                 squared_path=None):
+        self.squared_path = squared_path
+        super().__init__(parties=parties, partition=partition, eta=eta, max_iter=max_iter,
+                         epsilon=epsilon, delta=delta, algorithm=algorithm, sampling=sampling,
+                         rnm=rnm, sketch=sketch, sketch_dim=sketch_dim,
+                         calibration=calibration, split=split, feature_bound=feature_bound,
+                         label_bound=label_bound, accountant=accountant, ledger=ledger,
+                         derivative_clip=derivative_clip, row_clip=row_clip,
+                         max_features=max_features, fit_intercept=fit_intercept,
+                         random_state=random_state, backend=backend, label_party=label_party,
+                         bounds=bounds)
+
+    def _solve_extra(self):
+        """dp-bcfw-secure's squared path (None: its rule)."""
+        return {} if self.squared_path is None else {"squared_path": self.squared_path}
 
     def fit(self, X, y, partition=None):
         X, y = self._validated(X, y)

@@ -22,7 +22,11 @@ from . import AuditMechanism, register
 DELTA = 1e-5
 
 
-def make_ssp(epsilon: float = 1.0, noise_factor: float = 1.0) -> AuditMechanism:
+def make_ssp(epsilon: float = 1.0, noise_factor: float = 1.0, eta=None) -> AuditMechanism:
+    """``eta``: None for the logistic expansion's balanced scale; a number for the squared
+    loss over per-party l1 balls of that radius, whose features' share a of the row norm
+    (``release.squared_share``) sets s and R^2 = a + 1 + B_y^2 (docs/sensitivity.md 4.10.1);
+    the neighbours attain sqrt(2) R^2 for any a."""
     import numpy as np
 
     from vflpriv.vertical.secure.ssp import release as S
@@ -32,14 +36,15 @@ def make_ssp(epsilon: float = 1.0, noise_factor: float = 1.0) -> AuditMechanism:
 
     n, sizes, By, Ba = 2, [2, 2], 1.0, 1.0
     clips = [Ba * 2 ** 0.25] * 2                     # the default rule B_a p_k^(1/4)
-    s = S.scale(By, clips)
+    share = None if eta is None else S.squared_share(By, clips, float(eta))
+    s = S.scale(By, clips, share)
 
     def lattice(sig):                                # the run's ring lattice at noise sig
         return S.ring_resolution(ring_frac(n, Ba * s, By, sig)), S.ring_coordinates(sizes, 0)
 
     # as a run under --accountant best: the event states its lattice (4.9.1)
-    sigma = S.calibrate_sigma(epsilon, DELTA, By, "best", lattice=lattice)
-    event = S.release_event(sigma, By, lattice(sigma))
+    sigma = S.calibrate_sigma(epsilon, DELTA, By, "best", lattice=lattice, share=share)
+    event = S.release_event(sigma, By, lattice(sigma), share)
     frac = ring_frac(n, Ba * s, By, sigma)
 
     def side(flip):
@@ -74,11 +79,15 @@ def make_ssp(epsilon: float = 1.0, noise_factor: float = 1.0) -> AuditMechanism:
                 np.array([release(b1, rng) for _ in range(k)]))
 
     return AuditMechanism(
-        "dp_bcfw_secure_ssp", event, DELTA, sample, score=None,
+        "dp_bcfw_secure_ssp" if eta is None else "dp_bcfw_secure_ssp_squared", event, DELTA,
+        sample, score=None,
         description=f"the ssp path's one release of the sufficient statistics (ssp_run._release: "
         f"K = 2, 2 columns each, label at party 0): discrete Gaussian sigma={sigma:.4g}, "
-        f"sensitivity {event.sensitivity:.4g} (sqrt(2) R^2, R^2 = 2 (1 + B_y^2)); row 0 "
+        f"sensitivity {event.sensitivity:.4g} (sqrt(2) R^2, R^2 = {S.row_bound_sq(By, share):.4g}"
+        f"{' = 2 (1 + B_y^2)' if eta is None else ': the squared loss, eta ' + format(eta, 'g')}"
+        f"); row 0 "
         f"replaced by an orthogonal augmented row of the same norm")
 
 
 register("dp_bcfw_secure_ssp")(lambda: make_ssp())
+register("dp_bcfw_secure_ssp_squared")(lambda: make_ssp(eta=1.0))

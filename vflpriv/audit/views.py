@@ -29,7 +29,11 @@ RELEASES = {"SecureIndex", "NoisySums", "GramPart", "Coefficients", "InterceptSh
 PUBLIC = {"SecureSetup", "Selections", "SelectionsB", "NewFeatures", "TripleToPeer",
           "VectorKey", "MarginKey", "ScoreKey"}
 
-PATHS = ("squares", "ssp", "glm")
+#: every secure path the views are checked on, by name: the registry's paths (``secure.paths``)
+#: and the ssp path with the squared loss (the same protocol on labels in [-1, 1]), which
+#: :func:`run_kwargs` runs by ``VARIANTS``
+VARIANTS = {"ssp-squared": ("ssp", {"loss": "squared", "squared_path": "ssp"})}
+PATHS = ("squares", "ssp", "glm", "ssp-squared")
 
 
 def findings(masks, receipts):
@@ -137,8 +141,9 @@ def run_kwargs(path, L, seed=0, iterations=3):
               feature_bound=1.0, label_bound=1.0, seed=seed)
     from ..vertical.secure import paths
 
-    chosen = paths.get(path)
-    kw.update(chosen.options)
+    name, options = VARIANTS.get(path, (path, None))
+    chosen = paths.get(name)
+    kw.update(chosen.options if options is None else options)
     if chosen.rounds:
         kw.update(iterations=iterations, eta=1.0)
     return kw

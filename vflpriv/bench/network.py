@@ -128,6 +128,7 @@ def _one(net, n, loss, args, run_dir):
         sol = solve(data, algorithm="dp-bcfw-secure", loss=loss, epsilon=args.epsilon,
                     delta=args.delta, feature_bound=5.0, label_bound=20.0 if loss == "squared"
                     else 1.0, iterations=args.iterations, seed=0, backend="flower",
+                    squared_path="fw" if loss == "squared" else None,
                     ledger=os.path.join(folder, "server.ledger"),
                     flower=FlowerOptions(run_dir=os.path.join(folder, "run")),
                     callback=lambda t, f: stamps.append(time.time()))

@@ -55,6 +55,11 @@ def _resumed_args(args):
     path = (meta.get("config") or {}).get("logistic_path")
     if getattr(args, "logistic_path", None) is None and path is not None:
         args.logistic_path = path
+    # only the squared loss's rounds checkpoint: a checkpoint saved before its path was an
+    # option (or by the rule's choice) resumes them
+    if getattr(args, "loss", None) == "squared" and getattr(args, "squared_path", None) is None \
+            and getattr(args, "algorithm", None) == "dp-bcfw-secure":
+        args.squared_path = "fw"
     return args
 
 
@@ -359,6 +364,7 @@ def config(args, epsilon, backend, flower):
         row_clip=args.row_clip, max_features=args.max_features, label_party=args.label_party,
         helper_party=getattr(args, "helper_party", None),
         logistic_path=getattr(args, "logistic_path", None),
+        squared_path=getattr(args, "squared_path", None),
         step=getattr(args, "step", None),
         ledger=args.ledger, reference=args.reference, checkpoint=args.resume or args.checkpoint,
         checkpoint_every=args.checkpoint_every or 1, resume=bool(args.resume), backend=backend,
@@ -441,12 +447,21 @@ def _check_path_options(args):
 
     if args.loss not in ("squared", "logistic"):
         return                                # refused by name where the loss is checked
-    given = getattr(args, "logistic_path", None)
-    path = paths.of(args.loss, given or choose_logistic_path(args.algorithm, args.loss)[0])
+    if args.loss == "squared":
+        given = getattr(args, "squared_path", None)
+        path = paths.of(args.loss, None, given or "fw")
+        how = f"--squared-path {given}" if given else None
+    else:
+        given = getattr(args, "logistic_path", None)
+        path = paths.of(args.loss, given or choose_logistic_path(args.algorithm, args.loss)[0])
+        how = f"--logistic-path {given}" if given else f"the {args.loss} loss's default path"
     for option, value in (("--rnm", args.rnm), ("--split", args.split),
                           ("--max-features", args.max_features)):
         dest = option[2:].replace("-", "_")
-        if value is not None and dest not in path.reads:
-            how = f"--logistic-path {given}" if given else f"the {args.loss} loss's default path"
+        if value is None:
+            continue
+        if how is None:
+            continue      # the squared loss's rule takes the rounds for an option they read
+        if dest not in path.reads:
             raise InputError(f"{option} is not read by dp-bcfw-secure with {how} "
                              f"({path.name}: {path.summary}): leave it out")

@@ -99,7 +99,7 @@ def add_problem_arguments(p):
     p.add_argument("--partition", default=None,
                    help="balanced (eq. 11) | random | explicit groups '0-9,12;10-11,13-19' "
                         "(default balanced, or the shipped data set's own split)")
-    from ..vertical.config import DEFAULT_ALGORITHM, LOGISTIC_PATHS
+    from ..vertical.config import DEFAULT_ALGORITHM, LOGISTIC_PATHS, SQUARED_PATHS
 
     p.add_argument("--algorithm", default=DEFAULT_ALGORITHM,
                    choices=["dp-bcfw", "bcfw", "fw", "dpfw", "dfw", "dp-bcfw-secure"],
@@ -172,6 +172,11 @@ def add_problem_arguments(p):
                         "them, on every backend), glm (the loss's derivatives under secret "
                         "sharing every round, with a helper party; needed for --helper-party, "
                         "--step, --checkpoint); docs/vertical.md")
+    p.add_argument("--squared-path", choices=SQUARED_PATHS, default=None,
+                   help="dp-bcfw-secure, squared loss: ssp (the moments released once, least "
+                        "squares fitted over the l1 balls) or fw (the Frank-Wolfe rounds; "
+                        "needed for --rnm, --split, --max-features, --checkpoint); default: a "
+                        "public rule of n, d and epsilon, printed with the run; docs/vertical.md")
     p.add_argument("--step", choices=("fw", "pgd", "line"), default=None,
                    help="dp-bcfw-secure, logistic glm path (--logistic-path glm): how each "
                         "party moves on its noisy scores: fw (default; its Frank-Wolfe vertex) "

@@ -113,7 +113,7 @@ def _resolve_eta(cfg, data):
 
     from .scale import auto_eta
 
-    ridge = getattr(cfg.secure_path, "ridge_note", None)
+    ridge = None if cfg.secure_path is None else cfg.secure_path.ridge_for(cfg)
     if ridge:
         # a path that fits by a ridge, not over l1 balls (the ssp path): "auto" keeps none
         return cfg, ridge, None

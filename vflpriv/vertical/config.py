@@ -136,6 +136,26 @@ def check_logistic_path(path, algorithm, loss):
     return path
 
 
+#: dp-bcfw-secure's ways to fit the squared loss: "ssp", the moments released once and least
+#: squares fitted from them (docs/sensitivity.md 4.10.1); "fw", the Frank-Wolfe rounds (the
+#: cross-products of each selected feature released once); None: the public rule of
+#: ``secure.defaults.choose_squared_path``, which needs the data's shape
+SQUARED_PATHS = ("ssp", "fw")
+
+
+def check_squared_path(path, algorithm, loss):
+    """None (the rule, with the data), or one of :data:`SQUARED_PATHS` for dp-bcfw-secure
+    with the squared loss."""
+    if path is None:
+        return None
+    if path not in SQUARED_PATHS:
+        raise InputError(f"squared_path must be one of {SQUARED_PATHS}, got {path!r}")
+    if (algorithm, loss) != ("dp-bcfw-secure", "squared"):
+        raise InputError(f"squared_path is for dp-bcfw-secure with the squared loss, got "
+                         f"{path!r} with {algorithm} / {loss}")
+    return path
+
+
 #: why dp-bcfw-secure's logistic runs take the ssp path when none is given
 SSP_DEFAULT_RULE = ("the loss expansion's sufficient statistics released once and the model "
                     "fitted from them (docs/vertical.md, 'The ssp path'; --logistic-path glm for "
@@ -249,6 +269,7 @@ class VerticalConfig:
     helper_party: Any = None
     logistic_path: str | None = None
     step: str | None = None
+    squared_path: str | None = None
 
     def __post_init__(self):
         self._check_algorithm()
@@ -296,6 +317,8 @@ class VerticalConfig:
         loss = get_loss(self.loss)
         self._set("logistic_path", check_logistic_path(self.logistic_path, self.algorithm,
                                                        loss.name))
+        self._set("squared_path", check_squared_path(self.squared_path, self.algorithm,
+                                                     loss.name))
         iterations = self.iterations
         self._set("eta", check_eta(self.eta))
         if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)) \
@@ -347,6 +370,8 @@ class VerticalConfig:
         path = self.resolved_logistic_path
         how = f"logistic_path {path!r}" if self.logistic_path else \
             f"the default logistic_path {path!r}"
+        if self.squared_path is not None:
+            how = f"squared_path {self.squared_path!r}"
         secure = self.secure_path
         if secure is not None:
             secure.check_config(self, how)
@@ -382,13 +407,16 @@ class VerticalConfig:
     @property
     def secure_path(self):
         """The dp-bcfw-secure path of this run (``secure.paths``; None for every other
-        algorithm and for a loss dp-bcfw-secure refuses)."""
+        algorithm, for a loss dp-bcfw-secure refuses, and for the squared loss without
+        ``squared_path``: its rule reads the data's shape, ``secure.solve``)."""
         if self.algorithm != "dp-bcfw-secure" or self.loss_fn.name not in ("squared",
                                                                            "logistic"):
             return None
+        if self.loss_fn.name == "squared" and self.squared_path is None:
+            return None
         from .secure import paths
 
-        return paths.of(self.loss_fn.name, self.resolved_logistic_path)
+        return paths.of(self.loss_fn.name, self.resolved_logistic_path, self.squared_path)
 
     @property
     def resolved_logistic_path(self):

@@ -58,11 +58,13 @@ def default_row_clips(feature_bound, block_sizes):
 
 
 def choose(*, loss, private, feature_bound, block_sizes, rnm=None, split=None,
-           max_features=None, row_clip=None, logistic_path=None):
+           max_features=None, row_clip=None, logistic_path=None, selects=None):
     """Fill the options left at None; returns (values, chosen) where ``values`` has rnm, split,
     max_features and row_clips (a list, or None for "as given": use ``row_clip``) and ``chosen``
     lists the :class:`Chosen` ones with their reasons, the logistic loss's path first when it
-    was left to its default (``vflpriv.vertical.config.choose_logistic_path``)."""
+    was left to its default (``vflpriv.vertical.config.choose_logistic_path``).  ``selects``:
+    whether the run's path selects features (the Frank-Wolfe rounds of least squares), which
+    alone reads rnm, split and the feature cap (None: the squared loss's rounds)."""
     from ..config import choose_logistic_path
 
     chosen = []
@@ -70,7 +72,7 @@ def choose(*, loss, private, feature_bound, block_sizes, rnm=None, split=None,
         path, rule = choose_logistic_path("dp-bcfw-secure", loss)
         if path is not None:
             chosen.append(Chosen("logistic_path", path, rule))
-    glm = loss != "squared"
+    glm = (loss != "squared") if selects is None else not selects
     if rnm is None:
         rnm = "gumbel"
         if private and not glm:
@@ -109,3 +111,92 @@ def _fmt(v):
         return "[" + ", ".join(_fmt(x) for x in v) + "]"
     return str(v)
 
+
+
+#: the most columns the squared loss's one-shot release is chosen for: its statistics are
+#: d (d + 1) / 2 numbers, and until block products (issue 55) the release moves words of order
+#: n d^2 (about 200 s of CPU and 6.5 GB at n = 1e5, d = 2000 on this machine)
+SSP_MAX_COLUMNS = 2000
+
+#: how far the rows' curvature per column must stand above the release's largest noise entry
+#: (``choose_squared_path``): set from the runs that made it, diabetes at eps 1 (ratio 2.2,
+#: the fit far worse than x = 0) and the synthetic n = 1e5, d = 2000 case at eps 4 (ratio 4.9,
+#: 91% of the gap removed); not validated on tables it was not set on
+SSP_MARGIN = 4.0
+
+
+def squared_rule_numbers(cfg, shape, label_party=0, row_clips=None):
+    """``(signal, noise, a, sigma)`` of :func:`choose_squared_path` from public quantities:
+    n, d, the block sizes, the declared bounds, the row clips (``row_clips``, else
+    ``cfg.row_clip`` or :func:`default_row_clips`), the l1 radius ``cfg.eta`` and the budget."""
+    import math
+
+    from .privacy import row_clips as given_clips
+    from .ssp import release as S
+    from .ssp.solve import ring_frac
+
+    sizes = [len(b) for b in shape.blocks]
+    n, d = int(shape.n), sum(sizes)
+    Ba, By = float(cfg.feature_bound), float(cfg.label_bound)
+    clips = row_clips or (given_clips(Ba, cfg.row_clip, sizes) if cfg.row_clip is not None
+                          else default_row_clips(Ba, sizes))
+    a = S.squared_share(By, clips, float(cfg.eta))
+    s = S.scale(By, clips, a)
+    coords = S.ring_coordinates(sizes, 0 if label_party is None else int(label_party))
+
+    def lattice(sigma):
+        return S.ring_resolution(ring_frac(n, Ba * s, By, sigma)), coords
+
+    sigma = S.calibrate_sigma(cfg.epsilon, cfg.delta, By, cfg.accountant, lattice=lattice,
+                              share=a)
+    noise = sigma * math.sqrt(2.0 * math.log(d * (d + 1) / 2.0)) if d > 1 else sigma
+    return n * a / d, noise, a, sigma
+
+
+def choose_squared_path(cfg, shape, label_party=0, row_clips=None):
+    """``(squared_path, rule)``: the path dp-bcfw-secure's squared loss takes when
+    ``squared_path`` is not given ("ssp", or "fw": the Frank-Wolfe rounds), by a public rule.
+
+    The one release fits least squares over the run's l1 balls from noisy moments; over a ball
+    of l1 radius W the noise moves the fitted objective by at most W^2 max |E_ij| (module
+    ``ssp/release.py``, docs/sensitivity.md 4.10.1).  It is taken when the scaled rows' largest
+    curvature per column, n a / d (a the features' squared norm bound, ``release.
+    squared_share``; rows at their norm bound), is at least :data:`SSP_MARGIN` times the largest
+    noise entry expected, sigma sqrt(2 ln(d (d + 1) / 2)): d against n and epsilon.  Measured
+    (docs/vertical.md, "The squared loss's one release"): the synthetic d = 2000, K = 4 case
+    (eta 1), n = 1e5 at eps 4 (ratio 4.9) removed 91% of the gap against the rounds' 81-87%; at
+    eps 1 (ratio 1.4) 61% against 22%, but n = 1e4 at eps 4 (ratio 0.49) and diabetes at eps 1
+    (ratio 2.2; its rows far inside their bound) made the objective worse than x = 0.  Without noise, with the label
+    at every party, with an option only the rounds read (a checkpoint, rnm, split, the feature
+    cap), or above :data:`SSP_MAX_COLUMNS` columns, the rounds."""
+    if not cfg.private:
+        return "fw", ("without noise the rounds reveal only the selected features' "
+                           "cross-products, where one release would reveal every moment "
+                           "exactly")
+    if label_party is None:
+        return "fw", "every party holds the label: the one release keeps it at one party"
+    rounds_only = [name for name, v in (("checkpoint", cfg.checkpoint), ("rnm", cfg.rnm),
+                                        ("split", cfg.split), ("max_features", cfg.max_features))
+                   if v is not None]
+    if rounds_only:
+        return "fw", (f"the run asks for {', '.join(rounds_only)}, which only the Frank-Wolfe "
+                      f"rounds read")
+    d = sum(len(b) for b in shape.blocks)
+    if d > SSP_MAX_COLUMNS:
+        return "fw", (f"d = {d} is above {SSP_MAX_COLUMNS}: the one release's cost grows "
+                           f"with d^2 (--squared-path ssp to take it anyway)")
+    from ...errors import InputError
+
+    try:
+        signal, noise, a, sigma = squared_rule_numbers(cfg, shape, label_party, row_clips)
+    except InputError as exc:
+        # a release whose noise cannot even be sized (the ring's range, a budget no sigma
+        # meets): the rounds, whose own checks name the bad value
+        return "fw", f"one release's noise cannot be sized here ({exc})"
+    if signal >= SSP_MARGIN * noise:
+        return "ssp", (f"the moments released once (n a / d = {signal:.3g} is at least "
+                       f"{SSP_MARGIN:g} times the largest noise entry {noise:.3g}; a = {a:.3g}, "
+                       f"sigma = {sigma:.3g}; --squared-path fw for the Frank-Wolfe rounds)")
+    return "fw", (f"the Frank-Wolfe rounds (the rows' curvature per column n a / d = "
+                  f"{signal:.3g} is below {SSP_MARGIN:g} times one release's largest noise "
+                  f"entry {noise:.3g}; --squared-path ssp to take it anyway)")

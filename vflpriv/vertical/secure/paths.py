@@ -32,15 +32,25 @@ def check_loss(loss_name: str) -> None:
                          f"{loss_name!r}")
 
 
-def of(loss_name: str, logistic_path: str | None) -> "SecurePath":
-    """The path a dp-bcfw-secure run takes: least squares for the squared loss, else the
+def of(loss_name: str, logistic_path: str | None, squared_path: str | None = "fw"
+       ) -> "SecurePath":
+    """The path a dp-bcfw-secure run takes: for the squared loss its ``squared_path`` ("fw":
+    the Frank-Wolfe rounds, ``squares``; "ssp": the moments released once), else the
     logistic loss's resolved path (``VerticalConfig.resolved_logistic_path``)."""
     check_loss(loss_name)
-    return get("squares" if loss_name == "squared" else logistic_path)
+    if loss_name == "squared":
+        return get("ssp" if squared_path == "ssp" else "squares")
+    return get(logistic_path)
 
 
 def of_config(cfg) -> "SecurePath":
-    return of(cfg.loss_fn.name, cfg.resolved_logistic_path)
+    """The run's path when the options alone decide it (the squared loss without
+    ``squared_path`` is decided with the data's shape: ``solve.resolve``)."""
+    path = cfg.secure_path
+    if path is None and cfg.loss_fn.name == "squared" and cfg.squared_path is None:
+        raise ValueError("the squared loss's default path is chosen with the data's shape "
+                         "(secure.solve.resolve)")
+    return path or of(cfg.loss_fn.name, cfg.resolved_logistic_path)
 
 
 def of_solution(sol) -> "SecurePath":
@@ -86,6 +96,11 @@ class SecurePath(ABC):
     def check_config(self, cfg, how: str) -> None:
         """Refuse, when the config is built, options this path does not take (``how`` names
         the path as the user chose it)."""
+
+    def ridge_for(self, cfg):
+        """The sentence saying what regularizes a run of ``cfg`` with eta 'auto' instead of an
+        l1 ball (None: the fit is over l1 balls, eta chosen by the public rule)."""
+        return self.ridge_note
 
     def check_options(self, cfg) -> None:
         """Refuse, before the run is settled (no file read), options this path does not take."""

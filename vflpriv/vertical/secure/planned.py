@@ -19,7 +19,8 @@ import numpy as np
 #: the VerticalConfig fields a description from schemas carries (JSON-able, public)
 OPTIONS = ("loss", "eta", "iterations", "algorithm", "epsilon", "delta", "rnm", "split",
            "feature_bound", "label_bound", "accountant", "seed", "row_clip", "max_features",
-           "label_party", "fit_intercept", "helper_party", "logistic_path")
+           "label_party", "fit_intercept", "helper_party", "logistic_path",
+           "squared_path")
 
 
 class Shape:
@@ -45,6 +46,10 @@ def _config(options):
     if "logistic_path" not in options and options.get("loss") == "logistic":
         # a description written while glm was the logistic default names no path: it keeps glm
         options["logistic_path"] = "glm"
+    if "squared_path" not in options and options.get("loss") == "squared" and \
+            options.get("algorithm") == "dp-bcfw-secure":
+        # written while the rounds were the squared loss's only path: it keeps them
+        options["squared_path"] = "fw"
     return VerticalConfig(**options)
 
 
@@ -73,13 +78,14 @@ def check_public(options, blocks, callback=None) -> None:
     the defaults chosen (``say_defaults``)."""
     import dataclasses
 
-    from . import paths
-    from .solve import settle
+    from .solve import resolve, settle
 
     shape = Shape(1, blocks)
     cfg = dataclasses.replace(_config(options), callback=callback)
-    run = settle(shape, cfg, cfg.loss_fn, int(options["label_party"]))
-    paths.of_config(cfg).check_public(shape, cfg, run)
+    # (the squared loss's rule is read again for the real n by settle_for)
+    resolved = resolve(shape, cfg, int(options["label_party"]))
+    run = settle(shape, cfg, cfg.loss_fn, int(options["label_party"]), resolved)
+    resolved[0].check_public(shape, cfg, run)
 
 
 #: the row count a plan is settled for before the alignment has counted the common rows: the
@@ -144,9 +150,8 @@ def settle_for(options, n, blocks, *, ledger, run_id, connect_timeout=60.0,
     worst-case plan
     checked against the server's ``ledger`` (``accounting.BudgetExceeded`` otherwise: nothing
     was released).  ``options``: :func:`config_options` of the run's config, ``eta`` a number."""
-    from . import paths
     from .checkpoints import resume as SC
-    from .solve import settle
+    from .solve import resolve, settle
 
     shape = Shape(n, blocks)
     cfg = _config(options)
@@ -155,13 +160,14 @@ def settle_for(options, n, blocks, *, ledger, run_id, connect_timeout=60.0,
 
         raise InputError("a run aligned on the parties' machines is private (--epsilon): its "
                          "fixed-point scale comes from the declared bounds")
-    run = settle(shape, cfg, cfg.loss_fn, int(options["label_party"]))
+    resolved = resolve(shape, cfg, int(options["label_party"]))
+    run = settle(shape, cfg, cfg.loss_fn, int(options["label_party"]), resolved)
     budget = _Preflight(_server_budget(options, ledger, run_id, create=False)) if _dry else \
         _server_budget(options, ledger, run_id)
     noise_key, noise_seed = SC.seeds(None, run.seed)
     common = dict(private=True, ledger=ledger, budget=(budget.epsilon, budget.delta),
                   accountant=cfg.accountant, run_id=run_id, connect_timeout=connect_timeout,
                   reply_timeout=reply_timeout)
-    spec = paths.of_config(cfg).spec_for(shape, run, budget, noise_seed, noise_key, common)
+    spec = resolved[0].spec_for(shape, run, budget, noise_seed, noise_key, common)
     return (spec, budget.event) if _dry else spec
 

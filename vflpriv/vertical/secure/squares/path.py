@@ -8,7 +8,7 @@ from ..paths import TRIPLES, SecurePath
 class SquaresPath(SecurePath):
     name = "squares"
     family = "secure"
-    options = {"loss": "squared"}
+    options = {"loss": "squared", "squared_path": "fw"}
     reads = frozenset({"rnm", "split", "max_features"})
     summary = "cross-products released once per feature selected by report-noisy-max"
     nonprivate_note = "exact cross-products A_k^T a_j are revealed"

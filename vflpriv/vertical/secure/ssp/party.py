@@ -158,6 +158,19 @@ def _local_blocks(sizes):
     return [np.arange(ends[k], ends[k + 1]) for k in range(len(sizes))]
 
 
+def fit_model(M, sizes, fit):
+    """``(x in scaled units, b, solver iterations)``: the fit from the released M, and for the
+    logistic loss its margins calibrated (``release.calibrate_margins``); the same in process
+    and in the server role."""
+    blocks = _local_blocks(sizes)
+    x_s, b, iters = S.fit(M, blocks, lam=fit["lam"], radius=fit["radius"],
+                          b_bound=fit["b_bound"], labels_scale=fit["labels_scale"])
+    if fit["margins"]:
+        x_s, b, _ = S.calibrate_margins(M, x_s, b, lam=fit["lam"], blocks=blocks,
+                                        radius=fit["radius"], intercept=fit["b_bound"] > 0)
+    return x_s, b, iters
+
+
 def model(x_s, b, s, blocks, d, fit_intercept):
     """``(x, b)``: the fit's x (scaled units, the parties' local column order, block by block)
     as the model on the data (times s, in the data's global order), b a float (None when not

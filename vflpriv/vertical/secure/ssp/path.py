@@ -18,6 +18,8 @@ class SspPath(SecurePath):
     nonprivate_note = "the exact moments of the rows reach the server"
 
     def check_config(self, cfg, how):
+        if cfg.loss_fn.name == "squared":
+            return          # the squared loss: eta 'auto' is the rule's l1 radius, no helper
         if cfg.step is not None:
             raise InputError(f"step is for dp-bcfw-secure's logistic glm path (its rounds; "
                              f"--logistic-path glm); {how} is one release and a fit, got step "
@@ -30,6 +32,12 @@ class SspPath(SecurePath):
             raise InputError(f"{how} has no helper party (it runs the least-squares "
                              f"products; --logistic-path glm has one), got helper_party "
                              f"{cfg.helper_party!r}")
+
+    def ridge_for(self, cfg):
+        # the squared loss fits over the public rule's l1 balls when eta is 'auto': a ridge
+        # floor of the noise's spectral scale swamped the rows' curvature where the release
+        # otherwise learns (docs/vertical.md, "The squared loss's one release")
+        return None if cfg.loss_fn.name == "squared" else self.ridge_note
 
     def check_options(self, cfg):
         from .solve import check_options
@@ -54,7 +62,7 @@ class SspPath(SecurePath):
             raise InputError("dp-bcfw-secure needs at least 2 parties")
         plan = _Plan(shape, run)
         budget.check_plan(plan.event, party="server")
-        frac, fit = ring_and_fit(plan, run.cfg, shape.n, shape.d)
+        frac, fit = ring_and_fit(plan, run.cfg, shape.n, shape.d, run.loss.name)
         return roles.make_spec(shape, ssp_kwargs=roles.ssp_kwargs(run, plan, frac, fit, shape.K),
                                **common)
 
@@ -71,7 +79,9 @@ class SspPath(SecurePath):
                 + (f"{its} solver iterations)" if its else "closed form)"))
 
     def bytes_line(self, sol, by_kind, fmt):
-        return (f"  secure (logistic by its expansion at 0, the statistics sum_r z_r z_r^T "
+        what = ("least squares" if sol.extra.get("loss") == "squared"
+                else "logistic by its expansion at 0")
+        return (f"  secure ({what}, the statistics sum_r z_r z_r^T "
                 f"released once; label at party {sol.extra['label_party']}, no rounds): masked "
                 f"blocks {fmt(by_kind('MaskedBlock'))} (once, to each block's helper), masked "
                 f"vectors {fmt(by_kind('MaskedVector'))}, result shares "

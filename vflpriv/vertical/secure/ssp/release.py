@@ -68,19 +68,58 @@ MAX_ITER = 5000
 _TOL = 1e-10
 
 
-def scale(label_bound, clips) -> float:
-    """s = sqrt((1 + B_y^2) / sum_k C_k^2): the public factor on every party's rows."""
-    return math.sqrt((1.0 + float(label_bound) ** 2) / sum(float(c) ** 2 for c in clips))
+def features_sq(label_bound, share=None) -> float:
+    """a: the squared norm bound of a scaled row's features part.  None: the balanced rule
+    a = 1 + B_y^2 (the logistic loss's; the features weigh as much as the row's (1, y)); a
+    number: that a (the squared loss's, :func:`squared_share`)."""
+    return 1.0 + float(label_bound) ** 2 if share is None else float(share)
 
 
-def row_bound_sq(label_bound) -> float:
-    """R^2 = 2 (1 + B_y^2): the squared norm bound of an augmented scaled row (s a, 1, y)."""
-    return 2.0 * (1.0 + float(label_bound) ** 2)
+def scale(label_bound, clips, share=None) -> float:
+    """s = sqrt(a / sum_k C_k^2): the public factor on every party's rows (a:
+    :func:`features_sq`; the balanced rule gives sqrt((1 + B_y^2) / sum_k C_k^2))."""
+    return math.sqrt(features_sq(label_bound, share) / sum(float(c) ** 2 for c in clips))
 
 
-def sensitivity(label_bound) -> float:
+def row_bound_sq(label_bound, share=None) -> float:
+    """R^2 = a + 1 + B_y^2: the squared norm bound of an augmented scaled row (s a, 1, y)
+    (2 (1 + B_y^2) under the balanced rule)."""
+    return features_sq(label_bound, share) + 1.0 + float(label_bound) ** 2
+
+
+def sensitivity(label_bound, share=None) -> float:
     """Delta = sqrt(2) R^2: the l2 sensitivity of svec(M) under replace-one."""
-    return math.sqrt(2.0) * row_bound_sq(label_bound)
+    return math.sqrt(2.0) * row_bound_sq(label_bound, share)
+
+
+def squared_share(label_bound, clips, radius) -> float:
+    """a for the squared loss fitted over per-party l1 balls of ``radius`` (data units; inf:
+    the ridge fit, which keeps the balanced rule).
+
+    The release's error in the fitted objective has two parts (docs/sensitivity.md 4.10.1):
+    x^T E x / (2 s^2) from the features' block and x^T e / s from the label column, with E and
+    e of scale sigma, proportional to R^2 = a + 1 + B_y^2.  Over balls of total l1 radius W they
+    are at most of order W^2 sigma sum C_k^2 / (2 a) and W sigma sqrt(sum C_k^2 / a), so with
+    q = W sqrt(sum C_k^2) the bound is proportional to
+
+        (a + 1 + B_y^2) (q^2 / (2 a) + q / sqrt(a)),
+
+    and a is its minimizer (at least the balanced 1 + B_y^2; public: the radius, the row clips
+    and the label bound only).  The logistic expansion keeps the balanced rule."""
+    c = 1.0 + float(label_bound) ** 2
+    if not math.isfinite(radius):
+        return c
+    q = float(radius) * len(clips) * math.sqrt(sum(float(v) ** 2 for v in clips))
+
+    def bound(a):
+        return (a + c) * (q * q / (2.0 * a) + q / math.sqrt(a))
+
+    from scipy.optimize import minimize_scalar
+
+    hi = max(4.0 * c, c * q * q)
+    res = minimize_scalar(bound, bounds=(c, hi), method="bounded",
+                          options={"xatol": 1e-6 * c})
+    return float(res.x) if bound(res.x) < bound(c) else c
 
 
 def ring_coordinates(sizes, label_party) -> int:
@@ -104,7 +143,7 @@ def ring_resolution(frac) -> float:
     return math.sqrt(2.0) * 2.0 ** (-2 * int(frac))
 
 
-def release_event(sigma, label_bound, lattice=None):
+def release_event(sigma, label_bound, lattice=None, share=None):
     """The one release: a discrete Gaussian (the cross-blocks' ring noise, 4.9) of sensitivity
     Delta in svec coordinates, replace-one.  ``lattice``: the ring's lattice (``(resolution,
     coordinates)``: :func:`ring_resolution`, :func:`ring_coordinates`; or a function of sigma
@@ -114,11 +153,12 @@ def release_event(sigma, label_bound, lattice=None):
 
     from ...privacy import lattice_fields
 
-    return DiscreteGaussian(float(sigma), sensitivity(label_bound), neighboring=REPLACE_ONE,
+    return DiscreteGaussian(float(sigma), sensitivity(label_bound, share), neighboring=REPLACE_ONE,
                             **lattice_fields(lattice, float(sigma)))
 
 
-def calibrate_sigma(epsilon, delta, label_bound, accountant="rdp", lattice=None) -> float:
+def calibrate_sigma(epsilon, delta, label_bound, accountant="rdp", lattice=None,
+                    share=None) -> float:
     """The smallest sigma (to the calibration's tolerance, on the safe side) whose release
     spends at most ``epsilon`` at ``delta`` (``lattice``: as :func:`release_event`, a function
     of sigma when the ring's fraction bits depend on it)."""
@@ -127,8 +167,9 @@ def calibrate_sigma(epsilon, delta, label_bound, accountant="rdp", lattice=None)
     from ....errors import uncalibrated
 
     try:
-        res = calibrate(lambda s: release_event(s, label_bound, lattice), float(epsilon),
-                        float(delta), guess=4.0 * sensitivity(label_bound), accountant=accountant)
+        res = calibrate(lambda s: release_event(s, label_bound, lattice, share), float(epsilon),
+                        float(delta), guess=4.0 * sensitivity(label_bound, share),
+                        accountant=accountant)
     except ValueError as exc:
         raise uncalibrated(exc, epsilon, delta, accountant) from None
     return float(res.value)

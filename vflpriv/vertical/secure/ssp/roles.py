@@ -54,6 +54,12 @@ def _prepared(cfg, setup, k):
                          float(setup["scale"]), label), make)
 
 
+def _share(setup):
+    """The features' share a of the row norm (``release.features_sq``; None: balanced)."""
+    v = setup.get("share")
+    return None if v is None else float(v)
+
+
 def _lattice(setup):
     """The release's ring lattice from the public setup (the fraction bits, the block sizes, the
     label party): the same ``(resolution, coordinates)`` as the server's plan
@@ -78,8 +84,8 @@ class SspPartyRole(ProductPartyRole):
         self.setup, self.cfg = setup, cfg
         private = bool(setup["private"])
         sigma = float(setup["sigma"])
-        self.event = (S.release_event(sigma, float(setup["label_bound"]), _lattice(setup))
-                      if private else None)
+        self.event = (S.release_event(sigma, float(setup["label_bound"]), _lattice(setup),
+                                      _share(setup)) if private else None)
         self.party = p = GramParty(k, None, None, frac=int(setup["frac"]), private=private,
                                    sigma=sigma / math.sqrt(2.0),
                                    noise_seed=party_noise_seed(cfg, k),
@@ -141,7 +147,7 @@ def serve(connect, spec, progress=None) -> dict:
     the model on the data (global column order, unscaled) and ``intercept`` its b."""
     from ..base.blocks import CHUNK_ROWS
     from ..base.roles import serve_run
-    from .party import _local_blocks, model, release
+    from .party import fit_model, model, release
 
     s = spec["ssp"]
     sizes = [len(b) for b in spec["blocks"]]
@@ -153,21 +159,18 @@ def serve(connect, spec, progress=None) -> dict:
         public = {"K": K, "n": n, "sizes": sizes, "frac": int(s["frac"]), "private": private,
                   "feature_bound": s["feature_bound"], "label_bound": s["label_bound"],
                   "clips": s["clips"], "label_party": L, "scale": float(s["scale"]),
-                  "sigma": float(s["sigma"])}
+                  "sigma": float(s["sigma"]), "share": s.get("share")}
         link = remote(public)
         event = (S.release_event(float(s["sigma"]), float(s["label_bound"]),
-                                 _lattice({"frac": s["frac"], "sizes": sizes, "label_party": L}))
-                 if private else None)
+                                 _lattice({"frac": s["frac"], "sizes": sizes, "label_party": L}),
+                                 _share(s)) if private else None)
         M = release(link, sizes, L, n, int(s["frac"]), budget, event, CHUNK_ROWS,
                     link.gram_parts)
         link.close()
         seconds = time.perf_counter() - t0
-        x_s, b, iters = S.fit(M, _local_blocks(sizes), lam=float(s["lam"]),
-                              radius=_inf(s["radius"]), b_bound=_inf(s["b_bound"]))
-        x_s, b, _ = S.calibrate_margins(M, x_s, b, lam=float(s["lam"]),
-                                        blocks=_local_blocks(sizes),
-                                        radius=_inf(s["radius"]),
-                                        intercept=_inf(s["b_bound"]) > 0)
+        x_s, b, iters = fit_model(M, sizes, dict(
+            lam=float(s["lam"]), radius=_inf(s["radius"]), b_bound=_inf(s["b_bound"]),
+            labels_scale=float(s.get("labels_scale", 2.0)), margins=bool(s.get("margins", True))))
         # the model on the data: unscaled, in the data's global column order
         x, b = model(x_s, b, float(s["scale"]), spec["blocks"], sum(sizes),
                      bool(s["fit_intercept"]))
@@ -238,6 +241,8 @@ def ssp_kwargs(srun, plan, frac, fit, K) -> dict:
             "radius": None if math.isinf(fit["radius"]) else float(fit["radius"]),
             "b_bound": None if math.isinf(fit["b_bound"]) else float(fit["b_bound"]),
             "fit_intercept": bool(cfg.fit_intercept),
+            "share": plan.share, "labels_scale": float(fit["labels_scale"]),
+            "margins": bool(fit["margins"]),
             # the declared bounds, unscaled, for the warnings on the parties' own data
             "bounds": [cfg.feature_bound, cfg.label_bound]}
 

@@ -34,8 +34,8 @@ import numpy as np
 from ....errors import InputError
 from .. import privacy as SP
 from . import release as S
-from .party import (GramParty, _local_blocks, make_parties, model,  # noqa: F401
-                        prepare, public_bounds, release)
+from .party import (GramParty, _local_blocks, fit_model, make_parties,  # noqa: F401
+                    model, prepare, public_bounds, release)
 
 
 #: the deployment note of a run whose noise came from OS entropy: the products across parties
@@ -50,16 +50,27 @@ DEPLOYMENT_NOTE = ("noise from OS entropy; the products across parties carry the
 def check_options(cfg):
     """The options the ssp path refuses (before the run is settled)."""
     if cfg.checkpoint is not None:
-        hint = "" if cfg.logistic_path else " (--logistic-path glm checkpoints its rounds)"
-        raise InputError(f"{'logistic_path' if cfg.logistic_path else 'the default logistic_path'}"
-                         f" 'ssp' is one release and a local fit: it takes no checkpoint{hint}, "
+        if cfg.loss_fn.name == "squared":
+            how = "squared_path 'ssp'" if cfg.squared_path else "the default squared_path 'ssp'"
+            hint = "" if cfg.squared_path else " (--squared-path fw checkpoints its rounds)"
+        else:
+            how = ("logistic_path 'ssp'" if cfg.logistic_path
+                   else "the default logistic_path 'ssp'")
+            hint = "" if cfg.logistic_path else " (--logistic-path glm checkpoints its rounds)"
+        raise InputError(f"{how} is one release and a local fit: it takes no checkpoint{hint}, "
                          f"got checkpoint {cfg.checkpoint!r}")
 
 
 def _check_label_party(run):
     if run.label_party is None:
-        raise InputError("logistic_path 'ssp' keeps the label at one party (label_party "
-                         "0..K-1), not 'all'")
+        raise InputError("the ssp path (one release of the moments) keeps the label at one "
+                         "party (label_party 0..K-1), not 'all'")
+
+
+def squared(run) -> bool:
+    """Whether the run fits the squared loss (the released moments read as least squares on y,
+    docs/sensitivity.md 4.10.1) rather than the logistic expansion."""
+    return run.loss.name == "squared"
 
 
 def check(data, run):
@@ -67,6 +78,8 @@ def check(data, run):
     _check_label_party(run)
     if data.K < 2:
         raise InputError(f"dp-bcfw-secure needs at least 2 parties, got {data.K}")
+    if squared(run):
+        return                 # any finite label (checked with the data), clipped to B_y
     y = np.asarray(data.y, dtype=np.float64)
     if not np.all(np.abs(y) == 1.0):
         bad = y[np.abs(y) != 1.0][0]
@@ -89,17 +102,23 @@ class _Plan:
             _check_label_party(run)
             self.Ba, self.By = float(cfg.feature_bound), float(cfg.label_bound)
             self.clips = run.row_clips or SP.row_clips(self.Ba, cfg.row_clip, sizes)
-            self.s = S.scale(self.By, self.clips)
+            # the features' share of the row norm: balanced for the logistic expansion, the
+            # squared loss's error bound over its l1 balls otherwise (release.squared_share)
+            self.share = (S.squared_share(self.By, self.clips, _radius(cfg))
+                          if squared(run) else None)
+            self.s = S.scale(self.By, self.clips, self.share)
             self.coordinates = S.ring_coordinates(sizes, run.label_party)
             self.sigma = S.calibrate_sigma(cfg.epsilon, cfg.delta, self.By, cfg.accountant,
-                                           lattice=self.lattice)
-            self.event = S.release_event(self.sigma, self.By, self.lattice(self.sigma))
+                                           lattice=self.lattice, share=self.share)
+            self.event = S.release_event(self.sigma, self.By, self.lattice(self.sigma),
+                                         self.share)
         else:
             # nothing is released privately: no clipping, no scaling, no noise
             from ...scale import _bound
 
             self.Ba = _bound(None, data.A, "feature_bound")
             self.By, self.clips, self.s, self.sigma, self.event = 1.0, None, 1.0, 0.0, None
+            self.share = None
 
     def frac(self, sigma) -> int:
         """The ring's fraction bits at noise ``sigma`` (:func:`ring_frac`)."""
@@ -118,8 +137,10 @@ class _Plan:
         return NoisePlan(mode="accountant", noise="none", index_scale=0.0,
                          feature_sigma=self.sigma, epsilon=eps, delta=float(cfg.delta),
                          accountant=cfg.accountant, event=self.event,
-                         details={"path": "ssp", "sensitivity": S.sensitivity(self.By),
-                                  "row_bound_sq": S.row_bound_sq(self.By), "scale": self.s,
+                         details={"path": "ssp", "sensitivity": S.sensitivity(self.By, self.share),
+                                  "row_bound_sq": S.row_bound_sq(self.By, self.share),
+                                  "features_sq": S.features_sq(self.By, self.share),
+                                  "scale": self.s,
                                   "row_clips": self.clips, "ridge": S.ridge(self.sigma, d),
                                   "algorithm": "dp-bcfw-secure"})
 
@@ -132,13 +153,26 @@ def ring_frac(n, Ba_s, By, sigma) -> int:
     return frac_bits(noisy_range(n * Ba_s * max(Ba_s, By), sigma))
 
 
-def ring_and_fit(plan, cfg, n, d):
+def _radius(cfg) -> float:
+    """Each party's l1 radius in the data's units (inf: eta 'auto', the ridge fit)."""
+    return math.inf if cfg.eta == "auto" else float(cfg.eta)
+
+
+def ring_and_fit(plan, cfg, n, d, loss="logistic"):
     """``(frac, fit)``: the ring's fraction bits for n rows of the plan's scaled bounds, and the
-    post-processing fit's options (ridge, l1 radius in the scaled units, intercept bound)."""
+    post-processing fit's options (eigenvalue floor, l1 radius in the scaled units, intercept
+    bound, the labels' scale in the quadratic, whether the margins are calibrated).
+
+    The floor: the ridge lambda = sigma sqrt(d + 2) where no l1 ball bounds the fit; the squared
+    loss over l1 balls is only made convex (floor 0): over a ball of l1 radius W the noise moves
+    x^T E x by at most W^2 max |E_ij|, far below the spectral bound the ridge answers
+    (docs/sensitivity.md 4.10.1; measured on the synthetic n = 1e5, d = 2000 case, docs/vertical.md)."""
     frac = ring_frac(n, plan.Ba * plan.s, plan.By, plan.sigma)
-    fit = dict(lam=S.ridge(plan.sigma, d),
-               radius=math.inf if cfg.eta == "auto" else float(cfg.eta) / plan.s,
-               b_bound=math.inf if cfg.fit_intercept else 0.0)
+    radius = _radius(cfg)
+    least_squares = loss == "squared"
+    fit = dict(lam=0.0 if least_squares and math.isfinite(radius) else S.ridge(plan.sigma, d),
+               radius=radius / plan.s, b_bound=math.inf if cfg.fit_intercept else 0.0,
+               labels_scale=1.0 if least_squares else 2.0, margins=not least_squares)
     return frac, fit
 
 
@@ -160,7 +194,7 @@ def solve_ssp(data, run):
     if run.private:
         ledger, run_dir = server_ledger(run)
         led, budget = open_budget(run, ledger, plan.event, lambda: plan.event)
-    frac, fit = ring_and_fit(plan, cfg, n, d)
+    frac, fit = ring_and_fit(plan, cfg, n, d, run.loss.name)
     _, _, noise_ss = _seeds(run.seed, None)
     info = None
     if cfg.backend != "inprocess":
@@ -181,10 +215,7 @@ def solve_ssp(data, run):
         M, meter, party_ledgers = _in_process(data, run, plan, frac, budget,
                                               noise_ss.spawn(K), sizes, L)
         release_seconds = time.perf_counter() - t0
-        x_s, b, iters = S.fit(M, _local_blocks(sizes), **fit)
-        x_s, b, _ = S.calibrate_margins(M, x_s, b, lam=fit["lam"],
-                                        blocks=_local_blocks(sizes), radius=fit["radius"],
-                                        intercept=fit["b_bound"] > 0)
+        x_s, b, iters = fit_model(M, sizes, fit)
         x, b = model(x_s, b, plan.s, data.blocks, d, cfg.fit_intercept)
     return finish(_solution(data, run, x, b, meter, party_ledgers, noise_plan, led, iters,
                             release_seconds, time.perf_counter() - t0, frac, plan, info),
@@ -236,10 +267,13 @@ def _solution(data, run, x, b, meter, party_ledgers, noise_plan, led, iters,
     from ..run import meter_totals
 
     K, n = data.K, data.n
+    loss = get_loss(run.loss.name)
+    y = np.asarray(data.y, float)
     m = np.asarray(data.A @ x).ravel() + (b or 0.0)
-    obj = float(np.mean(get_loss("logistic").value(m, np.asarray(data.y, float))))
+    obj = float(np.mean(loss.value(m, y)))
     sol = Solution(algorithm="dp-bcfw-secure", x=x, objective=[obj],
-                   initial_objective=float(np.log(2.0)), iterations=int(run.cfg.iterations),
+                   initial_objective=float(np.mean(loss.value(np.zeros_like(y), y))),
+                   iterations=int(run.cfg.iterations),
                    seconds=seconds, K=K, n=n, seed=run.seed, **meter_totals(meter, K),
                    meter=meter, noise_plan=noise_plan, ledger=led, intercept=b,
                    released=[len(bl) for bl in data.blocks],
@@ -255,6 +289,8 @@ def _solution(data, run, x, b, meter, party_ledgers, noise_plan, led, iters,
                           "party_ledgers": party_ledgers,
                           "bytes_by_type": {k: list(v) for k, v in meter.by_type.items()},
                           "backend": run.cfg.backend, "flower": flower_info,
-                          "sigmoid": {"kind": "taylor", "degree": 2, "at": 0.0,
-                                      "statistics": "released once"}})
+                          "loss": loss.name, "features_sq": S.features_sq(plan.By, plan.share),
+                          "sigmoid": None if loss.name == "squared" else {
+                              "kind": "taylor", "degree": 2, "at": 0.0,
+                              "statistics": "released once"}})
     return sol

@@ -806,3 +806,25 @@ def test_vertical_md_fw_fresh_table_is_peers_fw_fresh_json():
     assert f"(the largest shortfall {worst:.3f}, carseats)" in flat
     fw = [r for r in d["rows"] if r["system"] == "fw"]
     assert fw and all("2^-2..2^" in r["settings"]["eta_rule"] for r in fw)
+
+
+def test_vertical_md_one_release_bar_is_its_json():
+    """docs/vertical.md's table of the squared loss's one release on the regression target:
+    docs/regression_bar/dp-bcfw-secure-ssp_seedS.json, the rule's choice printed in each."""
+    page = _text("docs", "vertical.md")
+    for s in (0, 1, 2):
+        a = _json(f"regression_bar/dp-bcfw-secure-ssp_seed{s}.json")
+        c = _json(f"regression_bar/dpfw_clip1_seed{s}.json")
+        old = _json(f"regression_bar/dp-bcfw-secure_seed{s}.json")
+        assert a["algorithm"] == "dp-bcfw-secure" and a["secure"]["path"] == "ssp"
+        assert a["seed"] == s and a["n"] == 100000 and a["parties"] == 4
+        assert a["privacy"]["target_epsilon"] == 4.0 and a["delta"] == 1e-6
+        assert a["reference_certified"] and a["defaults"][0]["name"] == "squared_path"
+        assert "n a / d = 962 is at least 4 times the largest noise entry 205" in \
+            a["defaults"][0]["rule"]
+        f0, fT, ref = a["initial_objective"], a["final_objective"], a["reference_objective"]
+        removed = (f0 - fT) / (f0 - ref)
+        ratio = a["excess_risk"] / c["excess_risk"]
+        assert removed >= 0.88 and ratio <= 2.0            # the bar, as the page claims
+        assert (f"| {s} | {a['excess_risk']:.4f} | {100 * removed:.1f}% | {ratio:.2f} | "
+                f"{old['excess_risk']:.4f} |") in page

@@ -90,3 +90,36 @@ def test_the_results_page_quotes_its_json():
                 (m.group(3 + 2 * i), m.group(4 + 2 * i)), (t, e, s)
         found += 1
     assert found == 4 * 3
+
+
+def test_the_one_release_page_quotes_its_json_and_the_earlier_page():
+    """docs/regression_one_release.md's table: the default's R^2 and DP-SGD's and AdaSSP's from
+    its JSON, `before` from docs/regression_peers.json, the paired verdicts from its JSON."""
+    import os
+    import re
+
+    root = os.path.join(os.path.dirname(__file__), "..", "docs")
+    doc = json.load(open(os.path.join(root, "regression_one_release.json")))
+    old = json.load(open(os.path.join(root, "regression_peers.json")))
+    page = open(os.path.join(root, "regression_one_release.md")).read()
+    S = {(s["table"], s["system"], s["epsilon"]): s["test_r2"] for s in doc["summary"]}
+    O = {(s["table"], s["system"], s["epsilon"]): s["test_r2"] for s in old["summary"]}
+    P = {(p["table"], p["epsilon"], p["system"]): p for p in doc["paired"]}
+    assert doc["command"].split("--json")[0].strip() == (
+        "vflpriv bench peers --task regression --tables boston,carseats,wage,bikeshare "
+        "--epsilons 0.5,1,4 --delta 1e-06 --seeds 0,1,2,3,4,5,6,7,8,9 --systems "
+        "sklearn-ridge,opacus-replace,adassp,fw,dpfw,dp-bcfw-secure")
+    found = 0
+    for m in re.finditer(r"^\| (\w+) \| (0\.5|1|4) \| (-?\d+\.\d{3}) \| (-?\d+\.\d{3}) \| "
+                         r"(-?\d+\.\d{3}) \| (-?\d+\.\d{3}) \| ([+-]\d+\.\d{3}): (\w+) \|$",
+                         page, re.M):
+        t, e = m.group(1), float(m.group(2))
+        assert f"{O[(t, 'dp-bcfw-secure', e)]:.3f}" == m.group(3)
+        for s, v in zip(("dp-bcfw-secure", "opacus-replace", "adassp"), m.groups()[3:6]):
+            assert f"{S[(t, s, e)]:.3f}" == v, (t, s, e)
+        p = P[(t, e, "dp-bcfw-secure")]
+        assert (f"{p['mean_difference']:+.3f}", p["verdict"]) == (m.group(7), m.group(8))
+        # DP-SGD's splits and noise are seeded: the same figures as the earlier page
+        assert S[(t, "opacus-replace", e)] == O[(t, "opacus-replace", e)]
+        found += 1
+    assert found == 12

@@ -87,6 +87,21 @@ def test_a_private_run_charges_the_release_with_the_features_share(tmp_path):
         coordinates=26 + 6)
     for party_ledger in sol.extra["party_ledgers"]:
         assert [r.event for r in party_ledger.records] == [recs[0].event]
+    # the fit's floor: SQUARED_FLOOR times the largest of the d (d + 1) / 2 noise entries
+    sigma, d = sol.noise_plan.feature_sigma, 9
+    assert sol.extra["ridge"] == pytest.approx(
+        S.SQUARED_FLOOR * sigma * math.sqrt(2 * math.log(d * (d + 1) / 2)), rel=1e-12)
+
+
+def test_the_noise_entry_is_the_expected_maximum_to_first_order():
+    """sigma sqrt(2 ln m) against the mean of the largest of m Gaussians (simulated, 200 draws
+    of m = 45 and 20100; 2.18 and 4.01 here against 2.76 and 4.45): above it, as the
+    first-order bound is, and within 30% (the ratio falls towards 1 as m grows)."""
+    rng = np.random.default_rng(0)
+    for d in (9, 200):
+        m = d * (d + 1) // 2
+        mean_max = np.mean([np.max(rng.standard_normal(m)) for _ in range(200)])
+        assert mean_max <= S.noise_entry(1.0, d) <= 1.3 * mean_max
 
 
 @pytest.mark.parametrize("By,clips,eta", [(1.0, [4.7287] * 4, 1.0), (3.0, [1.0, 2.0], 0.2),

@@ -129,7 +129,6 @@ def squared_rule_numbers(cfg, shape, label_party=0, row_clips=None):
     """``(signal, noise, a, sigma)`` of :func:`choose_squared_path` from public quantities:
     n, d, the block sizes, the declared bounds, the row clips (``row_clips``, else
     ``cfg.row_clip`` or :func:`default_row_clips`), the l1 radius ``cfg.eta`` and the budget."""
-    import math
 
     from .privacy import row_clips as given_clips
     from .ssp import release as S
@@ -149,8 +148,7 @@ def squared_rule_numbers(cfg, shape, label_party=0, row_clips=None):
 
     sigma = S.calibrate_sigma(cfg.epsilon, cfg.delta, By, cfg.accountant, lattice=lattice,
                               share=a)
-    noise = sigma * math.sqrt(2.0 * math.log(d * (d + 1) / 2.0)) if d > 1 else sigma
-    return n * a / d, noise, a, sigma
+    return n * a / d, S.noise_entry(sigma, d), a, sigma
 
 
 def choose_squared_path(cfg, shape, label_party=0, row_clips=None):

@@ -262,6 +262,25 @@ def split_part(k, sizes, words, label_party):
             "ysum": ysum if k == label_party else None}
 
 
+#: the squared loss's eigenvalue floor over l1 balls, in units of the largest noise entry
+#: (:func:`squared_floor`); measured (docs/vertical.md, "The squared loss's one release")
+SQUARED_FLOOR = 1.5
+
+
+def noise_entry(sigma, d) -> float:
+    """sigma sqrt(2 ln(d (d + 1) / 2)): the largest of the d (d + 1) / 2 noise entries of the
+    features' block expected (the maximum of that many Gaussians of scale sigma, to first
+    order); sigma for d = 1."""
+    return float(sigma) * math.sqrt(2.0 * math.log(d * (d + 1) / 2.0)) if d > 1 else float(sigma)
+
+
+def squared_floor(sigma, d) -> float:
+    """The eigenvalue floor of the squared loss's fit over l1 balls: :data:`SQUARED_FLOOR`
+    times :func:`noise_entry` (a floor of the noise's spectral scale, :func:`ridge`, swamps the
+    rows' curvature there; none at all lets the fit follow the noise on small tables)."""
+    return SQUARED_FLOOR * noise_entry(sigma, d)
+
+
 def ridge(sigma, d) -> float:
     """lambda = sigma sqrt(d + 2): the eigenvalue floor of the noisy centered Gram (module
     docstring)."""

@@ -141,7 +141,9 @@ class _Plan:
                                   "row_bound_sq": S.row_bound_sq(self.By, self.share),
                                   "features_sq": S.features_sq(self.By, self.share),
                                   "scale": self.s,
-                                  "row_clips": self.clips, "ridge": S.ridge(self.sigma, d),
+                                  "row_clips": self.clips,
+                                  "ridge": (S.ridge(self.sigma, d) if self.share is None
+                                            else S.squared_floor(self.sigma, d)),
                                   "algorithm": "dp-bcfw-secure"})
 
 
@@ -164,13 +166,14 @@ def ring_and_fit(plan, cfg, n, d, loss="logistic"):
     bound, the labels' scale in the quadratic, whether the margins are calibrated).
 
     The floor: the ridge lambda = sigma sqrt(d + 2) where no l1 ball bounds the fit; the squared
-    loss over l1 balls is only made convex (floor 0): over a ball of l1 radius W the noise moves
-    x^T E x by at most W^2 max |E_ij|, far below the spectral bound the ridge answers
-    (docs/sensitivity.md 4.10.1; measured on the synthetic n = 1e5, d = 2000 case, docs/vertical.md)."""
+    loss over l1 balls takes ``release.squared_floor``, a multiple of the largest noise entry:
+    over a ball of l1 radius W the noise moves x^T E x by at most W^2 max |E_ij|, far below the
+    spectral bound the ridge answers (docs/sensitivity.md 4.10.1, docs/vertical.md)."""
     frac = ring_frac(n, plan.Ba * plan.s, plan.By, plan.sigma)
     radius = _radius(cfg)
     least_squares = loss == "squared"
-    fit = dict(lam=0.0 if least_squares and math.isfinite(radius) else S.ridge(plan.sigma, d),
+    fit = dict(lam=(S.squared_floor(plan.sigma, d) if least_squares and math.isfinite(radius)
+                    else S.ridge(plan.sigma, d)),
                radius=radius / plan.s, b_bound=math.inf if cfg.fit_intercept else 0.0,
                labels_scale=1.0 if least_squares else 2.0, margins=not least_squares)
     return frac, fit
@@ -218,7 +221,8 @@ def solve_ssp(data, run):
         x_s, b, iters = fit_model(M, sizes, fit)
         x, b = model(x_s, b, plan.s, data.blocks, d, cfg.fit_intercept)
     return finish(_solution(data, run, x, b, meter, party_ledgers, noise_plan, led, iters,
-                            release_seconds, time.perf_counter() - t0, frac, plan, info),
+                            release_seconds, time.perf_counter() - t0, frac, plan, info,
+                            fit["lam"]),
                   data, run, led, budget, noise_plan)
 
 
@@ -260,7 +264,7 @@ def _release(link, parties, sizes, L, n, frac, budget, plan):
 
 
 def _solution(data, run, x, b, meter, party_ledgers, noise_plan, led, iters,
-              release_seconds, seconds, frac, plan, flower_info=None):
+              release_seconds, seconds, frac, plan, flower_info=None, floor=None):
     """The Solution of the model ``(x, b)`` (:func:`model`)."""
     from ....optim.losses import get_loss
     from ...solution import Solution
@@ -285,7 +289,10 @@ def _solution(data, run, x, b, meter, party_ledgers, noise_plan, led, iters,
                           "feature_cap": None, "setup_seconds": release_seconds,
                           "fit_iterations": iters, "release_seconds": release_seconds,
                           "scale": plan.s, "row_clips": plan.clips,
-                          "ridge": S.ridge(plan.sigma, data.d), "defaults": run.defaults,
+                          # the fit's eigenvalue floor (the ridge, or the squared loss's floor
+                          # over l1 balls: ring_and_fit)
+                          "ridge": S.ridge(plan.sigma, data.d) if floor is None else floor,
+                          "defaults": run.defaults,
                           "party_ledgers": party_ledgers,
                           "bytes_by_type": {k: list(v) for k, v in meter.by_type.items()},
                           "backend": run.cfg.backend, "flower": flower_info,

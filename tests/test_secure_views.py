@@ -196,8 +196,9 @@ def test_the_audit_entry_views(tmp_path, capsys):
     doc = json.loads(out.read_text())
     assert doc["ok"] is True and doc["mechanisms"] == []
     assert doc["views"]["ok"] and doc["views"]["findings"] == []
-    assert doc["views"]["runs"] == 4 * (3 + 4)     # three paths and predict, every label party
-    assert "views: 28 runs" in capsys.readouterr().out
+    # every path (PATHS: the three and the squared loss's ssp) and predict, every label party
+    assert doc["views"]["runs"] == (len(PATHS) + 1) * (3 + 4) == 35
+    assert "views: 35 runs" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("K", [2, 3, 4, 5, 6])

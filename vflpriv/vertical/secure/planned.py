@@ -137,10 +137,22 @@ def preflight(options, blocks, *, ledger, run_id):
     """The run's whole worst-case plan, settled for :data:`PROVISIONAL_ROWS` rows, checked
     against the server's ledger before the private set intersection (``BudgetExceeded``
     otherwise: nothing computed, no row compared); returns the plan's event, which every party
-    checks against its own ledger before it sends anything of its IDs (issue 51)."""
-    _, event = settle_for(options, PROVISIONAL_ROWS, blocks, ledger=ledger, run_id=run_id,
-                          _dry=True)
-    return event
+    checks against its own ledger before it sends anything of its IDs (issue 51).
+
+    The squared loss without ``squared_path`` takes the path its rule chooses for the counted n
+    (``defaults.choose_squared_path``), unknown here: both paths' plans are checked, and the one
+    that spends more under the run's accountant is returned, so that whichever the rule takes
+    after the alignment was checked before it."""
+    from accounting import get_accountant
+
+    candidates = [options]
+    if options.get("loss") == "squared" and options.get("squared_path") is None \
+            and options.get("algorithm") == "dp-bcfw-secure":
+        candidates = [dict(options, squared_path=p) for p in ("fw", "ssp")]
+    events = [settle_for(o, PROVISIONAL_ROWS, blocks, ledger=ledger, run_id=run_id,
+                         _dry=True)[1] for o in candidates]
+    acc = get_accountant(options.get("accountant") or "rdp")
+    return max(events, key=lambda e: acc.epsilon(e, float(options["delta"])))
 
 
 def settle_for(options, n, blocks, *, ledger, run_id, connect_timeout=60.0,

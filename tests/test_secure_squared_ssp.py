@@ -3,10 +3,13 @@ trusted solver, the charged event in closed form, the features' share as the sta
 minimizer, the public rule on both sides of its threshold, and the same run on every backend."""
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.optimize import minimize
 
 from accounting import DiscreteGaussian, read_ledger
@@ -185,3 +188,39 @@ def test_the_audit_entry_holds_and_catches_a_tenth_of_the_noise():
     assert audit_mechanism(m, samples=600, seed=0)["ok"]
     bad = audit_mechanism(make_ssp(eta=1.0, noise_factor=0.1), samples=600, seed=2)
     assert not bad["ok"] and bad["lower_bound"] > bad["claimed_epsilon"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(By=st.floats(0.05, 20), eta=st.floats(1e-3, 1e3),
+       clips=st.lists(st.floats(0.05, 50), min_size=2, max_size=6))
+def test_the_share_is_never_below_the_balance_and_never_worse_than_it(By, eta, clips):
+    """Over a range of bounds, radii and clips: a >= 1 + B_y^2, and the stated bound at a is at
+    most its value at the balanced 1 + B_y^2 (the share can only help the bound it minimizes)."""
+    a = S.squared_share(By, clips, eta)
+    c = 1 + By ** 2
+    q = eta * len(clips) * math.sqrt(sum(v * v for v in clips))
+
+    def bound(t):
+        return (t + c) * (q * q / (2 * t) + q / math.sqrt(t))
+
+    assert a >= c and bound(a) <= bound(c) * (1 + 1e-12)
+
+
+def test_the_command_takes_the_path_given_and_refuses_it_elsewhere(tmp_path, capsys):
+    from vflpriv.cli.main import main
+
+    base = ["run", "--data", "synthetic:n=3000,d=12,density=0.5,sparsity=0.3,seed=1",
+            "--parties", "2", "--epsilon", "4", "--delta", "1e-6", "--feature-bound", "1",
+            "--label-bound", "1", "--seed", "0", "--eta", "0.5"]
+    out = tmp_path / "r.json"
+    assert main(base + ["--squared-path", "ssp", "--json", str(out)]) == 0
+    d = json.loads(out.read_text())
+    assert d["secure"]["path"] == "ssp" and all(c["name"] != "squared_path"
+                                               for c in d["defaults"])
+    assert main(base + ["--squared-path", "fw", "--iterations", "3", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["secure"]["path"] == "squares"
+    capsys.readouterr()
+    # the squared loss's option with another loss: exit 2, one line naming it
+    assert main(base + ["--loss", "logistic", "--squared-path", "ssp"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "squared_path" in err[0] and "logistic" in err[0]

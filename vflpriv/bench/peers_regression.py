@@ -150,55 +150,14 @@ def adassp(A, y, epsilon, delta, feature_bound, seed, rho=0.05) -> dict:
 
 
 def _opacus(A, y, epsilon, delta, seed, replace_one):
-    import warnings
-
+    """DP-SGD on the squared loss (``torch.nn.MSELoss``: the mean of (m - y)^2, the bench's
+    loop ``peers_systems.opacus_linear``) at :data:`OPACUS_LR`."""
     import torch
-    from opacus import PrivacyEngine
-    from torch.utils.data import DataLoader, TensorDataset
 
-    from . import peers_systems as P
+    from .peers_systems import opacus_linear
 
-    torch.set_num_threads(1)
-    torch.manual_seed(seed)
-    n, d = A.shape
-    loader = DataLoader(TensorDataset(torch.tensor(A, dtype=torch.float32),
-                                      torch.tensor(y, dtype=torch.float32)),
-                        batch_size=math.ceil(n / P.OPACUS_BATCHES_PER_EPOCH))
-    model = torch.nn.Linear(d, 1)
-    torch.nn.init.zeros_(model.weight)
-    torch.nn.init.zeros_(model.bias)
-    opt = torch.optim.SGD(model.parameters(), lr=OPACUS_LR)
-    loss = torch.nn.MSELoss()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        engine = PrivacyEngine(accountant=P.OPACUS_ACCOUNTANT)
-        if replace_one:
-            q, steps = 1.0 / len(loader), P.OPACUS_EPOCHS * len(loader)
-            sigma, _ = P.replace_one_noise_multiplier(epsilon, delta, q, steps)
-            model, opt, loader = engine.make_private(
-                module=model, optimizer=opt, data_loader=loader, noise_multiplier=sigma,
-                max_grad_norm=P.OPACUS_MAX_GRAD_NORM)
-        else:
-            model, opt, loader = engine.make_private_with_epsilon(
-                module=model, optimizer=opt, data_loader=loader, target_epsilon=epsilon,
-                target_delta=delta, epochs=P.OPACUS_EPOCHS, max_grad_norm=P.OPACUS_MAX_GRAD_NORM)
-        taken = 0
-        for _ in range(P.OPACUS_EPOCHS):
-            for xb, yb in loader:
-                taken += 1
-                if len(xb) == 0:
-                    continue
-                opt.zero_grad()
-                loss(model(xb).squeeze(-1), yb).backward()
-                opt.step()
-        add_remove = float(engine.get_epsilon(delta))
-    lin = model._module if hasattr(model, "_module") else model
-    spent = (P.replace_one_epsilon(float(opt.noise_multiplier), float(loader.sample_rate), taken,
-                                   delta) if replace_one else add_remove)
-    return {"x": lin.weight.detach().double().numpy().ravel(),
-            "b": float(lin.bias.detach().double().numpy()[0]), "epsilon_spent": float(spent),
-            "settings": {"noise_multiplier": float(opt.noise_multiplier),
-                         "neighboring": "replace_one" if replace_one else "add_remove"}}
+    return opacus_linear(A, y, epsilon, delta, seed, replace_one, torch.nn.MSELoss(),
+                         OPACUS_LR)
 
 
 def _vflpriv(system, table, A, y, epsilon, delta, iterations, seed):

@@ -225,6 +225,18 @@ def replace_one_epsilon(noise_multiplier, sample_rate, steps, delta):
 
 
 def _opacus(A, y, epsilon, delta, seed, replace_one=False):
+    """DP-SGD on the logistic loss (labels y > 0 as 1)."""
+    import torch
+
+    return opacus_linear(A, y > 0, epsilon, delta, seed, replace_one,
+                         torch.nn.BCEWithLogitsLoss(), OPACUS_LR)
+
+
+def opacus_linear(A, targets, epsilon, delta, seed, replace_one, criterion, lr):
+    """DP-SGD (opacus) on a linear model from zero with ``criterion`` on ``targets`` at
+    learning rate ``lr``, the bench's batches, epochs and clip: the classification bench's and
+    the regression bench's (``peers_regression``) one loop.  ``replace_one``: calibrated and
+    accounted under replace-one by vflpriv's accountant (opacus' add/remove epsilon kept)."""
     import warnings
 
     import torch
@@ -235,13 +247,12 @@ def _opacus(A, y, epsilon, delta, seed, replace_one=False):
     torch.manual_seed(seed)
     n, d = A.shape
     X = torch.tensor(A, dtype=torch.float32)
-    Y = torch.tensor(y > 0, dtype=torch.float32)
+    Y = torch.tensor(targets, dtype=torch.float32)
     loader = DataLoader(TensorDataset(X, Y), batch_size=math.ceil(n / OPACUS_BATCHES_PER_EPOCH))
     model = torch.nn.Linear(d, 1)
     torch.nn.init.zeros_(model.weight)
     torch.nn.init.zeros_(model.bias)
-    opt = torch.optim.SGD(model.parameters(), lr=OPACUS_LR)
-    criterion = torch.nn.BCEWithLogitsLoss()
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
     with warnings.catch_warnings():
         # opacus warns that secure_mode is off: this is a seeded benchmark, said in the docs
         warnings.simplefilter("ignore", UserWarning)
@@ -270,7 +281,7 @@ def _opacus(A, y, epsilon, delta, seed, replace_one=False):
     lin = model._module if hasattr(model, "_module") else model
     settings = {"noise_multiplier": float(opt.noise_multiplier),
                 "sample_rate": float(loader.sample_rate), "epochs": OPACUS_EPOCHS,
-                "lr": OPACUS_LR, "max_grad_norm": OPACUS_MAX_GRAD_NORM,
+                "lr": lr, "max_grad_norm": OPACUS_MAX_GRAD_NORM,
                 "neighboring": "replace_one" if replace_one else "add_remove"}
     if replace_one:
         spent = replace_one_epsilon(float(opt.noise_multiplier), float(loader.sample_rate),

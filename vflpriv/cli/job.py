@@ -449,8 +449,9 @@ def _check_path_options(args):
         return                                # refused by name where the loss is checked
     if args.loss == "squared":
         given = getattr(args, "squared_path", None)
-        path = paths.of(args.loss, None, given or "fw")
-        how = f"--squared-path {given}" if given else None
+        if given is None:
+            return      # the rule takes the rounds for an option only they read (defaults.py)
+        path, how = paths.of(args.loss, None, given), f"--squared-path {given}"
     else:
         given = getattr(args, "logistic_path", None)
         path = paths.of(args.loss, given or choose_logistic_path(args.algorithm, args.loss)[0])
@@ -458,10 +459,6 @@ def _check_path_options(args):
     for option, value in (("--rnm", args.rnm), ("--split", args.split),
                           ("--max-features", args.max_features)):
         dest = option[2:].replace("-", "_")
-        if value is None:
-            continue
-        if how is None:
-            continue      # the squared loss's rule takes the rounds for an option they read
-        if dest not in path.reads:
+        if value is not None and dest not in path.reads:
             raise InputError(f"{option} is not read by dp-bcfw-secure with {how} "
                              f"({path.name}: {path.summary}): leave it out")

@@ -126,12 +126,19 @@ LOGISTIC_PATHS = ("glm", "ssp")
 def check_logistic_path(path, algorithm, loss):
     """None (the default, :func:`choose_logistic_path`), or one of :data:`LOGISTIC_PATHS` for
     dp-bcfw-secure with the logistic loss."""
+    return _check_path("logistic", LOGISTIC_PATHS, path, algorithm, loss)
+
+
+def _check_path(for_loss, choices, path, algorithm, loss):
+    """``path`` (None: the default) if it is one of ``choices`` and the run is dp-bcfw-secure
+    with the loss ``for_loss`` (the option is ``<for_loss>_path``)."""
     if path is None:
         return None
-    if path not in LOGISTIC_PATHS:
-        raise InputError(f"logistic_path must be one of {LOGISTIC_PATHS}, got {path!r}")
-    if (algorithm, loss) != ("dp-bcfw-secure", "logistic"):
-        raise InputError(f"logistic_path is for dp-bcfw-secure with the logistic loss, got "
+    name = f"{for_loss}_path"
+    if path not in choices:
+        raise InputError(f"{name} must be one of {choices}, got {path!r}")
+    if (algorithm, loss) != ("dp-bcfw-secure", for_loss):
+        raise InputError(f"{name} is for dp-bcfw-secure with the {for_loss} loss, got "
                          f"{path!r} with {algorithm} / {loss}")
     return path
 
@@ -146,14 +153,7 @@ SQUARED_PATHS = ("ssp", "fw")
 def check_squared_path(path, algorithm, loss):
     """None (the rule, with the data), or one of :data:`SQUARED_PATHS` for dp-bcfw-secure
     with the squared loss."""
-    if path is None:
-        return None
-    if path not in SQUARED_PATHS:
-        raise InputError(f"squared_path must be one of {SQUARED_PATHS}, got {path!r}")
-    if (algorithm, loss) != ("dp-bcfw-secure", "squared"):
-        raise InputError(f"squared_path is for dp-bcfw-secure with the squared loss, got "
-                         f"{path!r} with {algorithm} / {loss}")
-    return path
+    return _check_path("squared", SQUARED_PATHS, path, algorithm, loss)
 
 
 #: why dp-bcfw-secure's logistic runs take the ssp path when none is given

@@ -72,20 +72,21 @@ def choose(*, loss, private, feature_bound, block_sizes, rnm=None, split=None,
         path, rule = choose_logistic_path("dp-bcfw-secure", loss)
         if path is not None:
             chosen.append(Chosen("logistic_path", path, rule))
-    glm = (loss != "squared") if selects is None else not selects
+    # rnm, split and the feature cap are listed only where a path selects features with them
+    selects = (loss == "squared") if selects is None else bool(selects)
     if rnm is None:
         rnm = "gumbel"
-        if private and not glm:
+        if private and selects:
             chosen.append(Chosen("rnm", rnm, "Gumbel report-noisy-max (the exponential "
                                  "mechanism) needs half the Laplace scale for the same epsilon"))
     if split is None:
         split = 0.5
-        if private and not glm:
+        if private and selects:
             chosen.append(Chosen("split", split, "half of epsilon for the selections, half for "
                                  "the feature releases"))
     if max_features is None:
         max_features = min(FEATURE_CAP, max(block_sizes))
-        if not glm:
+        if selects:
             chosen.append(Chosen("max_features", max_features,
                                  f"min({FEATURE_CAP}, largest block): each distinct feature is "
                                  "one Gaussian release"))
@@ -129,25 +130,19 @@ def squared_rule_numbers(cfg, shape, label_party=0, row_clips=None):
     """``(signal, noise, a, sigma)`` of :func:`choose_squared_path` from public quantities:
     n, d, the block sizes, the declared bounds, the row clips (``row_clips``, else
     ``cfg.row_clip`` or :func:`default_row_clips`), the l1 radius ``cfg.eta`` and the budget."""
-
     from .privacy import row_clips as given_clips
     from .ssp import release as S
-    from .ssp.solve import ring_frac
+    from .ssp.solve import _Plan
 
     sizes = [len(b) for b in shape.blocks]
     n, d = int(shape.n), sum(sizes)
-    Ba, By = float(cfg.feature_bound), float(cfg.label_bound)
+    Ba = float(cfg.feature_bound)
     clips = row_clips or (given_clips(Ba, cfg.row_clip, sizes) if cfg.row_clip is not None
                           else default_row_clips(Ba, sizes))
-    a = S.squared_share(By, clips, float(cfg.eta))
-    s = S.scale(By, clips, a)
-    coords = S.ring_coordinates(sizes, 0 if label_party is None else int(label_party))
-
-    def lattice(sigma):
-        return S.ring_resolution(ring_frac(n, Ba * s, By, sigma)), coords
-
-    sigma = S.calibrate_sigma(cfg.epsilon, cfg.delta, By, cfg.accountant, lattice=lattice,
-                              share=a)
+    # the release's own plan, as the run would settle it (the same share, scale and sigma)
+    plan = _Plan.public(n, sizes, cfg, clips, 0 if label_party is None else int(label_party),
+                        least_squares=True)
+    a, sigma = plan.share, plan.sigma
     return n * a / d, S.noise_entry(sigma, d), a, sigma
 
 

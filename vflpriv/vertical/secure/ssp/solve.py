@@ -34,8 +34,8 @@ import numpy as np
 from ....errors import InputError
 from .. import privacy as SP
 from . import release as S
-from .party import (GramParty, _local_blocks, fit_model, make_parties,  # noqa: F401
-                    model, prepare, public_bounds, release)
+from .party import (GramParty, fit_model, make_parties, model, prepare,  # noqa: F401
+                    public_bounds, release)
 
 
 #: the deployment note of a run whose noise came from OS entropy: the products across parties
@@ -100,18 +100,8 @@ class _Plan:
         self.n = int(data.n)
         if run.private:
             _check_label_party(run)
-            self.Ba, self.By = float(cfg.feature_bound), float(cfg.label_bound)
-            self.clips = run.row_clips or SP.row_clips(self.Ba, cfg.row_clip, sizes)
-            # the features' share of the row norm: balanced for the logistic expansion, the
-            # squared loss's error bound over its l1 balls otherwise (release.squared_share)
-            self.share = (S.squared_share(self.By, self.clips, _radius(cfg))
-                          if squared(run) else None)
-            self.s = S.scale(self.By, self.clips, self.share)
-            self.coordinates = S.ring_coordinates(sizes, run.label_party)
-            self.sigma = S.calibrate_sigma(cfg.epsilon, cfg.delta, self.By, cfg.accountant,
-                                           lattice=self.lattice, share=self.share)
-            self.event = S.release_event(self.sigma, self.By, self.lattice(self.sigma),
-                                         self.share)
+            self._private(cfg, sizes, run.row_clips or SP.row_clips(
+                float(cfg.feature_bound), cfg.row_clip, sizes), run.label_party, squared(run))
         else:
             # nothing is released privately: no clipping, no scaling, no noise
             from ...scale import _bound
@@ -119,6 +109,27 @@ class _Plan:
             self.Ba = _bound(None, data.A, "feature_bound")
             self.By, self.clips, self.s, self.sigma, self.event = 1.0, None, 1.0, 0.0, None
             self.share = None
+
+    @classmethod
+    def public(cls, n, sizes, cfg, clips, label_party, least_squares):
+        """The plan of a private release from public numbers alone: the squared loss's rule
+        (``defaults.choose_squared_path``) reads it before the run is settled."""
+        plan = cls.__new__(cls)
+        plan.n = int(n)
+        plan._private(cfg, [int(p) for p in sizes], clips, label_party, least_squares)
+        return plan
+
+    def _private(self, cfg, sizes, clips, label_party, least_squares):
+        self.Ba, self.By = float(cfg.feature_bound), float(cfg.label_bound)
+        self.clips = clips
+        # the features' share of the row norm: balanced for the logistic expansion, the
+        # squared loss's error bound over its l1 balls otherwise (release.squared_share)
+        self.share = S.squared_share(self.By, clips, _radius(cfg)) if least_squares else None
+        self.s = S.scale(self.By, clips, self.share)
+        self.coordinates = S.ring_coordinates(sizes, label_party)
+        self.sigma = S.calibrate_sigma(cfg.epsilon, cfg.delta, self.By, cfg.accountant,
+                                       lattice=self.lattice, share=self.share)
+        self.event = S.release_event(self.sigma, self.By, self.lattice(self.sigma), self.share)
 
     def frac(self, sigma) -> int:
         """The ring's fraction bits at noise ``sigma`` (:func:`ring_frac`)."""

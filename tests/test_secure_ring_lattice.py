@@ -79,9 +79,9 @@ def _ssp_kw(**extra):
 
 
 def test_ssp_charges_the_ring_lattice_it_draws(monkeypatch, tmp_path):
-    from vflpriv.vertical.secure.base import party as BP
+    from vflpriv.vertical.secure.ssp import party as SP
 
-    calls = _ring_spy(monkeypatch, BP)
+    calls = _ring_spy(monkeypatch, SP)          # the parts of the cross-blocks (ssp/gram.py)
     A, y = _classification()
     led = str(tmp_path / "run.jsonl")
     sol = solve(VerticalData(A, y, BLOCKS), ledger=led, **_ssp_kw())

@@ -23,7 +23,6 @@ from vflpriv.vertical import solve
 from vflpriv.vertical.secure.mpc import messages as SM
 from vflpriv.vertical.secure.ssp import release as S
 from vflpriv.vertical.secure.ssp import solve as R
-from vflpriv.vertical.secure.local import LocalParties
 from vflpriv.vertical.secure.base.blocks import clip_block, prepare_block
 
 BLOCKS = [[0, 1, 2], [3, 4], [5, 6, 7, 8]]
@@ -79,7 +78,9 @@ def test_without_noise_the_released_statistics_are_the_exact_moments(monkeypatch
     assert sol.intercept == pytest.approx(alpha * w[-1] + c, rel=1e-6)
     assert sol.extra["path"] == "ssp" and sol.privacy is None
     kinds = set(sol.extra["bytes_by_type"])
-    assert {"GramPart", "MaskedVector", "MaskedBlock"} <= kinds
+    # each block opened once to the server (ssp/gram.py): no per-column product travels
+    assert {"GramPart", "GramKey", "GramShare", "MaskedBlock"} <= kinds
+    assert not kinds & {"MaskedVector", "ResultShare", "TripleToHolder", "TripleToHelper"}
     assert "MaskedFactors" not in kinds and "SecureIndex" not in kinds     # no rounds
 
 
@@ -276,27 +277,41 @@ def _parties(n=5):
 
 def test_a_party_releases_only_what_its_own_ledger_charged():
     parties, _ = _parties()
-    link = LocalParties(parties)
-    # nothing charged: the holder refuses, the helper refuses, the part is refused
+    sizes, L = [2, 2, 1], 0
+    link = R.LocalGram(parties, sizes, L)
+    link.gram_keys()
+    # nothing charged: its masked rows, its parts and its GramPart are refused
     with pytest.raises(InputError, match="charged no"):
-        parties[1]._gate_release(0)
+        parties[1].gram_rows(0, 5, sizes, L)
     with pytest.raises(InputError, match="charged no"):
-        parties[0].gram_part([2, 2, 1], 0)
+        parties[2].gram_shares(sizes, L)
+    with pytest.raises(InputError, match="charged no"):
+        parties[0].gram_part(sizes, L)
     with pytest.raises(InputError, match="once|GRAM"):
         parties[0].charge_features(SM.NewFeatures([3]), 0)
     link.new_features([SM.GRAM_RELEASE], 0)
     with pytest.raises(InputError, match="second"):
         parties[0].charge_features(SM.NewFeatures([SM.GRAM_RELEASE]), 0)
-    parties[1]._gate_release(0)
+    # its rows in order, each once
+    with pytest.raises(InputError, match="once, in order"):
+        parties[1].gram_rows(2, 5, sizes, L)
+    parties[1].gram_rows(0, 3, sizes, L)
+    with pytest.raises(InputError, match="once, in order"):
+        parties[1].gram_rows(0, 3, sizes, L)
+    # its parts once (a second would draw its noise again)
+    parties[2].gram_shares(sizes, L)
     with pytest.raises(InputError, match="again"):
+        parties[2].gram_shares(sizes, L)
+    # its keys once; a key from a party it shares no block part with is refused
+    with pytest.raises(InputError, match="again"):
+        parties[0].gram_keys(sizes, L)
+    with pytest.raises(InputError, match="does not share"):
+        parties[2].take_gram_key(1, SM.GramKey(2, 3, b"\0" * 16), [2, 2, 1, 1], L)
+    # no per-column product is served on this path
+    with pytest.raises(InputError, match="no per-column product"):
         parties[1]._gate_release(0)
-    parties[2]._gate_help(2, 1)
-    with pytest.raises(InputError, match="again"):
+    with pytest.raises(InputError, match="no per-column product"):
         parties[2]._gate_help(2, 1)
-    # a helper serves A_k^T A_l only for k < l: never party 1's block for party 0's column
-    tr = SM.TripleToHelper(0, 1, 0, b"\0" * 16, np.zeros(5, dtype=np.uint64))
-    with pytest.raises(InputError, match="below it"):
-        parties[2].helper_share(tr)
 
 
 def test_ssp_audit_entry_holds_and_catches_a_tenth_of_the_noise():
@@ -408,7 +423,7 @@ def test_a_party_whose_own_budget_cannot_hold_the_release_refuses_at_setup(tmp_p
 def test_over_a_link_each_party_serves_only_what_its_own_ledger_charged(tmp_path,
                                                                         monkeypatch):
     """The roles' gates over a link: a server that does not announce the release (so no party
-    charges it) is refused the first product by its holder, before any noise is drawn; a server
+    charges it) is refused the first party's masked rows, before any noise is drawn; a server
     asking for the statistics twice is refused the second time."""
     from vflpriv.runtime.link import PartyRefused
     from vflpriv.vertical.secure.ssp import roles as SR
@@ -421,7 +436,7 @@ def test_over_a_link_each_party_serves_only_what_its_own_ledger_charged(tmp_path
     monkeypatch.setattr(SR.LinkSspParties, "new_features", lambda self, holders, t: None)
     with pytest.raises(PartyRefused) as err:
         solve(data, ledger=str(tmp_path / "a.ledger"), **kw)
-    assert err.value.party == 1 and "refused to release A_k^T y" in err.value.reason
+    assert err.value.party == 0 and "refused to release its masked block" in err.value.reason
     assert all(read_ledger(tmp_path / f"a.ledger.party{k}").records == [] for k in range(3))
     monkeypatch.undo()
     real = SR.LinkSspParties.gram_parts

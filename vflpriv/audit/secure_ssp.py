@@ -1,7 +1,7 @@
 """Audit of dp-bcfw-secure's ssp path (``logistic_path="ssp"``): the one release of the
-sufficient statistics, through the protocol's own code (``ssp_run._release``: the masked blocks,
-the Beaver products with the helpers' ring noise, every party's ``GramPart``; real masks and
-dealer).
+sufficient statistics, through the protocol's own code (``ssp_run._release``: the keys, the
+masked blocks opened to the server, the parts of the cross-blocks with the helpers' ring noise,
+every party's ``GramPart``; real masks, ``ssp/gram.py``).
 
 ``dp_bcfw_secure_ssp``: K = 2 parties of 2 columns each, the label at party 0, n = 2 rows.
 Neighbours (replace row 0), chosen so that the two augmented rows z = (s a, 1, y) are orthogonal
@@ -30,9 +30,8 @@ def make_ssp(epsilon: float = 1.0, noise_factor: float = 1.0, eta=None) -> Audit
     import numpy as np
 
     from vflpriv.vertical.secure.ssp import release as S
-    from vflpriv.vertical.secure.local import LocalParties
     from vflpriv.vertical.secure.base.blocks import prepare_block
-    from vflpriv.vertical.secure.ssp.solve import _release, make_parties, ring_frac
+    from vflpriv.vertical.secure.ssp.solve import LocalGram, _release, make_parties, ring_frac
 
     n, sizes, By, Ba = 2, [2, 2], 1.0, 1.0
     clips = [Ba * 2 ** 0.25] * 2                     # the default rule B_a p_k^(1/4)
@@ -69,7 +68,7 @@ def make_ssp(epsilon: float = 1.0, noise_factor: float = 1.0, eta=None) -> Audit
         parties = make_parties(blocks, frac, True, sigma * noise_factor, event, [0, 0])
         for p in parties:
             p.rng = rng
-        link = LocalParties(parties)
+        link = LocalGram(parties, sizes, 0)
         M = _release(link, parties, sizes, 0, n, frac, None, None)
         link.close()
         return float(np.sum(M * unit))

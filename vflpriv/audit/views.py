@@ -9,8 +9,14 @@ that travels.  :func:`findings` reads the log and checks, for every receiver:
 2. every masked value it receives is blinded by at least one mask whose key it never receives;
 3. no such mask blinds two values it receives, unless those values are the two parts of one
    product whose output is addressed to it (the masked vector z_k and its result share, which
-   reconstruct A_k^T a_j + noise, its release);
-4. the server receives releases and public messages only.
+   reconstruct A_k^T a_j + noise, its release); the parts of a secure sum (tag ``("sum",
+   ...)``, e.g. the ssp path's parts of one cross-block) are checked per sum instead: their
+   masks cancel in the whole sum and in no proper subset of it;
+4. the server receives releases, public messages, and only the masked values of the ssp
+   path's release (its masked blocks and the parts of its cross-blocks, ``ssp/gram.py``: there
+   it deals no mask), which rules 1-3 check as for a party.
+
+The keys a participant made itself count as held (``views.made``: a ``KeyMade`` entry).
 
 A finding is a sentence naming the receiver, the message and the mask; an empty list passes.
 :func:`run_logged` runs one path with the log on and returns ``(masks, receipts)``.
@@ -27,7 +33,9 @@ import numpy as np
 RELEASES = {"SecureIndex", "NoisySums", "GramPart", "Coefficients", "InterceptShare"}
 #: public messages and messages that carry only keys (checked by what keys they hand out)
 PUBLIC = {"SecureSetup", "Selections", "SelectionsB", "NewFeatures", "TripleToPeer",
-          "VectorKey", "MarginKey", "ScoreKey"}
+          "VectorKey", "MarginKey", "ScoreKey", "GramKey", "KeyMade"}
+#: the masked values the server may receive (the ssp path's release, where it deals no mask)
+SERVER_MASKED = {"MaskedBlock", "GramShare"}
 
 #: every secure path the views are checked on, by name: the registry's paths (``secure.paths``)
 #: and the ssp path with the squared loss (the same protocol on labels in [-1, 1]), which
@@ -49,7 +57,7 @@ def findings(masks, receipts):
         blinded = defaultdict(set)
         tags = {}
         for e in es:
-            if who == "server" and e["type"] not in RELEASES | PUBLIC:
+            if who == "server" and e["type"] not in RELEASES | PUBLIC | SERVER_MASKED:
                 out.append(f"{name} received a {e['type']}, which is neither a release nor "
                            "public")
             if e["type"] in RELEASES:
@@ -61,9 +69,11 @@ def findings(masks, receipts):
                                "recorded as masked")
                     continue
                 tag_set = {tag for _, tag in ann if tag is not None}
-                if any(t[0] == "sum" for t in tag_set):
-                    # a part of a secure sum: checked as a whole below
-                    sums[who][h] = [m for mm, _ in ann for m in mm]
+                sum_tags = [t for t in tag_set if t[0] == "sum"]
+                if sum_tags:
+                    # a part of a secure sum: checked as a whole below, sum by sum
+                    sums[who].setdefault(sum_tags[0], {})[h] = [
+                        m for mm, tg in ann if tg == sum_tags[0] for m in mm]
                     continue
                 ms = {m for mm, _ in ann for m in mm}
                 free = {m for m in ms if m.split(":")[0] not in held}
@@ -81,7 +91,8 @@ def findings(masks, receipts):
                 out.append(f"{name} received {len(hs)} values blinded by one mask "
                            f"({m[:12]}...) that are not the two parts of its own product: "
                            "their difference would unmask them")
-        out += _sum_findings(name, sums.get(who, {}), held)
+        for parts in sums.get(who, {}).values():
+            out += _sum_findings(name, parts, held)
     return out
 
 

@@ -16,7 +16,8 @@ With the log on, every process appends JSON lines to a file of its own in that f
 * ``{"e": "recv", "who": P, "type": NAME, "arrays": {field: H}, "keys": [KEYHEX, ...],
   "data": {field: [words]}}``: P (a party index, or ``"server"``) decoded a message: the hashes
   of its arrays, the keys it carries (every field whose name ends in ``key``), and for the
-  masked-vector types the words themselves (the attack test subtracts keys from them).
+  masked-vector types the words themselves (the attack test subtracts keys from them); a
+  ``KeyMade`` entry of the same shape records keys P made itself (``made``).
 
 The receiver is set where a message is decoded for someone: the in-process link
 (``local.Network``), the party side of every runtime role (``runtime.roles.answer``), and the
@@ -37,7 +38,8 @@ _receiver = contextvars.ContextVar("vflpriv_view_receiver", default="server")
 
 #: message types whose words the log keeps (the masked vectors and blocks an attacker would
 #: try to unmask with the keys it holds)
-_KEEP_WORDS = ("MaskedVector", "MaskedBlock", "MarginShare", "MaskedFactors", "MaskedMargin")
+_KEEP_WORDS = ("MaskedVector", "MaskedBlock", "MarginShare", "MaskedFactors", "MaskedMargin",
+               "GramShare")
 
 
 def enabled() -> bool:
@@ -71,6 +73,14 @@ def masked(array, masks, tag=None):
     if enabled():
         _write({"e": "mask", "h": digest(array), "masks": list(masks),
                 "tag": None if tag is None else list(tag)})
+
+
+def made(who, keys):
+    """Record that ``who`` made ``keys`` itself (it holds them as if it had received them: the
+    view checks count them among its keys, the attack subtracts them)."""
+    if enabled() and keys:
+        _write({"e": "recv", "who": who, "type": "KeyMade", "arrays": {}, "data": {},
+                "shapes": {}, "ints": {}, "keys": [bytes(k).hex() for k in keys]})
 
 
 @contextlib.contextmanager

@@ -11,6 +11,7 @@ Type codes start at 32 so that a frame of one protocol is never parsed as the ot
     34   Index          party -> server   signed local index int32                          4
     35   MaskedBlock    party k -> h(k)   row offset u32, rows u32, cols u32, then
                                           rows*cols uint64 of E_k = A_k - U_k (mod 2^64)    12 + 8 r c
+                                          (ssp path: party k -> server, Z_k = B_k + V_k)
     36   TripleToHolder server -> l       recipient k u16, local index u32, AES key of the
                                           vector mask v 16 B, then p_k uint64 (the helper's
                                           share W_k - w_k of W_k = U_k^T v), for the block
@@ -35,6 +36,11 @@ Type codes start at 32 so that a frame of one protocol is never parsed as the ot
     50   TripleToHelper server -> h(k)    holder l u16, recipient k u16, local index u32,
                                           AES key of v 16 B, then p_k uint64 (W_k - w_k):
                                           TripleToHolder for a helper h(k) != l             24 + 8 p_k
+    53   GramKey        party -> party    block (k u16, l u16), AES key 16 B: the sender's block
+                                          mask key (k = l = 0xFFFF), or the pair key of its
+                                          and the receiver's parts of cross-block (k, l)      20
+    54   GramShare      party -> server   block (k u16, l u16), rows u32, cols u32, then
+                                          q_k q_l uint64: a contributor's part of B_k^T B_l 12 + 8 q_k q_l
     52   VectorKey      server -> l       recipient k u16, local index u32, AES key of the
                                           vector mask v_k 16 B, for a block k whose helper
                                           h(k) is another party (l masks its column for k
@@ -441,12 +447,56 @@ class GramPart:
         return cls(np.frombuffer(b, dtype="<f8").copy())
 
 
+@dataclass
+class GramKey:
+    """A key one party makes and sends to another, end to end (ssp path, ``ssp/gram.py``):
+    with (k, l) = (BLOCK_MASK, BLOCK_MASK) the key of the sender's block mask V = PRG(key);
+    else the pair key that blinds the sender's and the receiver's parts of cross-block (k, l)."""
+    k: int
+    l: int
+    key: bytes
+    TYPE = 53
+    _S = struct.Struct("<HH16s")
+
+    def payload(self):
+        return self._S.pack(self.k, self.l, self.key)
+
+    @classmethod
+    def parse(cls, b):
+        if len(b) != cls._S.size:
+            raise InputError(f"a GramKey payload of {len(b)} bytes is malformed")
+        return cls(*cls._S.unpack(b))
+
+
+@dataclass
+class GramShare:
+    """One contributor's part of cross-block (k, l) to the server (ssp path, ``ssp/gram.py``):
+    q_k x q_l uint64 words, blinded by the pair keys of the block's contributors."""
+    k: int
+    l: int
+    share: np.ndarray          # rows x cols uint64
+    TYPE = 54
+    _S = struct.Struct("<HHII")
+
+    def payload(self):
+        r, c = self.share.shape
+        return self._S.pack(self.k, self.l, r, c) + _u64_bytes(self.share)
+
+    @classmethod
+    def parse(cls, b):
+        k, l, r, c = cls._S.unpack_from(b)
+        if len(b) != cls._S.size + 8 * r * c:
+            raise InputError(f"GramShare payload of {len(b)} bytes does not hold {r}x{c} words")
+        return cls(k, l, _u64(memoryview(b)[cls._S.size:]).reshape(r, c).copy())
+
+
 MESSAGE_TYPES = {c.TYPE: c for c in (SecureSetup, Selections, SecureIndex, MaskedBlock,
                                      TripleToHolder, TripleToPeer, MaskedVector, ResultShare,
                                      TripleToHelper, VectorKey,
                                      NewFeatures, MarginShare, MarginKey, MaskedFactors,
                                      FactorTriple, InterceptShare, SelectionsB,
-                                     NoisySums, Coefficients, GramPart)}
+                                     NoisySums, Coefficients, GramPart, GramKey,
+                                     GramShare)}
 
 
 def decode(frame: bytes):

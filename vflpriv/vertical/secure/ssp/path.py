@@ -4,7 +4,7 @@ loss expansion's sufficient statistics released once, the model fitted from them
 from __future__ import annotations
 
 from ....errors import InputError
-from ..paths import TRIPLES, SecurePath
+from ..paths import ALONE, SecurePath
 
 
 class SspPath(SecurePath):
@@ -78,15 +78,26 @@ class SspPath(SecurePath):
         return ("ssp path (one release, then the fit: "
                 + (f"{its} solver iterations)" if its else "closed form)"))
 
+    def helpers(self, K, label_party=None, helper_party=None) -> list:
+        """Nobody: every masked block goes to the server only, and a party receives keys only
+        (``gram.py``); entry k is empty."""
+        return [[] for _ in range(int(K))]
+
+    def trust(self, K, label_party=None, helper_party=None) -> str:
+        return ("semi-honest parties and server; the server colludes with no party (it receives "
+                "every party's masked block, and every party holds every block's mask key); no "
+                "coalition of parties is excluded: a party receives keys only; "
+                f"{ALONE} (docs/sensitivity.md 4.10.2)")
+
     def bytes_line(self, sol, by_kind, fmt):
         what = ("least squares" if sol.extra.get("loss") == "squared"
                 else "logistic by its expansion at 0")
         return (f"  secure ({what}, the statistics sum_r z_r z_r^T "
                 f"released once; label at party {sol.extra['label_party']}, no rounds): masked "
-                f"blocks {fmt(by_kind('MaskedBlock'))} (once, to each block's helper), masked "
-                f"vectors {fmt(by_kind('MaskedVector'))}, result shares "
-                f"{fmt(by_kind('ResultShare'))}, dealer triples {fmt(by_kind(*TRIPLES))}, the "
-                f"parties' statistics {fmt(by_kind('GramPart'))}")
+                f"blocks {fmt(by_kind('MaskedBlock'))} (each party's once, to the server), keys "
+                f"{fmt(by_kind('GramKey'))}, parts of the cross-blocks "
+                f"{fmt(by_kind('GramShare'))}, the parties' statistics "
+                f"{fmt(by_kind('GramPart'))}")
 
 
 PATH = SspPath()

@@ -221,17 +221,17 @@ def assemble(blocks, parts, n):
     return M
 
 
-def part_length(k, sizes) -> int:
-    """Words of party k's GramPart: its triangle, sums, cross-blocks with the higher parties,
-    A_k^T y, and the label sum (one word, NaN except at the label party)."""
+def part_length(k, sizes, label_party) -> int:
+    """Words of party k's GramPart: its triangle and column sums, and at the label party A_L^T y
+    and the label sum."""
     p = sizes[k]
-    return p * (p + 1) // 2 + p + sum(p * sizes[l] for l in range(k + 1, len(sizes))) + p + 1
+    return p * (p + 1) // 2 + p + (p + 1 if k == int(label_party) else 0)
 
 
-def pack_part(tri, sums, cross, ty, ysum):
-    """The flat float64 payload of a GramPart (``cross``: the blocks with l > k in order of l)."""
-    return np.concatenate([tri, sums] + [np.asarray(c, dtype=np.float64).ravel() for c in cross]
-                          + [ty, [np.nan if ysum is None else float(ysum)]])
+def pack_part(tri, sums, ty=None, ysum=None):
+    """The flat float64 payload of a GramPart (``ty``, ``ysum``: the label party's only)."""
+    extra = [] if ty is None else [ty, [float(ysum)]]
+    return np.concatenate([tri, sums] + extra)
 
 
 def split_part(k, sizes, words, label_party):
@@ -239,27 +239,36 @@ def split_part(k, sizes, words, label_party):
     from ....errors import InputError
 
     words = np.asarray(words, dtype=np.float64)
-    want = part_length(k, sizes)
+    want = part_length(k, sizes, label_party)
     if words.shape != (want,):
         raise InputError(f"party {k} sent {words.size} statistics; its block of {sizes[k]} "
                          f"columns needs {want}")
-    p, pos = sizes[k], 0
-
-    def take(m):
-        nonlocal pos
-        out = words[pos:pos + m]
-        pos += m
-        return out
-
-    tri, sums = take(p * (p + 1) // 2), take(p)
-    cross = {l: take(p * sizes[l]).reshape(p, sizes[l]) for l in range(k + 1, len(sizes))}
-    ty, ysum = take(p), float(take(1)[0])
-    if not np.all(np.isfinite(words[:-1])):
+    if not np.all(np.isfinite(words)):
         raise InputError(f"party {k} sent statistics that are not finite numbers")
-    if k == label_party and not math.isfinite(ysum):
-        raise InputError(f"the label party {k} sent no label sum")
-    return {"tri": tri, "sums": sums, "cross": cross, "ty": ty,
-            "ysum": ysum if k == label_party else None}
+    p = sizes[k]
+    tri, sums = words[:p * (p + 1) // 2], words[p * (p + 1) // 2:p * (p + 1) // 2 + p]
+    label = k == int(label_party)
+    return {"tri": tri, "sums": sums, "ty": words[-p - 1:-1] if label else None,
+            "ysum": float(words[-1]) if label else None}
+
+
+def with_cross(parts, cross, sizes, label_party):
+    """The parties' parts completed by the server's cross-blocks (``cross``: {(k, l): q_k x q_l
+    floats, ``gram.py``'s B_k^T B_l + N}): each part gets ``cross`` {l: A_k^T A_l} for l > k and,
+    at every party but L, ``ty`` = A_k^T y (the last column of B_k^T B_L for k < L, the last
+    row of B_L^T B_k for k > L)."""
+    L = int(label_party)
+    out = []
+    for k, part in enumerate(parts):
+        p = sizes[k]
+        part = dict(part, cross={l: cross[(k, l)][:p, :sizes[l]]
+                                 for l in range(k + 1, len(sizes))})
+        if k < L:
+            part["ty"] = cross[(k, L)][:p, sizes[L]]
+        elif k > L:
+            part["ty"] = cross[(L, k)][sizes[L], :p]
+        out.append(part)
+    return out
 
 
 #: the squared loss's eigenvalue floor over l1 balls, in units of the largest noise entry

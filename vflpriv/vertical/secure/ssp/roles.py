@@ -1,18 +1,19 @@
-"""dp-bcfw-secure's ssp path (``logistic_path="ssp"``) as roles: the server role runs the same
-steps as in process (:func:`.ssp_party.release`, then ``ssp.fit``), each party is a party role
-(hosted by Flower's ClientApp, or in process over a :class:`~vflpriv.runtime.link.LocalLink`
-for ``backend="local"``).
+"""dp-bcfw-secure's ssp path as roles: the server role runs the same steps as in process
+(:func:`.party.release`, then the fit), each party is a party role (hosted by Flower's
+ClientApp, or in process over a :class:`~vflpriv.runtime.link.LocalLink` for
+``backend="local"``).
 
-The messages are the least-squares roles' (:mod:`.remote`: setup and key offers, the offline
-phase in pieces, ``new_features``, the secure products, every party-to-party frame sealed end to
-end and relayed by the server) and one more, ``gram_part``: the server asks every party for its
-:class:`~.messages.GramPart` once the products are done.  The party role builds a
-:class:`~.ssp_party.GramParty` from its own data file scaled by the public factor s
-(``ssp_party.prepare``, as in process), keeps its own ledger and gates every release by it:
+The messages are every path's setup and key offers (``base/roles.py``), ``new_features``, and
+the release's own (``gram.py``): ``gram_keys`` (each party makes its keys; the server relays
+them sealed end to end to their receivers, ``gram_keys_in``), ``gram_rows`` (rows of the
+party's masked block Z_k = B_k + V_k, to the server), ``gram_shares`` (its parts of the
+cross-blocks) and ``gram_part`` (its own noisy triangle and sums).  The party role builds a
+:class:`~.party.GramParty` from its own data file scaled by the public factor s
+(``party.prepare``, as in process), keeps its own ledger and gates every release by it:
 ``new_features([GRAM_RELEASE])`` charges the one release to that ledger before any noise is
-drawn; each product and its GramPart are served once while that charge is open
-(:class:`~.ssp_party.GramParty`).  At setup the party checks that the release fits its own budget.
-The run has no rounds (no ``select``, ``sums`` or ``save``), hence no checkpoint.
+drawn; its rows (in order, each once), its parts and its GramPart are served once while that
+charge is open.  At setup the party checks that the release fits its own budget.  The run
+has no rounds and no per-column products (those requests are refused), hence no checkpoint.
 """
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ from ...transport import UP
 from ..mpc import messages as SM
 from . import release as S
 from ..block_cache import cached_block
-from ..base.roles import LinkParties, ProductPartyRole
+from ..base.roles import _RANGE, LinkParties, ProductPartyRole
+from ..mpc.channel import pack_bundle, unpack_bundle
 
 FAMILY = "ssp"
 
@@ -75,7 +77,8 @@ class SspPartyRole(ProductPartyRole):
     (:class:`~..base.roles.ProductPartyRole`); setup checks the one release fits its ledger,
     new_features charges it."""
 
-    STATE = ProductPartyRole.STATE + ("_gram_owed", "_gram_done", "_served")
+    STATE = ProductPartyRole.STATE + ("_gram_owed", "_gram_done", "kappa", "rho", "_rows_next",
+                                      "_shares_done")
 
     def __init__(self, cfg, setup):
         from .party import GramParty
@@ -108,33 +111,87 @@ class SspPartyRole(ProductPartyRole):
         return list(range(self.k))
 
     def handle(self, kind, frame, t):
-        if kind in ("select", "sums", "save"):
-            raise Refused(f"party {self.k}: the ssp path is one release without rounds; it has "
-                          f"no {kind!r} step")
+        if kind in ("select", "sums", "save", "offline", "holder", "helper", "peer"):
+            raise Refused(f"party {self.k}: the ssp path is one release without rounds or "
+                          f"per-column products; it has no {kind!r} step")
+        p = self.party
+        sizes = [int(v) for v in self.setup["sizes"]]
+        L = int(self.setup["label_party"])
+        if kind == "gram_keys":        # its keys, each sealed for its receiver
+            ch = self._channel()
+            out = [(q, ch.seal(q, "GramKey", t, SM.encode(m, self.k, t)))
+                   for q, msgs in sorted(p.gram_keys(sizes, L).items()) for m in msgs]
+            return "bundle", pack_bundle(out)
+        if kind == "gram_keys_in":     # the keys its peers made for it, relayed sealed
+            ch = self._channel()
+            for src, blob in unpack_bundle(frame):
+                p.take_gram_key(src, SM.decode(ch.open(src, "GramKey", t, blob))[0], sizes, L)
+            return "ok", b""
+        if kind == "gram_rows":
+            start, stop = _RANGE.unpack_from(frame)
+            return "rows", SM.encode(p.gram_rows(start, stop, sizes, L), self.k, t)
+        if kind == "gram_shares":
+            return "bundle", pack_bundle([(self.k, SM.encode(m, self.k, t))
+                                          for m in p.gram_shares(sizes, L)])
         if kind == "gram_part":
-            sizes = [int(v) for v in self.setup["sizes"]]
-            part = self.party.gram_part(sizes, int(self.setup["label_party"]))
-            return "gram", SM.encode(part, self.k, t)
+            return "gram", SM.encode(p.gram_part(sizes, L), self.k, t)
         return super().handle(kind, frame, t)
 
 
 # -- server side --------------------------------------------------------------------------------
 class LinkSspParties(LinkParties):
-    """The least-squares steps over a runtime link (:class:`~.remote.LinkParties`) and
-    :meth:`gram_parts`."""
+    """The server's side of the ssp release over a runtime link: the setup, charge and close of
+    every path (:class:`~..base.roles.LinkParties`) and the release's own steps, as
+    :class:`~.party.LocalGram` takes them in process: keys relayed sealed party to party,
+    masked blocks and parts party to server."""
+
+    def _ups(self, replies, t, name):
+        out = []
+        for k, f in enumerate(replies):
+            msg = SM.decode(f)[0]
+            if type(msg).__name__ != name:
+                raise InputError(f"party {k} answered a {type(msg).__name__}, not a {name}")
+            self.meter.record(k, UP, t, len(f), name)
+            out.append(msg)
+        return out
+
+    def gram_keys(self, t=0):
+        replies = self.link.exchange([(k, b"", "gram_keys") for k in range(self.K)], t)
+        inbox = {k: [] for k in range(self.K)}
+        for src, b in enumerate(replies):
+            for dst, blob in unpack_bundle(b):
+                if not 0 <= dst < self.K or dst == src:
+                    raise InputError(f"party {src} addressed a key to party {dst}")
+                self._peer(src, dst, t, blob, "GramKey")
+                inbox[dst].append((src, blob))
+        self.link.exchange([(k, pack_bundle(inbox[k]), "gram_keys_in")
+                            for k in range(self.K)], t)
+
+    def gram_rows(self, start, stop, t=0):
+        span = _RANGE.pack(int(start), int(stop))
+        return self._ups(self.link.exchange([(k, span, "gram_rows") for k in range(self.K)], t),
+                         t, "MaskedBlock")
+
+    def gram_shares(self, t=0):
+        out = []
+        replies = self.link.exchange([(k, b"", "gram_shares") for k in range(self.K)], t)
+        for k, b in enumerate(replies):
+            got = []
+            for _, f in unpack_bundle(b):
+                msg = SM.decode(f)[0]
+                if not isinstance(msg, SM.GramShare):
+                    raise InputError(f"party {k} answered a {type(msg).__name__}, not a "
+                                     "GramShare")
+                self.meter.record(k, UP, t, len(f), "GramShare")
+                got.append(msg)
+            out.append(got)
+        return out
 
     def gram_parts(self, t=0):
         """Every party's :class:`~.messages.GramPart` (each sends it once, after its own ledger
         charged the release)."""
-        out = []
-        replies = self.link.exchange([(k, b"", "gram_part") for k in range(self.K)], t)
-        for k, f in enumerate(replies):
-            msg = SM.decode(f)[0]
-            if not isinstance(msg, SM.GramPart):
-                raise InputError(f"party {k} answered a {type(msg).__name__}, not its GramPart")
-            self.meter.record(k, UP, t, len(f), "GramPart")
-            out.append(msg)
-        return out
+        return self._ups(self.link.exchange([(k, b"", "gram_part") for k in range(self.K)], t),
+                         t, "GramPart")
 
 
 def _inf(v):
@@ -145,9 +202,8 @@ def serve(connect, spec, progress=None) -> dict:
     """The server role of one ssp run (``spec`` from :func:`make_spec`): the release through
     the parties' roles, then the fit from the noisy M (post-processing); its result's ``x`` is
     the model on the data (global column order, unscaled) and ``intercept`` its b."""
-    from ..base.blocks import CHUNK_ROWS
     from ..base.roles import serve_run
-    from .party import fit_model, model, release
+    from .party import fit_model, model, piece_rows, release
 
     s = spec["ssp"]
     sizes = [len(b) for b in spec["blocks"]]
@@ -164,8 +220,8 @@ def serve(connect, spec, progress=None) -> dict:
         event = (S.release_event(float(s["sigma"]), float(s["label_bound"]),
                                  _lattice({"frac": s["frac"], "sizes": sizes, "label_party": L}),
                                  _share(s)) if private else None)
-        M = release(link, sizes, L, n, int(s["frac"]), budget, event, CHUNK_ROWS,
-                    link.gram_parts)
+        M = release(link, sizes, L, n, int(s["frac"]), budget, event,
+                    piece_rows(sizes, L, spec.get("offline_frame_bytes")))
         link.close()
         seconds = time.perf_counter() - t0
         x_s, b, iters = fit_model(M, sizes, dict(

@@ -1,28 +1,33 @@
-"""dp-bcfw-secure's ssp path, run (``logistic_path="ssp"``): the sufficient statistics of the
-logistic loss's expansion released once, under secret sharing, then the model fitted from them.
+"""dp-bcfw-secure's ssp path, run (``logistic_path="ssp"``, ``squared_path="ssp"``): the
+sufficient statistics released once, under secret sharing, then the model fitted from them.
 
 The math (scale rule, sensitivity, layout, the fit) is in ``ssp/release.py``; the proof in
-docs/sensitivity.md 4.10.  The run reuses the least-squares protocol's pieces
-(``squares/party.py``, ``mpc/beaver.py``, ``local.py``):
+docs/sensitivity.md 4.10; the protocol of the cross-blocks in ``ssp/gram.py`` (4.10.2):
 
-1. setup and the offline phase: each party's masked block to its helper h(k), as least squares;
+1. setup, and the parties' keys: each makes its block mask key and the pair keys of the
+   cross-blocks' parts and sends them to its peers end to end (the server deals nothing);
 2. the server charges the one release (a ``DiscreteGaussian`` of sensitivity sqrt(2) R^2) to its
    budget filter, then announces it (``NewFeatures([GRAM_RELEASE])``): every party charges the
-   same to its own ledger before it draws any noise, and serves products only while that charge
-   is open, each product once (:class:`GramParty`);
-3. the label party's y times every other block (A_k^T y, to party k), and every feature of party
-   l times the blocks of the parties k < l (A_k^T A_l, to party k: each cross-block once), each
-   with noise sigma / sqrt 2 from the block's helper (exact discrete Gaussian in the ring);
-4. every party sends its ``GramPart``: its own noisy triangle and column sums (local), the
-   cross-blocks and A_k^T y it received, the label sum at the label party;
-5. the server assembles the noisy M and fits (post-processing; ``ssp.fit``).
+   same to its own ledger before it draws any noise, and serves its rows, parts and statistics
+   only while that charge is open, each once (:class:`GramParty`);
+3. every party sends its masked block Z_k = B_k + V_k to the server, in row pieces (each block
+   opened once); the server adds Z_k^T Z_l for k < l;
+4. every party sends its parts of the cross-blocks it contributes to (its mask corrections and,
+   as block k's helper h(k), k's noise sigma / sqrt 2: the exact discrete Gaussian in the ring,
+   drawn as the per-column products drew it), each blinded by pair keys that cancel in the
+   block's sum; the server adds them: B_k^T B_l + N;
+5. every party sends its ``GramPart``: its own noisy triangle and column sums (local), A_L^T y
+   and the label sum at the label party;
+6. the server assembles the noisy M and fits (post-processing; ``ssp.fit``).
 
-No party sees another's rows or labels, only DP values; the server sees the released M.
-Threat model: least squares' (the dealer colludes with no party, no party with its helper).
-Runs on every backend: in process (the parties as :class:`GramParty` objects here), and over a
-runtime link (``backend`` local, flower-sim, flower: :mod:`.ssp_remote`, the same steps
-:func:`release` with each party a role that keeps its own ledger and gates its releases by it);
-a seeded run gives the same M, model and ledger records on each.  No checkpoint (one release).
+No party receives anything but keys; the server receives masked blocks, the blocks' parts and
+the released M.  Threat model: the server colludes with no party (docs/sensitivity.md 4.10.2).
+Runs on every backend: in process (the parties as :class:`GramParty` objects here, over
+:class:`LocalGram`), and over a runtime link (``backend`` local, flower-sim, flower:
+``ssp/roles.py``, the same :func:`release` with each party a role that keeps its own ledger and
+gates its releases by it); a seeded run gives the same M, model and ledger records on each,
+and the same M as the per-column Beaver products this protocol replaced (issue 55).  No
+checkpoint (one release).
 """
 from __future__ import annotations
 
@@ -34,8 +39,8 @@ import numpy as np
 from ....errors import InputError
 from .. import privacy as SP
 from . import release as S
-from .party import (GramParty, fit_model, make_parties, model, prepare,  # noqa: F401
-                    public_bounds, release)
+from .party import (GramParty, LocalGram, fit_model, make_parties, model,  # noqa: F401
+                    piece_rows, prepare, public_bounds, release)
 
 
 #: the deployment note of a run whose noise came from OS entropy: the products across parties
@@ -240,9 +245,6 @@ def solve_ssp(data, run):
 def _in_process(data, run, plan, frac, budget, seeds, sizes, L):
     """The release with the parties as :class:`GramParty` objects here, each with its own
     memory ledger under the server's budget: ``(M, meter, party ledgers)``."""
-    from ..local import LocalParties
-    from ..mpc.store import SpillDirectory, should_spill
-
     K, n, cfg = data.K, data.n, run.cfg
     Ba_s, By, clips = public_bounds(plan, run.private, K)
     blocks = [prepare(data.block(k), data.y if k == L else None, plan.s, k, frac, run.private,
@@ -257,8 +259,7 @@ def _in_process(data, run, plan, frac, budget, seeds, sizes, L):
             p.budget = BudgetFilter(MemoryLedger(budget={"epsilon": budget.epsilon,
                                                          "delta": budget.delta}),
                                     budget.epsilon, budget.delta, accountant=cfg.accountant)
-    spill = should_spill(n, sizes)
-    link = LocalParties(parties, spill=SpillDirectory(None) if spill else None)
+    link = LocalGram(parties, sizes, L)
     try:
         M = _release(link, parties, sizes, L, n, frac, budget, plan)
     finally:
@@ -266,12 +267,11 @@ def _in_process(data, run, plan, frac, budget, seeds, sizes, L):
     return M, link.meter, link.ledgers()
 
 
-def _release(link, parties, sizes, L, n, frac, budget, plan):
-    """:func:`release` in process (``link`` a ``LocalParties`` of ``parties``; ``plan`` None
+def _release(link, parties, sizes, L, n, frac, budget, plan, frame_bytes=None):
+    """:func:`release` in process (``link`` a :class:`LocalGram` of ``parties``; ``plan`` None
     when no budget is charged, as in the audit, ``vflpriv.audit.secure_ssp``)."""
     return release(link, sizes, L, n, frac, budget, None if plan is None else plan.event,
-                   parties[0].chunk_rows,
-                   lambda: [link.net.up(p.k, p.gram_part(sizes, L), 0) for p in parties])
+                   piece_rows(sizes, L, frame_bytes))
 
 
 def _solution(data, run, x, b, meter, party_ledgers, noise_plan, led, iters,
@@ -295,8 +295,8 @@ def _solution(data, run, x, b, meter, party_ledgers, noise_plan, led, iters,
                    uplink_naive=[8 * n * len(bl) for bl in data.blocks],
                    extra={"path": "ssp", "deployment_note": DEPLOYMENT_NOTE,
                           "label_party": run.label_party, "frac_bits": frac,
-                          "secure_products": (K - 1) + sum(
-                              l * len(data.blocks[l]) for l in range(K)),
+                          # the cross-blocks the server computes (ssp/gram.py)
+                          "secure_products": K * (K - 1) // 2,
                           "feature_cap": None, "setup_seconds": release_seconds,
                           "fit_iterations": iters, "release_seconds": release_seconds,
                           "scale": plan.s, "row_clips": plan.clips,

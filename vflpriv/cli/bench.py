@@ -19,6 +19,7 @@ TARGETS = {
     "align": "private set intersection: vflpriv's ECDH-PSI (X25519, K parties, led by the label party) vs openmined-psi on the same ID sets (default 1e5 and 1e6 per party, 3 parties)",
     "network": "dp-bcfw-secure on a deployment across Linux network namespaces, links shaped (tbf rate, relay delay; default 1gbit and 100mbit, 20 ms RTT): wall time, bytes and time on the wire per phase",
     "ring": "products over Z/2^64 (the secure paths' uint64 words): vector-matrix, sparse x dense and Gram blocks (n x p)^T (n x q), numpy's integer products vs vflpriv.kernels.ring_matmul (float64 BLAS limb products)",
+    "gram": "the ssp path's one release as the columns grow (d 50..2000, n 2e4 and 1e5, K = 4, eps 4): bytes per party, CPU seconds, peak memory, test AUC; --spu PYTHON: SecretFlow SPU's SEMI2K Gram of the same rows beside it",
     "sparse": "horizontal sparse methods: rounds/s at 100 clients, d=1000 dense and d=100000 sparse; vs a per-client loop",
 }
 

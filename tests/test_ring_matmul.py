@@ -51,10 +51,13 @@ def _same(x, y):
 
 
 def _check(a, b, expected, chunk=None):
-    """ring_matmul(a, b) and, for 2-D operands, the limb path on them, both equal ``expected``."""
+    """ring_matmul(a, b) and, for 2-D operands, the limb path and (torch installed) torch's int64
+    product on them, all equal ``expected``."""
     _same(ring_matmul(a, b, chunk=chunk), expected)
     if np.ndim(a) == 2 and np.ndim(b) == 2 and a.shape[1]:
         _same(R._limb_matmul(a, b, chunk or max_chunk(), R.LIMB_OFFSETS), expected)
+        if R._has_torch():
+            _same(R._torch_matmul(a, b), expected)
 
 
 def test_max_chunk_is_the_float64_bound():
@@ -126,6 +129,30 @@ def test_gram_blocks_against_einsum():
     _check(A.T, A, np.einsum("ji,jk->ik", A, A), chunk=77)
     G = _words(rng, (700, 70))               # past BLAS_MIN: ring_matmul takes the limbs itself
     _same(ring_matmul(G.T, G), np.einsum("ji,jk->ik", G, G))
+
+
+def test_the_size_rule_takes_torch_for_large_products_and_the_same_words(monkeypatch):
+    """With torch (the test extra installs it) a Gram block past TORCH_MIN goes through torch's
+    int64 product; without it (the lookup forced False) through the limbs: the same words, and
+    both equal einsum's wrapping sums."""
+    pytest.importorskip("torch")
+    rng = np.random.default_rng(8)
+    A, B = _words(rng, (4096, 40)), _words(rng, (4096, 33))
+    calls = []
+    real = R._torch_matmul
+    monkeypatch.setattr(R, "_torch_matmul", lambda a, b: calls.append(1) or real(a, b))
+    with_torch = ring_matmul(A.T, B)
+    assert calls == [1]
+    monkeypatch.setattr(R, "_TORCH", [False])
+    without = ring_matmul(A.T, B)
+    assert calls == [1]
+    _same(with_torch, without)
+    _same(without, np.einsum("ji,jk->ik", A, B))
+    # thin results, or little work, stay on einsum / the limbs
+    monkeypatch.setattr(R, "_TORCH", [True])
+    ring_matmul(A[:, :4].T, B)
+    ring_matmul(A[:64, :10].T, B[:64, :10])
+    assert calls == [1]
 
 
 def test_non_contiguous_operands():

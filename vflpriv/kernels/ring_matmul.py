@@ -27,10 +27,14 @@ wraps mod 2^64); the wrapper's job there is that both operands are uint64, so th
 promotes the product to float64 (numpy's promotion of uint64 with int64 is float64, which would
 lose the low bits silently), and that the result is a uint64 ndarray.
 
-Size rule (public, no timing at run time): a 2-D x 2-D product whose result has fewer than
+Size rule (public, no timing at run time): with torch installed (the ``torch`` extra), a 2-D x
+2-D product of at least ``TORCH_MIN`` result rows and columns (and ``TORCH_MIN_WORK``
+multiply-adds) goes through torch's int64 matrix product, which wraps mod 2^64 and runs several
+times faster than the limb products; otherwise a product whose result has fewer than
 ``BLAS_MIN`` rows or columns goes through ``einsum`` (numpy's uint64 einsum is itself vectorized
-and the limb conversions would not pay off on a thin result); every other one through the limb
-products.  Signed inputs (int64) are read as
+and the limb conversions would not pay off on a thin result), every other one through the limb
+products.  An explicit ``chunk`` always takes the limb products (the tests reach their chunking
+that way).  All three give the same words.  Signed inputs (int64) are read as
 their two's complement words, as ``ring.encode`` stores them.
 """
 from __future__ import annotations
@@ -52,6 +56,15 @@ LIMB_OFFSETS = (0, 22, 43)
 #: the limbs from 64 rows and columns on (32 x 32, 1.14, stays on einsum: the rule is kept simple
 #: and errs toward einsum; more BLAS threads would only move the break-even lower).
 BLAS_MIN = 64
+
+#: with torch installed, a 2-D x 2-D product whose result has at least ``TORCH_MIN`` rows and
+#: columns and ``TORCH_MIN_WORK`` multiply-adds goes through torch's int64 matrix product
+#: (:func:`_torch_matmul`): measured here (one thread, CPU seconds, ``vflpriv bench ring``,
+#: docs/kernels.md): 8.5x less than the limb products at 500 x 700 over 4096 rows and 2.8x less
+#: than einsum at 16 x 128 over 2e4 rows; einsum stays ahead below about 8 (1 x 128: 0.26x).
+#: Without torch (it is an extra) the rule above holds; every path gives the same words.
+TORCH_MIN = 8
+TORCH_MIN_WORK = 1 << 22
 
 _U64 = np.uint64
 
@@ -144,6 +157,7 @@ def ring_matmul(a, b, *, chunk=None):
     if n != nb:
         raise ValueError(f"ring_matmul: shapes {a.shape} and {b.shape} do not match")
     limit = max_chunk()
+    explicit = chunk is not None           # a chunk asks for the limb products themselves
     chunk = limit if chunk is None else int(chunk)
     if not 1 <= chunk <= limit:
         raise ValueError(f"chunk must be in [1, {limit}] (float64 exactness), got {chunk}")
@@ -157,10 +171,36 @@ def ring_matmul(a, b, *, chunk=None):
     m, q = a.shape[0], b.shape[1]
     if n == 0 or m == 0 or q == 0:
         return np.zeros((m, q), dtype=np.uint64)
+    if not explicit and min(m, q) >= TORCH_MIN and m * n * q >= TORCH_MIN_WORK and _has_torch():
+        return _torch_matmul(a, b)
     if min(m, q) < BLAS_MIN:
         # a thin result (size rule, BLAS_MIN)
         return np.einsum("ij,jk->ik", a, b)
     return _limb_matmul(a, b, chunk, LIMB_OFFSETS)
+
+
+def _has_torch() -> bool:
+    """Whether torch can be imported here (the ``torch`` extra; looked up once)."""
+    if _TORCH[0] is None:
+        import importlib.util
+
+        _TORCH[0] = importlib.util.find_spec("torch") is not None
+    return _TORCH[0]
+
+
+_TORCH = [None]
+
+
+def _torch_matmul(a, b):
+    """a @ b mod 2^64 by torch's int64 matrix product on the CPU: the words read as int64 (two's
+    complement), multiplied and summed in int64, whose products and sums wrap mod 2^64 in torch's
+    kernels (checked bit for bit against Python integers and the limb products:
+    tests/test_ring_matmul.py), read back as words."""
+    import torch
+
+    ta = torch.from_numpy(np.ascontiguousarray(a).view(np.int64))
+    tb = torch.from_numpy(np.ascontiguousarray(b).view(np.int64))
+    return (ta @ tb).numpy().view(np.uint64)
 
 
 def ring_spmatmul(S, x):

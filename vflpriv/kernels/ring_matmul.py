@@ -198,9 +198,15 @@ def _torch_matmul(a, b):
     tests/test_ring_matmul.py), read back as words."""
     import torch
 
-    ta = torch.from_numpy(np.ascontiguousarray(a).view(np.int64))
-    tb = torch.from_numpy(np.ascontiguousarray(b).view(np.int64))
-    return (ta @ tb).numpy().view(np.uint64)
+    def tensor(x):
+        # a strided view as it is (a transposed block costs no copy); torch refuses negative
+        # strides, which a copy then removes
+        try:
+            return torch.from_numpy(x.view(np.int64))
+        except ValueError:
+            return torch.from_numpy(np.ascontiguousarray(x).view(np.int64))
+
+    return (tensor(a) @ tensor(b)).numpy().view(np.uint64)
 
 
 def ring_spmatmul(S, x):

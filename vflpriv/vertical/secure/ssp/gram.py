@@ -102,10 +102,5 @@ def server_block_sums(Z, acc, K):
     from ....kernels.ring_matmul import ring_matmul
 
     for k in range(K - 1):
-        right = np.hstack([Z[l] for l in range(k + 1, K)])
-        prod = ring_matmul(Z[k].T, right)
-        pos = 0
         for l in range(k + 1, K):
-            q = Z[l].shape[1]
-            acc[(k, l)] += prod[:, pos:pos + q]
-            pos += q
+            acc[(k, l)] += ring_matmul(Z[k].T, Z[l])

@@ -96,12 +96,12 @@ def _ours(n, d, args, tmp):
 _SPU = r"""
 import json, sys, time, resource
 import numpy as np
-n, d, K, seed, density = [float(v) for v in sys.argv[1:6]]
-n, d, K, seed = int(n), int(d), int(K), int(seed)
+n, d, K, seed, density, rows = [float(v) for v in sys.argv[1:7]]
+n, d, K, seed, rows = int(n), int(d), int(K), int(seed), int(rows)
 import spu.utils.simulation as spsim
 import spu.libspu as libspu
 from vflpriv_gram_data import blocks
-parts = blocks(n, d, K, seed, density)
+parts = [b[:rows] for b in blocks(n, d, K, seed, density)]
 conf = libspu.RuntimeConfig(protocol=libspu.ProtocolKind.SEMI2K, field=libspu.FieldType.FM64,
                             fxp_fraction_bits=18)
 conf.enable_pphlo_profile = True      # rank 0 logs its link's bytes ("Link details")
@@ -121,8 +121,9 @@ print(json.dumps({"cpu_seconds": cpu, "max_abs_error": err,
 
 
 def _spu(n, d, args, tmp, python):
-    """SPU's SEMI2K Gram of the same rows (``vflpriv.data.loaders.make_synthetic``'s A, clipped
-    to [-1, 1], split in K column blocks), in a child interpreter."""
+    """SPU's SEMI2K Gram of the same table (``vflpriv.data.loaders.make_synthetic``'s A, clipped
+    to [-1, 1], split in K column blocks; its first 0.8 n rows, as many as the release
+    multiplies), in a child interpreter."""
     helper = os.path.join(tmp, "vflpriv_gram_data.py")
     with open(helper, "w") as fh:
         fh.write(_DATA.format(root=os.path.dirname(os.path.dirname(os.path.dirname(
@@ -132,8 +133,10 @@ def _spu(n, d, args, tmp, python):
         fh.write(_SPU)
     env = dict(os.environ, PYTHONPATH=tmp)
     t0 = time.perf_counter()
+    # as many rows as the release multiplies (the run holds out a fifth for its test AUC)
+    rows = n - int(round(0.2 * n))
     proc = subprocess.run([python, script, str(n), str(d), str(args.parties), str(args.seed),
-                           str(args.density)], capture_output=True, env=env)
+                           str(args.density), str(rows)], capture_output=True, env=env)
     row = {"system": "SPU SEMI2K (Gram only)", "n": n, "d": d, "rc": proc.returncode,
            "wall_seconds": time.perf_counter() - t0}
     if proc.returncode != 0:

@@ -7,8 +7,9 @@ The shapes of the secure paths:
   :func:`ring_vecmat` (einsum, the size rule's choice) and the float64 limb products of the
   1 x n row (``limbs``, the path ``ring_vecmat`` does not take: shown to say why);
 * Gram blocks (n x p)^T (n x q): numpy's uint64 ``A.T @ B`` and ``einsum``, and
-  :func:`ring_matmul` (the limb products from ``BLAS_MIN`` rows and columns on, einsum below)
-  and the limb products alone (``limbs``);
+  :func:`ring_matmul` (torch's int64 product when torch is installed, else the limb products
+  from ``BLAS_MIN`` rows and columns on, einsum below), the limb products alone (``limbs``) and,
+  with torch, its int64 product alone (``torch``);
 * sparse x dense (``peer_output``'s A_k^T z, A_k at density ``--density``): scipy's uint64
   product as the code wrote it and :func:`ring_spmatmul`.
 
@@ -128,6 +129,7 @@ def _numpy_gram(A, B, name, budget, repeats):
 
 
 def bench_gram(rows, cols, repeats, budget, rng):
+    from ..kernels import ring_matmul as RM
     from ..kernels.ring_matmul import LIMB_OFFSETS, _limb_matmul, max_chunk, ring_matmul
 
     out = []
@@ -142,6 +144,9 @@ def bench_gram(rows, cols, repeats, budget, rng):
                 t["limbs"], res = _time(lambda: _limb_matmul(A.T, B, max_chunk(), LIMB_OFFSETS),
                                         repeats, budget)
                 _check("limbs", mine, res)
+                if RM._has_torch():          # torch's int64 product (ring_matmul's choice then)
+                    t["torch"], res = _time(lambda: RM._torch_matmul(A.T, B), repeats, budget)
+                    _check("torch", mine, res)
                 for name in ("numpy_einsum", "numpy_matmul"):
                     t[name], timed[name], res = _numpy_gram(A, B, name, budget, repeats)
                     k = timed[name]
@@ -156,8 +161,9 @@ def bench_gram(rows, cols, repeats, budget, rng):
                             "wall_speedup_vs_einsum": s["numpy_einsum"] / s["ring_matmul"],
                             "wall_speedup_vs_matmul": s["numpy_matmul"] / s["ring_matmul"]})
                 star = {nm: "*" if k < n else " " for nm, k in timed.items()}
+                tt = f"torch {c['torch']:8.3f}  " if "torch" in c else ""
                 print(f"  n={n:<7} {p:>4} x {q:<4} CPU s: ring_matmul {c['ring_matmul']:8.3f}  "
-                      f"limbs {c['limbs']:8.3f}  "
+                      f"limbs {c['limbs']:8.3f}  {tt}"
                       f"einsum {c['numpy_einsum']:8.3f}{star['numpy_einsum']} matmul "
                       f"{c['numpy_matmul']:8.2f}{star['numpy_matmul']}  (wall "
                       f"{s['ring_matmul']:.2f} / {s['numpy_einsum']:.2f} / "
@@ -210,6 +216,10 @@ def run(args) -> int:
         raise ValueError("--threads needs threadpoolctl (pip install threadpoolctl)")
     limit = nullcontext() if args.threads is None else \
         threadpool_limits(limits=args.threads, user_api="blas")
+    if args.threads is not None and RM._has_torch():
+        import torch
+
+        torch.set_num_threads(int(args.threads))     # torch's own pool, as BLAS's
     rng = np.random.default_rng(0)
     with limit:
         blas = [{k: i.get(k) for k in ("internal_api", "version", "num_threads")}

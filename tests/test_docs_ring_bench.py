@@ -54,3 +54,14 @@ def test_the_quoted_constants_are_the_kernels():
     assert "offsets 0, 22, 43" in text and tuple(R.LIMB_OFFSETS) == (0, 22, 43)
     doc = json.loads((DOCS / "ring_bench.json").read_text())
     assert doc["chunk"] == R.max_chunk() and doc["blas_min"] == R.BLAS_MIN
+
+
+def test_the_torch_table_is_its_json():
+    doc = json.loads((DOCS / "ring_bench_torch.json").read_text())
+    lines = set(_section().splitlines())
+    for r in doc["gram"]:
+        c, timed = r["cpu_seconds"], r["numpy_rows_timed"]
+        star = "*" if timed["numpy_einsum"] < r["n"] else ""
+        row = (f"| {r['n']} | {r['p']} x {r['q']} | {c['torch']:.3f} | {c['limbs']:.3f} | "
+               f"{c['numpy_einsum']:.3f}{star} | {c['limbs'] / c['torch']:.2f} |")
+        assert row in lines, row

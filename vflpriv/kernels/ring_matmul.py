@@ -59,9 +59,10 @@ BLAS_MIN = 64
 
 #: with torch installed, a 2-D x 2-D product whose result has at least ``TORCH_MIN`` rows and
 #: columns and ``TORCH_MIN_WORK`` multiply-adds goes through torch's int64 matrix product
-#: (:func:`_torch_matmul`): measured here (one thread, CPU seconds, ``vflpriv bench ring``,
-#: docs/kernels.md): 8.5x less than the limb products at 500 x 700 over 4096 rows and 2.8x less
-#: than einsum at 16 x 128 over 2e4 rows; einsum stays ahead below about 8 (1 x 128: 0.26x).
+#: (:func:`_torch_matmul`): measured here on one thread (CPU seconds, ``vflpriv bench ring``,
+#: docs/ring_bench_torch.json): 1.8 to 2.8 times less than the limb products on Gram blocks of
+#: 200 and 800 columns over 2e4 and 1e5 rows, and 2.8x less than einsum at 16 x 128 over 2e4
+#: rows (a one-off run); einsum stays ahead below about 8 (1 x 128: 0.26x).
 #: Without torch (it is an extra) the rule above holds; every path gives the same words.
 TORCH_MIN = 8
 TORCH_MIN_WORK = 1 << 22

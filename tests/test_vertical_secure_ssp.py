@@ -305,6 +305,11 @@ def test_a_party_releases_only_what_its_own_ledger_charged():
     # its keys once; a key from a party it shares no block part with is refused
     with pytest.raises(InputError, match="again"):
         parties[0].gram_keys(sizes, L)
+    # a key it already holds is not replaced (party 0 made the pair key of block (0, 1) for 1)
+    with pytest.raises(InputError, match="second pair key"):
+        parties[1].take_gram_key(0, SM.GramKey(0, 1, b"\1" * 16), sizes, L)
+    with pytest.raises(InputError, match="second block mask key"):
+        parties[1].take_gram_key(2, SM.GramKey(0xFFFF, 0xFFFF, b"\1" * 16), sizes, L)
     with pytest.raises(InputError, match="does not share"):
         parties[2].take_gram_key(1, SM.GramKey(2, 3, b"\0" * 16), [2, 2, 1, 1], L)
     # no per-column product is served on this path

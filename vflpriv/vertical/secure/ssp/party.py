@@ -91,6 +91,9 @@ class GramParty(ProductParty):
                 {src, self.k} - set(G.contributors(msg.k, msg.l, K, L)):
             raise InputError(f"party {self.k}: party {src} sent a pair key for block "
                              f"({msg.k}, {msg.l}), which it does not share with it")
+        if (msg.k, msg.l, src, self.k) in self.rho:
+            raise InputError(f"party {self.k}: refused a second pair key of party {src} for "
+                             f"block ({msg.k}, {msg.l})")
         self.rho[(msg.k, msg.l, src, self.k)] = msg.key
 
     def _block_rows(self, s, e, L):

@@ -36,15 +36,15 @@ Type codes start at 32 so that a frame of one protocol is never parsed as the ot
     50   TripleToHelper server -> h(k)    holder l u16, recipient k u16, local index u32,
                                           AES key of v 16 B, then p_k uint64 (W_k - w_k):
                                           TripleToHolder for a helper h(k) != l             24 + 8 p_k
+    52   VectorKey      server -> l       recipient k u16, local index u32, AES key of the
+                                          vector mask v_k 16 B, for a block k whose helper
+                                          h(k) is another party (l masks its column for k
+                                          with v_k: one mask per peer, never shared)        22
     53   GramKey        party -> party    block (k u16, l u16), AES key 16 B: the sender's block
                                           mask key (k = l = 0xFFFF), or the pair key of its
                                           and the receiver's parts of cross-block (k, l)      20
     54   GramShare      party -> server   block (k u16, l u16), rows u32, cols u32, then
                                           q_k q_l uint64: a contributor's part of B_k^T B_l 12 + 8 q_k q_l
-    52   VectorKey      server -> l       recipient k u16, local index u32, AES key of the
-                                          vector mask v_k 16 B, for a block k whose helper
-                                          h(k) is another party (l masks its column for k
-                                          with v_k: one mask per peer, never shared)        22
 
 h(k) = (k + 1) mod K is block k's helper (``beaver.block_helper``): the one party that receives
 E_k and computes h(k)'s share, with k's noise, of every product with k's block (least squares

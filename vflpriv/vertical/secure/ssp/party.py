@@ -13,6 +13,7 @@ from . import gram as G
 from . import release as S
 from ..base.blocks import prepare_block
 from ..base.party import ProductParty
+from ..local import LocalParties
 from ..mpc.ring import Prg, encode
 from ....noise.discrete import ring_noise
 from ....runtime import views
@@ -162,11 +163,8 @@ class GramParty(ProductParty):
             B = self._block_rows(s, e, L)
             if above:                   # -Z_k^T V_l: k holds Z_k and every kappa_l
                 Z = B.toarray() + self._mask_rows(me, s, e)
-                prod = ring_matmul(Z.T, np.hstack([self._mask_rows(l, s, e) for l in above]))
-                pos = 0
-                for l in above:
-                    parts[(me, l)] -= prod[:, pos:pos + q[l]]
-                    pos += q[l]
+                for l in above:         # block by block, as the server: no stacked copy
+                    parts[(me, l)] -= ring_matmul(Z.T, self._mask_rows(l, s, e))
             if below:                   # -V_j^T B_k, sparse B_k
                 BT = B.T.tocsr()
                 for j in below:
@@ -258,34 +256,14 @@ def public_bounds(plan, private, K):
     return Ba_s, plan.By, clips
 
 
-class LocalGram:
+class LocalGram(LocalParties):
     """The ssp release's steps with the parties as :class:`GramParty` objects in this process,
-    every message framed and metered by a :class:`~..local.Network` (as
-    :class:`~..local.LocalParties` does for the products): keys party to party, masked blocks
-    and parts party to server."""
+    every message framed and metered by the in-process link (:class:`~..local.LocalParties`:
+    setup, charge, close): keys party to party, masked blocks and parts party to server."""
 
     def __init__(self, parties, sizes, L):
-        from ..local import LocalParties
-
-        self.base = LocalParties(parties)
-        self.parties, self.net, self.meter = parties, self.base.net, self.base.meter
+        super().__init__(parties)
         self.sizes, self.L = list(sizes), int(L)
-
-    @property
-    def peer_bytes(self):
-        return self.net.peer_bytes
-
-    def setup(self, msgs):
-        self.base.setup(msgs)
-
-    def new_features(self, holders, t):
-        self.base.new_features(holders, t)
-
-    def ledgers(self):
-        return self.base.ledgers()
-
-    def close(self):
-        self.base.close()
 
     def gram_keys(self):
         made = {p.k: p.gram_keys(self.sizes, self.L) for p in self.parties}

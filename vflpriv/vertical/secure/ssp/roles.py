@@ -145,15 +145,13 @@ class LinkSspParties(LinkParties):
     :class:`~.party.LocalGram` takes them in process: keys relayed sealed party to party,
     masked blocks and parts party to server."""
 
-    def _ups(self, replies, t, name):
-        out = []
-        for k, f in enumerate(replies):
-            msg = SM.decode(f)[0]
-            if type(msg).__name__ != name:
-                raise InputError(f"party {k} answered a {type(msg).__name__}, not a {name}")
-            self.meter.record(k, UP, t, len(f), name)
-            out.append(msg)
-        return out
+    def _up(self, k, frame, t, name):
+        """Party k's frame decoded as a ``name`` message (refused otherwise), metered."""
+        msg = SM.decode(frame)[0]
+        if type(msg).__name__ != name:
+            raise InputError(f"party {k} answered a {type(msg).__name__}, not a {name}")
+        self.meter.record(k, UP, t, len(frame), name)
+        return msg
 
     def gram_keys(self, t=0):
         replies = self.link.exchange([(k, b"", "gram_keys") for k in range(self.K)], t)
@@ -169,29 +167,19 @@ class LinkSspParties(LinkParties):
 
     def gram_rows(self, start, stop, t=0):
         span = _RANGE.pack(int(start), int(stop))
-        return self._ups(self.link.exchange([(k, span, "gram_rows") for k in range(self.K)], t),
-                         t, "MaskedBlock")
+        replies = self.link.exchange([(k, span, "gram_rows") for k in range(self.K)], t)
+        return [self._up(k, f, t, "MaskedBlock") for k, f in enumerate(replies)]
 
     def gram_shares(self, t=0):
-        out = []
         replies = self.link.exchange([(k, b"", "gram_shares") for k in range(self.K)], t)
-        for k, b in enumerate(replies):
-            got = []
-            for _, f in unpack_bundle(b):
-                msg = SM.decode(f)[0]
-                if not isinstance(msg, SM.GramShare):
-                    raise InputError(f"party {k} answered a {type(msg).__name__}, not a "
-                                     "GramShare")
-                self.meter.record(k, UP, t, len(f), "GramShare")
-                got.append(msg)
-            out.append(got)
-        return out
+        return [[self._up(k, f, t, "GramShare") for _, f in unpack_bundle(b)]
+                for k, b in enumerate(replies)]
 
     def gram_parts(self, t=0):
         """Every party's :class:`~.messages.GramPart` (each sends it once, after its own ledger
         charged the release)."""
-        return self._ups(self.link.exchange([(k, b"", "gram_part") for k in range(self.K)], t),
-                         t, "GramPart")
+        replies = self.link.exchange([(k, b"", "gram_part") for k in range(self.K)], t)
+        return [self._up(k, f, t, "GramPart") for k, f in enumerate(replies)]
 
 
 def _inf(v):
